@@ -1,0 +1,60 @@
+// Queues: where ops run. A CPU queue owns a thread pool; a CUDA queue owns a stream.
+// Ops are enqueued on a queue; q.Synchronize() waits for everything enqueued so far
+// (CPU ops complete before they return).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "vt/device.h"
+
+namespace vt {
+
+// Instruction-set levels of the CPU backend, from the portable scalar code up. A queue
+// uses the lower of what the processor has and what it was asked for, so tests can force
+// the scalar (or AVX2) kernels on any machine.
+enum class CpuIsa : int8_t {
+  kScalar = 0,
+  kAvx2 = 1,        // AVX2 + FMA + F16C
+  kAvx512 = 2,      // AVX-512 F/BW/VL/DQ
+  kAvx512Bf16 = 3,  // AVX-512 plus BF16 and VNNI
+  kBest = 100,
+};
+const char* CpuIsaName(CpuIsa isa);
+// What this processor supports.
+CpuIsa DetectCpuIsa();
+
+class Queue {
+ public:
+  // threads <= 0: one per hardware thread.
+  static Queue Cpu(int threads = 0, CpuIsa max_isa = CpuIsa::kBest);
+  // Throws vt::Error when vtllm was built without CUDA or the device is absent.
+  static Queue Cuda(int index = 0);
+
+  Device device() const;
+  void Synchronize() const;
+
+  // CPU queues only (throws otherwise).
+  int num_threads() const;
+  CpuIsa cpu_isa() const;
+  // Runs fn(begin, end) over [0, n) in contiguous chunks of at least `grain` items, on the
+  // pool's threads and the caller's; returns when all are done.
+  void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const;
+
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+  explicit Queue(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+struct Queue::Impl {
+  explicit Impl(Device d) : device(d) {}
+  virtual ~Impl() = default;
+  virtual void Synchronize() {}
+  Device device;
+};
+
+}  // namespace vt

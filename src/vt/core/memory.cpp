@@ -1,0 +1,52 @@
+#include "vt/core/memory.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "vt/error.h"
+
+#ifdef VT_WITH_CUDA
+#include "vt/cuda/runtime.h"
+#endif
+
+namespace vt::detail {
+
+namespace {
+[[noreturn]] void ThrowNoCuda(const char* what) {
+  throw Error(StrCat(what, ": vtllm was built without CUDA (configure with -DVT_CUDA=ON)"));
+}
+}  // namespace
+
+std::shared_ptr<Storage> AllocateStorage(Device device, size_t nbytes) {
+  if (device.is_cuda()) {
+#ifdef VT_WITH_CUDA
+    return cuda::AllocateStorage(device.index, nbytes);
+#else
+    ThrowNoCuda("Tensor::Empty on cuda");
+#endif
+  }
+  const size_t rounded = (nbytes + 63) / 64 * 64;
+  void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
+  VT_CHECK(p != nullptr || rounded == 0, "out of host memory allocating ", nbytes, " bytes");
+  auto s = std::make_shared<Storage>();
+  s->data = p;
+  s->nbytes = nbytes;
+  s->device = device;
+  s->owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  return s;
+}
+
+void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n) {
+  if (n == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+#ifdef VT_WITH_CUDA
+  cuda::CopyBytes(dst, dst_device, src, src_device, n);
+#else
+  ThrowNoCuda("copy to or from cuda");
+#endif
+}
+
+}  // namespace vt::detail

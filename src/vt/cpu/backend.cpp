@@ -1,0 +1,15 @@
+#include "vt/cpu/backend.h"
+
+namespace vt::cpu {
+
+void RegisterKernels() {
+  RegisterQuantKernels();
+  RegisterMatmulKernels();
+  RegisterNormKernels();
+  RegisterActivationKernels();
+  RegisterCastKernels();
+  RegisterFusedKernels();
+  RegisterModelKernels();
+}
+
+}  // namespace vt::cpu

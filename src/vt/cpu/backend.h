@@ -1,0 +1,36 @@
+// The CPU backend: its queue, its kernel registration, and helpers its kernels share.
+#pragma once
+
+#include <memory>
+
+#include "vt/cpu/thread_pool.h"
+#include "vt/error.h"
+#include "vt/queue.h"
+
+namespace vt::cpu {
+
+struct CpuQueue : Queue::Impl {
+  CpuQueue(int threads, CpuIsa isa) : Queue::Impl(Device::Cpu()), pool(threads), isa(isa) {}
+  ThreadPool pool;
+  CpuIsa isa;  // effective level: min(detected, requested)
+};
+
+inline CpuQueue& Cpu(const Queue& q) {
+  auto* impl = dynamic_cast<CpuQueue*>(q.impl());
+  VT_CHECK(impl != nullptr, "internal: a CPU kernel received a queue on ", ToString(q.device()));
+  return *impl;
+}
+
+// Registers every CPU kernel; called once from vt::EnsureBackendsRegistered.
+void RegisterKernels();
+
+// One registration function per op family (cpu/<family>.cpp).
+void RegisterQuantKernels();
+void RegisterMatmulKernels();
+void RegisterNormKernels();
+void RegisterActivationKernels();
+void RegisterCastKernels();
+void RegisterFusedKernels();
+void RegisterModelKernels();  // embedding, rotary embedding, KV cache, attention
+
+}  // namespace vt::cpu

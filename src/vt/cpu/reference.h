@@ -1,0 +1,29 @@
+// Plain scalar references of the CPU kernels: single-threaded, written for clarity, the
+// named baseline the fast paths are tested against (llm.c's matmul_forward_naive).
+// Each works on a range of rows [row_begin, row_end) of contiguous tensors so that the
+// portable kernels can also run them in parallel.
+#pragma once
+
+#include <cstdint>
+
+#include "vt/tensor.h"
+
+namespace vt::cpu::ref {
+
+// Elements [begin, end) of x -> out (F8E4M3), per the FP8 contract.
+void QuantFp8Static(const Tensor& out, const Tensor& x, float input_scale, int64_t begin, int64_t end);
+// Rows [m0, m1) of out = alpha * a·bᵀ (+ bias), f32 accumulation in k order.
+void MatmulFp8(const Tensor& out, const Tensor& a, const Tensor& b, float alpha, const Tensor* bias, int64_t m0,
+               int64_t m1);
+void Matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias, int64_t m0, int64_t m1);
+void RmsNorm(const Tensor& out, const Tensor& x, const Tensor& weight, float eps, const Tensor* residual,
+             int64_t row0, int64_t row1);
+void RmsNormGated(const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight, float eps,
+                  int64_t row0, int64_t row1);
+void SiluMul(const Tensor& out, const Tensor& x, int64_t row0, int64_t row1);
+void Cast(const Tensor& out, const Tensor& x, int64_t begin, int64_t end);
+
+// Rows of a tensor viewed as [rows, last_dim].
+inline int64_t Rows(const Tensor& t) { return t.dim(-1) == 0 ? 0 : t.numel() / t.dim(-1); }
+
+}  // namespace vt::cpu::ref

@@ -1,0 +1,39 @@
+// Validation shared by the op entry points: done once, at the op boundary, with the
+// actual values in the message.
+#pragma once
+
+#include <initializer_list>
+#include <string_view>
+
+#include "vt/error.h"
+#include "vt/queue.h"
+#include "vt/tensor.h"
+
+namespace vt::check {
+
+// The tensor is defined and lives on the queue's device.
+void OnQueue(std::string_view op, const Queue& q, std::string_view arg, const Tensor& t);
+// The tensor is contiguous.
+void Contiguous(std::string_view op, std::string_view arg, const Tensor& t);
+// The tensor's dtype is one of `allowed`.
+void DTypeIn(std::string_view op, std::string_view arg, const Tensor& t, std::initializer_list<DType> allowed);
+// The tensor has exactly this shape.
+void ShapeIs(std::string_view op, std::string_view arg, const Tensor& t, const Shape& shape);
+// The tensor has `ndim` dimensions.
+void NDim(std::string_view op, std::string_view arg, const Tensor& t, int ndim);
+// A scale is finite and > 0.
+void PositiveFinite(std::string_view op, std::string_view arg, float value);
+// A value is finite.
+void Finite(std::string_view op, std::string_view arg, float value);
+
+// All of: on the queue, contiguous, dtype allowed.
+inline void Operand(std::string_view op, const Queue& q, std::string_view arg, const Tensor& t,
+                    std::initializer_list<DType> allowed) {
+  OnQueue(op, q, arg, t);
+  Contiguous(op, arg, t);
+  DTypeIn(op, arg, t, allowed);
+}
+
+inline constexpr std::initializer_list<DType> kFloat16Or32 = {DType::kF32, DType::kBF16, DType::kF16};
+
+}  // namespace vt::check

@@ -1,0 +1,95 @@
+#include "vt/ops/fused.h"
+
+#include "vt/ops/activation.h"
+#include "vt/ops/check.h"
+#include "vt/ops/norm.h"
+#include "vt/ops/quant.h"
+
+namespace vt {
+
+void FusedChainComposite(const Queue& q, std::span<const FOp> recipe, const FusedArgs& args) {
+  VT_CHECK(!recipe.empty(), "FusedChainComposite: empty recipe");
+  Tensor current = args.x;  // the value flowing from step to step
+  for (size_t i = 0; i < recipe.size(); ++i) {
+    const bool last = i + 1 == recipe.size();
+    switch (recipe[i]) {
+      case FOp::kRmsNorm:
+      case FOp::kRmsNormGated: {
+        Tensor tmp = args.normed_out.defined() ? args.normed_out
+                                               : Tensor::Empty(current.shape(), DType::kBF16, q.device());
+        if (recipe[i] == FOp::kRmsNorm)
+          RmsNorm(q, tmp, current, args.weight, args.eps, args.residual.defined() ? &args.residual : nullptr);
+        else
+          RmsNormGated(q, tmp, current, args.gate, args.weight, args.eps);
+        current = tmp;
+        break;
+      }
+      case FOp::kSiluMul: {
+        Shape half = current.shape();
+        VT_CHECK(!half.empty(), "FusedChainComposite: SiluMul needs at least one dimension");
+        half.back() /= 2;
+        Tensor tmp = Tensor::Empty(half, DType::kBF16, q.device());
+        SiluMul(q, tmp, current);
+        current = tmp;
+        break;
+      }
+      case FOp::kQuantFp8Static:
+        VT_CHECK(last, "FusedChainComposite: QuantFp8Static must be the last step of a recipe");
+        QuantFp8Static(q, args.out, current, args.input_scale);
+        break;
+    }
+  }
+}
+
+void RmsNormQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+                     float input_scale, const Tensor* residual, const Tensor* normed_out) {
+  constexpr std::string_view op = "RmsNormQuantFp8";
+  check::Operand(op, q, "x", x, check::kFloat16Or32);
+  check::Operand(op, q, "weight", weight, check::kFloat16Or32);
+  check::Operand(op, q, "out", out, {DType::kF8E4M3});
+  VT_CHECK(x.ndim() >= 1 && x.dim(-1) > 0, op, ": x is ", x.Describe(), "; need a non-empty last dimension");
+  check::ShapeIs(op, "out", out, x.shape());
+  check::ShapeIs(op, "weight", weight, {x.dim(-1)});
+  check::Finite(op, "eps", eps);
+  check::PositiveFinite(op, "input_scale", input_scale);
+  if (residual != nullptr) {
+    check::Operand(op, q, "residual", *residual, {x.dtype()});
+    check::ShapeIs(op, "residual", *residual, x.shape());
+  }
+  if (normed_out != nullptr) {
+    check::Operand(op, q, "normed_out", *normed_out, {DType::kBF16});
+    check::ShapeIs(op, "normed_out", *normed_out, x.shape());
+  }
+  Kernel<OpId::kRmsNormQuantFp8>(q.device().type)(q, out, x, weight, eps, input_scale, residual, normed_out);
+}
+
+void RmsNormGatedQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate,
+                          const Tensor& weight, float eps, float input_scale) {
+  constexpr std::string_view op = "RmsNormGatedQuantFp8";
+  check::Operand(op, q, "x", x, check::kFloat16Or32);
+  check::Operand(op, q, "gate", gate, check::kFloat16Or32);
+  check::Operand(op, q, "weight", weight, check::kFloat16Or32);
+  check::Operand(op, q, "out", out, {DType::kF8E4M3});
+  VT_CHECK(x.ndim() >= 1 && x.dim(-1) > 0, op, ": x is ", x.Describe(), "; need a non-empty last dimension");
+  check::ShapeIs(op, "out", out, x.shape());
+  check::ShapeIs(op, "gate", gate, x.shape());
+  check::ShapeIs(op, "weight", weight, {x.dim(-1)});
+  check::Finite(op, "eps", eps);
+  check::PositiveFinite(op, "input_scale", input_scale);
+  Kernel<OpId::kRmsNormGatedQuantFp8>(q.device().type)(q, out, x, gate, weight, eps, input_scale);
+}
+
+void SiluMulQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, float input_scale) {
+  constexpr std::string_view op = "SiluMulQuantFp8";
+  check::Operand(op, q, "x", x, check::kFloat16Or32);
+  check::Operand(op, q, "out", out, {DType::kF8E4M3});
+  VT_CHECK(x.ndim() >= 1 && x.dim(-1) % 2 == 0, op, ": x is ", x.Describe(),
+           "; its last dimension must be even ([gate | up])");
+  Shape half = x.shape();
+  half.back() /= 2;
+  check::ShapeIs(op, "out", out, half);
+  check::PositiveFinite(op, "input_scale", input_scale);
+  Kernel<OpId::kSiluMulQuantFp8>(q.device().type)(q, out, x, input_scale);
+}
+
+}  // namespace vt

@@ -1,0 +1,40 @@
+#include "vt/ops/norm.h"
+
+#include "vt/ops/check.h"
+
+namespace vt {
+
+namespace {
+void CheckRows(std::string_view op, const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight) {
+  check::Operand(op, q, "x", x, check::kFloat16Or32);
+  check::Operand(op, q, "out", out, check::kFloat16Or32);
+  check::Operand(op, q, "weight", weight, check::kFloat16Or32);
+  VT_CHECK(x.ndim() >= 1 && x.dim(-1) > 0, op, ": x is ", x.Describe(), "; need a non-empty last dimension");
+  check::ShapeIs(op, "out", out, x.shape());
+  check::ShapeIs(op, "weight", weight, {x.dim(-1)});
+}
+}  // namespace
+
+void RmsNorm(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+             const Tensor* residual) {
+  constexpr std::string_view op = "RmsNorm";
+  CheckRows(op, q, out, x, weight);
+  check::Finite(op, "eps", eps);
+  if (residual != nullptr) {
+    check::Operand(op, q, "residual", *residual, {x.dtype()});
+    check::ShapeIs(op, "residual", *residual, x.shape());
+  }
+  Kernel<OpId::kRmsNorm>(q.device().type)(q, out, x, weight, eps, residual);
+}
+
+void RmsNormGated(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight,
+                  float eps) {
+  constexpr std::string_view op = "RmsNormGated";
+  CheckRows(op, q, out, x, weight);
+  check::Finite(op, "eps", eps);
+  check::Operand(op, q, "gate", gate, check::kFloat16Or32);
+  check::ShapeIs(op, "gate", gate, x.shape());
+  Kernel<OpId::kRmsNormGated>(q.device().type)(q, out, x, gate, weight, eps);
+}
+
+}  // namespace vt
