@@ -1,19 +1,190 @@
-// CPU MatmulFp8 and Matmul.
+// CPU MatmulFp8 and Matmul: a blocked driver shared by every ISA level, and the choice of
+// kernel set (matmul_kernels.h) from the queue's effective ISA and the operand dtypes.
+//
+// Decode (small M) is bound by streaming the weights: each weight byte is read once per
+// call, decoded into an L2-resident panel, and multiplied with every row of a. Prefill
+// (large M) reuses each decoded panel across all rows of a, with a's packed rows in L1.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
 #include "vt/cpu/backend.h"
-#include "vt/cpu/reference.h"
+#include "vt/cpu/elem.h"
+#include "vt/cpu/matmul_kernels.h"
 #include "vt/ops/matmul.h"
 
 namespace vt::cpu {
 
+void matmul::ThrowUnsupportedPack(const char* set, DType dtype) {
+  throw Error(StrCat("internal: the ", set, " matmul kernels cannot pack ", DTypeName(dtype)));
+}
+
 namespace {
+
+using matmul::KernelSet;
+using matmul::kPanelRows;
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Scratch memory that grows and is kept per thread, so that a decode step does not pay
+// for page faults on every call.
+class Scratch {
+ public:
+  void* Get(size_t bytes) {
+    if (bytes > size_) {
+      size_ = std::max<size_t>(RoundUp(static_cast<int64_t>(bytes), 4096), 2 * size_);
+      ptr_.reset(static_cast<std::byte*>(std::aligned_alloc(64, size_)));
+      VT_CHECK(ptr_ != nullptr, "Matmul: cannot allocate ", size_, " bytes of scratch memory");
+    }
+    return ptr_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte, Free> ptr_;
+  size_t size_ = 0;
+};
+
+Scratch& PanelScratch() {
+  thread_local Scratch s;
+  return s;
+}
+Scratch& AccScratch() {
+  thread_local Scratch s;
+  return s;
+}
+Scratch& ARowsScratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+struct Gemm {
+  int64_t M, N, K;
+  const void* a;
+  DType a_dtype;
+  const void* b;
+  DType b_dtype;
+  void* out;
+  DType out_dtype;
+  const Tensor* bias;
+  float alpha;
+};
+
+const KernelSet& ChooseKernels(CpuIsa isa, DType a, DType b) {
+#if defined(VT_CPU_X86)
+  // BF16 pairs only where that loses nothing: fp8 and BF16 operands are exact in BF16.
+  if (isa >= CpuIsa::kAvx512Bf16) {
+    const KernelSet& bf16 = matmul::Avx512Bf16Kernels();
+    if (bf16.accepts(a) && bf16.accepts(b)) return bf16;
+  }
+  if (isa >= CpuIsa::kAvx512) return matmul::Avx512Kernels();
+  if (isa >= CpuIsa::kAvx2) return matmul::Avx2Kernels();
+#else
+  (void)isa;
+#endif
+  (void)a;
+  (void)b;
+  return matmul::ScalarKernels();
+}
+
+// Block sizes: a K block of a packed row is ~4 KiB (L1 holds a's rows of one micro-tile
+// and the panel rows it meets); panels stay within a share of L2. Small M takes all of K
+// at once so every weight row is read as one sequential stream.
+struct Blocking {
+  int64_t kp, kc, nc;
+};
+
+Blocking ChooseBlocking(const KernelSet& ks, int64_t M, int64_t K) {
+  Blocking bl;
+  bl.kp = RoundUp(K, ks.kvec);
+  const int64_t row_bytes_target = 4096;
+  const bool decode = M <= 16;
+  bl.kc = decode ? bl.kp : std::min(bl.kp, RoundUp(row_bytes_target / ks.elt_size, ks.kvec));
+  bl.kc = std::max<int64_t>(bl.kc, ks.kvec);
+  const int64_t panel_budget = decode ? (128 << 10) : (512 << 10);
+  bl.nc = panel_budget / (bl.kc * ks.elt_size) / kPanelRows * kPanelRows;
+  bl.nc = std::clamp<int64_t>(bl.nc, kPanelRows, 128);
+  return bl;
+}
+
+// out rows [m0, m1) x columns [n0, n1) from packed a rows `ap` (stride bl.kp).
+void RunTile(const KernelSet& ks, const Gemm& g, const Blocking& bl, const std::byte* ap, int64_t m0, int64_t m1,
+             int64_t n0, int64_t n1) {
+  const int64_t rows_m = m1 - m0;
+  const float unscale = (g.a_dtype == DType::kF8E4M3 ? ks.fp8_unscale : 1.0f) *
+                        (g.b_dtype == DType::kF8E4M3 ? ks.fp8_unscale : 1.0f);
+  const size_t b_elt = DTypeSize(g.b_dtype);
+  auto* panel = static_cast<std::byte*>(PanelScratch().Get(static_cast<size_t>(bl.nc * bl.kc * ks.elt_size)));
+  auto* acc = static_cast<float*>(AccScratch().Get(static_cast<size_t>(rows_m * bl.nc) * sizeof(float)));
+  for (int64_t nb = n0; nb < n1; nb += bl.nc) {
+    const int64_t rows = std::min(bl.nc, n1 - nb);
+    const int64_t rows_p = RoundUp(rows, kPanelRows);
+    std::memset(acc, 0, static_cast<size_t>(rows_m * rows_p) * sizeof(float));
+    for (int64_t k0 = 0; k0 < g.K; k0 += bl.kc) {
+      const int64_t kc = std::min(bl.kc, g.K - k0);
+      const int64_t kcp = RoundUp(kc, ks.kvec);
+      const auto* bsrc = static_cast<const std::byte*>(g.b) + static_cast<size_t>(nb * g.K) * b_elt;
+      ks.pack(g.b_dtype, bsrc, g.K, rows, k0, kc, panel, kcp, kcp);
+      if (rows_p > rows)
+        std::memset(panel + rows * kcp * ks.elt_size, 0, static_cast<size_t>((rows_p - rows) * kcp * ks.elt_size));
+      ks.gemm(ap + (m0 * bl.kp + k0) * ks.elt_size, bl.kp, rows_m, panel, kcp, rows_p, kcp, acc, rows_p);
+    }
+    // Epilogue: alpha and the packing unscale, bias, one rounding to the output dtype.
+    for (int64_t m = 0; m < rows_m; ++m) {
+      const float* c = acc + m * rows_p;
+      const int64_t o = (m0 + m) * g.N + nb;
+      for (int64_t j = 0; j < rows; ++j) {
+        float v = g.alpha * (c[j] * unscale);
+        if (g.bias != nullptr) v += LoadFloat(g.bias->data(), g.bias->dtype(), nb + j);
+        if (g.out_dtype == DType::kF32) {
+          static_cast<float*>(g.out)[o + j] = v;
+        } else {
+          static_cast<uint16_t*>(g.out)[o + j] = FloatToBf16(v);
+        }
+      }
+    }
+  }
+}
+
+void RunGemm(const Queue& q, const Gemm& g) {
+  CpuQueue& cq = Cpu(q);
+  const KernelSet& ks = ChooseKernels(cq.isa, g.a_dtype, g.b_dtype);
+  const Blocking bl = ChooseBlocking(ks, g.M, g.K);
+  if (g.M == 0 || g.N == 0) return;
+
+  // Pack every row of a once, shared by all threads.
+  auto* ap = static_cast<std::byte*>(ARowsScratch().Get(static_cast<size_t>(g.M * std::max<int64_t>(bl.kp, 1)) *
+                                                        ks.elt_size));
+  const size_t a_elt = DTypeSize(g.a_dtype);
+  cq.pool.ParallelFor(g.M, 16, [&](int64_t m0, int64_t m1) {
+    ks.pack(g.a_dtype, static_cast<const std::byte*>(g.a) + static_cast<size_t>(m0 * g.K) * a_elt, g.K, m1 - m0,
+            0, g.K, ap + m0 * bl.kp * ks.elt_size, bl.kp, bl.kp);
+  });
+
+  // Split N across threads (every decode, and prefill with enough weight rows); split M
+  // when N is too small to feed the threads.
+  const int threads = cq.pool.size();
+  if (g.N >= static_cast<int64_t>(threads) * 4 * kPanelRows || g.M < 64) {
+    cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunTile(ks, g, bl, ap, 0, g.M, n0, n1); });
+  } else {
+    cq.pool.ParallelFor(g.M, 16, [&](int64_t m0, int64_t m1) { RunTile(ks, g, bl, ap, m0, m1, 0, g.N); });
+  }
+}
+
 void MatmulFp8Cpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                   const Tensor* bias) {
-  Cpu(q).pool.ParallelFor(a.dim(0), 1, [&](int64_t m0, int64_t m1) { ref::MatmulFp8(out, a, b, alpha, bias, m0, m1); });
+  RunGemm(q, Gemm{a.dim(0), b.dim(0), a.dim(1), a.data(), a.dtype(), b.data(), b.dtype(), out.data(), out.dtype(),
+                  bias, alpha});
 }
 
 void MatmulCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias) {
-  Cpu(q).pool.ParallelFor(a.dim(0), 1, [&](int64_t m0, int64_t m1) { ref::Matmul(out, a, b, bias, m0, m1); });
+  RunGemm(q, Gemm{a.dim(0), b.dim(0), a.dim(1), a.data(), a.dtype(), b.data(), b.dtype(), out.data(), out.dtype(),
+                  bias, 1.0f});
 }
+
 }  // namespace
 
 void RegisterMatmulKernels() {

@@ -1,0 +1,216 @@
+// Kernel benchmark of the vt CPU backend, measured in one run against this machine's own
+// memory read bandwidth:
+//   1. streaming-read bandwidth of a buffer much larger than the caches (1 and N threads);
+//   2. MatmulFp8 and BF16 Matmul on Qwen3-0.6B- and Qwen3-8B-shaped projections: decode
+//      (M = 1, 4, 16) as weight bytes streamed per second and the fraction of the measured
+//      bandwidth, the fp8 speedup over BF16; prefill (M = 128, 512) as GFLOP/s.
+// Weights rotate through copies totalling more than the last-level cache, so decode reads
+// them from memory as a model's forward pass does. Figures are medians of repeated runs.
+//
+//   vt_kernels_bench [--quick] [--threads N]
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "vt/vt.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  bool quick = false;
+  int threads = 2;
+};
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Runs fn(rep) at least min_reps times and for at least min_seconds; median seconds.
+double TimeMedian(const std::function<void(int)>& fn, int min_reps, double min_seconds) {
+  fn(0);  // warm-up: page faults, thread wake-up, scratch allocation
+  std::vector<double> t;
+  const auto start = Clock::now();
+  for (int rep = 1; static_cast<int>(t.size()) < min_reps || Seconds(start, Clock::now()) < min_seconds; ++rep) {
+    const auto a = Clock::now();
+    fn(rep);
+    t.push_back(Seconds(a, Clock::now()));
+    if (t.size() >= 200) break;
+  }
+  return Median(t);
+}
+
+// Streaming read of `bytes` with `threads` threads; GB/s (1e9 bytes).
+double ReadBandwidth(const std::vector<uint64_t>& buf, int threads, const Options& opt) {
+  const vt::Queue q = vt::Queue::Cpu(threads);
+  std::vector<uint64_t> sink(64);
+  const int64_t n = static_cast<int64_t>(buf.size());
+  auto read = [&](int) {
+    q.ParallelFor(n, 4096, [&](int64_t b, int64_t e) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      int64_t i = b;
+#if defined(__SSE2__)
+      // 64 bytes per step in four independent 128-bit sums.
+      __m128i v0 = _mm_setzero_si128(), v1 = v0, v2 = v0, v3 = v0;
+      for (; i + 8 <= e; i += 8) {
+        const auto* p = reinterpret_cast<const __m128i*>(buf.data() + i);
+        v0 = _mm_add_epi64(v0, _mm_load_si128(p));
+        v1 = _mm_add_epi64(v1, _mm_load_si128(p + 1));
+        v2 = _mm_add_epi64(v2, _mm_load_si128(p + 2));
+        v3 = _mm_add_epi64(v3, _mm_load_si128(p + 3));
+      }
+      alignas(16) uint64_t lanes[2];
+      _mm_store_si128(reinterpret_cast<__m128i*>(lanes),
+                      _mm_add_epi64(_mm_add_epi64(v0, v1), _mm_add_epi64(v2, v3)));
+      s1 = lanes[0] + lanes[1];
+#endif
+      for (; i < e; ++i) s0 += buf[i];
+      sink[(b / 4096) % 64] += s0 + s1 + s2 + s3;
+    });
+  };
+  const double t = TimeMedian(read, opt.quick ? 3 : 7, 0.0);
+  return static_cast<double>(n) * 8.0 / t / 1e9;
+}
+
+struct ShapeSpec {
+  const char* model;
+  const char* proj;
+  int64_t K, N;
+};
+
+// Copies of one weight matrix, enough of them to exceed the caches.
+struct Rotation {
+  std::vector<vt::Tensor> copies;
+  const vt::Tensor& At(int rep) const { return copies[static_cast<size_t>(rep) % copies.size()]; }
+};
+
+Rotation MakeRotation(const vt::Tensor& w, int64_t total_bytes) {
+  Rotation r;
+  const int64_t count = std::max<int64_t>(2, (total_bytes + static_cast<int64_t>(w.nbytes()) - 1) /
+                                                 static_cast<int64_t>(w.nbytes()));
+  for (int64_t i = 0; i < count; ++i) {
+    vt::Tensor c = vt::Tensor::Empty(w.shape(), w.dtype());
+    c.CopyFrom(w);
+    r.copies.push_back(c);
+  }
+  return r;
+}
+
+vt::Tensor RandomFp8(int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::vector<uint8_t> v(static_cast<size_t>(rows * cols));
+  std::uniform_int_distribution<int> code(0, 0x7E);
+  for (auto& b : v) b = static_cast<uint8_t>(code(rng) | ((rng() & 1) << 7));
+  return vt::Tensor::FromHost(v.data(), {rows, cols}, vt::DType::kF8E4M3);
+}
+
+vt::Tensor RandomBf16(int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::vector<uint16_t> v(static_cast<size_t>(rows * cols));
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  for (auto& h : v) h = vt::FloatToBf16(nd(rng));
+  return vt::Tensor::FromHost(v.data(), {rows, cols}, vt::DType::kBF16);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--quick") {
+      opt.quick = true;
+    } else if (arg == "--threads" && i + 1 < argc) {
+      opt.threads = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--threads N]\n", argv[0]);
+      return 2;
+    }
+  }
+  const vt::Queue q = vt::Queue::Cpu(opt.threads);
+  std::printf("vt kernel benchmark: %d threads, CPU ISA %s%s\n", opt.threads, vt::CpuIsaName(q.cpu_isa()),
+              opt.quick ? " (quick)" : "");
+
+  // 1. Memory read bandwidth.
+  const int64_t bw_bytes = (opt.quick ? 256LL : 1024LL) << 20;
+  double bw = 0.0;
+  {
+    std::vector<uint64_t> buf(static_cast<size_t>(bw_bytes / 8), 1);
+    const double bw1 = ReadBandwidth(buf, 1, opt);
+    bw = ReadBandwidth(buf, opt.threads, opt);
+    std::printf("memory read bandwidth (%lld MiB buffer): 1 thread %.1f GB/s, %d threads %.1f GB/s\n\n",
+                static_cast<long long>(bw_bytes >> 20), bw1, opt.threads, bw);
+  }
+
+  // 2. Projections.
+  std::vector<ShapeSpec> shapes = {
+      {"Qwen3-0.6B", "q 1024->2048", 1024, 2048},     {"Qwen3-0.6B", "up 1024->3072", 1024, 3072},
+      {"Qwen3-0.6B", "down 3072->1024", 3072, 1024},  {"Qwen3-8B", "o 4096->4096", 4096, 4096},
+      {"Qwen3-8B", "up 4096->12288", 4096, 12288},    {"Qwen3-8B", "down 12288->4096", 12288, 4096},
+  };
+  std::vector<int64_t> decode_ms = {1, 4, 16};
+  std::vector<int64_t> prefill_ms = {128, 512};
+  if (opt.quick) {
+    shapes = {shapes[1], shapes[4]};
+    decode_ms = {1, 16};
+    prefill_ms = {128};
+  }
+  const int64_t rotation_bytes = (opt.quick ? 64LL : 256LL) << 20;
+  const int decode_reps = opt.quick ? 5 : 20;
+  const double decode_secs = opt.quick ? 0.02 : 0.3;
+  const int prefill_reps = opt.quick ? 1 : 3;
+
+  std::printf("%-11s %-17s %4s | %9s %9s %6s | %9s %9s %6s | %7s\n", "model", "projection", "M", "fp8 us",
+              "fp8 GB/s", "of bw", "bf16 us", "bf16 GB/s", "of bw", "fp8/bf16");
+  std::mt19937 rng(42);
+  std::vector<std::string> prefill_lines;
+  for (const ShapeSpec& s : shapes) {
+    const Rotation w8 = MakeRotation(RandomFp8(s.N, s.K, rng), rotation_bytes);
+    const Rotation w16 = MakeRotation(RandomBf16(s.N, s.K, rng), rotation_bytes);
+    const float alpha = 0.0117f;
+    for (int64_t M : decode_ms) {
+      const vt::Tensor a8 = RandomFp8(M, s.K, rng), a16 = RandomBf16(M, s.K, rng);
+      vt::Tensor out = vt::Tensor::Empty({M, s.N}, vt::DType::kBF16);
+      const double t8 = TimeMedian([&](int rep) { vt::MatmulFp8(q, out, a8, w8.At(rep), alpha); }, decode_reps,
+                                   decode_secs);
+      const double t16 = TimeMedian([&](int rep) { vt::Matmul(q, out, a16, w16.At(rep)); }, decode_reps,
+                                    decode_secs);
+      const double g8 = static_cast<double>(s.N * s.K) / t8 / 1e9;
+      const double g16 = static_cast<double>(s.N * s.K * 2) / t16 / 1e9;
+      std::printf("%-11s %-17s %4lld | %9.1f %9.1f %5.0f%% | %9.1f %9.1f %5.0f%% | %6.2fx\n", s.model, s.proj,
+                  static_cast<long long>(M), t8 * 1e6, g8, 100.0 * g8 / bw, t16 * 1e6, g16, 100.0 * g16 / bw,
+                  t16 / t8);
+    }
+    for (int64_t M : prefill_ms) {
+      const vt::Tensor a8 = RandomFp8(M, s.K, rng), a16 = RandomBf16(M, s.K, rng);
+      vt::Tensor out = vt::Tensor::Empty({M, s.N}, vt::DType::kBF16);
+      const double t8 = TimeMedian([&](int rep) { vt::MatmulFp8(q, out, a8, w8.At(rep), alpha); }, prefill_reps, 0.0);
+      const double t16 = TimeMedian([&](int rep) { vt::Matmul(q, out, a16, w16.At(rep)); }, prefill_reps, 0.0);
+      const double flop = 2.0 * static_cast<double>(M * s.N * s.K);
+      char line[256];
+      std::snprintf(line, sizeof line, "%-11s %-17s %4lld | %9.2f %9.1f | %9.2f %9.1f\n", s.model, s.proj,
+                    static_cast<long long>(M), t8 * 1e3, flop / t8 / 1e9, t16 * 1e3, flop / t16 / 1e9);
+      prefill_lines.push_back(line);
+    }
+  }
+  std::printf("\n%-11s %-17s %4s | %9s %9s | %9s %9s\n", "model", "projection", "M", "fp8 ms", "fp8 GF/s", "bf16 ms",
+              "bf16 GF/s");
+  for (const auto& l : prefill_lines) std::fputs(l.c_str(), stdout);
+  std::printf("\nfp8: MatmulFp8 (F8E4M3 x F8E4M3 -> BF16); bf16: Matmul (BF16 x BF16 -> BF16). GB/s counts weight "
+              "bytes; 'of bw' is the fraction of the %d-thread read bandwidth above.\n",
+              opt.threads);
+  return 0;
+}

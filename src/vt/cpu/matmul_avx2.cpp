@@ -1,0 +1,115 @@
+// AVX2 matmul kernel set (compiled with AVX2/FMA/F16C): operands packed to F32 and
+// multiplied with FMA on 8 lanes. fp8 is decoded with the half trick described in
+// matmul_avx512.cpp (sign-extend, shift left by 7, clear bit 14: value * 2^-8 as an IEEE
+// half), then vcvtph2ps; the driver multiplies by 2^8 per fp8 operand.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "vt/cpu/matmul_kernels.h"
+
+namespace vt::cpu::matmul {
+
+namespace {
+
+constexpr int kLanes = 8;
+constexpr int kRowsA = 2;
+constexpr int64_t kPrefetchBytes = 1024;
+
+// 8 fp8 codes (low 8 bytes of x) -> 8 f32 equal to value * 2^-8; NaN codes stay NaN.
+inline __m256 Fp8ToF32x8(__m128i x) {
+  const __m128i s = _mm_cvtepi8_epi16(x);
+  const __m128i h = _mm_and_si128(_mm_slli_epi16(s, 7), _mm_set1_epi16(static_cast<int16_t>(0xBF80)));
+  const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7FFF)), _mm_set1_epi16(0x3F80));
+  return _mm256_cvtph_ps(_mm_blendv_epi8(h, _mm_set1_epi16(0x7E00), nan));
+}
+
+bool Accepts(DType d) { return d == DType::kF8E4M3 || d == DType::kBF16 || d == DType::kF32; }
+
+void Pack(DType dt, const void* src, int64_t src_ld, int64_t rows, int64_t k0, int64_t kc, void* dst, int64_t ld,
+          int64_t kcp) {
+  const int64_t kfull = kc / kLanes * kLanes;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* d = static_cast<float*>(dst) + r * ld;
+    const int64_t s = r * src_ld + k0;
+    if (dt == DType::kF8E4M3) {
+      const auto* p = static_cast<const uint8_t*>(src) + s;
+      for (int64_t k = 0; k < kfull; k += kLanes) {
+        if (k + kPrefetchBytes < kc) _mm_prefetch(reinterpret_cast<const char*>(p + k + kPrefetchBytes), _MM_HINT_T0);
+        _mm256_storeu_ps(d + k, Fp8ToF32x8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + k))));
+      }
+      if (kfull < kcp) {
+        uint8_t tail[kLanes] = {};
+        std::memcpy(tail, p + kfull, static_cast<size_t>(kc - kfull));
+        _mm256_storeu_ps(d + kfull, Fp8ToF32x8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(tail))));
+      }
+    } else if (dt == DType::kBF16) {
+      const auto* p = static_cast<const uint16_t*>(src) + s;
+      auto widen = [](__m128i w) { return _mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16); };
+      for (int64_t k = 0; k < kfull; k += kLanes)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + k),
+                            widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k))));
+      if (kfull < kcp) {
+        uint16_t tail[kLanes] = {};
+        std::memcpy(tail, p + kfull, static_cast<size_t>(kc - kfull) * sizeof(uint16_t));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + kfull),
+                            widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tail))));
+      }
+    } else if (dt == DType::kF32) {
+      std::memcpy(d, static_cast<const float*>(src) + s, static_cast<size_t>(kc) * sizeof(float));
+      for (int64_t k = kc; k < kcp; ++k) d[k] = 0.0f;
+    } else {
+      ThrowUnsupportedPack("avx2", dt);
+    }
+  }
+}
+
+// Sums of the 8 lanes of each of a0..a3.
+inline __m128 Hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+template <int MR>
+void Tile(const float* a, int64_t lda, const float* p, int64_t ldp, int64_t kcp, float* c, int64_t ldc) {
+  __m256 acc[MR][kPanelRows];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kcp; k += kLanes) {
+    __m256 bv[kPanelRows];
+    for (int j = 0; j < kPanelRows; ++j) bv[j] = _mm256_loadu_ps(p + j * ldp + k);
+    for (int i = 0; i < MR; ++i) {
+      const __m256 av = _mm256_loadu_ps(a + i * lda + k);
+      for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    const __m128 s = Hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    _mm_storeu_ps(c + i * ldc, _mm_add_ps(_mm_loadu_ps(c + i * ldc), s));
+  }
+}
+
+void Gemm(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, int64_t nrows, int64_t kcp, float* c,
+          int64_t ldc) {
+  const auto* a = static_cast<const float*>(av);
+  const auto* p = static_cast<const float*>(pv);
+  for (int64_t m = 0; m < M; m += kRowsA) {
+    for (int64_t n = 0; n < nrows; n += kPanelRows) {
+      if (M - m >= kRowsA) {
+        Tile<kRowsA>(a + m * lda, lda, p + n * ldp, ldp, kcp, c + m * ldc + n, ldc);
+      } else {
+        Tile<1>(a + m * lda, lda, p + n * ldp, ldp, kcp, c + m * ldc + n, ldc);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const KernelSet& Avx2Kernels() {
+  static const KernelSet ks{"avx2-f32", kLanes, 4, 256.0f, &Accepts, &Pack, &Gemm};
+  return ks;
+}
+
+}  // namespace vt::cpu::matmul

@@ -1,0 +1,273 @@
+// AVX-512 matmul kernel sets (compiled with AVX-512 F/BW/VL/DQ/BF16):
+//  - BF16 pairs: fp8 (through a 128-entry magnitude table) and BF16 operands packed to
+//    BF16 (exact: every e4m3fn value is a BF16 value), multiplied with vdpbf16ps.
+//    Each product of two BF16 values is exact in f32 and is added into the f32 lane with
+//    round-to-nearest-even. The instruction treats BF16 denormal inputs as zero and
+//    flushes denormal results: fp8 values and their products (>= 2^-18) never come near
+//    that range.
+//  - F32 FMA on 16 lanes, for F32 operands and for processors without AVX512-BF16.
+//
+// fp8 -> f16 trick (F32 set): sign-extend the byte to 16 bits and shift left by 7; with bit 14
+// cleared this is an IEEE half whose 5-bit exponent field holds the e4m3 exponent (bias 7
+// instead of 15) and whose mantissa holds the 3 e4m3 mantissa bits: exactly value * 2^-8,
+// subnormals included, converted to f32 by vcvtph2ps. The NaN codes (S.1111.111) are
+// mapped to a half NaN. The driver multiplies results by 2^8 per fp8 operand.
+#include <immintrin.h>
+
+// GCC 12's AVX-512 intrinsics build "undefined" vectors by self-initialisation, which
+// -Wuninitialized reports wherever they are inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <algorithm>
+#include <cstring>
+
+#include "vt/cpu/matmul_kernels.h"
+
+namespace vt::cpu::matmul {
+
+namespace {
+
+constexpr float kFp8Unscale = 256.0f;
+constexpr int kRowsA = 4;
+constexpr int64_t kPrefetchBytes = 1024;
+
+// BF16 bits of the e4m3fn magnitude code i (0..127), from the format: exponent field 0
+// is subnormal (i * 2^-9, normalised here), 0x7F is NaN. Computed without any shared
+// inline function so that nothing compiled for AVX-512 can be picked by the linker for
+// code meant to run anywhere.
+constexpr uint16_t Fp8MagnitudeToBf16(int i) {
+  const int e = i >> 3, m = i & 7;
+  if (i == 0x7F) return 0x7FC0;
+  if (e != 0) return static_cast<uint16_t>(((e + 120) << 7) | (m << 4));
+  if (m == 0) return 0;
+  const int p = m >= 4 ? 2 : (m >= 2 ? 1 : 0);  // leading bit of the subnormal mantissa
+  return static_cast<uint16_t>(((p - 9 + 127) << 7) | ((m - (1 << p)) << (7 - p)));
+}
+
+struct Fp8Bf16Table {
+  alignas(64) uint16_t v[128];
+};
+constexpr Fp8Bf16Table kFp8Bf16 = [] {
+  Fp8Bf16Table t{};
+  for (int i = 0; i < 128; ++i) t.v[i] = Fp8MagnitudeToBf16(i);
+  return t;
+}();
+
+// fp8 -> BF16 (exact, unscaled) for 64 codes by table, with AVX512-VBMI byte permutes:
+// one 128-entry permute gives the low bytes, one the high bytes (the sign is copied into
+// them), and byte unpacking interleaves them into words. The unpack works within 128-bit
+// lanes, so the 64 values come out as [0..7, 16..23, 32..39, 48..55] in the first vector
+// and [8..15, 24..31, 40..47, 56..63] in the second: a fixed permutation of K that a and
+// b share (both are packed from 64-aligned K offsets), which a dot product ignores.
+struct Fp8ToBf16Lut {
+  __m512i lo0, lo1, hi0, hi1;
+  __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+
+  __attribute__((target("avx512vbmi"))) Fp8ToBf16Lut() {
+    alignas(64) uint8_t lo[128], hi[128];
+    for (int i = 0; i < 128; ++i) {
+      lo[i] = static_cast<uint8_t>(kFp8Bf16.v[i] & 0xFF);
+      hi[i] = static_cast<uint8_t>(kFp8Bf16.v[i] >> 8);
+    }
+    lo0 = _mm512_load_si512(lo);
+    lo1 = _mm512_load_si512(lo + 64);
+    hi0 = _mm512_load_si512(hi);
+    hi1 = _mm512_load_si512(hi + 64);
+  }
+
+  __attribute__((target("avx512vbmi"))) void operator()(__m512i x, uint16_t* d) const {
+    const __m512i lo = _mm512_permutex2var_epi8(lo0, x, lo1);
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, x, hi1), x, sign, 0xF8);
+    _mm512_storeu_si512(d, _mm512_unpacklo_epi8(lo, hi));
+    _mm512_storeu_si512(d + 32, _mm512_unpackhi_epi8(lo, hi));
+  }
+};
+
+inline __mmask64 Mask64(int64_t left) {
+  return left >= 64 ? ~__mmask64{0} : left <= 0 ? 0 : ((__mmask64{1} << left) - 1);
+}
+
+// 16 fp8 codes -> 16 halves equal to value * 2^-8.
+inline __m256i Fp8ToHalf16(__m128i x) {
+  const __m256i s = _mm256_cvtepi8_epi16(x);
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(s, 7), _mm256_set1_epi16(static_cast<int16_t>(0xBF80)));
+  const __mmask16 nan =
+      _mm_cmpeq_epi8_mask(_mm_or_si128(x, _mm_set1_epi8(static_cast<char>(0x80))), _mm_set1_epi8(-1));
+  return _mm256_mask_mov_epi16(h, nan, _mm256_set1_epi16(0x7E00));
+}
+
+// Masks of the first `left` lanes (none when left <= 0: padding past the row end).
+inline __mmask32 Mask32(int64_t left) {
+  return left >= 32 ? ~__mmask32{0} : left <= 0 ? 0 : ((__mmask32{1} << left) - 1);
+}
+inline __mmask16 Mask16(int64_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : left <= 0 ? 0 : static_cast<__mmask16>((1u << left) - 1);
+}
+
+// Sums of the 16 lanes of each of a0..a3, as [sum a0, sum a1, sum a2, sum a3].
+inline __m128 Hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  const __m512 t0 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+  const __m512 t1 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+  const __m512d d0 = _mm512_castps_pd(t0), d1 = _mm512_castps_pd(t1);
+  const __m512 u = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(d0, d1)),
+                                 _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d1)));
+  const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(u), _mm512_extractf32x8_ps(u, 1));
+  return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+}
+
+// ---- BF16 pairs ---------------------------------------------------------------------
+
+// The set needs AVX512-VBMI for its fp8 table (every AVX512-BF16 processor since Ice
+// Lake and Zen 4 has it); without it the F32 set runs.
+bool AcceptsBf16(DType d) {
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+  return vbmi && (d == DType::kF8E4M3 || d == DType::kBF16);
+}
+
+__attribute__((target("avx512vbmi"))) void PackBf16(DType dt, const void* src, int64_t src_ld, int64_t rows,
+                                                    int64_t k0, int64_t kc, void* dst, int64_t ld, int64_t kcp) {
+  const Fp8ToBf16Lut lut;
+  for (int64_t r = 0; r < rows; ++r) {
+    auto* d = static_cast<uint16_t*>(dst) + r * ld;
+    if (dt == DType::kF8E4M3) {
+      const auto* p = static_cast<const uint8_t*>(src) + r * src_ld + k0;
+      int64_t k = 0;
+      for (; k + 64 <= kc; k += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + k + kPrefetchBytes), _MM_HINT_T0);
+        lut(_mm512_loadu_si512(p + k), d + k);
+      }
+      for (; k < kcp; k += 64) lut(_mm512_maskz_loadu_epi8(Mask64(kc - k), p + k), d + k);
+    } else if (dt == DType::kBF16) {
+      const auto* p = static_cast<const uint16_t*>(src) + r * src_ld + k0;
+      for (int64_t k = 0; k < kcp; k += 32) {
+        if (k + kPrefetchBytes / 2 < kc) _mm_prefetch(reinterpret_cast<const char*>(p + k + kPrefetchBytes / 2), _MM_HINT_T0);
+        _mm512_storeu_si512(d + k, _mm512_maskz_loadu_epi16(Mask32(kc - k), p + k));
+      }
+    } else {
+      ThrowUnsupportedPack("avx512bf16", dt);
+    }
+  }
+}
+
+template <int MR>
+void TileBf16(const uint16_t* a, int64_t lda, const uint16_t* p, int64_t ldp, int64_t kcp, float* c, int64_t ldc) {
+  __m512 acc[MR][kPanelRows];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kcp; k += 32) {
+    __m512bh bv[kPanelRows];
+    for (int j = 0; j < kPanelRows; ++j) bv[j] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(p + j * ldp + k));
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh av = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k));
+      for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av, bv[j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    const __m128 s = Hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    _mm_storeu_ps(c + i * ldc, _mm_add_ps(_mm_loadu_ps(c + i * ldc), s));
+  }
+}
+
+// ---- F32 FMA ------------------------------------------------------------------------
+
+bool AcceptsF32(DType d) { return d == DType::kF8E4M3 || d == DType::kBF16 || d == DType::kF32; }
+
+void PackF32(DType dt, const void* src, int64_t src_ld, int64_t rows, int64_t k0, int64_t kc, void* dst,
+             int64_t ld, int64_t kcp) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* d = static_cast<float*>(dst) + r * ld;
+    const int64_t s = r * src_ld + k0;
+    if (dt == DType::kF8E4M3) {
+      const auto* p = static_cast<const uint8_t*>(src) + s;
+      for (int64_t k = 0; k < kcp; k += 16) {
+        if (k + kPrefetchBytes < kc) _mm_prefetch(reinterpret_cast<const char*>(p + k + kPrefetchBytes), _MM_HINT_T0);
+        _mm512_storeu_ps(d + k, _mm512_cvtph_ps(Fp8ToHalf16(_mm_maskz_loadu_epi8(Mask16(kc - k), p + k))));
+      }
+    } else if (dt == DType::kBF16) {
+      const auto* p = static_cast<const uint16_t*>(src) + s;
+      for (int64_t k = 0; k < kcp; k += 16) {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(Mask16(kc - k), p + k));
+        _mm512_storeu_si512(d + k, _mm512_slli_epi32(w, 16));
+      }
+    } else if (dt == DType::kF32) {
+      const float* p = static_cast<const float*>(src) + s;
+      for (int64_t k = 0; k < kcp; k += 16) _mm512_storeu_ps(d + k, _mm512_maskz_loadu_ps(Mask16(kc - k), p + k));
+    } else {
+      ThrowUnsupportedPack("avx512", dt);
+    }
+  }
+}
+
+template <int MR>
+void TileF32(const float* a, int64_t lda, const float* p, int64_t ldp, int64_t kcp, float* c, int64_t ldc) {
+  __m512 acc[MR][kPanelRows];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kcp; k += 16) {
+    __m512 bv[kPanelRows];
+    for (int j = 0; j < kPanelRows; ++j) bv[j] = _mm512_loadu_ps(p + j * ldp + k);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_loadu_ps(a + i * lda + k);
+      for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    const __m128 s = Hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    _mm_storeu_ps(c + i * ldc, _mm_add_ps(_mm_loadu_ps(c + i * ldc), s));
+  }
+}
+
+// c += a · pᵀ over MR-row blocks of a (outer, kept in L1) and 4-row panel tiles (inner).
+template <typename T, template <int> class Tile>
+void GemmBlocks(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, int64_t nrows, int64_t kcp,
+                float* c, int64_t ldc) {
+  const T* a = static_cast<const T*>(av);
+  const T* p = static_cast<const T*>(pv);
+  for (int64_t m = 0; m < M; m += kRowsA) {
+    const int64_t mr = std::min<int64_t>(kRowsA, M - m);
+    for (int64_t n = 0; n < nrows; n += kPanelRows) {
+      const T* am = a + m * lda;
+      const T* pn = p + n * ldp;
+      float* cm = c + m * ldc + n;
+      switch (mr) {
+        case 4: Tile<4>::Run(am, lda, pn, ldp, kcp, cm, ldc); break;
+        case 3: Tile<3>::Run(am, lda, pn, ldp, kcp, cm, ldc); break;
+        case 2: Tile<2>::Run(am, lda, pn, ldp, kcp, cm, ldc); break;
+        default: Tile<1>::Run(am, lda, pn, ldp, kcp, cm, ldc); break;
+      }
+    }
+  }
+}
+
+template <int MR>
+struct Bf16Tile {
+  static void Run(const uint16_t* a, int64_t lda, const uint16_t* p, int64_t ldp, int64_t kcp, float* c, int64_t ldc) {
+    TileBf16<MR>(a, lda, p, ldp, kcp, c, ldc);
+  }
+};
+template <int MR>
+struct F32Tile {
+  static void Run(const float* a, int64_t lda, const float* p, int64_t ldp, int64_t kcp, float* c, int64_t ldc) {
+    TileF32<MR>(a, lda, p, ldp, kcp, c, ldc);
+  }
+};
+
+static_assert(kRowsA == 4, "GemmBlocks dispatches tiles of 1..4 rows");
+
+}  // namespace
+
+const KernelSet& Avx512Bf16Kernels() {
+  static const KernelSet ks{"avx512bf16-dpbf16", 64, 2, 1.0f, &AcceptsBf16, &PackBf16,
+                            &GemmBlocks<uint16_t, Bf16Tile>};
+  return ks;
+}
+
+const KernelSet& Avx512Kernels() {
+  static const KernelSet ks{"avx512-f32", 16, 4, kFp8Unscale, &AcceptsF32, &PackF32, &GemmBlocks<float, F32Tile>};
+  return ks;
+}
+
+}  // namespace vt::cpu::matmul

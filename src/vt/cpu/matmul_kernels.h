@@ -1,0 +1,59 @@
+// The pieces a CPU matmul kernel set provides to the shared blocked driver (matmul.cpp).
+//
+// The driver computes out[M, N] = scale · a[M, K] · b[N, K]ᵀ (+ bias) in three steps:
+//   1. pack every row of a once into the set's compute format (BF16 or F32), K padded
+//      with zeros to a multiple of `kvec`;
+//   2. per thread, for a block of NC rows of b and a block of KC columns, pack the block
+//      into a panel of the same format (each weight byte is read and decoded once per
+//      call), then `gemm` accumulates c[m, n] += Σ_k a[m, k]·panel[n, k] in f32;
+//   3. the epilogue applies alpha (and the sets' fp8 unscale), adds the bias and rounds
+//      once to the output dtype.
+// The reduction runs along K inside vector lanes (the on-disk [N, K] layout needs no
+// transposition); lanes are summed when a K block ends.
+//
+// Only plain data and function pointers cross between the files compiled for different
+// ISAs, so no inline function is ever shared between them.
+#pragma once
+
+#include <cstdint>
+
+#include "vt/dtype.h"
+
+namespace vt::cpu::matmul {
+
+// Rows of b handled by one micro-tile; the driver pads panels to a multiple of it.
+inline constexpr int kPanelRows = 4;
+
+struct KernelSet {
+  const char* name;
+  int kvec;        // K padding of packed rows (elements); block starts are multiples of it
+  int elt_size;    // bytes per packed element (2: BF16, 4: F32)
+  // Packed fp8 values hold value / fp8_unscale exactly (a power of two), so the result
+  // is multiplied by fp8_unscale once per fp8 operand.
+  float fp8_unscale;
+  // Accepted source dtypes: true if pack handles `d` with this set.
+  bool (*accepts)(DType d);
+  // dst[r * ld + k] = src[r * src_ld + k0 + k] for r < rows, k < kc (as the packed format),
+  // zero for kc <= k < kcp. kcp is a multiple of kvec; ld >= kcp.
+  void (*pack)(DType src_dtype, const void* src, int64_t src_ld, int64_t rows, int64_t k0, int64_t kc,
+               void* dst, int64_t ld, int64_t kcp);
+  // c[m * ldc + n] += Σ_{k < kcp} a[m * lda + k] · p[n * ldp + k] for m < M, n < nrows.
+  // nrows is a multiple of kPanelRows; a, p 64-byte aligned with lda, ldp multiples of kvec.
+  void (*gemm)(const void* a, int64_t lda, int64_t M, const void* p, int64_t ldp, int64_t nrows, int64_t kcp,
+               float* c, int64_t ldc);
+};
+
+// Throws vt::Error for a dtype a set's pack does not handle (defined in the portable
+// code: ISA-specific files construct no exceptions or shared inline functions, which the
+// linker could otherwise pick for code meant to run on any processor).
+[[noreturn]] void ThrowUnsupportedPack(const char* set, DType dtype);
+
+// The portable set (plain C++ the compiler vectorizes); always available.
+const KernelSet& ScalarKernels();
+#if defined(VT_CPU_X86)
+const KernelSet& Avx2Kernels();        // F32 FMA on 8 lanes
+const KernelSet& Avx512Kernels();      // F32 FMA on 16 lanes
+const KernelSet& Avx512Bf16Kernels();  // BF16 pairs, vdpbf16ps (F32 accumulation)
+#endif
+
+}  // namespace vt::cpu::matmul

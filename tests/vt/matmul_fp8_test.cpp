@@ -1,0 +1,323 @@
+// MatmulFp8 against a float64 reference computed here from the e4m3fn format, at odd
+// shapes and tails, on every CPU ISA level up to the processor's, with 1 and 3 threads;
+// and against cuBLASLt's outputs (tests/fixtures/oracles/fp8ops).
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "vt/vt.h"
+
+namespace {
+
+// The 256 e4m3fn codes decoded from the format: 1 sign, 4 exponent bits (bias 7), 3
+// mantissa bits; exponent 0 is subnormal (m * 2^-9); S.1111.111 is NaN.
+const std::vector<double>& Fp8Values() {
+  static const std::vector<double> table = [] {
+    std::vector<double> t(256);
+    for (int c = 0; c < 256; ++c) {
+      const int e = (c >> 3) & 15, m = c & 7;
+      double v;
+      if (e == 15 && m == 7) {
+        v = std::nan("");
+      } else if (e == 0) {
+        v = std::ldexp(static_cast<double>(m), -9);
+      } else {
+        v = std::ldexp(1.0 + m / 8.0, e - 7);
+      }
+      t[c] = (c & 0x80) ? -v : v;
+    }
+    return t;
+  }();
+  return table;
+}
+
+std::vector<uint8_t> RandomFp8(size_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> code(0, 255);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) {
+    do b = static_cast<uint8_t>(code(rng));
+    while ((b & 0x7F) == 0x7F);
+  }
+  return v;
+}
+
+std::vector<vt::CpuIsa> IsaLevels() {
+  std::vector<vt::CpuIsa> levels;
+  for (vt::CpuIsa isa : {vt::CpuIsa::kScalar, vt::CpuIsa::kAvx2, vt::CpuIsa::kAvx512, vt::CpuIsa::kAvx512Bf16})
+    if (isa <= vt::DetectCpuIsa()) levels.push_back(isa);
+  return levels;
+}
+
+std::vector<float> ToFloats(const vt::Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (t.dtype() == vt::DType::kF32) {
+    t.CopyToHost(out.data());
+  } else {
+    std::vector<uint16_t> h(out.size());
+    t.CopyToHost(h.data());
+    for (size_t i = 0; i < h.size(); ++i) out[i] = vt::Bf16ToFloat(h[i]);
+  }
+  return out;
+}
+
+// Float64 products of the fp8 operands: dot[m,n] = Σ a·b, mag[m,n] = Σ |a·b|.
+struct Reference {
+  std::vector<double> dot, mag;
+};
+
+Reference ComputeReference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, int64_t M, int64_t N,
+                           int64_t K) {
+  const auto& v = Fp8Values();
+  Reference r{std::vector<double>(M * N), std::vector<double>(M * N)};
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0, t = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = v[a[m * K + k]] * v[b[n * K + k]];
+        s += p;
+        t += std::fabs(p);
+      }
+      r.dot[m * N + n] = s;
+      r.mag[m * N + n] = t;
+    }
+  return r;
+}
+
+// The DESIGN contract: 4·K·FLT_EPSILON·|alpha|·Σ|a·b|, plus the f32 rounding of the bias
+// addition, plus one rounding of the output dtype (half an ulp: 2^-8 relative for BF16).
+double Bound(double ref, double mag, double alpha, double bias, int64_t K, vt::DType out) {
+  const double acc = 4.0 * static_cast<double>(K) * FLT_EPSILON * std::fabs(alpha) * mag + FLT_EPSILON * std::fabs(bias);
+  const double rounding = out == vt::DType::kBF16 ? std::ldexp(std::fabs(ref) + acc, -8) : 0.0;
+  return acc + rounding + 1e-30;
+}
+
+struct Shape3 {
+  int64_t M, N, K;
+};
+
+TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
+  // Ms from decode to prefill; odd N and K, K = 1, K past one K block (2048 BF16 /
+  // 1024 F32 columns), N past one 128-row panel, N smaller than the threads' share.
+  const std::vector<Shape3> shapes = {
+      {1, 7, 1},    {1, 33, 67},    {2, 5, 31},     {3, 67, 100},  {5, 9, 257},    {16, 13, 33},
+      {17, 31, 65}, {64, 11, 129},  {65, 35, 1},    {130, 7, 97},  {1, 301, 2501}, {17, 137, 1100},
+      {65, 261, 2113}, {130, 45, 3}, {4, 1, 5},
+  };
+  std::mt19937 rng(1234);
+  const float alpha = 0.0123f;
+  for (const Shape3& s : shapes) {
+    const auto a = RandomFp8(s.M * s.K, rng);
+    const auto b = RandomFp8(s.N * s.K, rng);
+    std::vector<float> bias_f(s.N);
+    std::normal_distribution<float> nd(0.0f, 50.0f);
+    for (auto& x : bias_f) x = nd(rng);
+    const Reference ref = ComputeReference(a, b, s.M, s.N, s.K);
+    const auto ta = vt::Tensor::FromHost(a.data(), {s.M, s.K}, vt::DType::kF8E4M3);
+    const auto tb = vt::Tensor::FromHost(b.data(), {s.N, s.K}, vt::DType::kF8E4M3);
+    const auto tbias = vt::Tensor::FromHost(bias_f.data(), {s.N}, vt::DType::kF32);
+    for (vt::CpuIsa isa : IsaLevels()) {
+      for (int threads : {1, 3}) {
+        const vt::Queue q = vt::Queue::Cpu(threads, isa);
+        for (vt::DType od : {vt::DType::kF32, vt::DType::kBF16}) {
+          for (bool with_bias : {false, true}) {
+            SCOPED_TRACE(vt::StrCat("M=", s.M, " N=", s.N, " K=", s.K, " isa=", vt::CpuIsaName(q.cpu_isa()),
+                                    " threads=", threads, " out=", vt::DTypeName(od), " bias=", with_bias));
+            auto out = vt::Tensor::Empty({s.M, s.N}, od);
+            vt::MatmulFp8(q, out, ta, tb, alpha, with_bias ? &tbias : nullptr);
+            const auto got = ToFloats(out);
+            int bad = 0;
+            for (int64_t i = 0; i < s.M * s.N && bad < 5; ++i) {
+              const double bias = with_bias ? bias_f[i % s.N] : 0.0;
+              const double want = static_cast<double>(alpha) * ref.dot[i] + bias;
+              const double tol = Bound(want, ref.mag[i], alpha, bias, s.K, od);
+              if (!(std::fabs(got[i] - want) <= tol)) {
+                ADD_FAILURE() << "out[" << i / s.N << ", " << i % s.N << "] = " << got[i] << ", float64 reference "
+                              << want << ", bound " << tol;
+                ++bad;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  for (vt::CpuIsa isa : IsaLevels()) std::cout << "[ MatmulFp8 ran on ] " << vt::CpuIsaName(isa) << "\n";
+}
+
+TEST(MatmulFp8, BiasInBf16) {
+  const int64_t M = 3, N = 19, K = 45;
+  std::mt19937 rng(7);
+  const auto a = RandomFp8(M * K, rng);
+  const auto b = RandomFp8(N * K, rng);
+  std::vector<uint16_t> bias(N);
+  for (int64_t n = 0; n < N; ++n) bias[n] = vt::FloatToBf16(static_cast<float>(n) * 1.75f - 9.0f);
+  const Reference ref = ComputeReference(a, b, M, N, K);
+  const auto tbias = vt::Tensor::FromHost(bias.data(), {N}, vt::DType::kBF16);
+  for (vt::CpuIsa isa : IsaLevels()) {
+    const vt::Queue q = vt::Queue::Cpu(2, isa);
+    auto out = vt::Tensor::Empty({M, N}, vt::DType::kF32);
+    vt::MatmulFp8(q, out, vt::Tensor::FromHost(a.data(), {M, K}, vt::DType::kF8E4M3),
+                  vt::Tensor::FromHost(b.data(), {N, K}, vt::DType::kF8E4M3), 0.5f, &tbias);
+    const auto got = ToFloats(out);
+    for (int64_t i = 0; i < M * N; ++i) {
+      const double bb = vt::Bf16ToFloat(bias[i % N]);
+      const double want = 0.5 * ref.dot[i] + bb;
+      EXPECT_NEAR(got[i], want, Bound(want, ref.mag[i], 0.5, bb, K, vt::DType::kF32))
+          << vt::CpuIsaName(isa) << " element " << i;
+    }
+  }
+}
+
+TEST(MatmulFp8, NanCodesPropagate) {
+  const int64_t M = 3, N = 37, K = 70;
+  std::mt19937 rng(11);
+  auto a = RandomFp8(M * K, rng);
+  const auto b = RandomFp8(N * K, rng);
+  a[1 * K + 40] = 0xFF;  // row 1 holds a NaN
+  for (vt::CpuIsa isa : IsaLevels()) {
+    const vt::Queue q = vt::Queue::Cpu(2, isa);
+    auto out = vt::Tensor::Empty({M, N}, vt::DType::kBF16);
+    vt::MatmulFp8(q, out, vt::Tensor::FromHost(a.data(), {M, K}, vt::DType::kF8E4M3),
+                  vt::Tensor::FromHost(b.data(), {N, K}, vt::DType::kF8E4M3), 1.0f);
+    const auto got = ToFloats(out);
+    for (int64_t i = 0; i < M * N; ++i)
+      EXPECT_EQ(std::isnan(got[i]), i / N == 1) << vt::CpuIsaName(isa) << " element " << i;
+  }
+}
+
+// ---- cuBLASLt oracle --------------------------------------------------------------------
+
+std::vector<char> ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot open " + path);
+  return std::vector<char>(std::istreambuf_iterator<char>(f), {});
+}
+
+// The number after `"key":` in the object of meta.json whose name is `name`.
+double MetaNumber(const std::string& meta, const std::string& name, const std::string& key) {
+  const size_t at = meta.find("\"" + name + "\"");
+  if (at == std::string::npos) throw std::runtime_error("meta.json has no case " + name);
+  const size_t k = meta.find("\"" + key + "\"", at);
+  const size_t colon = meta.find(':', k);
+  if (k == std::string::npos || colon == std::string::npos) throw std::runtime_error("meta.json: no " + key);
+  return std::stod(meta.substr(colon + 1));
+}
+
+TEST(MatmulFp8, MatchesCublasLtOracle) {
+  const std::string dir = std::string(VTLLM_FIXTURES_DIR) + "/oracles/fp8ops/";
+  const auto meta_bytes = ReadFile(dir + "meta.json");
+  const std::string meta(meta_bytes.begin(), meta_bytes.end());
+  const std::vector<Shape3> cases = {{1, 256, 512}, {7, 384, 256}, {33, 512, 1024}, {128, 256, 2048}};
+  for (const Shape3& s : cases) {
+    const std::string name = vt::StrCat("gemm_", s.M, "x", s.N, "x", s.K);
+    const auto a_raw = ReadFile(dir + name + ".a.u8");
+    const auto b_raw = ReadFile(dir + name + ".b.u8");
+    const auto ref_raw = ReadFile(dir + name + ".ref64.f32");
+    const auto cub_raw = ReadFile(dir + name + ".cublaslt_bf16.f32");
+    ASSERT_EQ(a_raw.size(), static_cast<size_t>(s.M * s.K)) << name;
+    ASSERT_EQ(b_raw.size(), static_cast<size_t>(s.N * s.K)) << name;
+    ASSERT_EQ(ref_raw.size(), static_cast<size_t>(s.M * s.N) * 4) << name;
+    ASSERT_EQ(cub_raw.size(), static_cast<size_t>(s.M * s.N) * 4) << name;
+    const std::vector<uint8_t> a(a_raw.begin(), a_raw.end()), b(b_raw.begin(), b_raw.end());
+    std::vector<float> ref64(s.M * s.N), cublas(s.M * s.N);
+    std::memcpy(ref64.data(), ref_raw.data(), ref_raw.size());
+    std::memcpy(cublas.data(), cub_raw.data(), cub_raw.size());
+    const double scale_a = MetaNumber(meta, name, "scale_a"), scale_b = MetaNumber(meta, name, "scale_b");
+    const float alpha = static_cast<float>(scale_a) * static_cast<float>(scale_b);  // folded as a caller does
+    const Reference ref = ComputeReference(a, b, s.M, s.N, s.K);
+    const auto ta = vt::Tensor::FromHost(a.data(), {s.M, s.K}, vt::DType::kF8E4M3);
+    const auto tb = vt::Tensor::FromHost(b.data(), {s.N, s.K}, vt::DType::kF8E4M3);
+    for (vt::CpuIsa isa : IsaLevels()) {
+      const vt::Queue q = vt::Queue::Cpu(2, isa);
+      auto out32 = vt::Tensor::Empty({s.M, s.N}, vt::DType::kF32);
+      auto out16 = vt::Tensor::Empty({s.M, s.N}, vt::DType::kBF16);
+      vt::MatmulFp8(q, out32, ta, tb, alpha);
+      vt::MatmulFp8(q, out16, ta, tb, alpha);
+      const auto got32 = ToFloats(out32), got16 = ToFloats(out16);
+      int bad = 0;
+      for (int64_t i = 0; i < s.M * s.N && bad < 5; ++i) {
+        // The oracle's float64 reference uses the exact product of the scales and is
+        // stored as f32; alpha was rounded to f32 once: 3 more f32 roundings at most.
+        const double want = ref64[i];
+        const double scale_err = 3.0 * FLT_EPSILON * std::fabs(want);
+        const double b32 = Bound(want, ref.mag[i], alpha, 0, s.K, vt::DType::kF32) + scale_err;
+        const double b16 = Bound(want, ref.mag[i], alpha, 0, s.K, vt::DType::kBF16) + scale_err;
+        // Ours and cuBLASLt's BF16 each sit within the bound of the exact value; after
+        // their roundings they may be one BF16 step apart (2^-7 relative).
+        const double bc = std::ldexp(std::fabs(want), -7) + 2.0 * b32;
+        bool ok = std::fabs(got32[i] - want) <= b32 && std::fabs(got16[i] - want) <= b16 &&
+                  std::fabs(got16[i] - cublas[i]) <= bc;
+        if (!ok) {
+          ADD_FAILURE() << name << " " << vt::CpuIsaName(isa) << " [" << i / s.N << ", " << i % s.N << "]: f32 "
+                        << got32[i] << " bf16 " << got16[i] << " ref64 " << want << " cublaslt " << cublas[i]
+                        << " bounds " << b32 << "/" << b16 << "/" << bc;
+          ++bad;
+        }
+      }
+    }
+  }
+}
+
+// ---- validation ---------------------------------------------------------------------
+
+std::string ErrorOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const vt::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MatmulFp8, RejectsBadOperandsByName) {
+  const vt::Queue q = vt::Queue::Cpu(2);
+  const auto a = vt::Tensor::Empty({4, 64}, vt::DType::kF8E4M3);
+  const auto b = vt::Tensor::Empty({32, 64}, vt::DType::kF8E4M3);
+  const auto b_wrong_k = vt::Tensor::Empty({32, 48}, vt::DType::kF8E4M3);
+  const auto out = vt::Tensor::Empty({4, 32}, vt::DType::kBF16);
+
+  std::string msg = ErrorOf([&] { vt::MatmulFp8(q, out, a, b_wrong_k, 1.0f); });
+  EXPECT_NE(msg.find("MatmulFp8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("48"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("K=64"), std::string::npos) << msg;
+
+  const auto a_f32 = vt::Tensor::Empty({4, 64}, vt::DType::kF32);
+  msg = ErrorOf([&] { vt::MatmulFp8(q, out, a_f32, b, 1.0f); });
+  EXPECT_NE(msg.find("MatmulFp8: a"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("F32"), std::string::npos) << msg;
+
+  const auto out_f16 = vt::Tensor::Empty({4, 32}, vt::DType::kF16);
+  msg = ErrorOf([&] { vt::MatmulFp8(q, out_f16, a, b, 1.0f); });
+  EXPECT_NE(msg.find("MatmulFp8: out"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("F16"), std::string::npos) << msg;
+
+  const auto out_shape = vt::Tensor::Empty({4, 31}, vt::DType::kBF16);
+  msg = ErrorOf([&] { vt::MatmulFp8(q, out_shape, a, b, 1.0f); });
+  EXPECT_NE(msg.find("[4, 31]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[4, 32]"), std::string::npos) << msg;
+
+  const auto bias = vt::Tensor::Empty({31}, vt::DType::kF32);
+  msg = ErrorOf([&] { vt::MatmulFp8(q, out, a, b, 1.0f, &bias); });
+  EXPECT_NE(msg.find("MatmulFp8: bias"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[31]"), std::string::npos) << msg;
+
+  const auto bias_i32 = vt::Tensor::Empty({32}, vt::DType::kI32);
+  msg = ErrorOf([&] { vt::MatmulFp8(q, out, a, b, 1.0f, &bias_i32); });
+  EXPECT_NE(msg.find("I32"), std::string::npos) << msg;
+
+  msg = ErrorOf([&] { vt::MatmulFp8(q, out, a, b, std::nanf("")); });
+  EXPECT_NE(msg.find("alpha"), std::string::npos) << msg;
+}
+
+}  // namespace
