@@ -25,6 +25,9 @@ const char* CpuIsaName(CpuIsa isa);
 // What this processor supports.
 CpuIsa DetectCpuIsa();
 
+// Number of CUDA devices visible to this process: 0 in a build without CUDA or without a GPU.
+int CudaDeviceCount();
+
 class Queue {
  public:
   // threads <= 0: one per hardware thread.

@@ -12,7 +12,7 @@
 namespace vt::detail {
 
 namespace {
-[[noreturn]] void ThrowNoCuda(const char* what) {
+[[noreturn, maybe_unused]] void ThrowNoCuda(const char* what) {
   throw Error(StrCat(what, ": vtllm was built without CUDA (configure with -DVT_CUDA=ON)"));
 }
 }  // namespace

@@ -29,6 +29,10 @@ Queue Queue::Cuda(int index) {
 #endif
 }
 
+#ifndef VT_WITH_CUDA
+int CudaDeviceCount() { return 0; }
+#endif
+
 Device Queue::device() const { return impl_->device; }
 
 void Queue::Synchronize() const { impl_->Synchronize(); }

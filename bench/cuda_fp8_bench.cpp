@@ -1,0 +1,140 @@
+// FP8 GEMM/GEMV on CUDA: TFLOP/s and weight GB/s of MatmulFp8 (as dispatched, and each
+// variant) for M in {1, 4, 16, 64, 256, 4096} on Qwen3-8B-shaped projections, against
+// cuBLASLt FP8 and cuBLASLt BF16, and a device-to-device copy measured in the same run.
+// Each figure is the median of per-call CUDA-event timings; weights rotate through copies
+// totalling >= 256 MiB so that they stream from HBM rather than L2.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "vt/cuda/matmul.h"
+#include "vt/cuda/runtime.h"
+#include "vt/vt.h"
+
+namespace {
+
+#define CHECK_CUDA(x)                                                                  \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+// Median microseconds of fn(i) over `iters` calls, timed with events on `stream`.
+double MedianUs(cudaStream_t stream, int iters, const std::function<void(int)>& fn) {
+  for (int i = 0; i < 3; ++i) fn(i);
+  std::vector<cudaEvent_t> ev(2 * iters);
+  for (auto& e : ev) CHECK_CUDA(cudaEventCreate(&e));
+  for (int i = 0; i < iters; ++i) {
+    CHECK_CUDA(cudaEventRecord(ev[2 * i], stream));
+    fn(i);
+    CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
+  }
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  std::vector<double> t(iters);
+  for (int i = 0; i < iters; ++i) {
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+    t[i] = ms * 1000.0;
+  }
+  for (auto& e : ev) CHECK_CUDA(cudaEventDestroy(e));
+  std::sort(t.begin(), t.end());
+  return t[iters / 2];
+}
+
+std::vector<uint8_t> RandomFp8(size_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> d(0, 255);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) {
+    do b = static_cast<uint8_t>(d(rng));
+    while ((b & 0x7F) == 0x7F || (b & 0x78) >= 0x60);  // finite, |x| < 16: no overflow in BF16 either
+  }
+  return v;
+}
+
+}  // namespace
+
+int main() {
+  if (vt::CudaDeviceCount() == 0) {
+    std::printf("cuda_fp8_bench: no CUDA device, nothing measured\n");
+    return 0;
+  }
+  vt::Queue q = vt::Queue::Cuda(0);
+  auto stream = static_cast<cudaStream_t>(vt::cuda::NativeStream(q));
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+
+  // Device copy: 1 GiB, bytes read + written per second.
+  {
+    const size_t n = size_t{1} << 30;
+    vt::Tensor src = vt::Tensor::Empty({static_cast<int64_t>(n)}, vt::DType::kU8, vt::Device::Cuda(0));
+    vt::Tensor dst = vt::Tensor::Empty({static_cast<int64_t>(n)}, vt::DType::kU8, vt::Device::Cuda(0));
+    CHECK_CUDA(cudaMemsetAsync(src.data(), 1, n, stream));
+    const double us = MedianUs(stream, 20, [&](int) {
+      CHECK_CUDA(cudaMemcpyAsync(dst.data(), src.data(), n, cudaMemcpyDeviceToDevice, stream));
+    });
+    std::printf("d2d copy 1 GiB: %.1f us, %.0f GB/s (read+write)\n", us, 2.0 * n / us / 1e3);
+  }
+
+  struct ShapeNK {
+    const char* name;
+    int64_t N, K;
+  };
+  const ShapeNK shapes[] = {{"qkv/gate_up-like 4096->12288", 12288, 4096},
+                            {"down-like 12288->4096", 4096, 12288},
+                            {"o_proj-like 4096->4096", 4096, 4096}};
+  const int64_t Ms[] = {1, 4, 16, 64, 256, 4096};
+  std::mt19937 rng(1);
+  std::printf("%-30s %5s %-14s %10s %9s %9s %8s\n", "shape", "M", "kernel", "median_us", "TFLOP/s", "weightGB/s",
+              "vs_lt");
+  for (const auto& s : shapes) {
+    const int64_t N = s.N, K = s.K;
+    const size_t wbytes = static_cast<size_t>(N * K);
+    const int copies = static_cast<int>(std::max<size_t>(2, (size_t{256} << 20) / wbytes + 1));
+    const auto wh = RandomFp8(wbytes, rng);
+    std::vector<vt::Tensor> w8, w16;
+    vt::Tensor w8_0 = vt::Tensor::FromHost(wh.data(), {N, K}, vt::DType::kF8E4M3, vt::Device::Cuda(0));
+    for (int c = 0; c < copies; ++c) {
+      w8.push_back(w8_0.To(vt::Device::Cuda(0)));
+      vt::Tensor b16 = vt::Tensor::Empty({N, K}, vt::DType::kBF16, vt::Device::Cuda(0));
+      vt::Cast(q, b16, w8.back());
+      w16.push_back(b16);
+    }
+    for (int64_t M : Ms) {
+      const auto ah = RandomFp8(static_cast<size_t>(M * K), rng);
+      vt::Tensor a8 = vt::Tensor::FromHost(ah.data(), {M, K}, vt::DType::kF8E4M3, vt::Device::Cuda(0));
+      vt::Tensor a16 = vt::Tensor::Empty({M, K}, vt::DType::kBF16, vt::Device::Cuda(0));
+      vt::Cast(q, a16, a8);
+      vt::Tensor out = vt::Tensor::Empty({M, N}, vt::DType::kBF16, vt::Device::Cuda(0));
+      const float alpha = 1e-3f;
+      const int iters = M >= 1024 ? 15 : 40;
+      const double flops = 2.0 * M * N * K;
+      double lt_us = 0;
+      auto report = [&](const char* kernel, double us, double wb) {
+        std::printf("%-30s %5lld %-14s %10.2f %9.1f %9.0f %8.2f\n", s.name, static_cast<long long>(M), kernel, us,
+                    flops / us / 1e6, wb / us / 1e3, lt_us > 0 ? lt_us / us : 1.0);
+      };
+      lt_us = MedianUs(stream, iters, [&](int i) { vt::cuda::MatmulFp8Lt(q, out, a8, w8[i % copies], alpha, nullptr); });
+      report("cublasLt-fp8", lt_us, static_cast<double>(wbytes));
+      report("vt-MatmulFp8", MedianUs(stream, iters, [&](int i) { vt::MatmulFp8(q, out, a8, w8[i % copies], alpha); }),
+             static_cast<double>(wbytes));
+      if (M <= 16)
+        report("vt-smallM", MedianUs(stream, iters, [&](int i) {
+                 vt::cuda::MatmulFp8Small(q, out, a8, w8[i % copies], alpha, nullptr);
+               }),
+               static_cast<double>(wbytes));
+      report("cublasLt-bf16", MedianUs(stream, iters, [&](int i) { vt::Matmul(q, out, a16, w16[i % copies]); }),
+             2.0 * static_cast<double>(wbytes));
+    }
+  }
+  q.Synchronize();
+  return 0;
+}

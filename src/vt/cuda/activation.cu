@@ -1,0 +1,63 @@
+// CUDA SiluMul and Cast: element-wise, with the CPU kernels' arithmetic (numerics::Silu,
+// the dtype conversions of vt/dtype.h), so the bytes match.
+#include "vt/cuda/device_util.cuh"
+#include "vt/cuda/kernels.h"
+#include "vt/cuda/rows.h"
+#include "vt/ops/activation.h"
+#include "vt/ops/cast.h"
+
+namespace vt::cuda {
+
+namespace {
+
+__global__ void SiluMulKernel(void* out, DType od, const void* x, DType xd, int64_t rows, int64_t I, uint8_t* q,
+                              float q_inv) {
+  const int64_t n = rows * I;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
+    const int64_t r = e / I, i = e - r * I;
+    const float g = LoadAny(x, xd, r * 2 * I + i);
+    const float u = LoadAny(x, xd, r * 2 * I + I + i);
+    const float y = numerics::Silu(g) * u;
+    if (out != nullptr) StoreAny(out, od, e, y);
+    if (q != nullptr) q[e] = QuantizeFp8KeepNan(RoundAny(od, y), q_inv);
+  }
+}
+
+__global__ void CastKernel(void* out, DType od, const void* x, DType xd, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    StoreAny(out, od, i, LoadAny(x, xd, i));
+}
+
+void SiluMulCuda(const Queue& q, const Tensor& out, const Tensor& x) {
+  const int64_t I = out.dim(-1);
+  LaunchSiluMul(Cuda(q), out.data(), out.dtype(), x.data(), x.dtype(), I == 0 ? 0 : out.numel() / I, I, nullptr,
+                0.0f);
+}
+
+void CastCuda(const Queue& q, const Tensor& out, const Tensor& x) {
+  CudaQueue& cq = Cuda(q);
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  DeviceGuard guard(cq.device.index);
+  CastKernel<<<GridFor(n, 256, cq), 256, 0, cq.stream>>>(out.data(), out.dtype(), x.data(), x.dtype(), n);
+  VT_CUDA_CHECK_LAUNCH("CastKernel");
+}
+
+}  // namespace
+
+void LaunchSiluMul(CudaQueue& cq, void* out, DType od, const void* x, DType xd, int64_t rows, int64_t I, uint8_t* q,
+                   float q_inv) {
+  if (rows * I == 0) return;
+  DeviceGuard guard(cq.device.index);
+  SiluMulKernel<<<GridFor(rows * I, 256, cq), 256, 0, cq.stream>>>(out, od, x, xd, rows, I, q, q_inv);
+  VT_CUDA_CHECK_LAUNCH("SiluMulKernel");
+}
+
+void RegisterActivationKernels() {
+  Register<OpId::kSiluMul>(DeviceType::kCUDA, &SiluMulCuda);
+  Register<OpId::kCast>(DeviceType::kCUDA, &CastCuda);
+}
+
+}  // namespace vt::cuda

@@ -1,0 +1,68 @@
+// What the CUDA kernels share: the queue (stream, cuBLASLt handle, workspace), the error
+// checks that name the statement and file:line, and a device guard.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "vt/error.h"
+#include "vt/queue.h"
+
+#ifdef VT_CUDA_CUBLASLT
+#include <cublasLt.h>
+#endif
+
+namespace vt::cuda {
+
+namespace detail {
+[[noreturn]] void ThrowCudaError(int code, const char* name, const char* text, const char* stmt,
+                                 const char* file, int line);
+inline void Check(cudaError_t e, const char* stmt, const char* file, int line) {
+  if (e != cudaSuccess) ThrowCudaError(static_cast<int>(e), cudaGetErrorName(e), cudaGetErrorString(e), stmt, file, line);
+}
+}  // namespace detail
+
+// Sets the calling thread's current device for a scope and restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+struct CudaQueue : Queue::Impl {
+  explicit CudaQueue(int index);
+  ~CudaQueue() override;
+  void Synchronize() override;
+
+  cudaStream_t stream = nullptr;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+#ifdef VT_CUDA_CUBLASLT
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  // Algorithms chosen by the cuBLASLt heuristic, per problem; guarded by `mu`.
+  std::mutex mu;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int, int>, cublasLtMatmulAlgo_t> algos;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int, int>, bool> no_algo;
+#endif
+};
+
+// The CUDA queue behind `q` (an internal error if a CUDA kernel got another queue).
+CudaQueue& Cuda(const Queue& q);
+
+}  // namespace vt::cuda
+
+#define VT_CUDA_CHECK(stmt) ::vt::cuda::detail::Check((stmt), #stmt, __FILE__, __LINE__)
+// After a kernel launch: reports launch errors with the kernel's name.
+#define VT_CUDA_CHECK_LAUNCH(kernel) ::vt::cuda::detail::Check(cudaGetLastError(), "launch of " kernel, __FILE__, __LINE__)

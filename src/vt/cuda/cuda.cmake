@@ -1,0 +1,52 @@
+# The CUDA backend of vt (included by src/vt/CMakeLists.txt when VT_CUDA is ON): the
+# runtime (streams, caching allocator, copies), the kernels, and the cuBLASLt GEMMs.
+# Each optional feature prints one line; a kernel whose feature is disabled is not
+# registered, so OpRegistered says false and dispatch refuses it by name.
+# CMake before 3.26 does not know nvcc's C++20 flag; the vt headers need C++20.
+if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION OR CMAKE_CUDA20_STANDARD_COMPILE_OPTION STREQUAL "")
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+endif()
+set_target_properties(vtllm_vt PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
+
+file(GLOB _vt_cuda_sources CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_LIST_DIR}/*.cu ${CMAKE_CURRENT_LIST_DIR}/*.cpp)
+target_sources(vtllm_vt PRIVATE ${_vt_cuda_sources})
+target_compile_definitions(vtllm_vt PRIVATE VT_WITH_CUDA=1)
+target_link_libraries(vtllm_vt PRIVATE CUDA::cudart_static)
+
+# IEEE arithmetic only: the quantizers and fused recipes must match the CPU bit for bit, so
+# no fast-math, no contraction of a*b+c into fma (kernels write the fmas they mean).
+set(_vt_cuda_flags -O3 --expt-relaxed-constexpr -fmad=false -prec-div=true -prec-sqrt=true -ftz=false
+  -Xcompiler=-Wall,-Wextra -Werror=all-warnings)
+target_compile_options(vtllm_vt PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:${_vt_cuda_flags}>")
+
+# cuBLASLt: Matmul (BF16/F32) and the large-M path of MatmulFp8.
+if(TARGET CUDA::cublasLt)
+  target_link_libraries(vtllm_vt PRIVATE CUDA::cublasLt)
+  target_compile_definitions(vtllm_vt PRIVATE VT_CUDA_CUBLASLT=1)
+  message(STATUS "vt CUDA feature cuBLASLt (Matmul, MatmulFp8 large M): ENABLED")
+  set(_vt_cublaslt ON)
+else()
+  message(STATUS "vt CUDA feature cuBLASLt (Matmul, MatmulFp8 large M): DISABLED (CUDA::cublasLt not found in the toolkit)")
+  set(_vt_cublaslt OFF)
+endif()
+
+# FP8 MatmulFp8 needs sm_89+ (fp8 conversion instructions, FP8 cuBLASLt) in every built arch.
+set(_vt_fp8_reason "")
+foreach(_arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
+  if(NOT _arch MATCHES "^([0-9]+)")
+    set(_vt_fp8_reason "CMAKE_CUDA_ARCHITECTURES entry '${_arch}' is not a number >= 89")
+  elseif(CMAKE_MATCH_1 LESS 89)
+    set(_vt_fp8_reason "CMAKE_CUDA_ARCHITECTURES has ${_arch} < 89")
+  endif()
+endforeach()
+if(NOT _vt_cublaslt)
+  set(_vt_fp8_reason "needs cuBLASLt")
+endif()
+if(_vt_fp8_reason STREQUAL "")
+  target_compile_definitions(vtllm_vt PRIVATE VT_CUDA_FP8=1)
+  message(STATUS "vt CUDA feature FP8 MatmulFp8 (cuBLASLt + small-M kernel, sm_89+): ENABLED (archs ${CMAKE_CUDA_ARCHITECTURES})")
+else()
+  message(STATUS "vt CUDA feature FP8 MatmulFp8 (cuBLASLt + small-M kernel, sm_89+): DISABLED (${_vt_fp8_reason})")
+endif()

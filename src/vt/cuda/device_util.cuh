@@ -1,0 +1,72 @@
+// Device-side helpers of the CUDA kernels: element access by run-time dtype (a uniform
+// branch per element, cheap next to the memory traffic of these memory-bound ops), the
+// canonical warp sum of squares, and launch sizes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "vt/cuda/context.h"
+#include "vt/detail/numerics.h"
+#include "vt/dtype.h"
+
+namespace vt::cuda {
+
+__device__ __forceinline__ float LoadAny(const void* p, DType d, int64_t i) {
+  switch (d) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kBF16: return Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kF8E4M3: return Fp8E4M3ToFloat(static_cast<const uint8_t*>(p)[i]);
+    default: return 0.0f;
+  }
+}
+
+__device__ __forceinline__ void StoreAny(void* p, DType d, int64_t i, float v) {
+  switch (d) {
+    case DType::kF32: static_cast<float*>(p)[i] = v; return;
+    case DType::kBF16: static_cast<uint16_t*>(p)[i] = FloatToBf16(v); return;
+    case DType::kF16: static_cast<uint16_t*>(p)[i] = FloatToF16(v); return;
+    default: return;
+  }
+}
+
+// v rounded to dtype d and widened back (identity for F32), as the CPU's RoundTo.
+__device__ __forceinline__ float RoundAny(DType d, float v) {
+  switch (d) {
+    case DType::kBF16: return Bf16ToFloat(FloatToBf16(v));
+    case DType::kF16: return F16ToFloat(FloatToF16(v));
+    default: return v;
+  }
+}
+
+// The canonical 32-lane combine of numerics::SumSquaresCanonical: lane j holds the fma
+// chain of elements j, j+32, ...; then j += j+16, j += j+8, ..., j += j+1. Every lane
+// gets lane 0's result.
+__device__ __forceinline__ float WarpCanonicalSum(float acc) {
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) {
+    const float other = __shfl_down_sync(0xFFFFFFFFu, acc, off);
+    acc = acc + other;
+  }
+  return __shfl_sync(0xFFFFFFFFu, acc, 0);
+}
+
+// numerics::QuantizeFp8 with the NaN sign kept explicitly: CUDA arithmetic returns the
+// canonical NaN (0x7FFFFFFF) for x * inv with x NaN, losing the sign that the contract (and
+// the CPU, whose arithmetic propagates the NaN operand) keeps.
+__device__ __forceinline__ uint8_t QuantizeFp8KeepNan(float x, float inv) {
+  if (x != x) return static_cast<uint8_t>(((__float_as_uint(x) >> 24) & 0x80u) | 0x7Fu);
+  return numerics::QuantizeFp8(x, inv);
+}
+
+// Blocks for a grid-stride loop over n items.
+inline unsigned GridFor(int64_t n, int threads, const CudaQueue& cq) {
+  const int64_t want = (n + threads - 1) / threads;
+  const int64_t cap = static_cast<int64_t>(std::max(cq.sm_count, 1)) * 16;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(want, cap)));
+}
+
+}  // namespace vt::cuda

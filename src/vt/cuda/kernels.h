@@ -1,0 +1,57 @@
+// Registration functions of the CUDA op families (one file pair per family) and the
+// element access helpers their kernels share.
+#pragma once
+
+#include <cstdint>
+
+#include "vt/dtype.h"
+#include "vt/error.h"
+
+namespace vt::cuda {
+
+void RegisterQuantKernels();       // quant.cu
+void RegisterNormKernels();        // norm.cu
+void RegisterActivationKernels();  // activation.cu: SiluMul, Cast
+void RegisterFusedKernels();       // fused.cu
+void RegisterMatmulKernels();      // matmul.cpp (cuBLASLt) + matmul_fp8.cu
+
+// Element storage tags for templated kernels: the value type in memory and exact
+// conversions to and from f32 (the same functions as the CPU backend's).
+struct F32 {
+  using T = float;
+  static VT_HD float Load(T v) { return v; }
+  static VT_HD T Store(float v) { return v; }
+};
+struct Bf16 {
+  using T = uint16_t;
+  static VT_HD float Load(T v) { return Bf16ToFloat(v); }
+  static VT_HD T Store(float v) { return FloatToBf16(v); }
+};
+struct F16 {
+  using T = uint16_t;
+  static VT_HD float Load(T v) { return F16ToFloat(v); }
+  static VT_HD T Store(float v) { return FloatToF16(v); }
+};
+struct Fp8 {
+  using T = uint8_t;
+  static VT_HD float Load(T v) { return Fp8E4M3ToFloat(v); }
+};
+
+// v rounded to the storage type of Tag and widened back (identity for F32).
+template <typename Tag>
+VT_HD float RoundTo(float v) {
+  return Tag::Load(Tag::Store(v));
+}
+
+// Calls fn(Tag{}) for a float dtype among F32/BF16/F16.
+template <typename Fn>
+void DispatchFloat(DType d, const char* op, Fn&& fn) {
+  switch (d) {
+    case DType::kF32: fn(F32{}); return;
+    case DType::kBF16: fn(Bf16{}); return;
+    case DType::kF16: fn(F16{}); return;
+    default: throw Error(StrCat("internal: ", op, " on cuda got dtype ", DTypeName(d)));
+  }
+}
+
+}  // namespace vt::cuda

@@ -1,0 +1,104 @@
+// CUDA RmsNorm and RmsNormGated: one warp per row, lane j summing elements j, j+32, ...
+// with fma and the canonical pairwise combine, so the sum of squares, and hence every
+// output byte, equals the CPU kernel's.
+#include "vt/cuda/device_util.cuh"
+#include "vt/cuda/kernels.h"
+#include "vt/cuda/rows.h"
+#include "vt/ops/norm.h"
+
+namespace vt::cuda {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+
+__global__ void RmsNormKernel(void* out, DType od, const void* x, DType xd, const void* w, DType wd, void* residual,
+                              int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;  // uniform across the warp
+  const int64_t base = row * H;
+  float acc = 0.0f;
+  for (int64_t i = lane; i < H; i += 32) {
+    float v = LoadAny(x, xd, base + i);
+    if (residual != nullptr) {
+      v = RoundAny(xd, v + LoadAny(residual, xd, base + i));
+      StoreAny(residual, xd, base + i, v);
+    }
+    acc = numerics::Fma(v, v, acc);
+  }
+  const float inv = numerics::RmsInverse(WarpCanonicalSum(acc), H, eps);
+  for (int64_t i = lane; i < H; i += 32) {
+    // The same lane wrote residual[base + i] above, so reading it back is ordered.
+    const float s = residual != nullptr ? LoadAny(residual, xd, base + i) : LoadAny(x, xd, base + i);
+    const float t = RoundAny(od, s * inv);
+    const float y = t * LoadAny(w, wd, i);
+    if (out != nullptr) StoreAny(out, od, base + i, y);
+    if (q != nullptr) q[base + i] = QuantizeFp8KeepNan(RoundAny(od, y), q_inv);
+  }
+}
+
+__global__ void RmsNormGatedKernel(void* out, DType od, const void* x, DType xd, const void* gate, DType gd,
+                                   const void* w, DType wd, int64_t rows, int64_t H, float eps, uint8_t* q,
+                                   float q_inv) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int64_t base = row * H;
+  float acc = 0.0f;
+  for (int64_t i = lane; i < H; i += 32) {
+    const float v = LoadAny(x, xd, base + i);
+    acc = numerics::Fma(v, v, acc);
+  }
+  const float inv = numerics::RmsInverse(WarpCanonicalSum(acc), H, eps);
+  for (int64_t i = lane; i < H; i += 32) {
+    const float t = RoundAny(od, LoadAny(x, xd, base + i) * inv);
+    const float u = RoundAny(od, t * LoadAny(w, wd, i));
+    const float y = u * numerics::Silu(LoadAny(gate, gd, base + i));
+    if (out != nullptr) StoreAny(out, od, base + i, y);
+    if (q != nullptr) q[base + i] = QuantizeFp8KeepNan(RoundAny(od, y), q_inv);
+  }
+}
+
+unsigned RowBlocks(int64_t rows) { return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+
+void RmsNormCuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+                 const Tensor* residual) {
+  const int64_t H = x.dim(-1), rows = x.numel() / H;
+  LaunchRmsNorm(Cuda(q), out.data(), out.dtype(), x.data(), x.dtype(), weight.data(), weight.dtype(),
+                residual ? residual->data() : nullptr, rows, H, eps, nullptr, 0.0f);
+}
+
+void RmsNormGatedCuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight,
+                      float eps) {
+  const int64_t H = x.dim(-1), rows = x.numel() / H;
+  LaunchRmsNormGated(Cuda(q), out.data(), out.dtype(), x.data(), x.dtype(), gate.data(), gate.dtype(),
+                     weight.data(), weight.dtype(), rows, H, eps, nullptr, 0.0f);
+}
+
+}  // namespace
+
+void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
+                   void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
+  if (rows == 0) return;
+  DeviceGuard guard(cq.device.index);
+  RmsNormKernel<<<RowBlocks(rows), kWarpsPerBlock * 32, 0, cq.stream>>>(out, od, x, xd, w, wd, residual, rows, H,
+                                                                        eps, q, q_inv);
+  VT_CUDA_CHECK_LAUNCH("RmsNormKernel");
+}
+
+void LaunchRmsNormGated(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* gate, DType gd,
+                        const void* w, DType wd, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
+  if (rows == 0) return;
+  DeviceGuard guard(cq.device.index);
+  RmsNormGatedKernel<<<RowBlocks(rows), kWarpsPerBlock * 32, 0, cq.stream>>>(out, od, x, xd, gate, gd, w, wd, rows,
+                                                                             H, eps, q, q_inv);
+  VT_CUDA_CHECK_LAUNCH("RmsNormGatedKernel");
+}
+
+void RegisterNormKernels() {
+  Register<OpId::kRmsNorm>(DeviceType::kCUDA, &RmsNormCuda);
+  Register<OpId::kRmsNormGated>(DeviceType::kCUDA, &RmsNormGatedCuda);
+}
+
+}  // namespace vt::cuda

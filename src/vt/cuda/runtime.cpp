@@ -1,0 +1,267 @@
+// CUDA runtime of vt: the caching allocator, copies, queues, device count, registration.
+#include "vt/cuda/runtime.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "vt/cuda/context.h"
+#include "vt/cuda/kernels.h"
+#include "vt/registry.h"
+
+namespace vt {
+
+int CudaDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+namespace cuda {
+
+namespace detail {
+void ThrowCudaError(int code, const char* name, const char* text, const char* stmt, const char* file, int line) {
+  std::string f = file;
+  const size_t at = f.rfind("src/vt/");
+  if (at != std::string::npos) f = f.substr(at);
+  throw Error(StrCat("CUDA error ", name, " (", code, ": ", text, ") in `", stmt, "` at ", f, ":", line));
+}
+}  // namespace detail
+
+DeviceGuard::DeviceGuard(int device) {
+  VT_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) VT_CUDA_CHECK(cudaSetDevice(device));
+}
+
+DeviceGuard::~DeviceGuard() {
+  int now = -1;
+  if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
+}
+
+namespace {
+
+// ---- caching allocator -----------------------------------------------------------------
+
+// Freed blocks are kept per device, by size, and handed out again for requests of up to
+// their size (at most a quarter larger than asked). Requests round up to 512 bytes, and
+// from 1 MiB up to 2 MiB, so repeated shapes reuse blocks exactly.
+class CachingAllocator {
+ public:
+  static CachingAllocator& Get() {
+    static auto* a = new CachingAllocator();  // never destroyed: tensors may outlive statics
+    return *a;
+  }
+
+  void* Allocate(int device, size_t nbytes, size_t* block_size) {
+    const size_t size = Round(nbytes);
+    *block_size = size;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& pool = Pool(device);
+      auto it = pool.lower_bound(size);
+      if (it != pool.end() && it->first <= size + size / 4) {
+        *block_size = it->first;
+        void* p = it->second;
+        pool.erase(it);
+        return p;
+      }
+    }
+    DeviceGuard guard(device);
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      ReleaseCached(device);
+      e = cudaMalloc(&p, size);
+    }
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      (void)cudaMemGetInfo(&free_b, &total_b);
+      throw Error(StrCat("out of CUDA memory on cuda:", device, " allocating ", nbytes, " bytes (", free_b,
+                         " of ", total_b, " bytes free)"));
+    }
+    VT_CUDA_CHECK(e);
+    return p;
+  }
+
+  void Free(int device, void* p, size_t block_size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Pool(device).emplace(block_size, p);
+  }
+
+ private:
+  static size_t Round(size_t n) {
+    if (n == 0) n = 1;
+    if (n < (size_t{1} << 20)) return (n + 511) / 512 * 512;
+    const size_t m = size_t{2} << 20;
+    return (n + m - 1) / m * m;
+  }
+
+  std::multimap<size_t, void*>& Pool(int device) {
+    if (static_cast<size_t>(device) >= pools_.size()) pools_.resize(device + 1);
+    return pools_[device];
+  }
+
+  void ReleaseCached(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    VT_CUDA_CHECK(cudaDeviceSynchronize());
+    for (auto& [size, p] : Pool(device)) (void)cudaFree(p);
+    Pool(device).clear();
+  }
+
+  std::mutex mu_;
+  std::vector<std::multimap<size_t, void*>> pools_;
+};
+
+// ---- pinned staging for large host-to-device copies ------------------------------------
+
+constexpr size_t kStagingChunk = size_t{8} << 20;
+constexpr size_t kStagingThreshold = size_t{4} << 20;
+
+struct Staging {
+  std::mutex mu;
+  void* buf[2] = {nullptr, nullptr};
+  cudaEvent_t done[2] = {nullptr, nullptr};
+};
+
+Staging& GetStaging() {
+  static auto* s = new Staging();
+  return *s;
+}
+
+void StagedHostToDevice(void* dst, const void* src, size_t n) {
+  Staging& s = GetStaging();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.buf[0] == nullptr) {
+    for (int i = 0; i < 2; ++i) {
+      VT_CUDA_CHECK(cudaHostAlloc(&s.buf[i], kStagingChunk, cudaHostAllocDefault));
+      VT_CUDA_CHECK(cudaEventCreateWithFlags(&s.done[i], cudaEventDisableTiming));
+    }
+  }
+  size_t off = 0;
+  for (int i = 0; off < n; ++i) {
+    const int b = i & 1;
+    const size_t len = std::min(kStagingChunk, n - off);
+    VT_CUDA_CHECK(cudaEventSynchronize(s.done[b]));  // the buffer's previous copy is done
+    std::memcpy(s.buf[b], static_cast<const char*>(src) + off, len);
+    VT_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + off, s.buf[b], len, cudaMemcpyHostToDevice,
+                                  cudaStreamLegacy));
+    VT_CUDA_CHECK(cudaEventRecord(s.done[b], cudaStreamLegacy));
+    off += len;
+  }
+  VT_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> AllocateStorage(int device, size_t nbytes) {
+  const int count = CudaDeviceCount();
+  VT_CHECK(device >= 0 && device < count, "Tensor::Empty on cuda:", device, ": no such CUDA device (", count,
+           " visible)");
+  auto s = std::make_shared<Storage>();
+  s->device = Device::Cuda(device);
+  s->nbytes = nbytes;
+  if (nbytes == 0) return s;
+  size_t block = 0;
+  void* p = CachingAllocator::Get().Allocate(device, nbytes, &block);
+  s->data = p;
+  s->owner = std::shared_ptr<void>(p, [device, block](void* q) { CachingAllocator::Get().Free(device, q, block); });
+  return s;
+}
+
+void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n) {
+  if (n == 0) return;
+  DeviceGuard guard(dst_device.is_cuda() ? dst_device.index : src_device.index);
+  if (dst_device.is_cuda() && src_device.is_cpu()) {
+    if (n >= kStagingThreshold) {
+      StagedHostToDevice(dst, src, n);
+    } else {
+      VT_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+    }
+  } else if (dst_device.is_cpu()) {
+    VT_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+  } else {
+    VT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, cudaStreamLegacy));
+    VT_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+  }
+}
+
+// ---- queues ------------------------------------------------------------------------------
+
+CudaQueue::CudaQueue(int index) : Queue::Impl(Device::Cuda(index)) {
+  DeviceGuard guard(index);
+  // A blocking stream: it synchronises with the legacy default stream that copies use, so a
+  // copy never races a kernel of this queue on the same bytes.
+  VT_CUDA_CHECK(cudaStreamCreate(&stream));
+  cudaDeviceProp prop{};
+  VT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  sm_count = prop.multiProcessorCount;
+  cc_major = prop.major;
+  cc_minor = prop.minor;
+#ifdef VT_CUDA_CUBLASLT
+  const cublasStatus_t st = cublasLtCreate(&lt);
+  VT_CHECK(st == CUBLAS_STATUS_SUCCESS, "Queue::Cuda(", index, "): cublasLtCreate failed with status ",
+           static_cast<int>(st));
+  workspace_bytes = size_t{32} << 20;
+  VT_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
+#endif
+}
+
+CudaQueue::~CudaQueue() {
+  const int previous = [] {
+    int d = 0;
+    (void)cudaGetDevice(&d);
+    return d;
+  }();
+  (void)cudaSetDevice(device.index);
+  (void)cudaStreamSynchronize(stream);
+#ifdef VT_CUDA_CUBLASLT
+  if (lt) (void)cublasLtDestroy(lt);
+  if (workspace) (void)cudaFree(workspace);
+#endif
+  if (stream) (void)cudaStreamDestroy(stream);
+  (void)cudaSetDevice(previous);
+}
+
+void CudaQueue::Synchronize() {
+  DeviceGuard guard(device.index);
+  VT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+CudaQueue& Cuda(const Queue& q) {
+  auto* impl = dynamic_cast<CudaQueue*>(q.impl());
+  VT_CHECK(impl != nullptr, "internal: a CUDA kernel received a queue on ", ToString(q.device()));
+  return *impl;
+}
+
+void* NativeStream(const Queue& q) { return Cuda(q).stream; }
+
+std::shared_ptr<Queue::Impl> MakeQueue(int index) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(StrCat("Queue::Cuda(", index, "): no CUDA device cuda:", index, " (", cudaGetErrorName(e), ": ",
+                       cudaGetErrorString(e), ")"));
+  }
+  VT_CHECK(index >= 0 && index < count, "Queue::Cuda(", index, "): no CUDA device cuda:", index, " (", count,
+           " device(s) visible)");
+  return std::make_shared<CudaQueue>(index);
+}
+
+void RegisterKernels() {
+  RegisterQuantKernels();
+  RegisterNormKernels();
+  RegisterActivationKernels();
+  RegisterFusedKernels();
+  RegisterMatmulKernels();
+}
+
+}  // namespace cuda
+}  // namespace vt

@@ -1,0 +1,253 @@
+// MatmulFp8 and Matmul on CUDA against a float64 reference within the DESIGN bound
+// |out - ref| <= 4·K·FLT_EPSILON·|alpha|·Σ|a·b| plus one rounding of the output dtype, for
+// each kernel variant (small-M streaming, cuBLASLt, naive) and around their crossover; and
+// close to torch._scaled_mm (cuBLASLt) outputs in the oracle files.
+#include <cfloat>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <random>
+
+#include "cuda_test_util.h"
+#include "vt/cuda/matmul.h"
+
+namespace {
+
+using vt::DType;
+
+std::vector<uint8_t> RandomFp8(size_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> d(0, 255);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) {
+    do b = static_cast<uint8_t>(d(rng));
+    while ((b & 0x7F) == 0x7F);  // no NaN codes
+  }
+  return v;
+}
+
+struct Ref {
+  std::vector<double> value, abs_sum;  // alpha·Σ a·b (+bias) and |alpha|·Σ|a·b|
+};
+
+Ref Reference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, int64_t M, int64_t N, int64_t K,
+              float alpha, const std::vector<float>* bias) {
+  Ref r;
+  r.value.resize(M * N);
+  r.abs_sum.resize(M * N);
+  std::vector<double> af(a.size()), bf(b.size());
+  for (size_t i = 0; i < a.size(); ++i) af[i] = vt::Fp8E4M3ToFloat(a[i]);
+  for (size_t i = 0; i < b.size(); ++i) bf[i] = vt::Fp8E4M3ToFloat(b[i]);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0, sa = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = af[m * K + k] * bf[n * K + k];
+        s += p;
+        sa += std::fabs(p);
+      }
+      r.value[m * N + n] = alpha * s + (bias ? (*bias)[n] : 0.0);
+      r.abs_sum[m * N + n] = std::fabs(alpha) * sa;
+    }
+  return r;
+}
+
+// Checks out against ref within the DESIGN bound; returns the number of violations.
+int CheckBound(const vt::Tensor& out, const Ref& ref, int64_t K, const std::string& what) {
+  const auto got = vtt::Floats(out);
+  const double unit = out.dtype() == DType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -24);
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double acc_bound = 4.0 * K * FLT_EPSILON * ref.abs_sum[i];
+    const double bound = acc_bound + (std::fabs(ref.value[i]) + acc_bound) * unit + 1e-30;
+    const double err = std::fabs(got[i] - ref.value[i]);
+    if (!(err <= bound)) {
+      if (bad++ < 3)
+        ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " ref " << ref.value[i] << " err " << err
+                      << " bound " << bound;
+    }
+  }
+  return bad;
+}
+
+using Variant = std::function<void(const vt::Queue&, const vt::Tensor&, const vt::Tensor&, const vt::Tensor&, float,
+                                   const vt::Tensor*)>;
+
+void RunCase(const vt::Queue& gpu, const Variant& run, const std::string& name, int64_t M, int64_t N, int64_t K,
+             DType od, bool with_bias, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const auto a = RandomFp8(M * K, rng), b = RandomFp8(N * K, rng);
+  const float alpha = 0.0123f / static_cast<float>(std::sqrt(static_cast<double>(K)));
+  std::vector<float> bias(N);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  for (auto& x : bias) x = nd(rng);
+  const Ref ref = Reference(a, b, M, N, K, alpha, with_bias ? &bias : nullptr);
+  vt::Tensor at = vt::Tensor::FromHost(a.data(), {M, K}, DType::kF8E4M3, vtt::kCuda);
+  vt::Tensor bt = vt::Tensor::FromHost(b.data(), {N, K}, DType::kF8E4M3, vtt::kCuda);
+  vt::Tensor biast = vt::Tensor::FromHost(bias.data(), {N}, DType::kF32, vtt::kCuda);
+  vt::Tensor out = vt::Tensor::Empty({M, N}, od, vtt::kCuda);
+  run(gpu, out, at, bt, alpha, with_bias ? &biast : nullptr);
+  const std::string what = name + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                           " " + std::string(vt::DTypeName(od)) + (with_bias ? " +bias" : "");
+  EXPECT_EQ(CheckBound(out, ref, K, what), 0) << what;
+}
+
+TEST(CudaMatmulFp8, DispatchWithinBoundAroundCrossover) {
+  VT_REQUIRE_CUDA();
+  ASSERT_TRUE(vt::OpRegistered(vt::OpId::kMatmulFp8, vt::DeviceType::kCUDA));
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  const int64_t c = vt::cuda::kSmallMMax;
+  Variant dispatch = [](const vt::Queue& q, const vt::Tensor& o, const vt::Tensor& a, const vt::Tensor& b, float al,
+                        const vt::Tensor* bias) { vt::MatmulFp8(q, o, a, b, al, bias); };
+  const int64_t before = vt::DispatchCount(vt::OpId::kMatmulFp8, vt::DeviceType::kCUDA);
+  int runs = 0;
+  const int64_t k_lt = vt::cuda::kLtMinK;
+  for (int64_t M : {int64_t{1}, c, c + 1, 2 * c + 1, int64_t{16}, int64_t{64}}) {
+    for (DType od : {DType::kBF16, DType::kF32}) {
+      // Below and at the K where cuBLASLt takes over for M > kSmallMMax.
+      RunCase(gpu, dispatch, "dispatch", M, 264, 512, od, false, 100 + static_cast<uint32_t>(M));
+      RunCase(gpu, dispatch, "dispatch", M, 256, k_lt, od, true, 200 + static_cast<uint32_t>(M));
+      RunCase(gpu, dispatch, "dispatch", M, 128, 2 * k_lt, od, false, 300 + static_cast<uint32_t>(M));
+      runs += 3;
+    }
+  }
+  EXPECT_EQ(vt::DispatchCount(vt::OpId::kMatmulFp8, vt::DeviceType::kCUDA), before + runs);
+}
+
+TEST(CudaMatmulFp8, SmallMKernelWithinBound) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  for (int64_t M : {1, 2, 3, 4, 5, 8, 9, 16, 17})
+    for (int64_t N : {1, 7, 256, 1000})
+      for (int64_t K : {16, 48, 528, 4096})
+        RunCase(gpu, vt::cuda::MatmulFp8Small, "small-M", M, N, K, M % 2 ? DType::kBF16 : DType::kF32, N == 7,
+                static_cast<uint32_t>(M * 131 + N * 7 + K));
+}
+
+// cuBLASLt FP8 where MatmulFp8 uses it (K >= kLtMinK).
+TEST(CudaMatmulFp8, CublasLtWithinBound) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  int ran = 0;
+  for (int64_t M : {1, 4, 5, 16, 17, 64, 200})
+    for (int64_t N : {256, 1024})
+      for (int64_t K : {vt::cuda::kLtMinK, int64_t{4096}, int64_t{6160}})
+        for (DType od : {DType::kBF16, DType::kF32}) {
+          Variant lt = [&](const vt::Queue& q, const vt::Tensor& o, const vt::Tensor& a, const vt::Tensor& b, float al,
+                           const vt::Tensor* bias) {
+            if (vt::cuda::MatmulFp8Lt(q, o, a, b, al, bias)) ++ran;
+            else vt::cuda::MatmulFp8Naive(q, o, a, b, al, bias);
+          };
+          RunCase(gpu, lt, "cublaslt", M, N, K, od, M == 17, static_cast<uint32_t>(M + N + K));
+        }
+  EXPECT_GT(ran, 0) << "cuBLASLt offered no FP8 algorithm for any shape";
+}
+
+TEST(CudaMatmulFp8, NaiveAndUnalignedKWithinBound) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  for (int64_t K : {1, 3, 40, 100}) {
+    RunCase(gpu, vt::cuda::MatmulFp8Naive, "naive", 3, 65, K, DType::kBF16, true, static_cast<uint32_t>(K));
+    Variant dispatch = [](const vt::Queue& q, const vt::Tensor& o, const vt::Tensor& a, const vt::Tensor& b, float al,
+                          const vt::Tensor* bias) { vt::MatmulFp8(q, o, a, b, al, bias); };
+    RunCase(gpu, dispatch, "dispatch unaligned K", 33, 65, K, DType::kF32, false, static_cast<uint32_t>(K) + 9);
+  }
+}
+
+std::vector<char> ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// torch._scaled_mm oracles: our BF16 output within the bound of the float64 reference, and
+// within one BF16 ulp (plus the bound) of cuBLASLt's output as PyTorch produced it.
+TEST(CudaMatmulFp8, CloseToTorchScaledMmOracle) {
+  VT_REQUIRE_CUDA();
+  struct Case {
+    int64_t M, N, K;
+    double sa, sb;
+  };
+  const Case cases[] = {{1, 256, 512, 0.012684670276939869, 0.0004876184684690088},
+                        {7, 384, 256, 0.01652016118168831, 0.000506391457747668},
+                        {33, 512, 1024, 0.02148631401360035, 0.0005193818942643702},
+                        {128, 256, 2048, 0.02188040316104889, 0.0005258359014987946}};  // meta.json
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  for (const auto& c : cases) {
+    const std::string base = vtt::FixturesDir() + "/oracles/fp8ops/gemm_" + std::to_string(c.M) + "x" +
+                             std::to_string(c.N) + "x" + std::to_string(c.K);
+    const auto a = ReadFile(base + ".a.u8"), b = ReadFile(base + ".b.u8");
+    const auto peer = ReadFile(base + ".cublaslt_bf16.f32");
+    ASSERT_EQ(a.size(), static_cast<size_t>(c.M * c.K)) << base;
+    ASSERT_EQ(b.size(), static_cast<size_t>(c.N * c.K)) << base;
+    ASSERT_EQ(peer.size(), static_cast<size_t>(c.M * c.N * 4)) << base;
+    const float alpha = static_cast<float>(static_cast<float>(c.sa) * static_cast<float>(c.sb));
+    std::vector<uint8_t> au(a.begin(), a.end()), bu(b.begin(), b.end());
+    const Ref ref = Reference(au, bu, c.M, c.N, c.K, alpha, nullptr);
+    vt::Tensor at = vt::Tensor::FromHost(au.data(), {c.M, c.K}, DType::kF8E4M3, vtt::kCuda);
+    vt::Tensor bt = vt::Tensor::FromHost(bu.data(), {c.N, c.K}, DType::kF8E4M3, vtt::kCuda);
+    vt::Tensor out = vt::Tensor::Empty({c.M, c.N}, DType::kBF16, vtt::kCuda);
+    vt::MatmulFp8(gpu, out, at, bt, alpha);
+    EXPECT_EQ(CheckBound(out, ref, c.K, base), 0);
+    const auto got = vtt::Floats(out);
+    const float* pv = reinterpret_cast<const float*>(peer.data());
+    int far = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double tol = 4.0 * c.K * FLT_EPSILON * ref.abs_sum[i] + std::fabs(ref.value[i]) * std::ldexp(1.0, -7);
+      if (std::fabs(got[i] - pv[i]) > tol + 1e-30 && far++ < 3)
+        ADD_FAILURE() << base << " element " << i << ": ours " << got[i] << " torch._scaled_mm " << pv[i];
+    }
+    EXPECT_EQ(far, 0) << base;
+  }
+}
+
+TEST(CudaMatmul, Bf16AndF32WithinBound) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t before = vt::DispatchCount(vt::OpId::kMatmul, vt::DeviceType::kCUDA);
+  int runs = 0;
+  for (int64_t M : {1, 5, 64})
+    for (int64_t K : {3, 64, 1000})
+      for (DType ad : {DType::kBF16, DType::kF32})
+        for (DType bd : {DType::kBF16, DType::kF32})
+          for (DType od : {DType::kBF16, DType::kF32}) {
+            const int64_t N = 96;
+            std::vector<float> av(M * K), bv(N * K), bias(N);
+            for (auto& x : av) x = nd(rng);
+            for (auto& x : bv) x = nd(rng);
+            for (auto& x : bias) x = nd(rng);
+            vt::Tensor a = vtt::HostTensor(av, ad, {M, K}), b = vtt::HostTensor(bv, bd, {N, K});
+            const auto ar = vtt::Floats(a), br = vtt::Floats(b);  // the values actually stored
+            const bool with_bias = K == 64;
+            Ref ref;
+            ref.value.resize(M * N);
+            ref.abs_sum.resize(M * N);
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < N; ++n) {
+                double s = 0, sa = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                  const double p = static_cast<double>(ar[m * K + k]) * br[n * K + k];
+                  s += p;
+                  sa += std::fabs(p);
+                }
+                ref.value[m * N + n] = s + (with_bias ? bias[n] : 0.0);
+                ref.abs_sum[m * N + n] = sa + (with_bias ? std::fabs(bias[n]) : 0.0);
+              }
+            vt::Tensor out = vt::Tensor::Empty({M, N}, od, vtt::kCuda);
+            vt::Tensor biast = vtt::HostTensor(bias, DType::kBF16, {N}).To(vtt::kCuda);
+            if (with_bias) {
+              const auto bb = vtt::Floats(biast);
+              for (int64_t m = 0; m < M; ++m)
+                for (int64_t n = 0; n < N; ++n) ref.value[m * N + n] += bb[n] - bias[n];
+            }
+            vt::Matmul(gpu, out, a.To(vtt::kCuda), b.To(vtt::kCuda), with_bias ? &biast : nullptr);
+            ++runs;
+            const std::string what = "Matmul M=" + std::to_string(M) + " K=" + std::to_string(K) + " " +
+                                     std::string(vt::DTypeName(ad)) + "x" + std::string(vt::DTypeName(bd)) + "->" +
+                                     std::string(vt::DTypeName(od));
+            EXPECT_EQ(CheckBound(out, ref, K + 1, what), 0) << what;
+          }
+  EXPECT_EQ(vt::DispatchCount(vt::OpId::kMatmul, vt::DeviceType::kCUDA), before + runs);
+}
+
+}  // namespace
