@@ -1,0 +1,234 @@
+#include "model/config.h"
+
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "model/load_error.h"
+
+namespace vtllm::model {
+
+namespace {
+
+using nlohmann::json;
+
+// Typed access to the fields of one JSON object, with errors naming the file and the
+// field's dotted path. A field that is null counts as absent.
+class Fields {
+ public:
+  Fields(const std::string& file, const json& obj, std::string prefix = "")
+      : file_(file), obj_(obj), prefix_(std::move(prefix)) {}
+
+  std::string Path(const std::string& name) const { return prefix_ + name; }
+  const json* Raw(const std::string& name) const {
+    auto it = obj_.find(name);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  [[noreturn]] void Fail(const std::string& name, const std::string& what) const {
+    ThrowLoadError(file_, ": field '", Path(name), "' ", what);
+  }
+  [[noreturn]] void Missing(const std::string& name) const {
+    ThrowLoadError(file_, ": missing required field '", Path(name), "'");
+  }
+
+  std::optional<int64_t> Int(const std::string& name) const {
+    const json* v = Raw(name);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer()) Fail(name, "must be an integer, got " + DescribeJson(*v));
+    return v->get<int64_t>();
+  }
+  int64_t PositiveInt(const std::string& name) const {
+    const auto v = Int(name);
+    if (!v) Missing(name);
+    if (*v <= 0) Fail(name, vt::StrCat("must be > 0, got ", *v));
+    return *v;
+  }
+  std::optional<double> Number(const std::string& name) const {
+    const json* v = Raw(name);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) Fail(name, "must be a number, got " + DescribeJson(*v));
+    return v->get<double>();
+  }
+  double PositiveNumber(const std::string& name, std::optional<double> fallback) const {
+    auto v = Number(name);
+    if (!v && !fallback) Missing(name);
+    const double x = v ? *v : *fallback;
+    if (!(x > 0)) Fail(name, vt::StrCat("must be > 0, got ", x));
+    return x;
+  }
+  std::optional<bool> Bool(const std::string& name) const {
+    const json* v = Raw(name);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) Fail(name, "must be true or false, got " + DescribeJson(*v));
+    return v->get<bool>();
+  }
+  std::optional<std::string> String(const std::string& name) const {
+    const json* v = Raw(name);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) Fail(name, "must be a string, got " + DescribeJson(*v));
+    return v->get<std::string>();
+  }
+  const json* Object(const std::string& name) const {
+    const json* v = Raw(name);
+    if (v && !v->is_object()) Fail(name, "must be an object, got " + DescribeJson(*v));
+    return v;
+  }
+  // An integer or a list of integers (eos_token_id); null or absent gives {}.
+  std::vector<int64_t> IntList(const std::string& name) const {
+    const json* v = Raw(name);
+    if (!v) return {};
+    if (v->is_number_integer()) return {v->get<int64_t>()};
+    if (!v->is_array()) Fail(name, "must be an integer or a list of integers, got " + DescribeJson(*v));
+    std::vector<int64_t> out;
+    for (const auto& x : *v) {
+      if (!x.is_number_integer())
+        Fail(name, "must be an integer or a list of integers, got " + DescribeJson(*v));
+      out.push_back(x.get<int64_t>());
+    }
+    return out;
+  }
+
+ private:
+  const std::string& file_;
+  const json& obj_;
+  std::string prefix_;
+};
+
+json ReadObject(const std::string& path) {
+  json j = ReadJsonFile(path);
+  if (!j.is_object()) ThrowLoadError(path, ": must be a JSON object, got ", DescribeJson(j));
+  return j;
+}
+
+// HF's default max_position_embeddings per model type, for configs that omit it.
+std::optional<int64_t> DefaultMaxPositions(const std::string& model_type) {
+  if (model_type == "llama") return 2048;
+  if (model_type == "qwen2") return 32768;
+  if (model_type == "qwen3") return 40960;
+  return std::nullopt;
+}
+
+void ParseRope(const std::string& path, const json& j, ModelConfig& c) {
+  const Fields top(path, j);
+  // transformers 5 keeps theta and scaling together in rope_parameters; older configs have
+  // top-level rope_theta and an optional rope_scaling object.
+  const char* rope_key = top.Object("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  const json* rope = top.Object(rope_key);
+  const auto top_theta = top.Number("rope_theta");
+  if (top_theta) {
+    c.rope_theta = top.PositiveNumber("rope_theta", std::nullopt);
+  } else if (rope) {
+    c.rope_theta = Fields(path, *rope, std::string(rope_key) + ".").PositiveNumber("rope_theta", 10000.0);
+  }
+  if (!rope) return;
+  const Fields r(path, *rope, std::string(rope_key) + ".");
+  std::string type_key = r.Raw("rope_type") ? "rope_type" : "type";
+  const std::string type = r.String(type_key).value_or("default");
+  c.rope_scaling.type = type;
+  if (type == "default") return;
+  if (type == "llama3") {
+    c.rope_scaling.factor = r.PositiveNumber("factor", std::nullopt);
+    c.rope_scaling.low_freq_factor = r.PositiveNumber("low_freq_factor", std::nullopt);
+    c.rope_scaling.high_freq_factor = r.PositiveNumber("high_freq_factor", std::nullopt);
+    c.rope_scaling.original_max_position_embeddings = r.PositiveInt("original_max_position_embeddings");
+    if (!(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor))
+      r.Fail("high_freq_factor", vt::StrCat("must exceed low_freq_factor (", c.rope_scaling.low_freq_factor,
+                                            "), got ", c.rope_scaling.high_freq_factor));
+    return;
+  }
+  ThrowLoadError(path, ": rope type '", type, "' (field '", r.Path(type_key),
+                 "') is not supported yet (supported: default, llama3)");
+}
+
+}  // namespace
+
+vt::DType ParseTorchDType(const std::string& name, const std::string& where) {
+  std::string n = name;
+  if (n.rfind("torch.", 0) == 0) n = n.substr(6);
+  if (n == "bfloat16" || n == "bf16") return vt::DType::kBF16;
+  if (n == "float16" || n == "half" || n == "fp16") return vt::DType::kF16;
+  if (n == "float32" || n == "float" || n == "fp32") return vt::DType::kF32;
+  if (n == "float8_e4m3fn") return vt::DType::kF8E4M3;
+  ThrowLoadError(where, " is '", name, "', not a supported dtype (bfloat16, float16, float32)");
+}
+
+ModelConfig ModelConfig::FromDir(const std::string& dir) { return FromFile(JoinPath(dir, "config.json")); }
+
+ModelConfig ModelConfig::FromFile(const std::string& path) {
+  const json j = ReadObject(path);
+  const Fields f(path, j);
+  ModelConfig c;
+
+  const json* archs = f.Raw("architectures");
+  if (!archs) f.Missing("architectures");
+  if (!archs->is_array() || archs->empty() || !(*archs)[0].is_string())
+    f.Fail("architectures", "must be a non-empty list of strings, got " + DescribeJson(*archs));
+  c.architecture = (*archs)[0].get<std::string>();
+  c.model_type = f.String("model_type").value_or("");
+  if (c.model_type.empty()) f.Missing("model_type");
+
+  c.hidden_size = f.PositiveInt("hidden_size");
+  c.intermediate_size = f.PositiveInt("intermediate_size");
+  c.num_hidden_layers = f.PositiveInt("num_hidden_layers");
+  c.num_attention_heads = f.PositiveInt("num_attention_heads");
+  c.vocab_size = f.PositiveInt("vocab_size");
+  c.num_key_value_heads = f.Int("num_key_value_heads") ? f.PositiveInt("num_key_value_heads") : c.num_attention_heads;
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    f.Fail("num_key_value_heads", vt::StrCat("(", c.num_key_value_heads, ") must divide num_attention_heads (",
+                                             c.num_attention_heads, ")"));
+  if (f.Int("head_dim")) {
+    c.head_dim = f.PositiveInt("head_dim");
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      f.Fail("head_dim", vt::StrCat("is absent and hidden_size (", c.hidden_size,
+                                    ") is not a multiple of num_attention_heads (", c.num_attention_heads, ")"));
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (f.Int("max_position_embeddings")) {
+    c.max_position_embeddings = f.PositiveInt("max_position_embeddings");
+  } else if (auto d = DefaultMaxPositions(c.model_type)) {
+    c.max_position_embeddings = *d;
+  } else {
+    f.Missing("max_position_embeddings");
+  }
+  c.rms_norm_eps = f.PositiveNumber("rms_norm_eps", 1e-6);
+  ParseRope(path, j, c);
+
+  c.tie_word_embeddings = f.Bool("tie_word_embeddings").value_or(false);
+  c.attention_bias = f.Bool("attention_bias").value_or(false) || c.model_type == "qwen2";
+  c.hidden_act = f.String("hidden_act").value_or("silu");
+
+  // transformers 5 writes `dtype`; older versions `torch_dtype`.
+  const char* dtype_key = f.Raw("dtype") ? "dtype" : "torch_dtype";
+  if (auto d = f.String(dtype_key))
+    c.dtype = ParseTorchDType(*d, vt::StrCat(path, ": field '", dtype_key, "'"));
+
+  c.eos_token_ids = f.IntList("eos_token_id");
+  c.bos_token_id = f.Int("bos_token_id").value_or(-1);
+  return c;
+}
+
+GenerationConfig GenerationConfig::FromDir(const std::string& dir) {
+  GenerationConfig g;
+  const std::string path = JoinPath(dir, "generation_config.json");
+  if (!FileExists(path)) return g;
+  const json j = ReadObject(path);
+  const Fields f(path, j);
+  g.temperature = f.Number("temperature").value_or(g.temperature);
+  if (g.temperature < 0) f.Fail("temperature", vt::StrCat("must be >= 0, got ", g.temperature));
+  g.top_p = f.Number("top_p").value_or(g.top_p);
+  if (!(g.top_p > 0 && g.top_p <= 1)) f.Fail("top_p", vt::StrCat("must be in (0, 1], got ", g.top_p));
+  g.min_p = f.Number("min_p").value_or(g.min_p);
+  if (!(g.min_p >= 0 && g.min_p <= 1)) f.Fail("min_p", vt::StrCat("must be in [0, 1], got ", g.min_p));
+  g.repetition_penalty = f.Number("repetition_penalty").value_or(g.repetition_penalty);
+  if (!(g.repetition_penalty > 0))
+    f.Fail("repetition_penalty", vt::StrCat("must be > 0, got ", g.repetition_penalty));
+  g.top_k = f.Int("top_k").value_or(g.top_k);
+  if (g.top_k < 0) g.top_k = 0;  // HF and vLLM both read a negative top_k as "disabled"
+  g.eos_token_ids = f.IntList("eos_token_id");
+  g.bos_token_id = f.Int("bos_token_id").value_or(-1);
+  return g;
+}
+
+}  // namespace vtllm::model

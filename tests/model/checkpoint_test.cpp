@@ -1,0 +1,217 @@
+// Checkpoint: single-file, sharded (index) and multi-file directories; typed access to
+// weights and scales; the transformers fixtures; the random checkpoint generator's output.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "loader_test_util.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/quant_config.h"
+#include "model/safetensors_writer.h"
+
+namespace vtllm::model {
+namespace {
+
+using nlohmann::json;
+using testing::BytesOf;
+using testing::ExpectLoadError;
+using testing::TempDir;
+using testing::WriteRawSafetensors;
+
+TEST(Checkpoint, SingleFile) {
+  TempDir tmp;
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6};
+  const float s0 = 0.125f, s1 = 0.5f;
+  const uint16_t s2 = 0x3E80;  // bf16 0.25
+  SafetensorsWriter writer;
+  writer.Add("layer.weight", vt::DType::kF32, {2, 3}, w.data());
+  writer.Add("layer.scale0", vt::DType::kF32, {}, &s0);
+  writer.Add("layer.scale1", vt::DType::kF32, {1}, &s1);
+  writer.Add("layer.scale2", vt::DType::kBF16, {}, &s2);
+  writer.Write(tmp / "model.safetensors");
+
+  const Checkpoint c = Checkpoint::Open(tmp.path());
+  EXPECT_EQ(c.dir(), tmp.path());
+  EXPECT_TRUE(c.Has("layer.weight"));
+  EXPECT_FALSE(c.Has("layer.bias"));
+  EXPECT_EQ(c.names().size(), 4u);
+  EXPECT_EQ(c.total_bytes(), 24u + 4 + 4 + 2);
+  EXPECT_EQ(c.FileOf("layer.weight"), tmp / "model.safetensors");
+  EXPECT_EQ(c.Info("layer.weight").shape, (vt::Shape{2, 3}));
+  const vt::Tensor t = c.GetAs("layer.weight", vt::DType::kF32, {2, 3});
+  EXPECT_EQ(t.data_as<float>()[5], 6.0f);
+  EXPECT_EQ(c.GetScalarF32("layer.scale0"), 0.125f);
+  EXPECT_EQ(c.GetScalarF32("layer.scale1"), 0.5f);
+  EXPECT_EQ(c.GetScalarF32("layer.scale2"), 0.25f);
+  EXPECT_EQ(c.GetScaleF32("layer.scale1"), 0.5f);
+  ExpectLoadError([&] { c.GetScalarF32("layer.weight"); }, {"model.safetensors", "layer.weight", "[2, 3]", "scalar"});
+  ExpectLoadError([&] { c.Info("layer.bias"); }, {tmp.path(), "layer.bias", "not found"});
+  ExpectLoadError([&] { c.GetAs("layer.weight", vt::DType::kF32, {3, 2}); },
+                  {"model.safetensors", "layer.weight", "[2, 3] F32", "expected [3, 2] F32"});
+}
+
+TEST(Checkpoint, ShardedThroughTheIndex) {
+  TempDir tmp;
+  const std::vector<uint16_t> a = {1, 2, 3}, b = {4, 5};
+  const std::vector<uint8_t> extra = {9};
+  WriteRawSafetensors(tmp / "model-00001-of-00002.safetensors",
+                      R"({"a":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]}})", BytesOf(a));
+  WriteRawSafetensors(tmp / "model-00002-of-00002.safetensors",
+                      R"({"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},)"
+                      R"("extra":{"dtype":"U8","shape":[1],"data_offsets":[4,5]}})",
+                      BytesOf(b) + BytesOf(extra));
+  // A stray file the index does not name must not be read.
+  testing::WriteBytes(tmp / "junk.safetensors", "garbage");
+  testing::WriteJson(tmp / "model.safetensors.index.json",
+                     {{"metadata", {{"total_size", 10}}},
+                      {"weight_map", {{"a", "model-00001-of-00002.safetensors"}, {"b", "model-00002-of-00002.safetensors"}}}});
+  const Checkpoint c = Checkpoint::Open(tmp.path());
+  EXPECT_EQ(c.files().size(), 2u);
+  EXPECT_EQ(c.FileOf("a"), tmp / "model-00001-of-00002.safetensors");
+  EXPECT_EQ(c.FileOf("b"), tmp / "model-00002-of-00002.safetensors");
+  EXPECT_EQ(c.Get("b").data_as<uint16_t>()[1], 5);
+  EXPECT_TRUE(c.Has("extra")) << "tensors a shard holds beyond the index stay loadable";
+}
+
+TEST(Checkpoint, WriterShardsAndIndexRoundTrip) {
+  TempDir tmp;
+  std::map<std::string, std::string> weight_map;
+  uint64_t total = 0;
+  for (int shard = 0; shard < 3; ++shard) {
+    SafetensorsWriter w;
+    const std::string file = "model-0000" + std::to_string(shard + 1) + "-of-00003.safetensors";
+    for (int i = 0; i < 4; ++i) {
+      const std::string name = "model.layers." + std::to_string(shard * 4 + i) + ".w";
+      std::vector<float> v(8, static_cast<float>(shard * 4 + i));
+      w.Add(name, vt::DType::kF32, {2, 4}, v.data());
+      weight_map[name] = file;
+    }
+    total += w.data_bytes();
+    w.Write(tmp / file);
+  }
+  WriteSafetensorsIndex(tmp / "model.safetensors.index.json", weight_map, total);
+  const Checkpoint c = Checkpoint::Open(tmp.path());
+  EXPECT_EQ(c.names().size(), 12u);
+  EXPECT_EQ(c.total_bytes(), total);
+  for (const auto& [name, file] : weight_map) {
+    EXPECT_EQ(c.FileOf(name), tmp / file);
+    const int idx = std::stoi(name.substr(13));
+    EXPECT_EQ(c.GetAs(name, vt::DType::kF32, {2, 4}).data_as<float>()[7], static_cast<float>(idx));
+  }
+}
+
+TEST(Checkpoint, SeveralFilesWithoutAnIndex) {
+  TempDir tmp;
+  const std::vector<float> x = {1}, y = {2};
+  WriteRawSafetensors(tmp / "a.safetensors", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", BytesOf(x));
+  WriteRawSafetensors(tmp / "b.safetensors", R"({"y":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", BytesOf(y));
+  const Checkpoint c = Checkpoint::Open(tmp.path());
+  EXPECT_EQ(c.GetScalarF32("y"), 2.0f);
+  WriteRawSafetensors(tmp / "c.safetensors", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", BytesOf(y));
+  ExpectLoadError([&] { Checkpoint::Open(tmp.path()); }, {"'x'", "a.safetensors", "c.safetensors"});
+}
+
+TEST(Checkpoint, EmptyDirectory) {
+  TempDir tmp;
+  ExpectLoadError([&] { Checkpoint::Open(tmp.path()); }, {tmp.path(), "model.safetensors"});
+  ExpectLoadError([&] { Checkpoint::Open(tmp / "nope"); }, {"nope"});
+}
+
+TEST(Checkpoint, ValidateScale) {
+  EXPECT_EQ(ValidateScale(0.02f, "s"), 0.02f);
+  EXPECT_EQ(ValidateScale(1e-30f, "s"), 1e-30f);
+  for (float bad : {0.0f, -0.0f, -1.0f, NAN, INFINITY, -INFINITY})
+    ExpectLoadError([&] { ValidateScale(bad, "file.safetensors: tensor 'x.input_scale'"); },
+                    {"file.safetensors", "x.input_scale", "finite and > 0"});
+}
+
+// The ModelOpt fixture, read through the loader: FP8 weights [N, K] with positive scalar
+// scales, and, because weight_scale = amax(W) / 448, every weight reaches +-448 somewhere.
+TEST(Checkpoint, ModelOptFixture) {
+  const std::string dir = testing::FixtureDir("fp8_modelopt");
+  const Checkpoint c = Checkpoint::Open(dir);
+  const ModelConfig cfg = ModelConfig::FromDir(dir);
+  const QuantConfig q = QuantConfig::FromDir(dir);
+  ASSERT_EQ(q.method, QuantMethod::kFp8Static);
+  const int64_t qd = cfg.num_attention_heads * cfg.head_dim, kvd = cfg.num_key_value_heads * cfg.head_dim;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::pair<std::string, vt::Shape> linears[] = {
+        {"self_attn.q_proj", {qd, cfg.hidden_size}},        {"self_attn.k_proj", {kvd, cfg.hidden_size}},
+        {"self_attn.v_proj", {kvd, cfg.hidden_size}},       {"self_attn.o_proj", {cfg.hidden_size, qd}},
+        {"mlp.gate_proj", {cfg.intermediate_size, cfg.hidden_size}},
+        {"mlp.up_proj", {cfg.intermediate_size, cfg.hidden_size}},
+        {"mlp.down_proj", {cfg.hidden_size, cfg.intermediate_size}}};
+    for (const auto& [name, shape] : linears) {
+      SCOPED_TRACE(p + name);
+      ASSERT_TRUE(q.IsQuantized(p + name));
+      const vt::Tensor w = c.GetAs(p + name + ".weight", vt::DType::kF8E4M3, shape);
+      EXPECT_GT(c.GetScaleF32(p + name + ".weight_scale"), 0.0f);
+      EXPECT_GT(c.GetScaleF32(p + name + ".input_scale"), 0.0f);
+      const auto* bytes = w.data_as<uint8_t>();
+      bool reaches_max = false;
+      for (int64_t i = 0; i < w.numel(); ++i) reaches_max |= std::fabs(vt::Fp8E4M3ToFloat(bytes[i])) == 448.0f;
+      EXPECT_TRUE(reaches_max);
+    }
+  }
+  EXPECT_FALSE(q.IsQuantized("lm_head"));
+  c.GetAs("lm_head.weight", vt::DType::kBF16, {cfg.vocab_size, cfg.hidden_size});
+}
+
+// make_random_checkpoint (when built): every format loads, with HF Qwen3 names and shapes.
+TEST(Checkpoint, RandomCheckpointGenerator) {
+  const std::string tool = std::string(VTLLM_BINARY_DIR) + "/tools/make_random_checkpoint";
+  if (!std::filesystem::exists(tool)) GTEST_SKIP() << tool << " is not built";
+  for (const std::string format : {"bf16", "fp8-modelopt", "fp8-compressed-tensors"}) {
+    SCOPED_TRACE(format);
+    TempDir tmp;
+    const std::string cmd = tool + " --out " + tmp.path() + " --preset qwen3-tiny --layers 2 --seed 3 --threads 2" +
+                            " --format " + format + " 2>/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const ModelConfig cfg = ModelConfig::FromDir(tmp.path());
+    EXPECT_EQ(cfg.architecture, "Qwen3ForCausalLM");
+    EXPECT_EQ(cfg.num_hidden_layers, 2);
+    EXPECT_EQ(cfg.hidden_size, 128);
+    const QuantConfig q = QuantConfig::FromDir(tmp.path());
+    const bool fp8 = format != "bf16";
+    EXPECT_EQ(q.method, fp8 ? QuantMethod::kFp8Static : QuantMethod::kNone);
+    if (fp8) {
+      EXPECT_EQ(q.format, format.substr(4));
+    }
+    const Checkpoint c = Checkpoint::Open(tmp.path());
+    EXPECT_EQ(c.names().size(), 3u + 2 * (fp8 ? 25 : 11));
+    const vt::Shape scalar = format == "fp8-compressed-tensors" ? vt::Shape{1} : vt::Shape{};
+    for (int l = 0; l < 2; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      const vt::Tensor norm = c.GetAs(p + "input_layernorm.weight", vt::DType::kBF16, {128});
+      EXPECT_NEAR(vt::Bf16ToFloat(norm.data_as<uint16_t>()[0]), 1.0f, 0.2f);
+      c.GetAs(p + "self_attn.q_norm.weight", vt::DType::kBF16, {32});
+      const std::string down = p + "mlp.down_proj";
+      EXPECT_TRUE(q.IsQuantized(down) == fp8);
+      if (!fp8) {
+        c.GetAs(down + ".weight", vt::DType::kBF16, {128, 384});
+        continue;
+      }
+      const vt::Tensor w = c.GetAs(down + ".weight", vt::DType::kF8E4M3, {128, 384});
+      EXPECT_EQ(c.Info(down + ".weight_scale").shape, scalar);
+      EXPECT_EQ(c.Info(down + ".input_scale").shape, scalar);
+      // weight_scale = amax / 448 with N(0, 0.02) weights: the decoded weights' spread.
+      const float ws = c.GetScaleF32(down + ".weight_scale");
+      c.GetScaleF32(down + ".input_scale");
+      double sum2 = 0, amax = 0;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const double v = vt::Fp8E4M3ToFloat(w.data_as<uint8_t>()[i]) * ws;
+        sum2 += v * v;
+        amax = std::max(amax, std::fabs(v));
+      }
+      EXPECT_FLOAT_EQ(amax, 448.0 * ws);
+      EXPECT_NEAR(std::sqrt(sum2 / w.numel()), 0.02, 0.002);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vtllm::model

@@ -1,0 +1,285 @@
+// make_random_checkpoint: writes a Hugging Face style checkpoint with random weights and
+// real shapes (config.json, generation_config.json, model.safetensors), in BF16 or static
+// per-tensor FP8 W8A8 in the ModelOpt or compressed-tensors spelling. For benchmarks and
+// loader tests; the weights mean nothing.
+//
+//   make_random_checkpoint --out DIR --preset qwen3-0.6b|qwen3-tiny
+//       [--format bf16|fp8-modelopt|fp8-compressed-tensors] [--layers N] [--seed S] [--threads T]
+//
+// Weights are N(0, 0.02) (an Irwin-Hall approximation: fast, and plenty for random
+// weights), norm weights 1 + N(0, 0.02). FP8 weights are quantized per tensor with
+// weight_scale = amax / 448 the way the quantizers do it (x * (1/scale), clamp, RNE);
+// input_scale is a constant that fits the activations such a model produces. Every tensor
+// has its own random stream (from the seed and its name), generated in fixed-size chunks
+// spread over threads, so the output does not depend on the thread count.
+#include <CLI/CLI.hpp>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/safetensors_writer.h"
+#include "vt/detail/numerics.h"
+#include "vt/dtype.h"
+#include "vt/error.h"
+
+namespace {
+
+using nlohmann::json;
+using vtllm::model::SafetensorsWriter;
+
+struct Preset {
+  int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, vocab, max_pos;
+  bool tie;
+  json bos, eos;
+};
+
+Preset GetPreset(const std::string& name) {
+  if (name == "qwen3-0.6b") return {1024, 3072, 28, 16, 8, 128, 151936, 40960, true, 151643, 151645};
+  if (name == "qwen3-tiny") return {128, 384, 3, 4, 2, 32, 512, 1024, false, nullptr, nullptr};
+  throw vt::Error("make_random_checkpoint: unknown preset '" + name + "' (qwen3-0.6b, qwen3-tiny)");
+}
+
+uint64_t SplitMix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t HashName(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return SplitMix(h);
+}
+
+constexpr int64_t kChunk = 1 << 20;  // elements per independent random stream
+
+// Calls fn(begin, end, chunk_seed) for each chunk of [0, n), spread over `threads`.
+template <typename Fn>
+void ForChunks(int64_t n, uint64_t seed, int threads, Fn fn) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t c; (c = next.fetch_add(1)) < chunks;) {
+      uint64_t s = seed + static_cast<uint64_t>(c) * 0xD1B54A32D192ED03ull;
+      fn(c * kChunk, std::min(n, (c + 1) * kChunk), SplitMix(s));
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min<int64_t>(threads, chunks); ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
+// mean + std * N(0,1), N(0,1) approximated by the sum of four 16-bit uniforms (Irwin-Hall).
+void FillNormal(float* out, int64_t begin, int64_t end, uint64_t state, float mean, float std) {
+  constexpr float kCenter = 4 * 32767.5f;
+  const float k = std / 37837.23f;  // sqrt(4 * (65536^2 - 1) / 12)
+  for (int64_t i = begin; i < end; ++i) {
+    const uint64_t r = SplitMix(state);
+    const float sum = static_cast<float>((r & 0xFFFF) + ((r >> 16) & 0xFFFF) + ((r >> 32) & 0xFFFF) + (r >> 48));
+    out[i - begin] = mean + (sum - kCenter) * k;
+  }
+}
+
+struct Generator {
+  uint64_t seed;
+  int threads;
+  bool fp8;
+  bool scales_1d;  // compressed-tensors stores scales as [1], ModelOpt as []
+  SafetensorsWriter* writer;
+
+  void Bf16(const std::string& name, const vt::Shape& shape, float mean, float std) const {
+    const uint64_t s = HashName(seed, name);
+    const int th = threads;
+    writer->AddGenerated(name, vt::DType::kBF16, shape, [=](void* dst, size_t nbytes) {
+      auto* out = static_cast<uint16_t*>(dst);
+      ForChunks(static_cast<int64_t>(nbytes / 2), s, th, [&](int64_t b, int64_t e, uint64_t cs) {
+        std::vector<float> tmp(static_cast<size_t>(e - b));
+        FillNormal(tmp.data(), b, e, cs, mean, std);
+        for (int64_t i = b; i < e; ++i) out[i] = vt::FloatToBf16(tmp[static_cast<size_t>(i - b)]);
+      });
+    });
+  }
+
+  // A linear layer's weight [n, k] (and its scales when FP8).
+  void Linear(const std::string& prefix, int64_t n, int64_t k, float input_scale) const {
+    if (!fp8) return Bf16(prefix + ".weight", {n, k}, 0.0f, 0.02f);
+    const uint64_t s = HashName(seed, prefix + ".weight");
+    const int64_t numel = n * k;
+    // Two passes over the same random streams: amax now (for the scale, which the writer
+    // needs before the weight), the values again when the weight is written. Regenerating
+    // is cheaper than keeping every FP8 layer's floats in memory.
+    std::mutex mu;
+    float amax = 0.0f;
+    ForChunks(numel, s, threads, [&](int64_t b, int64_t e, uint64_t cs) {
+      std::vector<float> tmp(static_cast<size_t>(e - b));
+      FillNormal(tmp.data(), b, e, cs, 0.0f, 0.02f);
+      float m = 0.0f;
+      for (float v : tmp) m = std::max(m, std::fabs(v));
+      std::lock_guard<std::mutex> lock(mu);
+      amax = std::max(amax, m);
+    });
+    const float weight_scale = amax / vt::kFp8E4M3Max;
+    const int th = threads;
+    writer->AddGenerated(prefix + ".weight", vt::DType::kF8E4M3, {n, k}, [=](void* dst, size_t nbytes) {
+      auto* out = static_cast<uint8_t*>(dst);
+      const float inv = 1.0f / weight_scale;
+      ForChunks(static_cast<int64_t>(nbytes), s, th, [&](int64_t b, int64_t e, uint64_t cs) {
+        std::vector<float> tmp(static_cast<size_t>(e - b));
+        FillNormal(tmp.data(), b, e, cs, 0.0f, 0.02f);
+        for (int64_t i = b; i < e; ++i) out[i] = vt::numerics::QuantizeFp8(tmp[static_cast<size_t>(i - b)], inv);
+      });
+    });
+    const vt::Shape scalar = scales_1d ? vt::Shape{1} : vt::Shape{};
+    writer->Add(prefix + ".weight_scale", vt::DType::kF32, scalar, &weight_scale);
+    writer->Add(prefix + ".input_scale", vt::DType::kF32, scalar, &input_scale);
+  }
+};
+
+json MakeConfig(const Preset& p, const std::string& format) {
+  json layer_types = json::array();
+  for (int64_t i = 0; i < p.layers; ++i) layer_types.push_back("full_attention");
+  json c = {
+      {"architectures", {"Qwen3ForCausalLM"}},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"bos_token_id", p.bos},
+      {"dtype", "bfloat16"},
+      {"eos_token_id", p.eos},
+      {"head_dim", p.head_dim},
+      {"hidden_act", "silu"},
+      {"hidden_size", p.hidden},
+      {"initializer_range", 0.02},
+      {"intermediate_size", p.intermediate},
+      {"layer_types", layer_types},
+      {"max_position_embeddings", p.max_pos},
+      {"max_window_layers", p.layers},
+      {"model_type", "qwen3"},
+      {"num_attention_heads", p.heads},
+      {"num_hidden_layers", p.layers},
+      {"num_key_value_heads", p.kv_heads},
+      {"rms_norm_eps", 1e-6},
+      {"rope_parameters", {{"rope_theta", 1000000.0}, {"rope_type", "default"}}},
+      {"sliding_window", nullptr},
+      {"tie_word_embeddings", p.tie},
+      {"transformers_version", "5.17.0"},
+      {"use_cache", true},
+      {"use_sliding_window", false},
+      {"vocab_size", p.vocab},
+  };
+  if (format == "fp8-modelopt") {
+    c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "FP8"}, {"exclude_modules", {"lm_head"}}};
+  } else if (format == "fp8-compressed-tensors") {
+    const json args = {{"type", "float"},      {"num_bits", 8},          {"strategy", "tensor"},
+                       {"dynamic", false},     {"symmetric", true},      {"group_size", nullptr},
+                       {"block_structure", nullptr}, {"actorder", nullptr}, {"observer", "minmax"},
+                       {"observer_kwargs", json::object()}};
+    c["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"format", "float-quantized"},
+        {"quantization_status", "compressed"},
+        {"global_compression_ratio", nullptr},
+        {"kv_cache_scheme", nullptr},
+        {"sparsity_config", json::object()},
+        {"ignore", {"lm_head"}},
+        {"config_groups",
+         {{"group_0",
+           {{"targets", {"Linear"}}, {"weights", args}, {"input_activations", args}, {"output_activations", nullptr},
+            {"format", "float-quantized"}}}}},
+    };
+  }
+  return c;
+}
+
+void WriteJson(const std::string& path, const json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) throw vt::Error("make_random_checkpoint: cannot write " + path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Write a random-weight Hugging Face checkpoint (BF16 or static FP8 W8A8)"};
+  std::string out_dir, preset_name, format = "bf16";
+  int64_t layers = -1;
+  uint64_t seed = 0;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  app.add_option("--out", out_dir, "output directory (created if absent)")->required();
+  app.add_option("--preset", preset_name, "qwen3-0.6b or qwen3-tiny")->required()
+      ->check(CLI::IsMember({"qwen3-0.6b", "qwen3-tiny"}));
+  app.add_option("--format", format, "bf16, fp8-modelopt or fp8-compressed-tensors")
+      ->check(CLI::IsMember({"bf16", "fp8-modelopt", "fp8-compressed-tensors"}));
+  app.add_option("--layers", layers, "number of decoder layers (default: the preset's)")->check(CLI::PositiveNumber);
+  app.add_option("--seed", seed, "random seed");
+  app.add_option("--threads", threads, "threads generating weights")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    Preset p = GetPreset(preset_name);
+    if (layers > 0) p.layers = layers;
+    ::mkdir(out_dir.c_str(), 0755);
+    struct stat st;
+    if (::stat(out_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      throw vt::Error("make_random_checkpoint: cannot create directory " + out_dir);
+
+    const bool fp8 = format != "bf16";
+    SafetensorsWriter w;
+    w.SetMetadata("format", "pt");
+    const Generator g{seed, threads, fp8, format == "fp8-compressed-tensors", &w};
+    const int64_t q_dim = p.heads * p.head_dim, kv_dim = p.kv_heads * p.head_dim;
+    // Inputs of q/k/v and gate/up are RMS-normed (|x| up to ~9 at scale 0.02); the inputs
+    // of o_proj and down_proj are smaller.
+    constexpr float kNormedInputScale = 0.02f, kInnerInputScale = 0.01f;
+    g.Bf16("model.embed_tokens.weight", {p.vocab, p.hidden}, 0.0f, 0.02f);
+    for (int64_t l = 0; l < p.layers; ++l) {
+      const std::string pre = "model.layers." + std::to_string(l);
+      g.Bf16(pre + ".input_layernorm.weight", {p.hidden}, 1.0f, 0.02f);
+      g.Bf16(pre + ".post_attention_layernorm.weight", {p.hidden}, 1.0f, 0.02f);
+      g.Bf16(pre + ".self_attn.q_norm.weight", {p.head_dim}, 1.0f, 0.02f);
+      g.Bf16(pre + ".self_attn.k_norm.weight", {p.head_dim}, 1.0f, 0.02f);
+      g.Linear(pre + ".self_attn.q_proj", q_dim, p.hidden, kNormedInputScale);
+      g.Linear(pre + ".self_attn.k_proj", kv_dim, p.hidden, kNormedInputScale);
+      g.Linear(pre + ".self_attn.v_proj", kv_dim, p.hidden, kNormedInputScale);
+      g.Linear(pre + ".self_attn.o_proj", p.hidden, q_dim, kInnerInputScale);
+      g.Linear(pre + ".mlp.gate_proj", p.intermediate, p.hidden, kNormedInputScale);
+      g.Linear(pre + ".mlp.up_proj", p.intermediate, p.hidden, kNormedInputScale);
+      g.Linear(pre + ".mlp.down_proj", p.hidden, p.intermediate, kInnerInputScale);
+    }
+    g.Bf16("model.norm.weight", {p.hidden}, 1.0f, 0.02f);
+    if (!p.tie) g.Bf16("lm_head.weight", {p.vocab, p.hidden}, 0.0f, 0.02f);
+
+    const std::string dir = out_dir + "/";
+    WriteJson(dir + "config.json", MakeConfig(p, format));
+    json gen = {{"_from_model_config", true}, {"transformers_version", "5.17.0"}};
+    if (!p.bos.is_null()) gen["bos_token_id"] = p.bos;
+    if (!p.eos.is_null()) gen["eos_token_id"] = p.eos;
+    WriteJson(dir + "generation_config.json", gen);
+    if (format == "fp8-modelopt")
+      WriteJson(dir + "hf_quant_config.json",
+                {{"producer", {{"name", "modelopt"}, {"version", "0.0.0"}}},
+                 {"quantization", {{"quant_algo", "FP8"}, {"kv_cache_quant_algo", nullptr}, {"exclude_modules", {"lm_head"}}}}});
+    w.Write(dir + "model.safetensors");
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "wrote %s: %zu tensors, %.1f MB (%s, %lld layers) in %.2f s\n", out_dir.c_str(), w.size(),
+                 static_cast<double>(w.data_bytes()) / 1e6, format.c_str(), static_cast<long long>(p.layers), secs);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
