@@ -131,6 +131,11 @@ int main() {
                  vt::cuda::MatmulFp8Small(q, out, a8, w8[i % copies], alpha, nullptr);
                }),
                static_cast<double>(wbytes));
+      if (M <= 16)
+        report("vt-splitK", MedianUs(stream, iters, [&](int i) {
+                 vt::cuda::MatmulFp8SplitK(q, out, a8, w8[i % copies], alpha, nullptr);
+               }),
+               static_cast<double>(wbytes));
       report("cublasLt-bf16", MedianUs(stream, iters, [&](int i) { vt::Matmul(q, out, a16, w16[i % copies]); }),
              2.0 * static_cast<double>(wbytes));
     }

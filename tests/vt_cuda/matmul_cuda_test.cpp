@@ -123,6 +123,16 @@ TEST(CudaMatmulFp8, SmallMKernelWithinBound) {
                 static_cast<uint32_t>(M * 131 + N * 7 + K));
 }
 
+TEST(CudaMatmulFp8, SplitKKernelWithinBound) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  for (int64_t M : {1, 2, 3, 4, 5, 8, 9, 16, 17})
+    for (int64_t N : {1, 7, 13, 256, 1000, 4100})
+      for (int64_t K : {16, 48, 528, 4096, 8208})
+        RunCase(gpu, vt::cuda::MatmulFp8SplitK, "split-K", M, N, K, M % 2 ? DType::kBF16 : DType::kF32, N == 7,
+                static_cast<uint32_t>(M * 137 + N * 5 + K));
+}
+
 // cuBLASLt FP8 where MatmulFp8 uses it (K >= kLtMinK).
 TEST(CudaMatmulFp8, CublasLtWithinBound) {
   VT_REQUIRE_CUDA();

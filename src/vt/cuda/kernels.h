@@ -14,6 +14,9 @@ void RegisterNormKernels();        // norm.cu
 void RegisterActivationKernels();  // activation.cu: SiluMul, Cast
 void RegisterFusedKernels();       // fused.cu
 void RegisterMatmulKernels();      // matmul.cpp (cuBLASLt) + matmul_fp8.cu
+void RegisterEmbeddingKernels();   // embedding.cu
+void RegisterRopeKernels();        // rope.cu
+void RegisterAttentionKernels();   // attention.cu: KvCacheWrite, PagedAttention
 
 // Element storage tags for templated kernels: the value type in memory and exact
 // conversions to and from f32 (the same functions as the CPU backend's).

@@ -22,6 +22,10 @@ inline constexpr int64_t kLtMinK = 2048;
 // b; otherwise runs MatmulFp8Naive. Arguments as validated by vt::MatmulFp8.
 void MatmulFp8Small(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                     const Tensor* bias);
+// The same product by the block-split-K streaming kernel (matmul_fp8_splitk.cu): a CTA per
+// group of weight rows, its 256 threads splitting K; same requirements and fallback.
+void MatmulFp8SplitK(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
+                     const Tensor* bias);
 // One thread per output, f32 accumulation in k order: the named baseline.
 void MatmulFp8Naive(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                     const Tensor* bias);

@@ -261,6 +261,9 @@ void RegisterKernels() {
   RegisterActivationKernels();
   RegisterFusedKernels();
   RegisterMatmulKernels();
+  RegisterEmbeddingKernels();
+  RegisterRopeKernels();
+  RegisterAttentionKernels();
 }
 
 }  // namespace cuda

@@ -1,0 +1,256 @@
+// CUDA KvCacheWrite and PagedAttention over vLLM's paged cache layout
+// [num_blocks, block_size, Hk, D].
+//
+// PagedAttention: a CTA serves one (sequence, KV head) and up to kWarps query vectors
+// (query row, query head of that KV head's group), one warp each, so GQA/MQA heads share
+// every cache tile the CTA stages. Each tile of kTile cached tokens is converted to f32 in
+// shared memory; lane j scores token j of the tile, the warp updates its running max and
+// sum (online softmax, f32), and each lane accumulates D/32 output dims. The result is
+// rounded once to the output dtype. Causality: a row at position p sees tokens 0..p.
+// The index metadata is validated on the host before launch, as the CPU kernel does.
+#include <algorithm>
+#include <cmath>
+
+#include "vt/cuda/device_util.cuh"
+#include "vt/cuda/host_meta.h"
+#include "vt/cuda/kernels.h"
+#include "vt/ops/attention.h"
+
+namespace vt::cuda {
+
+namespace {
+
+constexpr int kTile = 32;   // cached tokens per shared-memory tile (one per lane)
+constexpr int kWarps = 8;   // query vectors per CTA
+constexpr int kMaxD = 256;  // head sizes up to this (the accumulators live in registers)
+constexpr int kDimsPerLane = kMaxD / 32;
+
+template <typename W>
+__global__ void KvWriteKernel(W* kc, W* vc, const W* key, const W* value, const int64_t* slots, int64_t T,
+                              int64_t row_words) {
+  const int64_t n = T * row_words;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
+    const int64_t t = e / row_words, i = e - t * row_words;
+    const int64_t slot = slots[t];
+    if (slot < 0) continue;
+    kc[slot * row_words + i] = key[e];
+    vc[slot * row_words + i] = value[e];
+  }
+}
+
+template <typename W>
+void LaunchKvWrite(CudaQueue& cq, const Tensor& key, const Tensor& value, const Tensor& kc, const Tensor& vc,
+                   const Tensor& slots, int64_t row_bytes) {
+  const int64_t T = slots.dim(0), words = row_bytes / static_cast<int64_t>(sizeof(W));
+  KvWriteKernel<W><<<GridFor(T * words, 256, cq), 256, 0, cq.stream>>>(
+      static_cast<W*>(kc.data()), static_cast<W*>(vc.data()), static_cast<const W*>(key.data()),
+      static_cast<const W*>(value.data()), slots.data_as<int64_t>(), T, words);
+  VT_CUDA_CHECK_LAUNCH("KvWriteKernel");
+}
+
+void KvCacheWriteCuda(const Queue& q, const Tensor& key, const Tensor& value, const Tensor& key_cache,
+                      const Tensor& value_cache, const Tensor& slot_mapping) {
+  CudaQueue& cq = Cuda(q);
+  const int64_t T = slot_mapping.dim(0);
+  const int64_t num_slots = key_cache.dim(0) * key_cache.dim(1);
+  const std::vector<int64_t> slots = ReadToHost<int64_t>(cq, slot_mapping);
+  for (int64_t t = 0; t < T; ++t)
+    VT_CHECK(slots[t] < num_slots, "KvCacheWrite: slot_mapping[", t, "] = ", slots[t], " but the cache has ",
+             num_slots, " slots (", key_cache.dim(0), " blocks of ", key_cache.dim(1), ")");
+  const int64_t row_bytes = key.dim(1) * static_cast<int64_t>(DTypeSize(key.dtype()));
+  if (T == 0 || row_bytes == 0) return;
+  DeviceGuard guard(cq.device.index);
+  const auto aligned = [&](size_t a) {
+    bool ok = row_bytes % static_cast<int64_t>(a) == 0;
+    for (const Tensor* t : {&key, &value, &key_cache, &value_cache})
+      ok = ok && reinterpret_cast<uintptr_t>(t->data()) % a == 0;
+    return ok;
+  };
+  if (aligned(16))
+    LaunchKvWrite<uint4>(cq, key, value, key_cache, value_cache, slot_mapping, row_bytes);
+  else if (aligned(4))
+    LaunchKvWrite<uint32_t>(cq, key, value, key_cache, value_cache, slot_mapping, row_bytes);
+  else
+    LaunchKvWrite<uint16_t>(cq, key, value, key_cache, value_cache, slot_mapping, row_bytes);
+}
+
+struct AttnArgs {
+  void* out;
+  const void* query;
+  const void* key_cache;
+  const void* value_cache;
+  const int32_t* block_tables;
+  const int32_t* seq_lens;
+  const int32_t* query_start_loc;
+  int64_t Hq, Hk, D, group, block_size, max_blocks;
+  float scale;
+};
+
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
+  return v;
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
+  return v;
+}
+
+template <typename Tag>
+__global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) {
+  using T = typename Tag::T;
+  extern __shared__ float smem[];
+  const int64_t D = a.D, ld = D + 1;  // odd row stride: lane j reading row j is conflict-free
+  float* ks = smem;                   // [kTile][ld]
+  float* vs = ks + kTile * ld;        // [kTile][ld]
+  float* qs = vs + kTile * ld;        // [kWarps][D], pre-scaled queries
+  const int64_t s = blockIdx.y, kh = blockIdx.z;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t q0 = a.query_start_loc[s], n = a.query_start_loc[s + 1] - q0, ctx = a.seq_lens[s];
+  const int64_t nvec = n * a.group;
+  const int64_t v0 = static_cast<int64_t>(blockIdx.x) * kWarps;
+  if (v0 >= nvec) return;  // uniform across the CTA
+  const int64_t first_pos = ctx - n;
+  const int64_t v = v0 + warp;
+  const bool active = v < nvec;
+  const int64_t row = active ? v / a.group : 0;
+  const int64_t head = kh * a.group + (active ? v % a.group : 0);
+  const int64_t pos = first_pos + row;  // this warp's row sees tokens 0..pos
+  const int64_t cta_last = first_pos + (min(v0 + kWarps, nvec) - 1) / a.group;
+  const int64_t t = q0 + row;
+  const T* qp = static_cast<const T*>(a.query) + (t * a.Hq + head) * D;
+  float* qw = qs + warp * D;
+  if (active)
+    for (int64_t i = lane; i < D; i += 32) qw[i] = Tag::Load(qp[i]) * a.scale;
+
+  const T* kc = static_cast<const T*>(a.key_cache);
+  const T* vc = static_cast<const T*>(a.value_cache);
+  const int32_t* table = a.block_tables + s * a.max_blocks;
+  float m = -INFINITY, l = 0.0f;
+  float acc[kDimsPerLane];
+#pragma unroll
+  for (int k = 0; k < kDimsPerLane; ++k) acc[k] = 0.0f;
+
+  for (int64_t tok0 = 0; tok0 <= cta_last; tok0 += kTile) {
+    __syncthreads();  // the previous tile is consumed (and the queries are staged)
+    const int64_t count = min(static_cast<int64_t>(kTile), cta_last + 1 - tok0);
+    for (int64_t e = threadIdx.x; e < count * D; e += blockDim.x) {
+      const int64_t j = e / D, i = e - j * D;
+      const int64_t tok = tok0 + j;
+      const int64_t block = table[tok / a.block_size];
+      const int64_t src = ((block * a.block_size + tok % a.block_size) * a.Hk + kh) * D + i;
+      ks[j * ld + i] = Tag::Load(kc[src]);
+      vs[j * ld + i] = Tag::Load(vc[src]);
+    }
+    __syncthreads();
+    if (!active || tok0 > pos) continue;  // warp-uniform; every warp still reaches each barrier
+    const int64_t valid = min(count, pos + 1 - tok0);
+    float score = -INFINITY;
+    if (lane < valid) {
+      const float* kr = ks + lane * ld;
+      float d0 = 0.0f, d1 = 0.0f;
+      int64_t i = 0;
+      for (; i + 2 <= D; i += 2) {
+        d0 += qw[i] * kr[i];
+        d1 += qw[i + 1] * kr[i + 1];
+      }
+      if (i < D) d0 += qw[i] * kr[i];
+      score = d0 + d1;
+    }
+    const float m_new = fmaxf(m, WarpMax(score));
+    const float rescale = expf(m - m_new);  // 0 on the first tile (m = -inf)
+    const float p = lane < valid ? expf(score - m_new) : 0.0f;
+    l = l * rescale + WarpSum(p);
+#pragma unroll
+    for (int k = 0; k < kDimsPerLane; ++k) acc[k] *= rescale;
+    for (int j = 0; j < valid; ++j) {
+      const float pj = __shfl_sync(0xFFFFFFFFu, p, j);
+      const float* vr = vs + j * ld;
+#pragma unroll
+      for (int k = 0; k < kDimsPerLane; ++k) {
+        const int64_t d = lane + 32 * k;
+        if (d < D) acc[k] += pj * vr[d];
+      }
+    }
+    m = m_new;
+  }
+  if (!active) return;
+  const float inv = 1.0f / l;
+  T* op = static_cast<T*>(a.out) + (t * a.Hq + head) * D;
+#pragma unroll
+  for (int k = 0; k < kDimsPerLane; ++k) {
+    const int64_t d = lane + 32 * k;
+    if (d < D) op[d] = Tag::Store(acc[k] * inv);
+  }
+}
+
+void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
+                        const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
+                        const Tensor& query_start_loc, float scale) {
+  CudaQueue& cq = Cuda(q);
+  AttnArgs a{};
+  a.D = key_cache.dim(3);
+  a.Hk = key_cache.dim(2);
+  a.Hq = query.dim(1) / a.D;
+  a.group = a.Hq / a.Hk;
+  a.block_size = key_cache.dim(1);
+  a.max_blocks = block_tables.dim(1);
+  a.scale = scale;
+  const int64_t num_blocks = key_cache.dim(0);
+  const int64_t S = seq_lens.dim(0), T = query.dim(0);
+  VT_CHECK(a.D <= kMaxD, "PagedAttention on ", ToString(cq.device), ": head size ", a.D, " exceeds the CUDA kernel's ",
+           kMaxD);
+  const std::vector<int32_t> lens = ReadToHost<int32_t>(cq, seq_lens);
+  const std::vector<int32_t> qsl = ReadToHost<int32_t>(cq, query_start_loc);
+  const std::vector<int32_t> tables = ReadToHost<int32_t>(cq, block_tables);
+  VT_CHECK(qsl[0] == 0 && qsl[S] == T, "PagedAttention: query_start_loc must run from 0 to the ", T,
+           " query rows, got [", qsl[0], " .. ", qsl[S], "]");
+  int64_t max_vec = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t n = qsl[s + 1] - qsl[s], ctx = lens[s];
+    VT_CHECK(n >= 0, "PagedAttention: query_start_loc decreases at sequence ", s, " (", qsl[s], " -> ", qsl[s + 1],
+             ")");
+    VT_CHECK(n <= ctx, "PagedAttention: sequence ", s, " has ", n, " new query rows but seq_lens[", s, "] = ", ctx);
+    VT_CHECK(ctx <= a.max_blocks * a.block_size, "PagedAttention: seq_lens[", s, "] = ", ctx, " exceeds its ",
+             a.max_blocks, " block-table entries of ", a.block_size, " tokens");
+    for (int64_t b = 0; b * a.block_size < ctx; ++b) {
+      const int32_t id = tables[s * a.max_blocks + b];
+      VT_CHECK(id >= 0 && id < num_blocks, "PagedAttention: block_tables[", s, ", ", b, "] = ", id,
+               " is outside the cache's ", num_blocks, " blocks");
+    }
+    max_vec = std::max(max_vec, n * a.group);
+  }
+  if (max_vec == 0 || a.D == 0) return;
+  VT_CHECK(S <= 65535 && a.Hk <= 65535, "PagedAttention on cuda: ", S, " sequences x ", a.Hk,
+           " KV heads exceed the grid limit of 65535 each");
+  a.out = out.data();
+  a.query = query.data();
+  a.key_cache = key_cache.data();
+  a.value_cache = value_cache.data();
+  a.block_tables = block_tables.data_as<int32_t>();
+  a.seq_lens = seq_lens.data_as<int32_t>();
+  a.query_start_loc = query_start_loc.data_as<int32_t>();
+  const dim3 grid(static_cast<unsigned>((max_vec + kWarps - 1) / kWarps), static_cast<unsigned>(S),
+                  static_cast<unsigned>(a.Hk));
+  const size_t smem = static_cast<size_t>(2 * kTile * (a.D + 1) + kWarps * a.D) * sizeof(float);
+  DeviceGuard guard(cq.device.index);
+  DispatchFloat(key_cache.dtype(), "PagedAttention", [&](auto tag) {
+    using Tag = decltype(tag);
+    VT_CUDA_CHECK(cudaFuncSetAttribute(PagedAttentionKernel<Tag>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
+    PagedAttentionKernel<Tag><<<grid, kWarps * 32, smem, cq.stream>>>(a);
+    VT_CUDA_CHECK_LAUNCH("PagedAttentionKernel");
+  });
+}
+
+}  // namespace
+
+void RegisterAttentionKernels() {
+  Register<OpId::kKvCacheWrite>(DeviceType::kCUDA, &KvCacheWriteCuda);
+  Register<OpId::kPagedAttention>(DeviceType::kCUDA, &PagedAttentionCuda);
+}
+
+}  // namespace vt::cuda

@@ -1,0 +1,337 @@
+// Embedding, RotaryEmbedding, KvCacheWrite and PagedAttention on CUDA against the CPU
+// kernels (a peer implementation) and, for attention, a float64 reference written from
+// the op's contract. Embedding and KvCacheWrite move bytes and must match exactly;
+// RotaryEmbedding within one unit in the last place of the dtype (both sides compute the
+// same unfused f32 expression, so in practice the bytes match); PagedAttention within the
+// tolerances stated at AttnTol (its f32 sums run in a different order on each backend).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "cuda_test_util.h"
+#include "vt/ops/attention.h"
+#include "vt/ops/embedding.h"
+#include "vt/ops/rope.h"
+
+namespace {
+
+using vt::DType;
+using vt::OpId;
+
+int64_t Count(OpId op) { return vt::DispatchCount(op, vt::DeviceType::kCUDA); }
+
+std::vector<float> Normal(size_t n, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+template <typename T>
+vt::Tensor IndexTensor(const std::vector<T>& v, DType d, vt::Device dev) {
+  return vt::Tensor::FromHost(v.data(), {static_cast<int64_t>(v.size())}, d, dev);
+}
+
+// One unit in the last place of dtype d at magnitude |x| (the spacing of d's values there).
+double Ulp(DType d, double x) {
+  const int mant = d == DType::kF32 ? 23 : d == DType::kBF16 ? 7 : 10;
+  const double min_normal = d == DType::kF32 ? 0x1p-126 : d == DType::kBF16 ? 0x1p-126 : 0x1p-14;
+  const double a = std::max(std::fabs(x), min_normal);
+  return std::exp2(std::floor(std::log2(a)) - mant);
+}
+
+TEST(CudaModelOps, EmbeddingMatchesCpuBytes) {
+  VT_REQUIRE_CUDA();
+  vt::Queue cpu = vt::Queue::Cpu(), gpu = vt::Queue::Cuda(0);
+  const int64_t V = 37;
+  for (int64_t H : {1, 7, 64, 130}) {
+    for (DType td : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (DType od : {td, DType::kF32, DType::kBF16}) {
+        vt::Tensor table = vtt::HostTensor(Normal(static_cast<size_t>(V * H), 11, 3.0f), td, {V, H});
+        const std::vector<int32_t> ids = {0, 36, 5, 5, 17, 0, 36, 2, 9};
+        const int64_t T = static_cast<int64_t>(ids.size());
+        vt::Tensor out = vt::Tensor::Empty({T, H}, od);
+        vt::Tensor out_gpu = vt::Tensor::Empty({T, H}, od, vtt::kCuda);
+        vt::Embedding(cpu, out, table, IndexTensor(ids, DType::kI32, vt::Device::Cpu()));
+        const int64_t before = Count(OpId::kEmbedding);
+        vt::Embedding(gpu, out_gpu, table.To(vtt::kCuda), IndexTensor(ids, DType::kI32, vtt::kCuda));
+        EXPECT_EQ(Count(OpId::kEmbedding), before + 1);
+        EXPECT_TRUE(vtt::SameBytes(out_gpu, out)) << "H " << H << " " << vt::DTypeName(td) << " -> "
+                                                  << vt::DTypeName(od);
+      }
+    }
+  }
+}
+
+TEST(CudaModelOps, EmbeddingRefusesIdOutsideTable) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  vt::Tensor table = vt::Tensor::Empty({10, 8}, DType::kBF16, vtt::kCuda);
+  vt::Tensor out = vt::Tensor::Empty({3, 8}, DType::kBF16, vtt::kCuda);
+  for (int32_t bad : {10, -1}) {
+    const std::vector<int32_t> ids = {1, bad, 2};
+    try {
+      vt::Embedding(gpu, out, table, IndexTensor(ids, DType::kI32, vtt::kCuda));
+      ADD_FAILURE() << "id " << bad << " accepted";
+    } catch (const vt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ids[1] = " + std::to_string(bad)), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CudaModelOps, RotaryEmbeddingMatchesCpu) {
+  VT_REQUIRE_CUDA();
+  vt::Queue cpu = vt::Queue::Cpu(), gpu = vt::Queue::Cuda(0);
+  const int64_t max_pos = 300;
+  for (int64_t D : {8, 64, 128}) {
+    // A cos/sin table like the model layer's, theta 1e6.
+    std::vector<float> cs(static_cast<size_t>(max_pos * D));
+    for (int64_t p = 0; p < max_pos; ++p)
+      for (int64_t i = 0; i < D / 2; ++i) {
+        const double f = std::pow(1.0e6, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+        cs[p * D + i] = static_cast<float>(std::cos(p * f));
+        cs[p * D + D / 2 + i] = static_cast<float>(std::sin(p * f));
+      }
+    vt::Tensor cache = vt::Tensor::FromHost(cs.data(), {max_pos, D}, DType::kF32);
+    vt::Tensor cache_gpu = cache.To(vtt::kCuda);
+    for (DType d : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (DType pd : {DType::kI32, DType::kI64}) {
+        for (bool with_key : {true, false}) {
+          const std::vector<int64_t> pos64 = {0, 1, 2, 299, 150, 7, 7};
+          const int64_t T = static_cast<int64_t>(pos64.size()), Hq = 4, Hk = 2;
+          const std::vector<int32_t> pos32(pos64.begin(), pos64.end());
+          vt::Tensor qh = vtt::HostTensor(Normal(static_cast<size_t>(T * Hq * D), 21, 2.0f), d, {T, Hq * D});
+          vt::Tensor kh = vtt::HostTensor(Normal(static_cast<size_t>(T * Hk * D), 22, 2.0f), d, {T, Hk * D});
+          vt::Tensor qg = qh.To(vtt::kCuda), kg = kh.To(vtt::kCuda);
+          vt::Tensor ph = pd == DType::kI32 ? IndexTensor(pos32, pd, vt::Device::Cpu())
+                                            : IndexTensor(pos64, pd, vt::Device::Cpu());
+          vt::RotaryEmbedding(cpu, ph, qh, with_key ? &kh : nullptr, cache, D);
+          const int64_t before = Count(OpId::kRotaryEmbedding);
+          vt::RotaryEmbedding(gpu, ph.To(vtt::kCuda), qg, with_key ? &kg : nullptr, cache_gpu, D);
+          EXPECT_EQ(Count(OpId::kRotaryEmbedding), before + 1);
+          for (auto [got_t, ref_t] : {std::pair{&qg, &qh}, std::pair{&kg, &kh}}) {
+            const std::vector<float> got = vtt::Floats(*got_t), ref = vtt::Floats(*ref_t);
+            size_t bad = 0;
+            for (size_t i = 0; i < ref.size(); ++i)
+              if (std::fabs(static_cast<double>(got[i]) - ref[i]) > Ulp(d, ref[i])) ++bad;
+            EXPECT_EQ(bad, 0u) << "D " << D << " " << vt::DTypeName(d) << " pos " << vt::DTypeName(pd) << " key "
+                               << with_key;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaModelOps, RotaryEmbeddingRefusesPositionOutsideCache) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  vt::Tensor cache = vt::Tensor::Empty({16, 8}, DType::kF32, vtt::kCuda);
+  vt::Tensor qt = vt::Tensor::Empty({2, 16}, DType::kBF16, vtt::kCuda);
+  const std::vector<int64_t> pos = {3, 16};
+  EXPECT_THROW(
+      {
+        try {
+          vt::RotaryEmbedding(gpu, IndexTensor(pos, DType::kI64, vtt::kCuda), qt, nullptr, cache, 8);
+        } catch (const vt::Error& e) {
+          EXPECT_NE(std::string(e.what()).find("positions[1] = 16"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      vt::Error);
+}
+
+TEST(CudaModelOps, KvCacheWriteMatchesCpuBytes) {
+  VT_REQUIRE_CUDA();
+  vt::Queue cpu = vt::Queue::Cpu(), gpu = vt::Queue::Cuda(0);
+  const int64_t blocks = 5, bs = 4;
+  for (int64_t Hk : {1, 3}) {
+    for (int64_t D : {6, 64}) {
+      for (DType d : {DType::kF32, DType::kBF16, DType::kF16}) {
+        const vt::Shape cshape{blocks, bs, Hk, D};
+        const size_t cn = static_cast<size_t>(blocks * bs * Hk * D);
+        vt::Tensor kc = vtt::HostTensor(Normal(cn, 31), d, cshape), vc = vtt::HostTensor(Normal(cn, 32), d, cshape);
+        vt::Tensor kcg = kc.To(vtt::kCuda), vcg = vc.To(vtt::kCuda);
+        const std::vector<int64_t> slots = {19, -1, 0, 7, 8, -5, 12};
+        const int64_t T = static_cast<int64_t>(slots.size());
+        vt::Tensor k = vtt::HostTensor(Normal(static_cast<size_t>(T * Hk * D), 33), d, {T, Hk * D});
+        vt::Tensor v = vtt::HostTensor(Normal(static_cast<size_t>(T * Hk * D), 34), d, {T, Hk * D});
+        vt::KvCacheWrite(cpu, k, v, kc, vc, IndexTensor(slots, DType::kI64, vt::Device::Cpu()));
+        const int64_t before = Count(OpId::kKvCacheWrite);
+        vt::KvCacheWrite(gpu, k.To(vtt::kCuda), v.To(vtt::kCuda), kcg, vcg, IndexTensor(slots, DType::kI64, vtt::kCuda));
+        EXPECT_EQ(Count(OpId::kKvCacheWrite), before + 1);
+        EXPECT_TRUE(vtt::SameBytes(kcg, kc)) << "key cache Hk " << Hk << " D " << D << " " << vt::DTypeName(d);
+        EXPECT_TRUE(vtt::SameBytes(vcg, vc)) << "value cache Hk " << Hk << " D " << D << " " << vt::DTypeName(d);
+      }
+    }
+  }
+  // A slot past the cache is refused by name.
+  vt::Tensor kc = vt::Tensor::Empty({2, 4, 1, 8}, DType::kBF16, vtt::kCuda);
+  vt::Tensor k = vt::Tensor::Empty({1, 8}, DType::kBF16, vtt::kCuda);
+  const std::vector<int64_t> bad = {8};
+  try {
+    vt::KvCacheWrite(gpu, k, k, kc, kc, IndexTensor(bad, DType::kI64, vtt::kCuda));
+    ADD_FAILURE() << "slot 8 of 8 accepted";
+  } catch (const vt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("slot_mapping[0] = 8"), std::string::npos) << e.what();
+  }
+}
+
+// A batch of sequences for PagedAttention: per sequence, its cached length and new rows.
+struct Seq {
+  int64_t ctx, n;
+};
+
+struct AttnCase {
+  int64_t Hq, Hk, D, block_size;
+  std::vector<Seq> seqs;
+};
+
+// Tolerances of PagedAttention, as |got - ref| per output element:
+//   vs the CPU kernel: 2 ulp of the output dtype at |ref| + 1e-5 (f32 sums in another
+//     order, then one rounding each; the 2 ulp cover the two roundings straddling a tie);
+//   vs the float64 reference: 2 ulp of the dtype + 2e-5 (the f32 exp/sums of either backend).
+double AttnTol(DType d, double ref, bool vs_f64) { return 2.0 * Ulp(d, ref) + (vs_f64 ? 2e-5 : 1e-5); }
+
+void RunAttentionCase(const AttnCase& c, DType d, uint32_t seed) {
+  vt::Queue cpu = vt::Queue::Cpu(), gpu = vt::Queue::Cuda(0);
+  const int64_t S = static_cast<int64_t>(c.seqs.size());
+  int64_t max_blocks = 0, total_blocks = 0, T = 0;
+  for (const Seq& s : c.seqs) {
+    const int64_t nb = (s.ctx + c.block_size - 1) / c.block_size;
+    max_blocks = std::max(max_blocks, nb);
+    total_blocks += nb;
+    T += s.n;
+  }
+  const int64_t num_blocks = total_blocks + 3;  // spare blocks hold garbage nobody may read
+  // Blocks handed out in a shuffled order, so a sequence's blocks are not contiguous.
+  std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
+  std::vector<int32_t> tables(static_cast<size_t>(S * std::max<int64_t>(max_blocks, 1)), -1);
+  std::vector<int32_t> lens, qsl = {0};
+  size_t next = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t nb = (c.seqs[s].ctx + c.block_size - 1) / c.block_size;
+    for (int64_t b = 0; b < nb; ++b) tables[s * max_blocks + b] = perm[next++];
+    lens.push_back(static_cast<int32_t>(c.seqs[s].ctx));
+    qsl.push_back(qsl.back() + static_cast<int32_t>(c.seqs[s].n));
+  }
+  max_blocks = std::max<int64_t>(max_blocks, 1);
+  const vt::Shape cshape{num_blocks, c.block_size, c.Hk, c.D};
+  const size_t cn = static_cast<size_t>(num_blocks * c.block_size * c.Hk * c.D);
+  vt::Tensor kc = vtt::HostTensor(Normal(cn, seed + 1), d, cshape);
+  vt::Tensor vc = vtt::HostTensor(Normal(cn, seed + 2), d, cshape);
+  vt::Tensor qh = vtt::HostTensor(Normal(static_cast<size_t>(T * c.Hq * c.D), seed + 3, 1.5f), d, {T, c.Hq * c.D});
+  vt::Tensor bt = vt::Tensor::FromHost(tables.data(), {S, max_blocks}, DType::kI32);
+  vt::Tensor sl = vt::Tensor::FromHost(lens.data(), {S}, DType::kI32);
+  vt::Tensor ql = vt::Tensor::FromHost(qsl.data(), {S + 1}, DType::kI32);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.D));
+  vt::Tensor out = vt::Tensor::Empty({T, c.Hq * c.D}, d);
+  vt::PagedAttention(cpu, out, qh, kc, vc, bt, sl, ql, scale);
+  vt::Tensor out_gpu = vt::Tensor::Empty({T, c.Hq * c.D}, d, vtt::kCuda);
+  const int64_t before = Count(OpId::kPagedAttention);
+  vt::PagedAttention(gpu, out_gpu, qh.To(vtt::kCuda), kc.To(vtt::kCuda), vc.To(vtt::kCuda), bt.To(vtt::kCuda),
+                     sl.To(vtt::kCuda), ql.To(vtt::kCuda), scale);
+  EXPECT_EQ(Count(OpId::kPagedAttention), before + 1);
+
+  // float64 reference straight from the contract, reading the cache through the tables.
+  const std::vector<float> q = vtt::Floats(qh), kf = vtt::Floats(kc), vf = vtt::Floats(vc);
+  const std::vector<float> got = vtt::Floats(out_gpu), cpu_out = vtt::Floats(out);
+  const int64_t group = c.Hq / c.Hk;
+  size_t bad_cpu = 0, bad_ref = 0;
+  double worst_cpu = 0, worst_ref = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    for (int64_t r = 0; r < c.seqs[s].n; ++r) {
+      const int64_t t = qsl[s] + r, pos = c.seqs[s].ctx - c.seqs[s].n + r;
+      for (int64_t h = 0; h < c.Hq; ++h) {
+        const int64_t kh = h / group;
+        auto at = [&](const std::vector<float>& cache, int64_t j, int64_t i) {
+          const int64_t blk = tables[s * max_blocks + j / c.block_size];
+          return static_cast<double>(cache[((blk * c.block_size + j % c.block_size) * c.Hk + kh) * c.D + i]);
+        };
+        std::vector<double> sc(static_cast<size_t>(pos + 1));
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= pos; ++j) {
+          double dot = 0;
+          for (int64_t i = 0; i < c.D; ++i) dot += static_cast<double>(q[(t * c.Hq + h) * c.D + i]) * at(kf, j, i);
+          sc[j] = dot * scale;
+          mx = std::max(mx, sc[j]);
+        }
+        double sum = 0;
+        for (auto& x : sc) sum += (x = std::exp(x - mx));
+        for (int64_t i = 0; i < c.D; ++i) {
+          double o = 0;
+          for (int64_t j = 0; j <= pos; ++j) o += sc[j] * at(vf, j, i);
+          o /= sum;
+          const size_t e = static_cast<size_t>((t * c.Hq + h) * c.D + i);
+          const double ec = std::fabs(got[e] - static_cast<double>(cpu_out[e]));
+          const double er = std::fabs(got[e] - o);
+          if (!(ec <= AttnTol(d, cpu_out[e], false))) ++bad_cpu;
+          if (!(er <= AttnTol(d, o, true))) ++bad_ref;
+          worst_cpu = std::max(worst_cpu, ec);
+          worst_ref = std::max(worst_ref, er);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad_cpu, 0u) << "vs CPU: Hq " << c.Hq << " Hk " << c.Hk << " D " << c.D << " " << vt::DTypeName(d)
+                         << " worst " << worst_cpu;
+  EXPECT_EQ(bad_ref, 0u) << "vs f64: Hq " << c.Hq << " Hk " << c.Hk << " D " << c.D << " " << vt::DTypeName(d)
+                         << " worst " << worst_ref;
+}
+
+TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
+  VT_REQUIRE_CUDA();
+  // Fresh prompts, a chunked prefill over earlier context, rows spanning several tiles.
+  const std::vector<AttnCase> cases = {
+      {4, 2, 32, 16, {{5, 5}, {40, 40}, {70, 9}}},         // GQA 2, the fixture model's geometry
+      {8, 1, 64, 16, {{33, 33}, {100, 3}}},                // MQA
+      {6, 6, 128, 8, {{77, 77}}},                          // MHA, small blocks
+      {16, 2, 256, 16, {{20, 20}, {65, 17}}},              // the largest head size, GQA 8
+      {12, 4, 80, 16, {{3, 3}, {1, 1}, {48, 48}}},         // a head size not a multiple of 32
+  };
+  uint32_t seed = 100;
+  for (const auto& c : cases)
+    for (DType d : {DType::kBF16, DType::kF32, DType::kF16}) RunAttentionCase(c, d, seed += 7);
+}
+
+TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
+  VT_REQUIRE_CUDA();
+  // One new row per sequence, contexts from 1 token to several hundred.
+  const std::vector<AttnCase> cases = {
+      {4, 2, 32, 16, {{1, 1}, {17, 1}, {300, 1}}},
+      {32, 8, 128, 16, {{513, 1}, {64, 1}}},
+      {8, 1, 64, 32, {{1000, 1}}},
+  };
+  uint32_t seed = 500;
+  for (const auto& c : cases)
+    for (DType d : {DType::kBF16, DType::kF32}) RunAttentionCase(c, d, seed += 7);
+}
+
+TEST(CudaModelOps, PagedAttentionRefusesBadMetadata) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  vt::Tensor kc = vt::Tensor::Empty({4, 16, 2, 32}, DType::kBF16, vtt::kCuda);
+  vt::Tensor qt = vt::Tensor::Empty({2, 4 * 32}, DType::kBF16, vtt::kCuda);
+  vt::Tensor out = vt::Tensor::Empty({2, 4 * 32}, DType::kBF16, vtt::kCuda);
+  const std::vector<int32_t> qsl = {0, 2};
+  auto expect_error = [&](const std::vector<int32_t>& table, int32_t len, const std::string& needle) {
+    vt::Tensor bt = vt::Tensor::FromHost(table.data(), {1, static_cast<int64_t>(table.size())}, DType::kI32, vtt::kCuda);
+    const std::vector<int32_t> lens = {len};
+    try {
+      vt::PagedAttention(gpu, out, qt, kc, kc, bt, IndexTensor(lens, DType::kI32, vtt::kCuda),
+                         IndexTensor(qsl, DType::kI32, vtt::kCuda), 0.125f);
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const vt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error({0, 4}, 20, "block_tables[0, 1] = 4");
+  expect_error({0, 1}, 40, "seq_lens[0] = 40 exceeds");
+  expect_error({0, 1}, 1, "has 2 new query rows but seq_lens[0] = 1");
+}
+
+}  // namespace
