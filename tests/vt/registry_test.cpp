@@ -1,9 +1,16 @@
-// The registry tells the truth and refuses by name.
+// The registry tells the truth and refuses by name; op entry points validate their
+// arguments and throw vt::Error naming the op, the argument and the values.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
+#include "elementwise_test_util.h"
 #include "vt/vt.h"
 
 namespace {
+
+using vt_test::ExpectErrorWith;
 
 TEST(Registry, CpuKernelsAreRegistered) {
   for (vt::OpId op : {vt::OpId::kQuantFp8Static, vt::OpId::kMatmulFp8, vt::OpId::kMatmul, vt::OpId::kRmsNorm,
@@ -11,6 +18,169 @@ TEST(Registry, CpuKernelsAreRegistered) {
                       vt::OpId::kRmsNormGatedQuantFp8, vt::OpId::kSiluMulQuantFp8}) {
     EXPECT_TRUE(vt::OpRegistered(op, vt::DeviceType::kCPU)) << vt::OpName(op);
   }
+}
+
+// OpRegistered agrees with what dispatch finds: Kernel<id>(device) returns a kernel exactly
+// when OpRegistered says so, and otherwise throws "<Op>: no kernel for <device>".
+template <vt::OpId id>
+void ExpectTruthful(vt::DeviceType device) {
+  const bool registered = vt::OpRegistered(id, device);
+  bool found = false;
+  try {
+    found = vt::Kernel<id>(device) != nullptr;
+  } catch (const vt::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(std::string(vt::OpName(id)) + ": no kernel for " + vt::DeviceTypeName(device)),
+              std::string::npos)
+        << msg;
+  }
+  EXPECT_EQ(registered, found) << vt::OpName(id) << " on " << vt::DeviceTypeName(device);
+}
+
+TEST(Registry, OpRegisteredMatchesDispatch) {
+  for (vt::DeviceType d : {vt::DeviceType::kCPU, vt::DeviceType::kCUDA}) {
+    ExpectTruthful<vt::OpId::kQuantFp8Static>(d);
+    ExpectTruthful<vt::OpId::kMatmulFp8>(d);
+    ExpectTruthful<vt::OpId::kMatmul>(d);
+    ExpectTruthful<vt::OpId::kRmsNorm>(d);
+    ExpectTruthful<vt::OpId::kRmsNormGated>(d);
+    ExpectTruthful<vt::OpId::kSiluMul>(d);
+    ExpectTruthful<vt::OpId::kCast>(d);
+    ExpectTruthful<vt::OpId::kRmsNormQuantFp8>(d);
+    ExpectTruthful<vt::OpId::kRmsNormGatedQuantFp8>(d);
+    ExpectTruthful<vt::OpId::kSiluMulQuantFp8>(d);
+  }
+}
+
+TEST(Registry, BuildWithoutCudaRefusesCudaByName) {
+  if (vt::OpRegistered(vt::OpId::kQuantFp8Static, vt::DeviceType::kCUDA)) GTEST_SKIP() << "built with CUDA";
+  for (int i = 0; i < vt::kNumOps; ++i)
+    EXPECT_FALSE(vt::OpRegistered(static_cast<vt::OpId>(i), vt::DeviceType::kCUDA)) << vt::OpName(static_cast<vt::OpId>(i));
+  ExpectErrorWith([] { vt::Queue::Cuda(); }, {"Queue::Cuda", "without CUDA"});
+  ExpectErrorWith([] { vt::Kernel<vt::OpId::kQuantFp8Static>(vt::DeviceType::kCUDA); },
+                  {"QuantFp8Static: no kernel for cuda", "registered: cpu"});
+}
+
+TEST(Registry, DispatchCountsTheKernelThatRan) {
+  vt::Queue q = vt::Queue::Cpu(1);
+  const int64_t before = vt::DispatchCount(vt::OpId::kQuantFp8Static, vt::DeviceType::kCPU);
+  vt::Tensor x = vt_test::MakeTensor({1.0f, 2.0f}, {2}, vt::DType::kF32);
+  vt::Tensor out = vt::Tensor::Empty({2}, vt::DType::kF8E4M3);
+  vt::QuantFp8Static(q, out, x, 1.0f);
+  EXPECT_EQ(vt::DispatchCount(vt::OpId::kQuantFp8Static, vt::DeviceType::kCPU), before + 1);
+}
+
+// MatmulFp8 applies alpha: out = alpha * Σ a·b against a float64 reference of the fp8 values.
+TEST(Registry, MatmulFp8AppliesAlpha) {
+  const int64_t M = 3, N = 5, K = 37;
+  vt::Tensor a = vt::Tensor::Empty({M, K}, vt::DType::kF8E4M3), b = vt::Tensor::Empty({N, K}, vt::DType::kF8E4M3);
+  for (int64_t i = 0; i < M * K; ++i) a.data_as<uint8_t>()[i] = static_cast<uint8_t>((i * 37 + 11) % 0x77);
+  for (int64_t i = 0; i < N * K; ++i) b.data_as<uint8_t>()[i] = static_cast<uint8_t>(((i * 53 + 5) % 0x77) | (i % 3 ? 0 : 0x80));
+  for (float alpha : {0.37f, 3.0f}) {
+    vt::Tensor out = vt::Tensor::Empty({M, N}, vt::DType::kF32);
+    vt::MatmulFp8(vt::Queue::Cpu(2), out, a, b, alpha);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = vt_test::DecodeE4M3(a.data_as<uint8_t>()[m * K + k]) *
+                           vt_test::DecodeE4M3(b.data_as<uint8_t>()[n * K + k]);
+          ref += p;
+          mag += std::fabs(p);
+        }
+        EXPECT_NEAR(out.data_as<float>()[m * N + n], alpha * ref, 4 * K * 1.2e-7 * alpha * mag + 1e-6)
+            << "alpha " << alpha << " at [" << m << ", " << n << "]";
+      }
+  }
+}
+
+// ---- validation --------------------------------------------------------------------------
+
+// A tensor that claims to live on cuda:0; dispatch must refuse it before touching its bytes.
+vt::Tensor FakeCuda(const vt::Shape& shape, vt::DType dtype) {
+  static float dummy[16];
+  return vt::Tensor::Borrow(dummy, shape, dtype, vt::Device::Cuda(0), nullptr);
+}
+
+TEST(Validation, WrongDeviceTensorIsRefusedByName) {
+  vt::Queue q = vt::Queue::Cpu(1);
+  vt::Tensor x = vt::Tensor::Empty({4, 8}, vt::DType::kBF16);
+  vt::Tensor w = vt::Tensor::Empty({8}, vt::DType::kBF16);
+  vt::Tensor q8 = vt::Tensor::Empty({4, 8}, vt::DType::kF8E4M3);
+  vt::Tensor y = vt::Tensor::Empty({4, 8}, vt::DType::kBF16);
+  vt::Tensor cx = FakeCuda({4, 8}, vt::DType::kBF16);
+  ExpectErrorWith([&] { vt::QuantFp8Static(q, q8, cx, 1.0f); }, {"QuantFp8Static", "x", "cuda:0", "cpu"});
+  ExpectErrorWith([&] { vt::QuantFp8Static(q, FakeCuda({4, 8}, vt::DType::kF8E4M3), x, 1.0f); },
+                  {"QuantFp8Static", "out", "cuda:0"});
+  ExpectErrorWith([&] { vt::RmsNorm(q, y, x, FakeCuda({8}, vt::DType::kBF16), 1e-6f); }, {"RmsNorm", "weight", "cuda:0"});
+  vt::Tensor cres = FakeCuda({4, 8}, vt::DType::kBF16);
+  ExpectErrorWith([&] { vt::RmsNorm(q, y, x, w, 1e-6f, &cres); }, {"RmsNorm", "residual", "cuda:0"});
+  ExpectErrorWith([&] { vt::RmsNormGated(q, y, x, cx, w, 1e-6f); }, {"RmsNormGated", "gate", "cuda:0"});
+  ExpectErrorWith([&] { vt::SiluMul(q, FakeCuda({4, 4}, vt::DType::kBF16), x); }, {"SiluMul", "out", "cuda:0"});
+  ExpectErrorWith([&] { vt::Cast(q, y, cx); }, {"Cast", "x", "cuda:0"});
+  ExpectErrorWith([&] { vt::RmsNormQuantFp8(q, q8, cx, w, 1e-6f, 1.0f); }, {"RmsNormQuantFp8", "x", "cuda:0"});
+  vt::Tensor cnormed = FakeCuda({4, 8}, vt::DType::kBF16);
+  ExpectErrorWith([&] { vt::RmsNormQuantFp8(q, q8, x, w, 1e-6f, 1.0f, nullptr, &cnormed); },
+                  {"RmsNormQuantFp8", "normed_out", "cuda:0"});
+  ExpectErrorWith([&] { vt::RmsNormGatedQuantFp8(q, q8, x, cx, w, 1e-6f, 1.0f); },
+                  {"RmsNormGatedQuantFp8", "gate", "cuda:0"});
+  ExpectErrorWith([&] { vt::SiluMulQuantFp8(q, FakeCuda({4, 4}, vt::DType::kF8E4M3), x, 1.0f); },
+                  {"SiluMulQuantFp8", "out", "cuda:0"});
+}
+
+TEST(Validation, QuantFp8StaticRejectsBadScalesShapesDTypesAndLayouts) {
+  vt::Queue q = vt::Queue::Cpu(1);
+  vt::Tensor x = vt::Tensor::Empty({4, 8}, vt::DType::kF32);
+  vt::Tensor out = vt::Tensor::Empty({4, 8}, vt::DType::kF8E4M3);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (float s : {0.0f, -0.0f, -1.0f, nan, inf, -inf})
+    ExpectErrorWith([&] { vt::QuantFp8Static(q, out, x, s); }, {"QuantFp8Static", "input_scale", "finite and > 0"});
+  ExpectErrorWith([&] { vt::QuantFp8Static(q, vt::Tensor::Empty({4, 7}, vt::DType::kF8E4M3), x, 1.0f); },
+                  {"QuantFp8Static", "out", "[4, 7]", "[4, 8]"});
+  ExpectErrorWith([&] { vt::QuantFp8Static(q, vt::Tensor::Empty({4, 8}, vt::DType::kBF16), x, 1.0f); },
+                  {"QuantFp8Static", "out", "BF16", "F8E4M3"});
+  ExpectErrorWith([&] { vt::QuantFp8Static(q, out, vt::Tensor::Empty({4, 8}, vt::DType::kI32), 1.0f); },
+                  {"QuantFp8Static", "x", "I32"});
+  vt::Tensor wide = vt::Tensor::Empty({4, 16}, vt::DType::kF32);
+  ExpectErrorWith([&] { vt::QuantFp8Static(q, out, wide.Slice(1, 0, 8), 1.0f); },
+                  {"QuantFp8Static", "x", "contiguous"});
+  ExpectErrorWith([&] { vt::QuantFp8Static(q, out, vt::Tensor(), 1.0f); }, {"QuantFp8Static", "x", "undefined"});
+}
+
+TEST(Validation, NormsActivationsAndFusedRejectBadArguments) {
+  vt::Queue q = vt::Queue::Cpu(1);
+  vt::Tensor x = vt::Tensor::Empty({4, 8}, vt::DType::kBF16);
+  vt::Tensor w = vt::Tensor::Empty({8}, vt::DType::kBF16);
+  vt::Tensor y = vt::Tensor::Empty({4, 8}, vt::DType::kBF16);
+  vt::Tensor q8 = vt::Tensor::Empty({4, 8}, vt::DType::kF8E4M3);
+  ExpectErrorWith([&] { vt::RmsNorm(q, y, x, vt::Tensor::Empty({7}, vt::DType::kBF16), 1e-6f); },
+                  {"RmsNorm", "weight", "[7]", "[8]"});
+  ExpectErrorWith([&] { vt::RmsNorm(q, y, x, w, std::nanf("")); }, {"RmsNorm", "eps", "finite"});
+  vt::Tensor res_f32 = vt::Tensor::Empty({4, 8}, vt::DType::kF32);
+  ExpectErrorWith([&] { vt::RmsNorm(q, y, x, w, 1e-6f, &res_f32); }, {"RmsNorm", "residual", "F32", "BF16"});
+  ExpectErrorWith([&] { vt::RmsNorm(q, y, vt::Tensor::Empty({4, 0}, vt::DType::kBF16), w, 1e-6f); },
+                  {"RmsNorm", "x", "[4, 0]"});
+  ExpectErrorWith([&] { vt::RmsNormGated(q, y, x, vt::Tensor::Empty({4, 9}, vt::DType::kBF16), w, 1e-6f); },
+                  {"RmsNormGated", "gate", "[4, 9]"});
+  ExpectErrorWith([&] { vt::SiluMul(q, y, vt::Tensor::Empty({4, 7}, vt::DType::kBF16)); }, {"SiluMul", "x", "even"});
+  ExpectErrorWith([&] { vt::SiluMul(q, y, x); }, {"SiluMul", "out", "[4, 8]", "[4, 4]"});
+  ExpectErrorWith([&] { vt::Cast(q, vt::Tensor::Empty({4, 8}, vt::DType::kF8E4M3), x); }, {"Cast", "out", "F8E4M3"});
+  ExpectErrorWith([&] { vt::Cast(q, vt::Tensor::Empty({8, 4}, vt::DType::kF32), x); }, {"Cast", "out", "[8, 4]"});
+  for (float s : {0.0f, -2.0f, std::numeric_limits<float>::infinity(), std::nanf("")}) {
+    ExpectErrorWith([&] { vt::RmsNormQuantFp8(q, q8, x, w, 1e-6f, s); }, {"RmsNormQuantFp8", "input_scale"});
+    ExpectErrorWith([&] { vt::RmsNormGatedQuantFp8(q, q8, x, x, w, 1e-6f, s); },
+                    {"RmsNormGatedQuantFp8", "input_scale"});
+    ExpectErrorWith([&] { vt::SiluMulQuantFp8(q, vt::Tensor::Empty({4, 4}, vt::DType::kF8E4M3), x, s); },
+                    {"SiluMulQuantFp8", "input_scale"});
+  }
+  ExpectErrorWith([&] { vt::RmsNormQuantFp8(q, y, x, w, 1e-6f, 1.0f); }, {"RmsNormQuantFp8", "out", "F8E4M3"});
+  vt::Tensor normed_f32 = vt::Tensor::Empty({4, 8}, vt::DType::kF32);
+  ExpectErrorWith([&] { vt::RmsNormQuantFp8(q, q8, x, w, 1e-6f, 1.0f, nullptr, &normed_f32); },
+                  {"RmsNormQuantFp8", "normed_out", "BF16"});
+  vt::Tensor wide = vt::Tensor::Empty({4, 16}, vt::DType::kBF16);
+  ExpectErrorWith([&] { vt::RmsNormQuantFp8(q, q8, wide.Slice(1, 0, 8), w, 1e-6f, 1.0f); },
+                  {"RmsNormQuantFp8", "x", "contiguous"});
+  ExpectErrorWith([&] { vt::SiluMulQuantFp8(q, q8, x, 1.0f); }, {"SiluMulQuantFp8", "out", "[4, 4]"});
 }
 
 }  // namespace

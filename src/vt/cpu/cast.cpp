@@ -1,13 +1,24 @@
-// CPU Cast.
+// CPU Cast: the vector kernel of the queue's ISA among F32/BF16/F16; F8E4M3 sources (weight
+// dequantization) and the scalar ISA use the reference.
 #include "vt/cpu/backend.h"
+#include "vt/cpu/elementwise_kernels.h"
 #include "vt/cpu/reference.h"
 #include "vt/ops/cast.h"
 
 namespace vt::cpu {
 
 namespace {
+constexpr int64_t kGrain = 16384;
+
 void CastCpu(const Queue& q, const Tensor& out, const Tensor& x) {
-  Cpu(q).pool.ParallelFor(x.numel(), 4096, [&](int64_t b, int64_t e) { ref::Cast(out, x, b, e); });
+  CpuQueue& cpu = Cpu(q);
+  const elementwise::KernelSet* vec = x.dtype() == DType::kF8E4M3 ? nullptr : elementwise::ForIsa(cpu.isa);
+  cpu.pool.ParallelFor(x.numel(), kGrain, [&](int64_t b, int64_t e) {
+    if (vec != nullptr)
+      vec->cast(x.data(), x.dtype(), out.data(), out.dtype(), b, e);
+    else
+      ref::Cast(out, x, b, e);
+  });
 }
 }  // namespace
 

@@ -1,0 +1,65 @@
+// The vector kernels of the elementwise CPU ops (QuantFp8Static, Cast, RmsNorm,
+// RmsNormGated, SiluMul and the fused recipes), one set per ISA.
+//
+// The sets are compiled in files of their own (elementwise_avx512.cpp,
+// elementwise_avx2.cpp); only plain data and function pointers cross between them and the
+// portable code, so no inline function is shared between code built for different ISAs.
+// Every kernel is byte-identical to the scalar reference in reference.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "vt/dtype.h"
+#include "vt/queue.h"
+
+namespace vt::cpu::elementwise {
+
+// Rows of a norm or activation, on raw contiguous host memory. Row r of x starts at
+// r * width (SiluMul: r * 2 * width, [gate | up]); weight has `width` elements.
+struct RowArgs {
+  const void* x = nullptr;
+  DType x_dtype = DType::kF32;
+  const void* weight = nullptr;
+  DType weight_dtype = DType::kF32;
+  const void* gate = nullptr;
+  DType gate_dtype = DType::kF32;
+  void* residual = nullptr;  // x_dtype; x + residual is written back and normalised
+  // The op's output. For a fused recipe (fp8_out set) the optional BF16 side output.
+  void* out = nullptr;
+  DType out_dtype = DType::kF32;
+  // Set for a fused recipe: the result is rounded to BF16 (the recipe's intermediate) and
+  // quantized with input_scale into fp8_out.
+  uint8_t* fp8_out = nullptr;
+  int64_t width = 0;
+  float eps = 0.0f;
+  float input_scale = 1.0f;
+};
+
+struct KernelSet {
+  const char* name;
+  // out[i] for i in [begin, end); x: F32/BF16/F16.
+  void (*quant_fp8)(const void* x, DType x_dtype, uint8_t* out, int64_t begin, int64_t end, float input_scale);
+  // Elements [begin, end); x and out: F32/BF16/F16.
+  void (*cast)(const void* x, DType x_dtype, void* out, DType out_dtype, int64_t begin, int64_t end);
+  void (*rms_norm)(const RowArgs& a, int64_t row0, int64_t row1);
+  void (*rms_norm_gated)(const RowArgs& a, int64_t row0, int64_t row1);
+  void (*silu_mul)(const RowArgs& a, int64_t row0, int64_t row1);
+};
+
+#if defined(VT_CPU_X86)
+const KernelSet* Avx512Kernels();
+const KernelSet* Avx2Kernels();
+#endif
+
+// The vector kernels for a queue's effective ISA, or nullptr: use the scalar reference.
+inline const KernelSet* ForIsa(CpuIsa isa) {
+#if defined(VT_CPU_X86)
+  if (isa >= CpuIsa::kAvx512) return Avx512Kernels();
+  if (isa >= CpuIsa::kAvx2) return Avx2Kernels();
+#else
+  (void)isa;
+#endif
+  return nullptr;
+}
+
+}  // namespace vt::cpu::elementwise

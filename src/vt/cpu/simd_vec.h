@@ -1,0 +1,337 @@
+// Vector primitives for the elementwise CPU kernels, and the vector forms of the exact
+// scalar arithmetic in vt/detail/numerics.h (fp8 quantization, BF16/F16 rounding, Exp,
+// Silu, the canonical 32-lane sum of squares).
+//
+// Included only by files compiled for one ISA (*_avx512.cpp, *_avx2.cpp); the width is
+// chosen by the compiler flags of that file. Everything here has internal linkage and
+// lives in a namespace named after the ISA, so no inline function compiled with wide
+// instructions is ever shared with the portable code.
+//
+// Each function performs the IEEE operations of its scalar counterpart in the same order,
+// so results are bit-identical lane by lane. The including file must disable floating
+// point contraction (a multiply feeding an add must not become an fma).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "vt/dtype.h"
+
+// GCC 12 reports the deliberately undefined registers inside its AVX-512 intrinsics
+// (_mm512_undefined_ps) as "may be used uninitialized" once they are inlined here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#if defined(__AVX512F__)
+#define VT_SIMD_NS avx512
+#elif defined(__AVX2__)
+#define VT_SIMD_NS avx2
+#else
+#error "simd_vec.h needs -mavx2 or -mavx512f"
+#endif
+
+namespace vt::cpu::VT_SIMD_NS {
+namespace {
+
+// ---- ISA-specific primitives -------------------------------------------------------------
+
+#if defined(__AVX512F__)
+
+constexpr int kLanes = 16;
+using V = __m512;
+using VI = __m512i;
+using M = __mmask16;
+
+inline V Set1(float f) { return _mm512_set1_ps(f); }
+inline VI Set1I(int32_t i) { return _mm512_set1_epi32(i); }
+inline V Add(V a, V b) { return _mm512_add_ps(a, b); }
+inline V Sub(V a, V b) { return _mm512_sub_ps(a, b); }
+inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
+inline V Div(V a, V b) { return _mm512_div_ps(a, b); }
+inline V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+// min(a, b) = a < b ? a : b and max(a, b) = a > b ? a : b: a NaN in b passes through.
+inline V Min(V a, V b) { return _mm512_min_ps(a, b); }
+inline V Max(V a, V b) { return _mm512_max_ps(a, b); }
+inline V AsF(VI i) { return _mm512_castsi512_ps(i); }
+inline VI AsI(V f) { return _mm512_castps_si512(f); }
+inline VI AddI(VI a, VI b) { return _mm512_add_epi32(a, b); }
+inline VI SubI(VI a, VI b) { return _mm512_sub_epi32(a, b); }
+inline VI AndI(VI a, VI b) { return _mm512_and_si512(a, b); }
+inline VI OrI(VI a, VI b) { return _mm512_or_si512(a, b); }
+inline VI XorI(VI a, VI b) { return _mm512_xor_si512(a, b); }
+template <int N> VI Srl(VI a) { return _mm512_srli_epi32(a, N); }
+template <int N> VI Sra(VI a) { return _mm512_srai_epi32(a, N); }
+template <int N> VI Sll(VI a) { return _mm512_slli_epi32(a, N); }
+inline VI CvtI(V a) { return _mm512_cvtps_epi32(a); }   // current rounding (nearest)
+inline VI CvttI(V a) { return _mm512_cvttps_epi32(a); }  // truncation
+inline M LtI(VI a, VI b) { return _mm512_cmplt_epi32_mask(a, b); }
+inline M GtI(VI a, VI b) { return _mm512_cmpgt_epi32_mask(a, b); }
+inline M GeI(VI a, VI b) { return _mm512_cmpge_epi32_mask(a, b); }
+inline M GtF(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+inline M LtF(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+inline M IsNan(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
+inline V Select(M m, V yes, V no) { return _mm512_mask_blend_ps(m, no, yes); }
+inline VI SelectI(M m, VI yes, VI no) { return _mm512_mask_blend_epi32(m, no, yes); }
+
+inline V LoadF32(const float* p) { return _mm512_loadu_ps(p); }
+inline VI LoadU16(const uint16_t* p) {
+  return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+// F16 -> F32 by the converter instruction; NaN lanes are redone in integers below.
+inline V HalfToFloatHw(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline void StoreF32(float* p, V v) { _mm512_storeu_ps(p, v); }
+// Low 16 bits of each lane.
+inline void StoreU16(uint16_t* p, VI v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+}
+// Low 8 bits of each lane.
+inline void StoreU8(uint8_t* p, VI v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v)); }
+inline void StoreF16(uint16_t* p, V v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+inline V RoundTripF16Hw(V v) { return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+
+// Canonical lanes 0-15 and 16-31 of the 32-lane sum of squares.
+constexpr int kAccs = 2;
+// lane[j] += lane[j + off] for off = 16, 8, 4, 2, 1; returns lane 0.
+inline float CombineLanes(const V (&acc)[kAccs]) {
+  const V s16 = Add(acc[0], acc[1]);
+  const __m256 lo = _mm512_castps512_ps256(s16);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1));
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+#else  // AVX2
+
+constexpr int kLanes = 8;
+using V = __m256;
+using VI = __m256i;
+using M = __m256i;  // all-ones lanes where true
+
+inline V Set1(float f) { return _mm256_set1_ps(f); }
+inline VI Set1I(int32_t i) { return _mm256_set1_epi32(i); }
+inline V Add(V a, V b) { return _mm256_add_ps(a, b); }
+inline V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
+inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+inline V Div(V a, V b) { return _mm256_div_ps(a, b); }
+inline V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+inline V Min(V a, V b) { return _mm256_min_ps(a, b); }
+inline V Max(V a, V b) { return _mm256_max_ps(a, b); }
+inline V AsF(VI i) { return _mm256_castsi256_ps(i); }
+inline VI AsI(V f) { return _mm256_castps_si256(f); }
+inline VI AddI(VI a, VI b) { return _mm256_add_epi32(a, b); }
+inline VI SubI(VI a, VI b) { return _mm256_sub_epi32(a, b); }
+inline VI AndI(VI a, VI b) { return _mm256_and_si256(a, b); }
+inline VI OrI(VI a, VI b) { return _mm256_or_si256(a, b); }
+inline VI XorI(VI a, VI b) { return _mm256_xor_si256(a, b); }
+template <int N> VI Srl(VI a) { return _mm256_srli_epi32(a, N); }
+template <int N> VI Sra(VI a) { return _mm256_srai_epi32(a, N); }
+template <int N> VI Sll(VI a) { return _mm256_slli_epi32(a, N); }
+inline VI CvtI(V a) { return _mm256_cvtps_epi32(a); }
+inline VI CvttI(V a) { return _mm256_cvttps_epi32(a); }
+inline M LtI(VI a, VI b) { return _mm256_cmpgt_epi32(b, a); }
+inline M GtI(VI a, VI b) { return _mm256_cmpgt_epi32(a, b); }
+inline M GeI(VI a, VI b) { return _mm256_xor_si256(_mm256_cmpgt_epi32(b, a), _mm256_set1_epi32(-1)); }
+inline M GtF(V a, V b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GT_OQ)); }
+inline M LtF(V a, V b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+inline M IsNan(V a) { return _mm256_castps_si256(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)); }
+inline V Select(M m, V yes, V no) { return _mm256_blendv_ps(no, yes, _mm256_castsi256_ps(m)); }
+inline VI SelectI(M m, VI yes, VI no) { return _mm256_blendv_epi8(no, yes, m); }
+
+inline V LoadF32(const float* p) { return _mm256_loadu_ps(p); }
+inline VI LoadU16(const uint16_t* p) {
+  return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline V HalfToFloatHw(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline void StoreF32(float* p, V v) { _mm256_storeu_ps(p, v); }
+inline void StoreU16(uint16_t* p, VI v) {
+  // packus works per 128-bit half: [v0..v3 v0..v3 | v4..v7 v4..v7]; gather quadwords 0 and 2.
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+}
+inline void StoreU8(uint8_t* p, VI v) {
+  const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i b = _mm256_shuffle_epi8(v, pick);
+  const __m128i bytes = _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), bytes);
+}
+inline void StoreF16(uint16_t* p, V v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+inline V RoundTripF16Hw(V v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+
+// Canonical lanes 0-7, 8-15, 16-23 and 24-31.
+constexpr int kAccs = 4;
+inline float CombineLanes(const V (&acc)[kAccs]) {
+  const V s16 = Add(acc[0], acc[2]);  // lanes 0-7 += 16-23
+  const V t16 = Add(acc[1], acc[3]);  // lanes 8-15 += 24-31
+  const V s8 = Add(s16, t16);         // lanes 0-7 += 8-15
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+#endif
+
+static_assert(kLanes * kAccs == 32, "the canonical sum of squares has 32 lanes");
+
+inline V Zero() { return Set1(0.0f); }
+
+// ---- conversions, as vt/dtype.h defines them --------------------------------------------
+
+inline V Bf16BitsToFloat(VI h) { return AsF(Sll<16>(h)); }
+
+// F16 -> F32, exact; NaN keeps its payload unquietened as F16ToFloat does.
+inline V HalfToFloat(const uint16_t* p) {
+  const V hw = HalfToFloatHw(p);
+  const VI h = LoadU16(p);
+  const M nan = GtI(AndI(h, Set1I(0x7FFF)), Set1I(0x7C00));
+  const VI bits = OrI(OrI(Sll<16>(AndI(h, Set1I(0x8000))), Set1I(0x7F800000)), Sll<13>(AndI(h, Set1I(0x3FF))));
+  return Select(nan, AsF(bits), hw);
+}
+
+// FloatToBf16: round to nearest even; NaN -> quiet NaN with its sign. Result in the low
+// 16 bits of each lane.
+inline VI FloatToBf16Bits(V v) {
+  const VI u = AsI(v);
+  const M nan = GtI(AndI(u, Set1I(0x7FFFFFFF)), Set1I(0x7F800000));
+  const VI lsb = AndI(Srl<16>(u), Set1I(1));
+  const VI rounded = Srl<16>(AddI(AddI(u, Set1I(0x7FFF)), lsb));
+  return SelectI(nan, OrI(Srl<16>(u), Set1I(0x40)), rounded);
+}
+
+// Bf16ToFloat(FloatToBf16(v)).
+inline V Bf16Round(V v) { return Bf16BitsToFloat(FloatToBf16Bits(v)); }
+
+// F16ToFloat(FloatToF16(v)).
+inline V F16Round(V v) { return RoundTripF16Hw(v); }
+
+// FloatToFp8E4M3 for |v| <= 448 or NaN (QuantFp8Static's range after the clamp); larger
+// magnitudes and Inf give NaN as the scalar conversion does. Code in the low 8 bits.
+inline V RoundToInteger(V v) {  // v + 2^23 - 2^23: nearest integer, ties to even (v >= 0)
+  return Sub(Add(v, Set1(0x1p23f)), Set1(0x1p23f));
+}
+inline VI FloatToFp8Bits(V v) {
+  const VI u = AsI(v);
+  const VI sign = AndI(Srl<24>(u), Set1I(0x80));
+  const VI a = AndI(u, Set1I(0x7FFFFFFF));
+  // Normal: rebias 127 -> 7 and round the 20 dropped bits to nearest even.
+  const VI lsb = AndI(Srl<20>(a), Set1I(1));
+  const VI normal = SubI(Srl<20>(AddI(AddI(a, Set1I(0x7FFFF)), lsb)), Set1I(120 << 3));
+  // Below 2^-6: the integer mantissa a * 2^9 in [0, 8], rounded to nearest even.
+  const VI subnormal = CvttI(RoundToInteger(Mul(AsF(a), Set1(0x1p9f))));
+  VI q = SelectI(LtI(a, Set1I(0x3C800000)), subnormal, normal);
+  q = SelectI(GeI(a, Set1I(0x43F00000)), Set1I(0x7F), q);
+  return OrI(q, sign);
+}
+
+// QuantFp8Static's element step: clamp(x * inv, -448, 448), NaN kept, then e4m3fn RNE.
+struct Fp8Scale {
+  explicit Fp8Scale(float input_scale) : inv(Set1(1.0f / input_scale)), scale(Set1(input_scale)) {}
+  V inv;    // 1.0f / input_scale, formed once in f32
+  V scale;  // input_scale itself (never used to divide; kept for diagnostics and mutants)
+};
+inline VI QuantizeFp8(V x, const Fp8Scale& s) {
+  V v = Mul(x, s.inv);
+  v = Min(Set1(448.0f), v);
+  v = Max(Set1(-448.0f), v);
+  return FloatToFp8Bits(v);
+}
+
+// ---- numerics::Exp and numerics::Silu ----------------------------------------------------
+
+inline V Exp(V x) {
+  // numerics::RoundEven: + 1.5 * 2^23 - 1.5 * 2^23 rounds either sign to nearest even.
+  const V n = Sub(Add(Mul(x, Set1(1.44269502162933349609375f)), Set1(12582912.0f)), Set1(12582912.0f));
+  V r = Fma(n, Set1(-0.693145751953125f), x);
+  r = Fma(n, Set1(-1.428606765330187045e-06f), r);
+  V p = Set1(1.0f / 5040.0f);
+  p = Fma(p, r, Set1(1.0f / 720.0f));
+  p = Fma(p, r, Set1(1.0f / 120.0f));
+  p = Fma(p, r, Set1(1.0f / 24.0f));
+  p = Fma(p, r, Set1(1.0f / 6.0f));
+  p = Fma(p, r, Set1(0.5f));
+  p = Fma(p, r, Set1(1.0f));
+  p = Fma(p, r, Set1(1.0f));
+  const VI ni = CvtI(n);
+  const VI n1 = Sra<1>(AddI(ni, Srl<31>(ni)));  // ni / 2, truncated toward zero as in C++
+  const VI n2 = SubI(ni, n1);
+  const V s1 = AsF(Sll<23>(AddI(n1, Set1I(127))));
+  const V s2 = AsF(Sll<23>(AddI(n2, Set1I(127))));
+  V e = Mul(Mul(p, s1), s2);
+  e = Select(GtF(x, Set1(88.72283935546875f)), AsF(Set1I(0x7F800000)), e);
+  e = Select(LtF(x, Set1(-103.97208404541015625f)), Zero(), e);
+  return Select(IsNan(x), x, e);
+}
+
+inline V Neg(V x) { return AsF(XorI(AsI(x), Set1I(static_cast<int32_t>(0x80000000u)))); }
+
+inline V Silu(V x) { return Div(x, Add(Set1(1.0f), Exp(Neg(x)))); }
+
+// ---- loads and stores by dtype (F32, BF16, F16 values; fp8 codes) ------------------------
+
+inline V Load(const void* base, DType d, int64_t i) {
+  switch (d) {
+    case DType::kF32: return LoadF32(static_cast<const float*>(base) + i);
+    case DType::kBF16: return Bf16BitsToFloat(LoadU16(static_cast<const uint16_t*>(base) + i));
+    default: return HalfToFloat(static_cast<const uint16_t*>(base) + i);
+  }
+}
+
+inline void Store(void* base, DType d, int64_t i, V v) {
+  switch (d) {
+    case DType::kF32: StoreF32(static_cast<float*>(base) + i, v); return;
+    case DType::kBF16: StoreU16(static_cast<uint16_t*>(base) + i, FloatToBf16Bits(v)); return;
+    default: StoreF16(static_cast<uint16_t*>(base) + i, v); return;
+  }
+}
+
+inline size_t ElemSize(DType d) { return d == DType::kF32 ? 4 : 2; }
+
+// n elements (n <= kLanes) at element i; missing lanes read as +0. Tails go through a
+// zeroed buffer so no load or store touches memory past the end.
+inline V LoadN(const void* base, DType d, int64_t i, int n) {
+  if (n == kLanes) return Load(base, d, i);
+  const size_t es = ElemSize(d);
+  alignas(64) unsigned char buf[kLanes * 4] = {};
+  std::memcpy(buf, static_cast<const unsigned char*>(base) + static_cast<size_t>(i) * es, static_cast<size_t>(n) * es);
+  return Load(buf, d, 0);
+}
+
+inline void StoreN(void* base, DType d, int64_t i, V v, int n) {
+  if (n == kLanes) return Store(base, d, i, v);
+  const size_t es = ElemSize(d);
+  alignas(64) unsigned char buf[kLanes * 4];
+  Store(buf, d, 0, v);
+  std::memcpy(static_cast<unsigned char*>(base) + static_cast<size_t>(i) * es, buf, static_cast<size_t>(n) * es);
+}
+
+inline void StoreFp8N(uint8_t* base, int64_t i, VI codes, int n) {
+  if (n == kLanes) return StoreU8(base + i, codes);
+  alignas(64) uint8_t buf[kLanes];
+  StoreU8(buf, codes);
+  std::memcpy(base + i, buf, static_cast<size_t>(n));
+}
+
+// v rounded to `d` and widened back (identity for F32), as cpu::RoundTo.
+inline V RoundTo(DType d, V v) {
+  switch (d) {
+    case DType::kF32: return v;
+    case DType::kBF16: return Bf16Round(v);
+    default: return F16Round(v);
+  }
+}
+
+}  // namespace
+}  // namespace vt::cpu::VT_SIMD_NS
