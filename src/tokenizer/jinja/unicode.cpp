@@ -1,3 +1,8 @@
+// GCC 12 reports a false -Wrestrict inside std::string's operator+ when inlined at -O3
+// (GCC bug 105329); it must be silenced before <string> is included.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
 #include "tokenizer/jinja/unicode.h"
 
 #include <utf8proc.h>
