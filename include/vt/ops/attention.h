@@ -1,0 +1,50 @@
+// Attention over a paged KV cache (vLLM's layout).
+//
+// The cache of one layer is two tensors [num_blocks, block_size, Hk, D]: token slot
+// s = block * block_size + offset holds its key at key_cache[block, offset, :, :].
+// A sequence's tokens live in the blocks its row of block_tables lists, in order: token j
+// of the sequence is in block block_tables[s, j / block_size] at offset j % block_size.
+#pragma once
+
+#include "vt/queue.h"
+#include "vt/registry.h"
+#include "vt/tensor.h"
+
+namespace vt {
+
+// Stores key[t] and value[t] into slot slot_mapping[t] of the caches (a negative slot
+// skips the token, as vLLM's padding does). key, value: [T, Hk*D]; key_cache, value_cache:
+// [num_blocks, block_size, Hk, D] of the same dtype (F32/BF16/F16); slot_mapping: [T] I64.
+// A slot >= num_blocks * block_size is a vt::Error naming it (checked by the kernel).
+void KvCacheWrite(const Queue& q, const Tensor& key, const Tensor& value, const Tensor& key_cache,
+                  const Tensor& value_cache, const Tensor& slot_mapping);
+
+// Causal attention of S sequences' new tokens over their cached context.
+// Sequence s owns query rows [query_start_loc[s], query_start_loc[s+1]) (n_s rows) and has
+// seq_lens[s] tokens in the cache, its new tokens included (written by KvCacheWrite
+// before this call); query row i of s sits at position seq_lens[s] - n_s + i and attends to
+// the cached tokens 0..that position. Query head h reads KV head h / (Hq / Hk) (GQA/MQA).
+//   out[t, h*D:(h+1)*D] = Σ_j softmax_j(scale * q·k_j) v_j
+// Scores, softmax (running max) and the weighted sum are f32; the result is rounded once
+// to out's dtype. Prefill (many rows per sequence) and decode (one) are the same call.
+// out, query: [T, Hq*D] (dtype of the cache); block_tables: [S, max_blocks] I32;
+// seq_lens: [S] I32; query_start_loc: [S+1] I32; scale finite (usually 1/sqrt(D)).
+// Inconsistent metadata (n_s > seq_lens[s], a context longer than its block-table row,
+// a block id out of range) is a vt::Error naming the sequence and values.
+void PagedAttention(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
+                    const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
+                    const Tensor& query_start_loc, float scale);
+
+template <>
+struct OpTraits<OpId::kKvCacheWrite> {
+  using Fn = void(const Queue& q, const Tensor& key, const Tensor& value, const Tensor& key_cache,
+                  const Tensor& value_cache, const Tensor& slot_mapping);
+};
+template <>
+struct OpTraits<OpId::kPagedAttention> {
+  using Fn = void(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
+                  const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
+                  const Tensor& query_start_loc, float scale);
+};
+
+}  // namespace vt

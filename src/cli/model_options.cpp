@@ -1,0 +1,66 @@
+#include "cli/model_options.h"
+
+#include <charconv>
+
+#include "vt/error.h"
+
+namespace vtllm::cli {
+
+void AddModelFlags(CLI::App* cmd, ModelArgs& args) {
+  cmd->add_option("--device", args.device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", args.dtype, "activation dtype: auto, bfloat16 or float32")->capture_default_str();
+  cmd->add_option("--threads", args.threads, "CPU threads (0: one per hardware thread)")->capture_default_str();
+}
+
+namespace {
+vt::Device ParseDevice(const std::string& s) {
+  if (s == "cpu") return vt::Device::Cpu();
+  if (s == "cuda") return vt::Device::Cuda(0);
+  if (s.rfind("cuda:", 0) == 0) {
+    int index = -1;
+    const char* b = s.data() + 5;
+    const char* e = s.data() + s.size();
+    auto [p, ec] = std::from_chars(b, e, index);
+    if (ec == std::errc() && p == e && index >= 0) return vt::Device::Cuda(index);
+  }
+  throw vt::Error(vt::StrCat("--device: \"", s, "\" is not cpu, cuda or cuda:N"));
+}
+
+std::optional<vt::DType> ParseDType(const std::string& s) {
+  if (s == "auto") return std::nullopt;
+  if (s == "bfloat16" || s == "bf16") return vt::DType::kBF16;
+  if (s == "float32" || s == "f32" || s == "float") return vt::DType::kF32;
+  throw vt::Error(vt::StrCat("--dtype: \"", s, "\" is not auto, bfloat16 or float32"));
+}
+}  // namespace
+
+std::unique_ptr<model::Model> LoadModel(const ModelArgs& args, bool progress) {
+  VT_CHECK(!args.model.empty(),
+           "no MODEL given, and this build embeds no default model: pass a checkpoint directory");
+  model::LoadOptions o;
+  o.device = ParseDevice(args.device);
+  o.dtype = ParseDType(args.dtype);
+  o.cpu_threads = args.threads;
+  o.progress = progress;
+  return model::Model::Load(args.model, o);
+}
+
+std::vector<int32_t> ParsePromptIds(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    int64_t v = -1;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    VT_CHECK(!item.empty() && ec == std::errc() && p == item.data() + item.size() && v >= 0 && v <= INT32_MAX,
+             "--prompt-ids: entry ", ids.size(), " (\"", item, "\") is not a non-negative integer token id");
+    ids.push_back(static_cast<int32_t>(v));
+    start = end + 1;
+  }
+  VT_CHECK(!ids.empty(), "--prompt-ids: no token ids");
+  return ids;
+}
+
+}  // namespace vtllm::cli

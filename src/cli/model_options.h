@@ -1,0 +1,32 @@
+// Options shared by the subcommands that run a model (generate, logits, bench): the model
+// directory, --device and --dtype, and --prompt-ids parsing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace vtllm::cli {
+
+struct ModelArgs {
+  std::string model;           // checkpoint directory ("" = the embedded default)
+  std::string device = "cpu";  // cpu | cuda | cuda:N
+  std::string dtype = "auto";  // auto | bfloat16 | float32
+  int threads = 0;             // CPU threads (0: all)
+};
+
+// Adds --device, --dtype and --threads to `cmd`.
+void AddModelFlags(CLI::App* cmd, ModelArgs& args);
+
+// Loads args.model on the chosen device; throws vt::Error naming a bad flag value.
+std::unique_ptr<model::Model> LoadModel(const ModelArgs& args, bool progress = true);
+
+// "1,2,3" -> {1, 2, 3}; throws naming the first entry that is not a non-negative integer.
+std::vector<int32_t> ParsePromptIds(const std::string& text);
+
+}  // namespace vtllm::cli

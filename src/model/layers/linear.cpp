@@ -1,0 +1,183 @@
+#include "model/layers/linear.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/checkpoint.h"
+#include "model/quant_config.h"
+#include "vt/detail/numerics.h"
+#include "vt/error.h"
+#include "vt/ops/matmul.h"
+#include "vt/ops/quant.h"
+
+namespace vtllm::model {
+
+namespace {
+
+// Stacks the rows of same-dtype [N_i, K] tensors into one [sum N_i, K] CPU tensor; a single
+// part is returned as is (zero-copy from the checkpoint's mapping).
+vt::Tensor StackRows(const std::vector<vt::Tensor>& parts) {
+  if (parts.size() == 1) return parts[0];
+  int64_t rows = 0;
+  for (const vt::Tensor& p : parts) rows += p.dim(0);
+  const vt::Shape shape = parts[0].ndim() == 2 ? vt::Shape{rows, parts[0].dim(1)} : vt::Shape{rows};
+  vt::Tensor out = vt::Tensor::Empty(shape, parts[0].dtype(), vt::Device::Cpu());
+  char* dst = static_cast<char*>(out.data());
+  for (const vt::Tensor& p : parts) {
+    std::memcpy(dst, p.data(), p.nbytes());
+    dst += p.nbytes();
+  }
+  return out;
+}
+
+vt::Tensor ToDevice(const vt::Tensor& t, vt::Device device) { return t.device() == device ? t : t.To(device); }
+
+class UnquantizedLinearMethod final : public LinearMethod {
+ public:
+  void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
+    for (const LinearShard& s : shards) {
+      const std::string name = s.prefix + ".weight";
+      const TensorInfo& info = ckpt.Info(name);
+      const vt::DType dt = info.dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
+      parts_.push_back(ckpt.GetAs(name, dt, {s.out_features, in_features}));
+    }
+  }
+  void ProcessWeightsAfterLoading(const vt::Queue&, vt::Device device) override {
+    for (const vt::Tensor& p : parts_)
+      VT_CHECK(p.dtype() == parts_[0].dtype(), "linear: merged shards have different dtypes (",
+               p.Describe(), " vs ", parts_[0].Describe(), ")");
+    weight_ = ToDevice(StackRows(parts_), device);
+    parts_.clear();
+  }
+  void Apply(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x, int64_t n0, int64_t n1,
+             const vt::Tensor* bias) override {
+    const vt::Tensor w = (n0 == 0 && n1 == weight_.dim(0)) ? weight_ : weight_.Slice(0, n0, n1);
+    vt::Matmul(q, out, x, w, bias);
+  }
+  int64_t weight_bytes() const override { return static_cast<int64_t>(weight_.nbytes()); }
+  const char* name() const override { return "unquantized"; }
+
+ private:
+  std::vector<vt::Tensor> parts_;
+  vt::Tensor weight_;
+};
+
+class Fp8StaticLinearMethod final : public LinearMethod {
+ public:
+  void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
+    for (const LinearShard& s : shards) {
+      parts_.push_back(ckpt.GetAs(s.prefix + ".weight", vt::DType::kF8E4M3, {s.out_features, in_features}));
+      const float ws = ckpt.GetScaleF32(s.prefix + ".weight_scale");
+      const float is = ckpt.GetScaleF32(s.prefix + ".input_scale");
+      weight_scales_.push_back(ws);
+      input_scale_ = std::max(input_scale_, is);
+    }
+  }
+  void ProcessWeightsAfterLoading(const vt::Queue& host_queue, vt::Device device) override {
+    const float max_ws = *std::max_element(weight_scales_.begin(), weight_scales_.end());
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      if (weight_scales_[i] == max_ws) continue;
+      vt::Tensor re = vt::Tensor::Empty(parts_[i].shape(), vt::DType::kF8E4M3, vt::Device::Cpu());
+      RequantizeFp8(host_queue, re, parts_[i], weight_scales_[i], max_ws);
+      parts_[i] = re;
+    }
+    weight_scale_ = max_ws;
+    weight_ = ToDevice(StackRows(parts_), device);
+    parts_.clear();
+  }
+  void Apply(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x8, int64_t n0, int64_t n1,
+             const vt::Tensor* bias) override {
+    const vt::Tensor w = (n0 == 0 && n1 == weight_.dim(0)) ? weight_ : weight_.Slice(0, n0, n1);
+    vt::MatmulFp8(q, out, x8, w, input_scale_ * weight_scale_, bias);
+  }
+  bool takes_quantized_input() const override { return true; }
+  float input_scale() const override { return input_scale_; }
+  int64_t weight_bytes() const override { return static_cast<int64_t>(weight_.nbytes()); }
+  const char* name() const override { return "fp8-static"; }
+
+ private:
+  std::vector<vt::Tensor> parts_;
+  std::vector<float> weight_scales_;
+  float input_scale_ = 0.0f, weight_scale_ = 1.0f;
+  vt::Tensor weight_;
+};
+
+}  // namespace
+
+std::unique_ptr<LinearMethod> MakeUnquantizedLinearMethod() { return std::make_unique<UnquantizedLinearMethod>(); }
+std::unique_ptr<LinearMethod> MakeFp8StaticLinearMethod() { return std::make_unique<Fp8StaticLinearMethod>(); }
+
+void RequantizeFp8(const vt::Queue& host_queue, const vt::Tensor& out, const vt::Tensor& weight, float scale,
+                   float new_scale) {
+  VT_CHECK(weight.dtype() == vt::DType::kF8E4M3 && weight.is_contiguous() && weight.device().is_cpu(),
+           "RequantizeFp8: weight must be a contiguous CPU F8E4M3 tensor, got ", weight.Describe());
+  vt::Tensor deq = vt::Tensor::Empty(weight.shape(), vt::DType::kF32, vt::Device::Cpu());
+  const auto* src = weight.data_as<uint8_t>();
+  float* dst = deq.data_as<float>();
+  const int64_t n = weight.numel();
+  host_queue.ParallelFor(n, 1 << 14, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dst[i] = vt::Fp8E4M3ToFloat(src[i]) * scale;
+  });
+  vt::QuantFp8Static(host_queue, out, deq, new_scale);
+}
+
+Linear Linear::Load(const LinearContext& ctx, std::vector<LinearShard> shards, int64_t in_features, bool bias) {
+  VT_CHECK(!shards.empty(), "Linear::Load: no shards");
+  const bool fp8 = ctx.quant->method == QuantMethod::kFp8Static && ctx.quant->IsQuantized(shards[0].prefix);
+  for (const LinearShard& s : shards)
+    VT_CHECK((ctx.quant->method == QuantMethod::kFp8Static && ctx.quant->IsQuantized(s.prefix)) == fp8, "linear ",
+             s.prefix, ": merged with ", shards[0].prefix,
+             " but the quantization config quantizes one and not the other");
+  Linear lin;
+  lin.in_features_ = in_features;
+  lin.offsets_.push_back(0);
+  for (const LinearShard& s : shards) lin.offsets_.push_back(lin.offsets_.back() + s.out_features);
+  std::unique_ptr<LinearMethod> method = fp8 ? MakeFp8StaticLinearMethod() : MakeUnquantizedLinearMethod();
+  method->LoadWeights(*ctx.checkpoint, shards, in_features);
+  method->ProcessWeightsAfterLoading(*ctx.host_queue, ctx.device);
+  lin.method_ = std::move(method);
+  if (bias) {
+    std::vector<vt::Tensor> parts;
+    for (const LinearShard& s : shards) {
+      const std::string name = s.prefix + ".bias";
+      const TensorInfo& info = ctx.checkpoint->Info(name);
+      const vt::DType dt = info.dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
+      parts.push_back(ctx.checkpoint->GetAs(name, dt, {s.out_features}));
+    }
+    for (const vt::Tensor& p : parts)
+      VT_CHECK(p.dtype() == parts[0].dtype(), "linear ", shards[0].prefix, ": shard biases have different dtypes");
+    lin.bias_ = ToDevice(StackRows(parts), ctx.device);
+  }
+  return lin;
+}
+
+int64_t Linear::weight_bytes() const {
+  return method_->weight_bytes() + (bias_.defined() ? static_cast<int64_t>(bias_.nbytes()) : 0);
+}
+
+void Linear::Apply(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out) const {
+  ApplyShards(q, x, std::span<const vt::Tensor>(&out, 1));
+}
+
+void Linear::ApplyShards(const vt::Queue& q, const vt::Tensor& x, std::span<const vt::Tensor> outs) const {
+  const size_t num_shards = offsets_.size() - 1;
+  VT_CHECK(outs.size() == 1 || outs.size() == num_shards, "linear: ", outs.size(), " outputs for ", num_shards,
+           " shards");
+  vt::Tensor input = x;
+  if (method_->takes_quantized_input() && x.dtype() != vt::DType::kF8E4M3) {
+    const int64_t T = x.dim(0);
+    if (!quantized_.defined() || quantized_.dim(0) < T)
+      quantized_ = vt::Tensor::Empty({T, in_features_}, vt::DType::kF8E4M3, q.device());
+    input = quantized_.Slice(0, 0, T);
+    vt::QuantFp8Static(q, input, x, method_->input_scale());
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const int64_t n0 = outs.size() == 1 ? 0 : offsets_[i];
+    const int64_t n1 = outs.size() == 1 ? offsets_.back() : offsets_[i + 1];
+    vt::Tensor b;
+    if (bias_.defined()) b = (n0 == 0 && n1 == bias_.dim(0)) ? bias_ : bias_.Slice(0, n0, n1);
+    method_->Apply(q, outs[i], input, n0, n1, bias_.defined() ? &b : nullptr);
+  }
+}
+
+}  // namespace vtllm::model

@@ -1,0 +1,97 @@
+// Linear layers with vLLM's quantization-method lifecycle: a method loads its shards'
+// weights from the checkpoint, processes them once after loading (merging shards,
+// requantizing, moving them to the device), then applies them every step.
+//
+// A linear has one or more shards (q/k/v merged into qkv, gate/up into gate_up, as vLLM's
+// QKVParallelLinear and MergedColumnParallelLinear do); its weight is the shards' rows
+// stacked, [sum N_i, K], and its output the shards' columns side by side.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "vt/queue.h"
+#include "vt/tensor.h"
+
+namespace vtllm::model {
+
+class Checkpoint;
+struct QuantConfig;
+
+struct LinearShard {
+  std::string prefix;  // e.g. "model.layers.0.self_attn.q_proj"
+  int64_t out_features = 0;
+};
+
+// What a linear is built from: the checkpoint, its quantization config, where the weights go,
+// and a CPU queue for the one-time processing after loading.
+struct LinearContext {
+  const Checkpoint* checkpoint = nullptr;
+  const QuantConfig* quant = nullptr;
+  vt::Device device;
+  const vt::Queue* host_queue = nullptr;
+};
+
+// vLLM's LinearMethodBase: create/load weights -> process_weights_after_loading -> apply.
+class LinearMethod {
+ public:
+  virtual ~LinearMethod() = default;
+  // Reads the shards' weights (and scales) and checks their dtypes and shapes.
+  virtual void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) = 0;
+  // Merges the shards into one weight in its final form on `device`.
+  virtual void ProcessWeightsAfterLoading(const vt::Queue& host_queue, vt::Device device) = 0;
+  // out = x · W[n0:n1]ᵀ (+ bias). x is the activation [T, K] (or, for a method with
+  // takes_quantized_input(), the FP8 activation already quantized with input_scale()).
+  virtual void Apply(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x, int64_t n0, int64_t n1,
+                     const vt::Tensor* bias) = 0;
+  virtual bool takes_quantized_input() const { return false; }
+  virtual float input_scale() const { return 1.0f; }
+  virtual int64_t weight_bytes() const = 0;
+  virtual const char* name() const = 0;
+};
+
+// Unquantized weights (BF16 or F32 as stored) with vt::Matmul.
+std::unique_ptr<LinearMethod> MakeUnquantizedLinearMethod();
+// Static per-tensor FP8 W8A8 with vt::MatmulFp8: one input scale (the max of the shards'),
+// the weight requantized to the max of the shards' weight scales.
+std::unique_ptr<LinearMethod> MakeFp8StaticLinearMethod();
+
+// The requantization vLLM applies when merging FP8 shards: each byte decoded, multiplied by
+// its shard's scale in f32, and quantized with `new_scale` exactly as QuantFp8Static does
+// (multiply by 1/new_scale formed once, clamp, RNE). Bytes whose scale already equals
+// new_scale are unchanged. Runs on a CPU queue.
+void RequantizeFp8(const vt::Queue& host_queue, const vt::Tensor& out, const vt::Tensor& weight, float scale,
+                   float new_scale);
+
+class Linear {
+ public:
+  Linear() = default;
+  // Builds and loads a linear of `shards` over `in_features` inputs, quantized when the
+  // quantization config says its first shard is (all shards must agree), with a bias
+  // `<prefix>.bias` per shard when `bias`.
+  static Linear Load(const LinearContext& ctx, std::vector<LinearShard> shards, int64_t in_features, bool bias);
+
+  // out: [T, N] of all shards.
+  void Apply(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out) const;
+  // outs[i]: [T, N_i] of shard i, each contiguous (one input quantization for all).
+  void ApplyShards(const vt::Queue& q, const vt::Tensor& x, std::span<const vt::Tensor> outs) const;
+
+  bool takes_quantized_input() const { return method_->takes_quantized_input(); }
+  float input_scale() const { return method_->input_scale(); }
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return offsets_.back(); }
+  int64_t weight_bytes() const;
+  const char* method_name() const { return method_->name(); }
+
+ private:
+  std::shared_ptr<LinearMethod> method_;
+  std::vector<int64_t> offsets_;  // shard i is columns [offsets_[i], offsets_[i+1])
+  int64_t in_features_ = 0;
+  vt::Tensor bias_;
+  mutable vt::Tensor quantized_;  // scratch for the FP8 input when the caller passes BF16/F32
+};
+
+}  // namespace vtllm::model

@@ -1,0 +1,93 @@
+// A loaded model on one device, ready to run steps over a paged KV cache.
+//
+//   auto model = Model::Load(dir, vt::Device::Cpu(), std::nullopt);
+//   KvCache cache = model->MakeKvCache(max_tokens);
+//   SequenceKv seq;
+//   std::vector<float> logits = model->Forward(prompt_ids, positions, {&cache, &seq});
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/models/causal_lm.h"
+#include "model/quant_config.h"
+#include "vt/queue.h"
+
+namespace vtllm::model {
+
+struct LoadOptions {
+  vt::Device device = vt::Device::Cpu();
+  // Activation and KV-cache dtype: BF16 or F32; nullopt = the checkpoint's dtype (F32 stays
+  // F32, anything else runs in BF16).
+  std::optional<vt::DType> dtype;
+  int cpu_threads = 0;                     // 0: one per hardware thread
+  vt::CpuIsa cpu_isa = vt::CpuIsa::kBest;  // cap on the CPU kernels' instruction set (tests)
+  bool progress = true;                    // a progress bar on stderr for slow loads
+};
+
+// One sequence's KV state for a step: the cache and the sequence's blocks in it.
+struct KvState {
+  KvCache* cache = nullptr;
+  SequenceKv* seq = nullptr;
+};
+
+// One sequence of a batched step: `num_new` tokens appended after its cached ones.
+struct BatchEntry {
+  SequenceKv* seq = nullptr;
+  int64_t num_new = 0;
+};
+
+class Model {
+ public:
+  // Reads config.json and the quantization config, checks that the architecture is known
+  // and that every op it needs has a kernel on `device` (listing all missing ones in one
+  // vt::Error), then loads and processes the weights.
+  static std::unique_ptr<Model> Load(const std::string& dir, const LoadOptions& options);
+  static std::unique_ptr<Model> Load(const std::string& dir, vt::Device device,
+                                     std::optional<vt::DType> dtype = std::nullopt);
+
+  // A cache with room for `max_tokens` tokens in blocks of `block_size`.
+  KvCache MakeKvCache(int64_t max_tokens, int64_t block_size = 16) const;
+
+  // Runs `token_ids` at `positions` (which must continue kv.seq: seq.num_tokens, +1, ...),
+  // appending them to the sequence's cache (blocks are reserved as needed). Returns F32
+  // logits, row-major: [T, vocab] when all_logits, else [1, vocab] for the last token.
+  std::vector<float> Forward(std::span<const int32_t> token_ids, std::span<const int64_t> positions, KvState kv,
+                             bool all_logits = false);
+  // Several sequences in one step; ids are the entries' new tokens concatenated. Returns
+  // the logits of each entry's last token, [S, vocab].
+  std::vector<float> ForwardBatch(KvCache& cache, std::span<const int32_t> token_ids,
+                                  std::span<const BatchEntry> batch);
+
+  const ModelConfig& config() const { return config_; }
+  const QuantConfig& quant() const { return quant_; }
+  vt::DType dtype() const { return dtype_; }
+  const vt::Queue& queue() const { return queue_; }
+  int64_t vocab_size() const { return config_.vocab_size; }
+  // Bytes of weights one forward step reads (for bandwidth figures).
+  int64_t weight_bytes() const { return lm_->weight_bytes(); }
+
+ private:
+  Model(ModelConfig config, QuantConfig quant, vt::Queue queue)
+      : config_(std::move(config)), quant_(std::move(quant)), queue_(std::move(queue)) {}
+  std::vector<float> Run(KvCache& cache, std::span<const int32_t> token_ids, std::span<const BatchEntry> batch,
+                         bool all_logits);
+
+  ModelConfig config_;
+  QuantConfig quant_;
+  vt::Queue queue_;
+  vt::DType dtype_ = vt::DType::kBF16;
+  std::unique_ptr<CausalLM> lm_;
+};
+
+// The ops of `required` with no kernel on `device`, by name.
+std::vector<std::string> MissingOps(std::span<const vt::OpId> required, vt::DeviceType device);
+
+}  // namespace vtllm::model

@@ -1,0 +1,58 @@
+// The interface every architecture implements, and the registry that maps a checkpoint's
+// `architectures[0]` to one.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "model/layers/linear.h"
+#include "vt/op_id.h"
+#include "vt/queue.h"
+#include "vt/tensor.h"
+
+namespace vtllm::model {
+
+struct ModelConfig;
+class LoadProgress;
+
+// Everything an architecture needs to build itself.
+struct BuildContext {
+  const ModelConfig* config = nullptr;
+  LinearContext linear;    // checkpoint, quantization config, device, host queue
+  vt::DType act_dtype = vt::DType::kBF16;  // activations and KV cache: BF16 or F32
+  LoadProgress* progress = nullptr;  // advanced by each module's checkpoint bytes; may be null
+};
+
+// A decoder-only causal LM on one device.
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  // Runs one step. ids: [T] I32 on the device; meta: the batch's attention inputs;
+  // logit_rows: [R] I32 rows of the T tokens whose logits are wanted;
+  // logits: [R, vocab] F32 on the device.
+  virtual void Forward(const vt::Queue& q, const vt::Tensor& ids, const AttentionMetadata& meta,
+                       const KvCache& cache, const vt::Tensor& logit_rows, const vt::Tensor& logits) = 0;
+  // The ops Forward dispatches, for the up-front registration check.
+  virtual std::vector<vt::OpId> RequiredOps() const = 0;
+  // Bytes of weights one step reads (every weight once).
+  virtual int64_t weight_bytes() const = 0;
+  virtual KvCacheSpec CacheSpec(int64_t num_blocks, int64_t block_size, vt::Device device) const = 0;
+};
+
+using ArchitectureFactory = std::unique_ptr<CausalLM> (*)(const BuildContext& ctx);
+
+struct Architecture {
+  std::string_view name;  // HF class name, e.g. "Qwen3ForCausalLM"
+  ArchitectureFactory create;
+};
+
+// The architectures this build supports (an explicit table; no static registration).
+std::span<const Architecture> Architectures();
+// The entry for `name`; throws vt::Error listing the supported ones when there is none.
+const Architecture& FindArchitecture(std::string_view name);
+
+}  // namespace vtllm::model

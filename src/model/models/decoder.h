@@ -1,0 +1,20 @@
+// The Llama-family decoder (Llama, Qwen2, Qwen3): embedding, N x [RMSNorm -> attention
+// (q/k/v merged, RoPE, paged KV cache) -> RMSNorm -> SiLU-gated MLP (gate/up merged)] with a
+// residual stream, a final RMSNorm and the lm_head. The architectures differ only in the
+// options below.
+#pragma once
+
+#include <memory>
+
+#include "model/models/causal_lm.h"
+
+namespace vtllm::model {
+
+struct DecoderOptions {
+  bool qk_norm = false;   // Qwen3: RMSNorm of each query and key head before RoPE
+  bool qkv_bias = false;  // Qwen2 (always), Llama/Qwen3 with attention_bias
+};
+
+std::unique_ptr<CausalLM> MakeDecoder(const BuildContext& ctx, const DecoderOptions& options);
+
+}  // namespace vtllm::model

@@ -1,0 +1,192 @@
+// CPU PagedAttention: causal attention of each sequence's new tokens over its paged KV
+// cache, with an f32 online softmax.
+//
+// Work is split into items (sequence, KV head, group of query heads, chunk of query rows);
+// an item converts each cache block of its KV head to f32 once and uses it for every query
+// head of the group and every row of the chunk, so GQA reads the cache once per KV head.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "vt/cpu/backend.h"
+#include "vt/cpu/elem.h"
+#include "vt/ops/attention.h"
+
+namespace vt::cpu {
+
+namespace {
+
+constexpr int64_t kRowChunk = 32;  // query rows per work item (prefill)
+
+struct WorkItem {
+  int64_t seq, kv_head, head0, head1, row0, row1;
+};
+
+// Converts n contiguous elements of `dtype` at src to f32.
+void ToF32(float* dst, const void* src, DType dtype, int64_t n) {
+  switch (dtype) {
+    case DType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
+    case DType::kBF16: {
+      const auto* p = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(p[i]);
+      return;
+    }
+    default:
+      for (int64_t i = 0; i < n; ++i) dst[i] = LoadFloat(src, dtype, i);
+  }
+}
+
+// Dot product with 8 independent partial sums (vectorisable without reassociation flags).
+inline float Dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+struct Geometry {
+  int64_t Hq, Hk, D, group, block_size, num_blocks, max_blocks;
+  DType dtype;
+};
+
+void RunItem(const WorkItem& w, const Geometry& g, const Tensor& out, const Tensor& query, const Tensor& key_cache,
+             const Tensor& value_cache, const int32_t* block_row, int64_t ctx, int64_t q_start, int64_t n_new,
+             float scale) {
+  const int64_t D = g.D, heads = w.head1 - w.head0, rows = w.row1 - w.row0, nq = heads * rows;
+  thread_local std::vector<float> qf, acc, m, l, kf, vf, score;
+  qf.resize(nq * D);
+  acc.assign(nq * D, 0.0f);
+  m.assign(nq, -INFINITY);
+  l.assign(nq, 0.0f);
+  kf.resize(g.block_size * D);
+  vf.resize(g.block_size * D);
+  score.resize(g.block_size);
+  const size_t esize = DTypeSize(g.dtype);
+  // Query vector (r, h) at index (r - row0) * heads + (h - head0), pre-scaled.
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h) {
+      float* dst = &qf[(r * heads + h) * D];
+      const int64_t t = q_start + w.row0 + r;
+      ToF32(dst, static_cast<const char*>(query.data()) + ((t * g.Hq + w.head0 + h) * D) * esize, g.dtype, D);
+      for (int64_t i = 0; i < D; ++i) dst[i] *= scale;
+    }
+  const int64_t first_pos = ctx - n_new;           // position of new row 0
+  const int64_t last_pos = first_pos + w.row1 - 1;  // the furthest any row of the chunk sees
+  const int64_t token_stride = g.Hk * D;            // between consecutive slots of a block
+  for (int64_t b = 0; b * g.block_size <= last_pos; ++b) {
+    const int64_t tok0 = b * g.block_size;
+    const int64_t count = std::min(g.block_size, last_pos + 1 - tok0);
+    const int64_t block = block_row[b];
+    const size_t base = static_cast<size_t>((block * g.block_size * g.Hk + w.kv_head) * D);
+    for (int64_t j = 0; j < count; ++j) {
+      ToF32(&kf[j * D], static_cast<const char*>(key_cache.data()) + (base + j * token_stride) * esize, g.dtype, D);
+      ToF32(&vf[j * D], static_cast<const char*>(value_cache.data()) + (base + j * token_stride) * esize, g.dtype,
+            D);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t pos = first_pos + w.row0 + r;
+      const int64_t valid = std::min(count, pos + 1 - tok0);
+      if (valid <= 0) continue;
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t qi = r * heads + h;
+        const float* qv = &qf[qi * D];
+        float bm = -INFINITY;
+        for (int64_t j = 0; j < valid; ++j) {
+          score[j] = Dot(qv, &kf[j * D], D);
+          bm = std::max(bm, score[j]);
+        }
+        float* a = &acc[qi * D];
+        if (bm > m[qi]) {
+          const float rescale = std::exp(m[qi] - bm);  // exp(-inf) = 0 on the first block
+          for (int64_t i = 0; i < D; ++i) a[i] *= rescale;
+          l[qi] *= rescale;
+          m[qi] = bm;
+        }
+        for (int64_t j = 0; j < valid; ++j) {
+          const float p = std::exp(score[j] - m[qi]);
+          l[qi] += p;
+          const float* v = &vf[j * D];
+          for (int64_t i = 0; i < D; ++i) a[i] += p * v[i];
+        }
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t qi = r * heads + h;
+      const int64_t t = q_start + w.row0 + r;
+      const float inv = 1.0f / l[qi];
+      const int64_t o = (t * g.Hq + w.head0 + h) * D;
+      for (int64_t i = 0; i < D; ++i) StoreFloat(out.data(), g.dtype, o + i, acc[qi * D + i] * inv);
+    }
+}
+
+void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
+                       const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
+                       const Tensor& query_start_loc, float scale) {
+  Geometry g{};
+  g.D = key_cache.dim(3);
+  g.Hk = key_cache.dim(2);
+  g.Hq = query.dim(1) / g.D;
+  g.group = g.Hq / g.Hk;
+  g.block_size = key_cache.dim(1);
+  g.num_blocks = key_cache.dim(0);
+  g.max_blocks = block_tables.dim(1);
+  g.dtype = key_cache.dtype();
+  const int64_t S = seq_lens.dim(0), T = query.dim(0);
+  const auto* lens = seq_lens.data_as<int32_t>();
+  const auto* qsl = query_start_loc.data_as<int32_t>();
+  const auto* tables = block_tables.data_as<int32_t>();
+
+  // Validate the metadata and count the row chunks.
+  VT_CHECK(qsl[0] == 0 && qsl[S] == T, "PagedAttention: query_start_loc must run from 0 to the ", T,
+           " query rows, got [", qsl[0], " .. ", qsl[S], "]");
+  int64_t chunks = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t n = qsl[s + 1] - qsl[s], ctx = lens[s];
+    VT_CHECK(n >= 0, "PagedAttention: query_start_loc decreases at sequence ", s, " (", qsl[s], " -> ", qsl[s + 1],
+             ")");
+    VT_CHECK(n <= ctx, "PagedAttention: sequence ", s, " has ", n, " new query rows but seq_lens[", s, "] = ", ctx);
+    VT_CHECK(ctx <= g.max_blocks * g.block_size, "PagedAttention: seq_lens[", s, "] = ", ctx, " exceeds its ",
+             g.max_blocks, " block-table entries of ", g.block_size, " tokens");
+    for (int64_t b = 0; b * g.block_size < ctx; ++b) {
+      const int32_t id = tables[s * g.max_blocks + b];
+      VT_CHECK(id >= 0 && id < g.num_blocks, "PagedAttention: block_tables[", s, ", ", b, "] = ", id,
+               " is outside the cache's ", g.num_blocks, " blocks");
+    }
+    chunks += (n + kRowChunk - 1) / kRowChunk;
+  }
+  // Split query-head groups further when there are too few items to fill the pool.
+  const int threads = Cpu(q).pool.size();
+  int64_t split = 1;
+  while (chunks * g.Hk * split < threads && split < g.group && g.group % (split * 2) == 0) split *= 2;
+  std::vector<WorkItem> items;
+  items.reserve(static_cast<size_t>(chunks * g.Hk * split));
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t n = qsl[s + 1] - qsl[s];
+    for (int64_t r0 = 0; r0 < n; r0 += kRowChunk)
+      for (int64_t kh = 0; kh < g.Hk; ++kh)
+        for (int64_t part = 0; part < split; ++part) {
+          const int64_t per = g.group / split;
+          const int64_t h0 = kh * g.group + part * per;
+          items.push_back({s, kh, h0, h0 + per, r0, std::min(n, r0 + kRowChunk)});
+        }
+  }
+  Cpu(q).pool.ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const WorkItem& w = items[i];
+      RunItem(w, g, out, query, key_cache, value_cache, tables + w.seq * g.max_blocks, lens[w.seq], qsl[w.seq],
+              qsl[w.seq + 1] - qsl[w.seq], scale);
+    }
+  });
+}
+
+}  // namespace
+
+void RegisterAttentionKernels() { Register<OpId::kPagedAttention>(DeviceType::kCPU, &PagedAttentionCpu); }
+
+}  // namespace vt::cpu
