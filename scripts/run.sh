@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 JOBS=${JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/vtllm-ccache}
+export CCACHE_BASEDIR=$PWD
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DVTLLM_TESTS=OFF >/dev/null
 cmake --build build/release -j"$JOBS"
 echo "== vt kernel benchmark (quick)"

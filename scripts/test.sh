@@ -9,6 +9,7 @@ bash scripts/setup.sh
 
 JOBS=${JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/vtllm-ccache}
+export CCACHE_BASEDIR=$PWD  # cache hits across checkouts in different folders
 CUDA_FLAGS=()
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=$PATH:/usr/local/cuda/bin

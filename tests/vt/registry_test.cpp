@@ -52,13 +52,25 @@ TEST(Registry, OpRegisteredMatchesDispatch) {
   }
 }
 
-TEST(Registry, BuildWithoutCudaRefusesCudaByName) {
-  if (vt::OpRegistered(vt::OpId::kQuantFp8Static, vt::DeviceType::kCUDA)) GTEST_SKIP() << "built with CUDA";
-  for (int i = 0; i < vt::kNumOps; ++i)
-    EXPECT_FALSE(vt::OpRegistered(static_cast<vt::OpId>(i), vt::DeviceType::kCUDA)) << vt::OpName(static_cast<vt::OpId>(i));
-  ExpectErrorWith([] { vt::Queue::Cuda(); }, {"Queue::Cuda", "without CUDA"});
-  ExpectErrorWith([] { vt::Kernel<vt::OpId::kQuantFp8Static>(vt::DeviceType::kCUDA); },
-                  {"QuantFp8Static: no kernel for cuda", "registered: cpu"});
+TEST(Registry, CudaQueueRefusesByNameWhenUnavailable) {
+  if (!vt::OpRegistered(vt::OpId::kQuantFp8Static, vt::DeviceType::kCUDA)) {
+    // A build without CUDA: nothing is registered there and asking for it is refused by name.
+    for (int i = 0; i < vt::kNumOps; ++i)
+      EXPECT_FALSE(vt::OpRegistered(static_cast<vt::OpId>(i), vt::DeviceType::kCUDA))
+          << vt::OpName(static_cast<vt::OpId>(i));
+    ExpectErrorWith([] { vt::Queue::Cuda(); }, {"Queue::Cuda", "without CUDA"});
+    ExpectErrorWith([] { vt::Kernel<vt::OpId::kQuantFp8Static>(vt::DeviceType::kCUDA); },
+                    {"QuantFp8Static: no kernel for cuda", "registered: cpu"});
+    return;
+  }
+  // A CUDA build: a device index past the visible GPUs is refused with an error naming it.
+  const int n = vt::CudaDeviceCount();
+  try {
+    vt::Queue::Cuda(n);
+    ADD_FAILURE() << "Queue::Cuda(" << n << ") succeeded with " << n << " visible GPUs";
+  } catch (const vt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Registry, DispatchCountsTheKernelThatRan) {

@@ -9,8 +9,8 @@
 
 namespace vt::cuda {
 
-// MatmulFp8 uses cuBLASLt for M > kSmallMMax and K >= kLtMinK, and the streaming kernel
-// otherwise (and when cuBLASLt has no algorithm for the shape). Below kLtMinK cuBLASLt's
+// MatmulFp8 uses cuBLASLt for M > kSmallMMax and K >= kLtMinK, and the split-K streaming
+// kernel otherwise (it measured faster than MatmulFp8Small on every benchmarked shape) (and when cuBLASLt has no algorithm for the shape). Below kLtMinK cuBLASLt's
 // FP8 tensor-core accumulation (about 13 mantissa bits per partial sum on sm_90) exceeds the
 // DESIGN bound 4·K·FLT_EPSILON·Σ|a·b|, measured on the H200; from 2048 up it stays inside.
 // At M = 4 the streaming kernel was measured at half of cuBLASLt's speed, hence 1.
