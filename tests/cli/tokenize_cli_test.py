@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`vtllm tokenize` against transformers: chat renderings and their ids
 (tests/fixtures/chat/transformers_{qwen3,llama3}.json) and plain-text ids
-(tests/fixtures/oracles/qwen3-tokenizer). usage: tokenize_cli_test.py VTLLM SOURCE_DIR"""
+(tests/fixtures/tokenizer/hf/qwen3-tokenizer). usage: tokenize_cli_test.py VTLLM SOURCE_DIR"""
 import json
 import os
 import subprocess
@@ -40,7 +40,7 @@ for name, pkg in [("qwen3", "tokenizer-qwen3"), ("llama3", "tokenizer-llama3")]:
             check(got.get("text") == case["rendered"], f"{name}/{case['name']}: text differs")
             check(got.get("ids") == case["ids"], f"{name}/{case['name']}: ids differ")
 
-oracle = json.load(open(os.path.join(root, "tests/fixtures/oracles/qwen3-tokenizer/tokenizer_oracle.json"), encoding="utf-8"))
+oracle = json.load(open(os.path.join(root, "tests/fixtures/tokenizer/hf/qwen3-tokenizer/tokenizer_oracle.json"), encoding="utf-8"))
 for e in oracle["encode"][:20]:
     rc, out, err = run([os.path.join(npm, "tokenizer-qwen3/models")], e["text"])
     check(rc == 0 and json.loads(out)["ids"] == e["ids_with_special"], f"text {e['text']!r}: {out} {err}")
