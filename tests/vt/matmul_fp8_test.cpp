@@ -113,6 +113,9 @@ TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
       {1, 7, 1},    {1, 33, 67},    {2, 5, 31},     {3, 67, 100},  {5, 9, 257},    {16, 13, 33},
       {17, 31, 65}, {64, 11, 129},  {65, 35, 1},    {130, 7, 97},  {1, 301, 2501}, {17, 137, 1100},
       {65, 261, 2113}, {130, 45, 3}, {4, 1, 5},
+      // Small-M streaming path: whole 64-value K steps only, whole 4-row weight groups
+      // plus a tail, M on and between multiples of 4.
+      {4, 8, 128}, {8, 13, 64}, {15, 6, 192},
   };
   std::mt19937 rng(1234);
   const float alpha = 0.0123f;

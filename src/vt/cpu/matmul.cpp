@@ -1,9 +1,11 @@
 // CPU MatmulFp8 and Matmul: a blocked driver shared by every ISA level, and the choice of
 // kernel set (matmul_kernels.h) from the queue's effective ISA and the operand dtypes.
 //
-// Decode (small M) is bound by streaming the weights: each weight byte is read once per
-// call, decoded into an L2-resident panel, and multiplied with every row of a. Prefill
-// (large M) reuses each decoded panel across all rows of a, with a's packed rows in L1.
+// Decode (small M) is bound by streaming the weights: where the kernel set has a direct
+// path (`stream`), each thread reads its weight rows once straight into the multiply, with
+// no panel; otherwise each weight byte is decoded once into an L2-resident panel and
+// multiplied with every row of a. Prefill (large M) reuses each decoded panel across all
+// rows of a, with a's packed rows in L1.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -93,6 +95,10 @@ const KernelSet& ChooseKernels(CpuIsa isa, DType a, DType b) {
 // Block sizes: a K block of a packed row is ~4 KiB (L1 holds a's rows of one micro-tile
 // and the panel rows it meets); panels stay within a share of L2. Small M takes all of K
 // at once so every weight row is read as one sequential stream.
+// Largest M that takes a set's streaming path (when it has one): below it the weights'
+// memory stream bounds the time and a panel only adds a write and a re-read.
+constexpr int64_t kStreamMaxM = 16;
+
 struct Blocking {
   int64_t kp, kc, nc;
 };
@@ -108,6 +114,25 @@ Blocking ChooseBlocking(const KernelSet& ks, int64_t M, int64_t K) {
   bl.nc = panel_budget / (bl.kc * ks.elt_size) / kPanelRows * kPanelRows;
   bl.nc = std::clamp<int64_t>(bl.nc, kPanelRows, 128);
   return bl;
+}
+
+// Epilogue for out rows [m0, m0 + rows_m) x columns [nb, nb + rows) from f32 sums
+// c[m * ldc + j]: alpha and the packing unscale, bias, one rounding to the output dtype.
+void StoreRows(const Gemm& g, float unscale, const float* acc, int64_t ldc, int64_t m0, int64_t rows_m, int64_t nb,
+               int64_t rows) {
+  for (int64_t m = 0; m < rows_m; ++m) {
+    const float* c = acc + m * ldc;
+    const int64_t o = (m0 + m) * g.N + nb;
+    for (int64_t j = 0; j < rows; ++j) {
+      float v = g.alpha * (c[j] * unscale);
+      if (g.bias != nullptr) v += LoadFloat(g.bias->data(), g.bias->dtype(), nb + j);
+      if (g.out_dtype == DType::kF32) {
+        static_cast<float*>(g.out)[o + j] = v;
+      } else {
+        static_cast<uint16_t*>(g.out)[o + j] = FloatToBf16(v);
+      }
+    }
+  }
 }
 
 // out rows [m0, m1) x columns [n0, n1) from packed a rows `ap` (stride bl.kp).
@@ -132,20 +157,24 @@ void RunTile(const KernelSet& ks, const Gemm& g, const Blocking& bl, const std::
         std::memset(panel + rows * kcp * ks.elt_size, 0, static_cast<size_t>((rows_p - rows) * kcp * ks.elt_size));
       ks.gemm(ap + (m0 * bl.kp + k0) * ks.elt_size, bl.kp, rows_m, panel, kcp, rows_p, kcp, acc, rows_p);
     }
-    // Epilogue: alpha and the packing unscale, bias, one rounding to the output dtype.
-    for (int64_t m = 0; m < rows_m; ++m) {
-      const float* c = acc + m * rows_p;
-      const int64_t o = (m0 + m) * g.N + nb;
-      for (int64_t j = 0; j < rows; ++j) {
-        float v = g.alpha * (c[j] * unscale);
-        if (g.bias != nullptr) v += LoadFloat(g.bias->data(), g.bias->dtype(), nb + j);
-        if (g.out_dtype == DType::kF32) {
-          static_cast<float*>(g.out)[o + j] = v;
-        } else {
-          static_cast<uint16_t*>(g.out)[o + j] = FloatToBf16(v);
-        }
-      }
-    }
+    StoreRows(g, unscale, acc, rows_p, m0, rows_m, nb, rows);
+  }
+}
+
+// Small M: each thread streams its weight rows once through the set's direct path, in
+// blocks of output columns that keep the f32 sums in L1.
+void RunStream(const KernelSet& ks, const Gemm& g, const Blocking& bl, const std::byte* ap, int64_t n0,
+               int64_t n1) {
+  constexpr int64_t kCols = 256;
+  const float unscale = (g.a_dtype == DType::kF8E4M3 ? ks.fp8_unscale : 1.0f) *
+                        (g.b_dtype == DType::kF8E4M3 ? ks.fp8_unscale : 1.0f);
+  const size_t b_elt = DTypeSize(g.b_dtype);
+  auto* acc = static_cast<float*>(AccScratch().Get(static_cast<size_t>(g.M * kCols) * sizeof(float)));
+  for (int64_t nb = n0; nb < n1; nb += kCols) {
+    const int64_t rows = std::min(kCols, n1 - nb);
+    const auto* bsrc = static_cast<const std::byte*>(g.b) + static_cast<size_t>(nb * g.K) * b_elt;
+    ks.stream(g.b_dtype, ap, bl.kp, g.M, bsrc, g.K, rows, acc, rows);
+    StoreRows(g, unscale, acc, rows, 0, g.M, nb, rows);
   }
 }
 
@@ -167,7 +196,9 @@ void RunGemm(const Queue& q, const Gemm& g) {
   // Split N across threads (every decode, and prefill with enough weight rows); split M
   // when N is too small to feed the threads.
   const int threads = cq.pool.size();
-  if (g.N >= static_cast<int64_t>(threads) * 4 * kPanelRows || g.M < 64) {
+  if (ks.stream != nullptr && g.M <= kStreamMaxM && g.a_dtype == g.b_dtype) {
+    cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunStream(ks, g, bl, ap, n0, n1); });
+  } else if (g.N >= static_cast<int64_t>(threads) * 4 * kPanelRows || g.M < 64) {
     cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunTile(ks, g, bl, ap, 0, g.M, n0, n1); });
   } else {
     cq.pool.ParallelFor(g.M, 16, [&](int64_t m0, int64_t m1) { RunTile(ks, g, bl, ap, m0, m1, 0, g.N); });

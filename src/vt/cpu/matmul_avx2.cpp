@@ -108,7 +108,7 @@ void Gemm(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, i
 }  // namespace
 
 const KernelSet& Avx2Kernels() {
-  static const KernelSet ks{"avx2-f32", kLanes, 4, 256.0f, &Accepts, &Pack, &Gemm};
+  static const KernelSet ks{"avx2-f32", kLanes, 4, 256.0f, &Accepts, &Pack, &Gemm, nullptr};
   return ks;
 }
 

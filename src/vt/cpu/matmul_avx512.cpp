@@ -84,6 +84,14 @@ struct Fp8ToBf16Lut {
     _mm512_storeu_si512(d, _mm512_unpacklo_epi8(lo, hi));
     _mm512_storeu_si512(d + 32, _mm512_unpackhi_epi8(lo, hi));
   }
+
+  // The same decode into two registers (K order as stored by operator()).
+  __attribute__((target("avx512vbmi"), always_inline)) void Decode(__m512i x, __m512i& w0, __m512i& w1) const {
+    const __m512i lo = _mm512_permutex2var_epi8(lo0, x, lo1);
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, x, hi1), x, sign, 0xF8);
+    w0 = _mm512_unpacklo_epi8(lo, hi);
+    w1 = _mm512_unpackhi_epi8(lo, hi);
+  }
 };
 
 inline __mmask64 Mask64(int64_t left) {
@@ -257,16 +265,162 @@ struct F32Tile {
 
 static_assert(kRowsA == 4, "GemmBlocks dispatches tiles of 1..4 rows");
 
+// ---- Streaming decode (small M) -----------------------------------------------------
+//
+// Weight rows stream straight from memory into vdpbf16ps: per group of kPanelRows rows,
+// 64 K values per row and step (fp8 decoded in registers by the table above, BF16 loaded
+// as is), against a's packed rows (L1). No panel is written; each weight byte is read
+// once. The fp8 decode permutes K within 64-blocks exactly as PackBf16 does for a.
+
+constexpr int64_t kStreamPrefetch = 1536;
+
+// One 64-value K step of NR fp8 weight rows (masked: the row's tail) against MR rows of a.
+template <int MR, int NR, bool kFull>
+__attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Step(const Fp8ToBf16Lut& lut,
+                                                                              const uint16_t* a, int64_t lda,
+                                                                              const uint8_t* b, int64_t ldb,
+                                                                              int64_t k, __mmask64 mask,
+                                                                              __m512 (&acc)[MR][kPanelRows]) {
+  __m512bh av[MR][2];
+  for (int i = 0; i < MR; ++i) {
+    av[i][0] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k));
+    av[i][1] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k + 32));
+  }
+  for (int j = 0; j < NR; ++j) {
+    const uint8_t* p = b + j * ldb + k;
+    __m512i x;
+    if constexpr (kFull) {
+      // Short rows: fetch the same place in the next group of rows (one sequential
+      // stream of NR rows); long rows: a fixed distance ahead in this row.
+      const int64_t ahead = ldb <= 2048 ? NR * ldb : kStreamPrefetch;
+      _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T0);
+      x = _mm512_loadu_si512(p);
+    } else {
+      x = _mm512_maskz_loadu_epi8(mask, p);
+    }
+    __m512i w0, w1;
+    lut.Decode(x, w0, w1);
+    for (int i = 0; i < MR; ++i) {
+      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av[i][0], reinterpret_cast<__m512bh>(w0));
+      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av[i][1], reinterpret_cast<__m512bh>(w1));
+    }
+  }
+}
+
+template <int MR, int NR>
+__attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Tile(
+    const Fp8ToBf16Lut& lut, const uint16_t* a, int64_t lda, const uint8_t* b, int64_t ldb, int64_t K, float* c,
+    int64_t ldc) {
+  __m512 acc[MR][kPanelRows];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 64 <= K; k += 64) StreamFp8Step<MR, NR, true>(lut, a, lda, b, ldb, k, 0, acc);
+  if (k < K) StreamFp8Step<MR, NR, false>(lut, a, lda, b, ldb, k, Mask64(K - k), acc);
+  for (int i = 0; i < MR; ++i) {
+    const __m128 s = Hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    _mm_mask_storeu_ps(c + i * ldc, static_cast<__mmask8>((1u << NR) - 1), s);
+  }
+}
+
+template <int MR, int NR>
+__attribute__((always_inline)) inline void StreamBf16Tile(const uint16_t* a, int64_t lda, const uint16_t* b,
+                                                          int64_t ldb, int64_t K, float* c, int64_t ldc) {
+  __m512 acc[MR][kPanelRows];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm512_setzero_ps();
+  auto step = [&](int64_t k, __mmask32 m0, __mmask32 m1, bool full) __attribute__((always_inline)) {
+    for (int j = 0; j < NR; ++j) {
+      const uint16_t* p = b + j * ldb + k;
+      __m512i w0, w1;
+      if (full) {
+        // As for fp8: the next group of rows when rows are short.
+        const int64_t ahead = ldb <= 1024 ? NR * ldb * 2 : kStreamPrefetch;
+        _mm_prefetch(reinterpret_cast<const char*>(p) + ahead, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(p) + ahead + 64, _MM_HINT_T0);
+        w0 = _mm512_loadu_si512(p);
+        w1 = _mm512_loadu_si512(p + 32);
+      } else {
+        w0 = _mm512_maskz_loadu_epi16(m0, p);
+        w1 = _mm512_maskz_loadu_epi16(m1, p + 32);
+      }
+      for (int i = 0; i < MR; ++i) {
+        const __m512bh a0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k));
+        const __m512bh a1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k + 32));
+        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], a0, reinterpret_cast<__m512bh>(w0));
+        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], a1, reinterpret_cast<__m512bh>(w1));
+      }
+    }
+  };
+  int64_t k = 0;
+  for (; k + 64 <= K; k += 64) step(k, 0, 0, true);
+  if (k < K) step(k, Mask32(K - k), Mask32(K - k - 32), false);
+  for (int i = 0; i < MR; ++i) {
+    const __m128 s = Hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    _mm_mask_storeu_ps(c + i * ldc, static_cast<__mmask8>((1u << NR) - 1), s);
+  }
+}
+
+// One group of NR weight rows against MR rows of a.
+template <int MR, int NR>
+__attribute__((target("avx512vbmi"))) void StreamGroup(const Fp8ToBf16Lut& lut, DType dt, const uint16_t* a,
+                                                       int64_t lda, const void* b, int64_t K, float* c,
+                                                       int64_t ldc) {
+  if (dt == DType::kF8E4M3) {
+    StreamFp8Tile<MR, NR>(lut, a, lda, static_cast<const uint8_t*>(b), K, K, c, ldc);
+  } else {
+    StreamBf16Tile<MR, NR>(a, lda, static_cast<const uint16_t*>(b), K, K, c, ldc);
+  }
+}
+
+template <int MR>
+__attribute__((target("avx512vbmi"))) void StreamRowsOfA(const Fp8ToBf16Lut& lut, DType dt, const uint16_t* a,
+                                                         int64_t lda, const std::byte* b, size_t row_bytes,
+                                                         int64_t K, int64_t nr, float* c, int64_t ldc) {
+  if (nr == kPanelRows) {
+    StreamGroup<MR, 4>(lut, dt, a, lda, b, K, c, ldc);
+  } else {
+    for (int64_t j = 0; j < nr; ++j) StreamGroup<MR, 1>(lut, dt, a, lda, b + j * row_bytes, K, c + j, ldc);
+  }
+}
+
+// c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows; a packed (lda a multiple of
+// 64, zero-padded), b the raw [nrows, K] weight rows.
+__attribute__((target("avx512vbmi"))) void StreamBf16(DType dt, const void* av, int64_t lda, int64_t M,
+                                                      const void* bv, int64_t K, int64_t nrows, float* c,
+                                                      int64_t ldc) {
+  if (dt != DType::kF8E4M3 && dt != DType::kBF16) ThrowUnsupportedPack("avx512bf16 stream", dt);
+  const Fp8ToBf16Lut lut;
+  const auto* a = static_cast<const uint16_t*>(av);
+  const size_t row_bytes = static_cast<size_t>(K) * (dt == DType::kF8E4M3 ? 1 : 2);
+  for (int64_t n = 0; n < nrows; n += kPanelRows) {
+    const int64_t nr = std::min<int64_t>(kPanelRows, nrows - n);
+    const std::byte* b = static_cast<const std::byte*>(bv) + static_cast<size_t>(n) * row_bytes;
+    // Rows of a in blocks of 4: the group's weight rows stay in L1/L2 after the first.
+    for (int64_t m = 0; m < M; m += kRowsA) {
+      const uint16_t* am = a + m * lda;
+      float* cm = c + m * ldc + n;
+      switch (std::min<int64_t>(kRowsA, M - m)) {
+        case 4: StreamRowsOfA<4>(lut, dt, am, lda, b, row_bytes, K, nr, cm, ldc); break;
+        case 3: StreamRowsOfA<3>(lut, dt, am, lda, b, row_bytes, K, nr, cm, ldc); break;
+        case 2: StreamRowsOfA<2>(lut, dt, am, lda, b, row_bytes, K, nr, cm, ldc); break;
+        default: StreamRowsOfA<1>(lut, dt, am, lda, b, row_bytes, K, nr, cm, ldc); break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const KernelSet& Avx512Bf16Kernels() {
   static const KernelSet ks{"avx512bf16-dpbf16", 64, 2, 1.0f, &AcceptsBf16, &PackBf16,
-                            &GemmBlocks<uint16_t, Bf16Tile>};
+                            &GemmBlocks<uint16_t, Bf16Tile>, &StreamBf16};
   return ks;
 }
 
 const KernelSet& Avx512Kernels() {
-  static const KernelSet ks{"avx512-f32", 16, 4, kFp8Unscale, &AcceptsF32, &PackF32, &GemmBlocks<float, F32Tile>};
+  static const KernelSet ks{"avx512-f32", 16, 4, kFp8Unscale, &AcceptsF32, &PackF32, &GemmBlocks<float, F32Tile>,
+                            nullptr};
   return ks;
 }
 

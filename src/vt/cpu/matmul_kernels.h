@@ -41,6 +41,13 @@ struct KernelSet {
   // nrows is a multiple of kPanelRows; a, p 64-byte aligned with lda, ldp multiples of kvec.
   void (*gemm)(const void* a, int64_t lda, int64_t M, const void* p, int64_t ldp, int64_t nrows, int64_t kcp,
                float* c, int64_t ldc);
+  // Optional direct path for small M (nullptr: the blocked path only). Weight rows stream
+  // from memory straight into the multiply without a panel:
+  // c[m * ldc + n] = Σ_{k < K} a[m * lda + k] · b[n, k] for m < M, n < nrows, where a holds
+  // rows packed as by `pack` (zero from K to lda, lda a multiple of kvec) and b is the raw
+  // [nrows, K] operand of dtype `b_dtype`, packed by `pack` from that same dtype.
+  void (*stream)(DType b_dtype, const void* a, int64_t lda, int64_t M, const void* b, int64_t K, int64_t nrows,
+                 float* c, int64_t ldc);
 };
 
 // Throws vt::Error for a dtype a set's pack does not handle (defined in the portable

@@ -84,7 +84,7 @@ void Gemm(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, i
 }  // namespace
 
 const KernelSet& ScalarKernels() {
-  static const KernelSet ks{"scalar-f32", kLanes, 4, 1.0f, &Accepts, &Pack, &Gemm};
+  static const KernelSet ks{"scalar-f32", kLanes, 4, 1.0f, &Accepts, &Pack, &Gemm, nullptr};
   return ks;
 }
 
