@@ -5,6 +5,8 @@
 #endif
 #include "tokenizer/jinja/unicode.h"
 
+#include "tokenizer/utf8.h"
+
 #include <utf8proc.h>
 
 namespace vtllm::jinja::unicode {
@@ -34,23 +36,7 @@ std::u32string Decode(std::string_view s) {
   return out;
 }
 
-void Append(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void Append(std::string& out, char32_t cp) { tok::AppendUtf8(cp, out); }
 
 std::string Encode(std::u32string_view s) {
   std::string out;
