@@ -24,12 +24,23 @@ const Value* Scope::Lookup(const std::string& name) const {
 
 namespace {
 
+// A macro refers to the scope it was defined in without owning it: the scope holds the
+// macro, so an owning reference would be a cycle that leaks every render using macros.
 class MacroCallable : public Callable {
  public:
-  explicit MacroCallable(Interpreter::MacroDef def) : Callable(def.name), def_(std::move(def)) {}
-  Value Call(Interpreter& interp, CallArgs args, int line) override { return interp.CallMacro(def_, std::move(args), line); }
+  explicit MacroCallable(Interpreter::MacroDef def)
+      : Callable(def.name), closure_(def.closure), def_(std::move(def)) {
+    def_.closure.reset();
+  }
+  Value Call(Interpreter& interp, CallArgs args, int line) override {
+    Interpreter::MacroDef def = def_;
+    def.closure = closure_.lock();
+    if (!def.closure) throw TemplateRuntimeError(line, "macro '" + def.name + "' called after its scope ended");
+    return interp.CallMacro(def, std::move(args), line);
+  }
 
  private:
+  std::weak_ptr<Scope> closure_;
   Interpreter::MacroDef def_;
 };
 
