@@ -93,7 +93,7 @@ TEST_P(ChatTemplateJinja2, MatchesJinja2WithTransformersSettings) {
 TEST_P(ChatTemplateJinja2, MatchesTransformersApplyChatTemplate) {
   const std::string name = GetParam();
   fs::path p = kFixtures / "chat" / ("transformers_" + name + ".json");
-  if (!fs::exists(p)) GTEST_SKIP() << p << " not generated (tools/oracle/chat_template_oracle.py)";
+  ASSERT_TRUE(fs::exists(p)) << p << " missing (regenerate with tools/oracle/chat_template_oracle.py)";
   EXPECT_GE(CheckFixtureFile(p, name), 10);
 }
 
