@@ -1,8 +1,12 @@
 // FP8 GEMM/GEMV on CUDA: TFLOP/s and weight GB/s of MatmulFp8 (as dispatched, and each
 // variant) for M in {1, 4, 16, 64, 256, 4096} on Qwen3-8B-shaped projections, against
 // cuBLASLt FP8 and cuBLASLt BF16, and a device-to-device copy measured in the same run.
-// Each figure is the median of per-call CUDA-event timings; weights rotate through copies
-// totalling >= 256 MiB so that they stream from HBM rather than L2.
+// Two timings per kernel: 'call' is the median of single calls, each between its own pair
+// of CUDA events (so it includes the launch and the ramp of one kernel); 'chain' is the
+// median over 5 batches of 20 back-to-back calls divided by 20, as in a forward pass
+// where each kernel follows the last (GB/s and TFLOP/s use it). Weights rotate through
+// copies totalling >= 256 MiB so that they stream from HBM rather than L2. The read
+// roofline is a kernel that only streams a weight-sized buffer, timed the same two ways.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -59,7 +63,32 @@ std::vector<uint8_t> RandomFp8(size_t n, std::mt19937& rng) {
   return v;
 }
 
+// Mean microseconds per call of fn(i) run `chain` times back to back between two events;
+// the median over `batches` batches.
+double ChainUs(cudaStream_t stream, int batches, int chain, const std::function<void(int)>& fn) {
+  for (int i = 0; i < 3; ++i) fn(i);
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int b = 0; b < batches; ++b) {
+    CHECK_CUDA(cudaEventRecord(e0, stream));
+    for (int i = 0; i < chain; ++i) fn(b * chain + i);
+    CHECK_CUDA(cudaEventRecord(e1, stream));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 1000.0 / chain);
+  }
+  CHECK_CUDA(cudaEventDestroy(e0));
+  CHECK_CUDA(cudaEventDestroy(e1));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 }  // namespace
+
+void LaunchStreamRead(const void* p, int64_t bytes, uint32_t* sink, int sms, cudaStream_t stream);
 
 int main() {
   if (vt::CudaDeviceCount() == 0) {
@@ -84,6 +113,27 @@ int main() {
     std::printf("d2d copy 1 GiB: %.1f us, %.0f GB/s (read+write)\n", us, 2.0 * n / us / 1e3);
   }
 
+  // Read roofline: stream weight-sized buffers (rotating through >= 256 MiB).
+  {
+    vt::Tensor sink = vt::Tensor::Empty({16}, vt::DType::kU8, vt::Device::Cuda(0));
+    for (int64_t mb : {16, 48, 144}) {
+      const int64_t bytes = mb << 20;
+      const int copies = static_cast<int>(std::max<int64_t>(2, (int64_t{256} << 20) / bytes + 1));
+      std::vector<vt::Tensor> bufs;
+      for (int c = 0; c < copies; ++c) {
+        bufs.push_back(vt::Tensor::Empty({bytes}, vt::DType::kU8, vt::Device::Cuda(0)));
+        CHECK_CUDA(cudaMemsetAsync(bufs.back().data(), 1, static_cast<size_t>(bytes), stream));
+      }
+      auto read = [&](int i) {
+        LaunchStreamRead(bufs[i % copies].data(), bytes, static_cast<uint32_t*>(sink.data()),
+                         prop.multiProcessorCount, stream);
+      };
+      const double call = MedianUs(stream, 40, read), chain = ChainUs(stream, 5, 20, read);
+      std::printf("read roofline %3lld MiB: call %.2f us (%.0f GB/s), chain %.2f us (%.0f GB/s)\n",
+                  static_cast<long long>(mb), call, bytes / call / 1e3, chain, bytes / chain / 1e3);
+    }
+  }
+
   struct ShapeNK {
     const char* name;
     int64_t N, K;
@@ -93,8 +143,8 @@ int main() {
                             {"o_proj-like 4096->4096", 4096, 4096}};
   const int64_t Ms[] = {1, 4, 16, 64, 256, 4096};
   std::mt19937 rng(1);
-  std::printf("%-30s %5s %-14s %10s %9s %9s %8s\n", "shape", "M", "kernel", "median_us", "TFLOP/s", "weightGB/s",
-              "vs_lt");
+  std::printf("%-30s %5s %-14s %9s %9s %9s %10s %8s\n", "shape", "M", "kernel", "call_us", "chain_us", "TFLOP/s",
+              "weightGB/s", "vs_lt");
   for (const auto& s : shapes) {
     const int64_t N = s.N, K = s.K;
     const size_t wbytes = static_cast<size_t>(N * K);
@@ -117,27 +167,25 @@ int main() {
       const float alpha = 1e-3f;
       const int iters = M >= 1024 ? 15 : 40;
       const double flops = 2.0 * M * N * K;
+      const int chain = M >= 1024 ? 5 : 20;
       double lt_us = 0;
-      auto report = [&](const char* kernel, double us, double wb) {
-        std::printf("%-30s %5lld %-14s %10.2f %9.1f %9.0f %8.2f\n", s.name, static_cast<long long>(M), kernel, us,
-                    flops / us / 1e6, wb / us / 1e3, lt_us > 0 ? lt_us / us : 1.0);
+      // Times fn both ways and prints a row; returns the chain time.
+      auto measure = [&](const char* kernel, double wb, const std::function<void(int)>& fn) {
+        const double call = MedianUs(stream, iters, fn), us = ChainUs(stream, 5, chain, fn);
+        std::printf("%-30s %5lld %-14s %9.2f %9.2f %9.1f %10.0f %8.2f\n", s.name, static_cast<long long>(M), kernel,
+                    call, us, flops / us / 1e6, wb / us / 1e3, lt_us > 0 ? lt_us / us : 1.0);
+        return us;
       };
-      lt_us = MedianUs(stream, iters, [&](int i) { vt::cuda::MatmulFp8Lt(q, out, a8, w8[i % copies], alpha, nullptr); });
-      report("cublasLt-fp8", lt_us, static_cast<double>(wbytes));
-      report("vt-MatmulFp8", MedianUs(stream, iters, [&](int i) { vt::MatmulFp8(q, out, a8, w8[i % copies], alpha); }),
-             static_cast<double>(wbytes));
+      const double wb = static_cast<double>(wbytes);
+      lt_us = measure("cublasLt-fp8", wb, [&](int i) { vt::cuda::MatmulFp8Lt(q, out, a8, w8[i % copies], alpha, nullptr); });
+      measure("vt-MatmulFp8", wb, [&](int i) { vt::MatmulFp8(q, out, a8, w8[i % copies], alpha); });
+      if (M == 1)
+        measure("vt-gemv", wb, [&](int i) { vt::cuda::MatmulFp8Gemv(q, out, a8, w8[i % copies], alpha, nullptr); });
       if (M <= 16)
-        report("vt-smallM", MedianUs(stream, iters, [&](int i) {
-                 vt::cuda::MatmulFp8Small(q, out, a8, w8[i % copies], alpha, nullptr);
-               }),
-               static_cast<double>(wbytes));
+        measure("vt-smallM", wb, [&](int i) { vt::cuda::MatmulFp8Small(q, out, a8, w8[i % copies], alpha, nullptr); });
       if (M <= 16)
-        report("vt-splitK", MedianUs(stream, iters, [&](int i) {
-                 vt::cuda::MatmulFp8SplitK(q, out, a8, w8[i % copies], alpha, nullptr);
-               }),
-               static_cast<double>(wbytes));
-      report("cublasLt-bf16", MedianUs(stream, iters, [&](int i) { vt::Matmul(q, out, a16, w16[i % copies]); }),
-             2.0 * static_cast<double>(wbytes));
+        measure("vt-splitK", wb, [&](int i) { vt::cuda::MatmulFp8SplitK(q, out, a8, w8[i % copies], alpha, nullptr); });
+      measure("cublasLt-bf16", 2.0 * wb, [&](int i) { vt::Matmul(q, out, a16, w16[i % copies]); });
     }
   }
   q.Synchronize();

@@ -1,6 +1,7 @@
 // MatmulFp8 and Matmul on CUDA against a float64 reference within the DESIGN bound
 // |out - ref| <= 4·K·FLT_EPSILON·|alpha|·Σ|a·b| plus one rounding of the output dtype, for
-// each kernel variant (small-M streaming, cuBLASLt, naive) and around their crossover; and
+// each kernel variant (small-M streaming, split-K, GEMV, cuBLASLt, naive) and around their
+// crossover; and
 // close to torch._scaled_mm (cuBLASLt) outputs in the oracle files.
 #include <cfloat>
 #include <cmath>
@@ -121,6 +122,34 @@ TEST(CudaMatmulFp8, SmallMKernelWithinBound) {
       for (int64_t K : {16, 48, 528, 4096})
         RunCase(gpu, vt::cuda::MatmulFp8Small, "small-M", M, N, K, M % 2 ? DType::kBF16 : DType::kF32, N == 7,
                 static_cast<uint32_t>(M * 131 + N * 7 + K));
+}
+
+// The persistent GEMV kernel: K across its 1..4 vectors per thread (and partial last
+// vectors), N from below one group of rows to more rows than one wave holds in groups.
+TEST(CudaMatmulFp8, GemvKernelWithinBound) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  int fitted = 0;
+  Variant gemv = [&](const vt::Queue& q, const vt::Tensor& o, const vt::Tensor& a, const vt::Tensor& b, float al,
+                     const vt::Tensor* bias) {
+    fitted += vt::cuda::GemvFits(a, b);  // else it would fall back to split-K and test that instead
+    vt::cuda::MatmulFp8Gemv(q, o, a, b, al, bias);
+  };
+  int cases = 0;
+  for (int64_t K : {vt::cuda::kGemvMinK, int64_t{4112}, int64_t{8208}, int64_t{12288}, vt::cuda::kGemvMaxK})
+    for (int64_t N : {1, 2, 7, 9, 13, 264, 1000, 4100}) {
+      RunCase(gpu, gemv, "gemv", 1, N, K, N % 2 ? DType::kBF16 : DType::kF32, N == 7 || N == 1000,
+              static_cast<uint32_t>(N * 11 + K));
+      ++cases;
+    }
+  RunCase(gpu, gemv, "gemv", 1, 20000, 4096, DType::kBF16, true, 77);
+  ++cases;
+  EXPECT_EQ(fitted, cases);
+  // Outside its range it hands over to split-K (and says so).
+  vt::Tensor a = vt::Tensor::Empty({1, vt::cuda::kGemvMinK - 16}, DType::kF8E4M3, vtt::kCuda);
+  vt::Tensor b = vt::Tensor::Empty({4, vt::cuda::kGemvMinK - 16}, DType::kF8E4M3, vtt::kCuda);
+  EXPECT_FALSE(vt::cuda::GemvFits(a, b));
+  RunCase(gpu, vt::cuda::MatmulFp8Gemv, "gemv->split-K", 1, 300, vt::cuda::kGemvMaxK + 16, DType::kBF16, false, 78);
 }
 
 TEST(CudaMatmulFp8, SplitKKernelWithinBound) {

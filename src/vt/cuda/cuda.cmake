@@ -2,11 +2,6 @@
 # runtime (streams, caching allocator, copies), the kernels, and the cuBLASLt GEMMs.
 # Each optional feature prints one line; a kernel whose feature is disabled is not
 # registered, so OpRegistered says false and dispatch refuses it by name.
-# CMake before 3.26 does not know nvcc's C++20 flag; the vt headers need C++20.
-if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION OR CMAKE_CUDA20_STANDARD_COMPILE_OPTION STREQUAL "")
-  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
-  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
-endif()
 set_target_properties(vtllm_vt PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
 
 file(GLOB _vt_cuda_sources CONFIGURE_DEPENDS

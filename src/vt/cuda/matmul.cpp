@@ -180,7 +180,9 @@ void MatmulFp8Cuda(const Queue& q, const Tensor& out, const Tensor& a, const Ten
   VT_CHECK(cq.cc_major * 10 + cq.cc_minor >= 89, "MatmulFp8: ", ToString(cq.device), " is sm_", cq.cc_major,
            cq.cc_minor, "; FP8 matmul needs sm_89 or newer");
   const bool lt = a.dim(0) > kSmallMMax && b.dim(1) >= kLtMinK;
-  if (!lt || !MatmulFp8Lt(q, out, a, b, alpha, bias)) MatmulFp8SplitK(q, out, a, b, alpha, bias);
+  if (lt && MatmulFp8Lt(q, out, a, b, alpha, bias)) return;
+  if (GemvFits(a, b)) return MatmulFp8Gemv(q, out, a, b, alpha, bias);
+  MatmulFp8SplitK(q, out, a, b, alpha, bias);
 }
 #endif
 

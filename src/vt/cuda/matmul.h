@@ -9,13 +9,18 @@
 
 namespace vt::cuda {
 
-// MatmulFp8 uses cuBLASLt for M > kSmallMMax and K >= kLtMinK, and the split-K streaming
-// kernel otherwise (it measured faster than MatmulFp8Small on every benchmarked shape) (and when cuBLASLt has no algorithm for the shape). Below kLtMinK cuBLASLt's
+// MatmulFp8 uses cuBLASLt for M > kSmallMMax and K >= kLtMinK; for M = 1 and
+// kGemvMinK <= K <= kGemvMaxK the persistent GEMV kernel; otherwise (and when cuBLASLt has
+// no algorithm for the shape) the split-K streaming kernel, which measured faster than
+// MatmulFp8Small on every benchmarked shape. Below kLtMinK cuBLASLt's
 // FP8 tensor-core accumulation (about 13 mantissa bits per partial sum on sm_90) exceeds the
 // DESIGN bound 4·K·FLT_EPSILON·Σ|a·b|, measured on the H200; from 2048 up it stays inside.
 // At M = 4 the streaming kernel was measured at half of cuBLASLt's speed, hence 1.
 inline constexpr int64_t kSmallMMax = 1;
 inline constexpr int64_t kLtMinK = 2048;
+// The GEMV kernel's 256 threads split K in 16-byte vectors, 1 to 4 each.
+inline constexpr int64_t kGemvMinK = 4096;
+inline constexpr int64_t kGemvMaxK = 16384;
 
 // out = alpha * a·bᵀ (+ bias) by the small-M kernel: 16-byte streaming loads of b, f32
 // accumulation, any M (tiles of up to 8 rows). Needs K % 16 == 0 and 16-byte aligned a and
@@ -26,6 +31,13 @@ void MatmulFp8Small(const Queue& q, const Tensor& out, const Tensor& a, const Te
 // group of weight rows, its 256 threads splitting K; same requirements and fallback.
 void MatmulFp8SplitK(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                      const Tensor* bias);
+// The same product for M = 1 by the persistent GEMV kernel (matmul_fp8_gemv.cu): one wave
+// of CTAs, each streaming an equal contiguous share of weight rows with the next group's
+// loads in flight while the current one is reduced. Runs MatmulFp8SplitK when !GemvFits.
+void MatmulFp8Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
+                   const Tensor* bias);
+// M = 1, kGemvMinK <= K <= kGemvMaxK, K % 16 == 0, a and b 16-byte aligned.
+bool GemvFits(const Tensor& a, const Tensor& b);
 // One thread per output, f32 accumulation in k order: the named baseline.
 void MatmulFp8Naive(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                     const Tensor* bias);

@@ -12,6 +12,7 @@
 #include <cuda_fp8.h>
 
 #include "vt/cuda/device_util.cuh"
+#include "vt/cuda/fp8_stream.cuh"
 #include "vt/cuda/matmul.h"
 
 namespace vt::cuda {
@@ -23,29 +24,6 @@ template <int MT>
 constexpr int RowsPerWarp() { return MT == 1 ? 1 : 2; }
 template <int MT>
 constexpr int InFlight() { return MT == 1 ? 8 : 4; }  // 16-byte vectors per row per lane before use
-
-__device__ __forceinline__ uint4 LoadStreaming16(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
-// 16 e4m3 bytes (little-endian order) -> 16 exact floats.
-__device__ __forceinline__ void Fp8x16ToFloat(const uint4 v, float (&f)[16]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __half2 lo(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[i] & 0xFFFFu), __NV_E4M3));
-    const __half2 hi(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[i] >> 16), __NV_E4M3));
-    const float2 a = __half22float2(lo), b = __half22float2(hi);
-    f[4 * i + 0] = a.x;
-    f[4 * i + 1] = a.y;
-    f[4 * i + 2] = b.x;
-    f[4 * i + 3] = b.y;
-  }
-}
 
 __device__ __forceinline__ void StoreOut(void* out, DType od, int64_t idx, float v) {
   if (od == DType::kF32)
@@ -77,7 +55,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const int v = v0 + u * 32;
-        w[u][r] = (v < kv && n0 + r < N) ? LoadStreaming16(b + static_cast<size_t>(n0 + r) * K + static_cast<size_t>(v) * 16)
+        w[u][r] = (v < kv && n0 + r < N) ? LoadStream16(b + static_cast<size_t>(n0 + r) * K + static_cast<size_t>(v) * 16)
                                          : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll

@@ -12,6 +12,7 @@
 #include <initializer_list>
 
 #include "vt/cuda/device_util.cuh"
+#include "vt/cuda/fp8_stream.cuh"
 #include "vt/cuda/matmul.h"
 
 namespace vt::cuda {
@@ -21,29 +22,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarpsPerCta = kThreads / 32;
 constexpr int kU = 2;  // vectors per row per thread in flight
-
-__device__ __forceinline__ uint4 LoadStream16(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
-// 16 e4m3 bytes -> 16 exact floats (hardware e4m3x2 -> f16x2, then widening).
-__device__ __forceinline__ void Fp8x16(const uint4 v, float (&f)[16]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __half2 lo(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[i] & 0xFFFFu), __NV_E4M3));
-    const __half2 hi(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[i] >> 16), __NV_E4M3));
-    const float2 a = __half22float2(lo), b = __half22float2(hi);
-    f[4 * i + 0] = a.x;
-    f[4 * i + 1] = a.y;
-    f[4 * i + 2] = b.x;
-    f[4 * i + 3] = b.y;
-  }
-}
 
 template <int MT, int RB>
 __global__ void __launch_bounds__(kThreads)
@@ -77,11 +55,11 @@ __global__ void __launch_bounds__(kThreads)
         // One row of a: convert it once, then each weight vector as it is used.
         if (m0 >= M) break;
         float af[16];
-        Fp8x16(__ldg(reinterpret_cast<const uint4*>(a + static_cast<size_t>(m0) * K) + v), af);
+        Fp8x16ToFloat(__ldg(reinterpret_cast<const uint4*>(a + static_cast<size_t>(m0) * K) + v), af);
 #pragma unroll
         for (int r = 0; r < RB; ++r) {
           float wf[16];
-          Fp8x16(w[u][r], wf);
+          Fp8x16ToFloat(w[u][r], wf);
 #pragma unroll
           for (int j = 0; j < 16; ++j) acc[0][r] = __fmaf_rn(af[j], wf[j], acc[0][r]);
         }
@@ -89,12 +67,12 @@ __global__ void __launch_bounds__(kThreads)
         // Several rows of a: convert the weight vectors once and reuse them for each row.
         float wf[RB][16];
 #pragma unroll
-        for (int r = 0; r < RB; ++r) Fp8x16(w[u][r], wf[r]);
+        for (int r = 0; r < RB; ++r) Fp8x16ToFloat(w[u][r], wf[r]);
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
           if (m0 + m >= M) break;
           float af[16];
-          Fp8x16(__ldg(reinterpret_cast<const uint4*>(a + static_cast<size_t>(m0 + m) * K) + v), af);
+          Fp8x16ToFloat(__ldg(reinterpret_cast<const uint4*>(a + static_cast<size_t>(m0 + m) * K) + v), af);
 #pragma unroll
           for (int r = 0; r < RB; ++r)
 #pragma unroll
