@@ -140,10 +140,15 @@ int main() {
   };
   const ShapeNK shapes[] = {{"qkv/gate_up-like 4096->12288", 12288, 4096},
                             {"down-like 12288->4096", 4096, 12288},
-                            {"o_proj-like 4096->4096", 4096, 4096}};
+                            {"o_proj-like 4096->4096", 4096, 4096},
+                            {"qkv-like 4096->6144", 6144, 4096},
+                            {"0.6B gate_up 1024->6144", 6144, 1024},
+                            {"0.6B qkv 1024->4096", 4096, 1024},
+                            {"0.6B o 2048->1024", 1024, 2048},
+                            {"0.6B down 3072->1024", 1024, 3072}};
   const int64_t Ms[] = {1, 4, 16, 64, 256, 4096};
   std::mt19937 rng(1);
-  std::printf("%-30s %5s %-14s %9s %9s %9s %10s %8s\n", "shape", "M", "kernel", "call_us", "chain_us", "TFLOP/s",
+  std::printf("%-30s %5s %-16s %9s %9s %9s %10s %8s\n", "shape", "M", "kernel", "call_us", "chain_us", "TFLOP/s",
               "weightGB/s", "vs_lt");
   for (const auto& s : shapes) {
     const int64_t N = s.N, K = s.K;
@@ -172,19 +177,38 @@ int main() {
       // Times fn both ways and prints a row; returns the chain time.
       auto measure = [&](const char* kernel, double wb, const std::function<void(int)>& fn) {
         const double call = MedianUs(stream, iters, fn), us = ChainUs(stream, 5, chain, fn);
-        std::printf("%-30s %5lld %-14s %9.2f %9.2f %9.1f %10.0f %8.2f\n", s.name, static_cast<long long>(M), kernel,
+        std::printf("%-30s %5lld %-16s %9.2f %9.2f %9.1f %10.0f %8.2f\n", s.name, static_cast<long long>(M), kernel,
                     call, us, flops / us / 1e6, wb / us / 1e3, lt_us > 0 ? lt_us / us : 1.0);
         return us;
       };
       const double wb = static_cast<double>(wbytes);
       lt_us = measure("cublasLt-fp8", wb, [&](int i) { vt::cuda::MatmulFp8Lt(q, out, a8, w8[i % copies], alpha, nullptr); });
       measure("vt-MatmulFp8", wb, [&](int i) { vt::MatmulFp8(q, out, a8, w8[i % copies], alpha); });
-      if (M == 1)
+      if (M == 1) {
         measure("vt-gemv", wb, [&](int i) { vt::cuda::MatmulFp8Gemv(q, out, a8, w8[i % copies], alpha, nullptr); });
+        measure("vt-gemv-plain", wb, [&](int i) {
+          vt::cuda::MatmulFp8GemvVariant(q, out, a8, w8[i % copies], alpha, nullptr, -1, {});
+        });
+        for (uint32_t kib : {4u, 64u}) {
+          const vt::cuda::GemvLaunch how{kib << 10};
+          const std::string name = "gemv-pf" + std::to_string(kib) + "k";
+          measure(name.c_str(), wb, [&](int i) {
+            vt::cuda::MatmulFp8GemvVariant(q, out, a8, w8[i % copies], alpha, nullptr, -1, how);
+          });
+        }
+        for (int v = 0; v < vt::cuda::GemvVariantCount(); ++v) {
+          if (K > vt::cuda::GemvVariantMaxK(v)) continue;
+          const std::string name = vt::cuda::GemvVariantName(v);
+          measure(name.c_str(), wb, [&](int i) {
+            vt::cuda::MatmulFp8GemvVariant(q, out, a8, w8[i % copies], alpha, nullptr, v, {});
+          });
+        }
+      }
       if (M <= 16)
         measure("vt-smallM", wb, [&](int i) { vt::cuda::MatmulFp8Small(q, out, a8, w8[i % copies], alpha, nullptr); });
       if (M <= 16)
         measure("vt-splitK", wb, [&](int i) { vt::cuda::MatmulFp8SplitK(q, out, a8, w8[i % copies], alpha, nullptr); });
+      measure("vt-viaBf16", wb, [&](int i) { vt::cuda::MatmulFp8ViaBf16(q, out, a8, w8[i % copies], alpha, nullptr); });
       measure("cublasLt-bf16", 2.0 * wb, [&](int i) { vt::Matmul(q, out, a16, w16[i % copies]); });
     }
   }

@@ -124,8 +124,8 @@ TEST(CudaMatmulFp8, SmallMKernelWithinBound) {
                 static_cast<uint32_t>(M * 131 + N * 7 + K));
 }
 
-// The persistent GEMV kernel: K across its 1..4 vectors per thread (and partial last
-// vectors), N from below one group of rows to more rows than one wave holds in groups.
+// The persistent GEMV kernel: K across its tunings (and partial last vectors), N from
+// below one group of rows to more rows than one wave holds in groups.
 TEST(CudaMatmulFp8, GemvKernelWithinBound) {
   VT_REQUIRE_CUDA();
   vt::Queue gpu = vt::Queue::Cuda(0);
@@ -136,7 +136,8 @@ TEST(CudaMatmulFp8, GemvKernelWithinBound) {
     vt::cuda::MatmulFp8Gemv(q, o, a, b, al, bias);
   };
   int cases = 0;
-  for (int64_t K : {vt::cuda::kGemvMinK, int64_t{4112}, int64_t{8208}, int64_t{12288}, vt::cuda::kGemvMaxK})
+  for (int64_t K : {vt::cuda::kGemvMinK, int64_t{2064}, int64_t{3072}, int64_t{4096}, int64_t{4112}, int64_t{8208},
+                    int64_t{12288}, vt::cuda::kGemvMaxK})
     for (int64_t N : {1, 2, 7, 9, 13, 264, 1000, 4100}) {
       RunCase(gpu, gemv, "gemv", 1, N, K, N % 2 ? DType::kBF16 : DType::kF32, N == 7 || N == 1000,
               static_cast<uint32_t>(N * 11 + K));
@@ -152,6 +153,64 @@ TEST(CudaMatmulFp8, GemvKernelWithinBound) {
   RunCase(gpu, vt::cuda::MatmulFp8Gemv, "gemv->split-K", 1, 300, vt::cuda::kGemvMaxK + 16, DType::kBF16, false, 78);
 }
 
+// The overlapped GEMV launch starts before the previous kernel finishes: when that kernel
+// writes the weight and the activation the GEMV reads, the GEMV must still see the new
+// values. A quantizer kernel rewrites b and a right before each product (same stream);
+// each product must match the reference of the values just written, not the previous ones.
+TEST(CudaMatmulFp8, OverlappedGemvSeesThePreviousKernelsWrites) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  const int64_t N = 3000, K = 4096;
+  vt::Tensor at = vt::Tensor::Empty({1, K}, DType::kF8E4M3, vtt::kCuda);
+  vt::Tensor bt = vt::Tensor::Empty({N, K}, DType::kF8E4M3, vtt::kCuda);
+  vt::Tensor out = vt::Tensor::Empty({1, N}, DType::kF32, vtt::kCuda);
+  std::mt19937 rng(5);
+  for (int round = 0; round < 3; ++round) {
+    // Values exactly representable in e4m3, so quantizing with scale 1 reproduces them.
+    const auto a8 = RandomFp8(K, rng), b8 = RandomFp8(N * K, rng);
+    std::vector<float> af(K), bf(N * K);
+    for (int64_t i = 0; i < K; ++i) af[i] = vt::Fp8E4M3ToFloat(a8[i]);
+    for (int64_t i = 0; i < N * K; ++i) bf[i] = vt::Fp8E4M3ToFloat(b8[i]);
+    vt::Tensor af_t = vt::Tensor::FromHost(af.data(), {1, K}, DType::kF32, vtt::kCuda);
+    vt::Tensor bf_t = vt::Tensor::FromHost(bf.data(), {N, K}, DType::kF32, vtt::kCuda);
+    if (round % 2 == 0) {
+      vt::QuantFp8Static(gpu, bt, bf_t, 1.0f);
+      vt::QuantFp8Static(gpu, at, af_t, 1.0f);  // a: written by the kernel right before the GEMV
+    } else {
+      vt::QuantFp8Static(gpu, at, af_t, 1.0f);
+      vt::QuantFp8Static(gpu, bt, bf_t, 1.0f);  // b, whose head the GEMV prefetches early
+    }
+    vt::cuda::MatmulFp8Gemv(gpu, out, at, bt, 0.01f, nullptr);
+    const Ref ref = Reference(a8, b8, 1, N, K, 0.01f, nullptr);
+    EXPECT_EQ(CheckBound(out, ref, K, "overlapped gemv round " + std::to_string(round)), 0);
+  }
+}
+
+// Every instantiated GEMV tuning, on the K it covers (full and partial last vectors).
+TEST(CudaMatmulFp8, GemvVariantsWithinBound) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  ASSERT_GT(vt::cuda::GemvVariantCount(), 0);
+  for (int v = 0; v < vt::cuda::GemvVariantCount(); ++v) {
+    int ran = 0;
+    for (int64_t K : {int64_t{1024}, int64_t{1040}, int64_t{2048}, int64_t{3072}, int64_t{4096}, int64_t{4112},
+                      int64_t{8192}, int64_t{12288}, int64_t{12304}, int64_t{16384}}) {
+      if (K > vt::cuda::GemvVariantMaxK(v)) continue;
+      Variant run = [&](const vt::Queue& q, const vt::Tensor& o, const vt::Tensor& a, const vt::Tensor& b, float al,
+                        const vt::Tensor* bias) {
+        EXPECT_TRUE(vt::cuda::MatmulFp8GemvVariant(
+            q, o, a, b, al, bias, v, v % 2 == 0 ? vt::cuda::kGemvDefaultLaunch : vt::cuda::GemvLaunch{}));
+      };
+      for (int64_t N : {3, 37, 1000}) {
+        RunCase(gpu, run, vt::cuda::GemvVariantName(v), 1, N, K, N == 37 ? DType::kF32 : DType::kBF16, N == 3,
+                static_cast<uint32_t>(v * 1000 + N + K));
+        ++ran;
+      }
+    }
+    EXPECT_GT(ran, 0) << vt::cuda::GemvVariantName(v) << " covered no K";
+  }
+}
+
 TEST(CudaMatmulFp8, SplitKKernelWithinBound) {
   VT_REQUIRE_CUDA();
   vt::Queue gpu = vt::Queue::Cuda(0);
@@ -160,6 +219,22 @@ TEST(CudaMatmulFp8, SplitKKernelWithinBound) {
       for (int64_t K : {16, 48, 528, 4096, 8208})
         RunCase(gpu, vt::cuda::MatmulFp8SplitK, "split-K", M, N, K, M % 2 ? DType::kBF16 : DType::kF32, N == 7,
                 static_cast<uint32_t>(M * 137 + N * 5 + K));
+}
+
+// The BF16 route MatmulFp8 takes for M >= kViaBf16MinM and K < kLtMinK.
+TEST(CudaMatmulFp8, ViaBf16WithinBound) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  int ran = 0;
+  for (int64_t M : {int64_t{2}, vt::cuda::kViaBf16MinM, int64_t{64}, int64_t{300}})
+    for (int64_t N : {7, 256, 1000})
+      for (int64_t K : {16, 528, 1001, 1024, 2032}) {  // 1001: widened by Cast, not the vector kernel
+        Variant run = [&](const vt::Queue& q, const vt::Tensor& o, const vt::Tensor& a, const vt::Tensor& b, float al,
+                          const vt::Tensor* bias) { ran += vt::cuda::MatmulFp8ViaBf16(q, o, a, b, al, bias); };
+        RunCase(gpu, run, "via-bf16", M, N, K, N == 256 ? DType::kF32 : DType::kBF16, N == 7,
+                static_cast<uint32_t>(M * 31 + N * 3 + K));
+      }
+  EXPECT_EQ(ran, 4 * 3 * 5);  // cuBLASLt had an algorithm every time: the route itself ran
 }
 
 // cuBLASLt FP8 where MatmulFp8 uses it (K >= kLtMinK).

@@ -6,6 +6,7 @@
 // (ld K) transposed and "B" = a viewed as K x M (ld K) not transposed: the TN layout
 // that cuBLASLt FP8 requires.
 #include <algorithm>
+#include <utility>
 #include <tuple>
 
 #include "vt/cuda/context.h"
@@ -179,9 +180,10 @@ void MatmulFp8Cuda(const Queue& q, const Tensor& out, const Tensor& a, const Ten
   CudaQueue& cq = Cuda(q);
   VT_CHECK(cq.cc_major * 10 + cq.cc_minor >= 89, "MatmulFp8: ", ToString(cq.device), " is sm_", cq.cc_major,
            cq.cc_minor, "; FP8 matmul needs sm_89 or newer");
-  const bool lt = a.dim(0) > kSmallMMax && b.dim(1) >= kLtMinK;
-  if (lt && MatmulFp8Lt(q, out, a, b, alpha, bias)) return;
+  const int64_t M = a.dim(0), K = b.dim(1);
+  if (M > kSmallMMax && K >= kLtMinK && MatmulFp8Lt(q, out, a, b, alpha, bias)) return;
   if (GemvFits(a, b)) return MatmulFp8Gemv(q, out, a, b, alpha, bias);
+  if (M >= kViaBf16MinM && K < kLtMinK && MatmulFp8ViaBf16(q, out, a, b, alpha, bias)) return;
   MatmulFp8SplitK(q, out, a, b, alpha, bias);
 }
 #endif
@@ -199,6 +201,28 @@ bool MatmulFp8Lt(const Queue& q, const Tensor& out, const Tensor& a, const Tenso
   });
 }
 
+bool MatmulFp8ViaBf16(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
+                      const Tensor* bias) {
+  CudaQueue& cq = Cuda(q);
+  const int64_t M = a.dim(0), N = b.dim(0), K = b.dim(1);
+  if (M * N == 0) return true;
+  if (K == 0) return false;
+  // Every e4m3 value is exact in BF16, so the products are the FP8 products.
+  Tensor a16 = Tensor::Empty(a.shape(), DType::kBF16, a.device());
+  Tensor b16 = Tensor::Empty(b.shape(), DType::kBF16, b.device());
+  for (auto [dst, src] : {std::pair<const Tensor*, const Tensor*>{&a16, &a}, {&b16, &b}}) {
+    const bool vectorized = src->numel() % 16 == 0 && reinterpret_cast<uintptr_t>(src->data()) % 16 == 0 &&
+                            reinterpret_cast<uintptr_t>(dst->data()) % 16 == 0;
+    if (vectorized)
+      LaunchFp8ToBf16(q, dst->data(), src->data(), src->numel());
+    else
+      Cast(q, *dst, *src);
+  }
+  return WithBias(q, out, bias, [&](void* d, cudaDataType_t dt) {
+    return LtGemm(cq, CUDA_R_16BF, CUBLAS_COMPUTE_32F, b16.data(), a16.data(), d, dt, M, N, K, alpha);
+  });
+}
+
 void RegisterMatmulKernels() {
   Register<OpId::kMatmul>(DeviceType::kCUDA, &MatmulCuda);
 #ifdef VT_CUDA_FP8
@@ -209,6 +233,7 @@ void RegisterMatmulKernels() {
 #else  // no cuBLASLt: neither matmul is registered (cuda.cmake says why at configure time)
 
 bool MatmulFp8Lt(const Queue&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor*) { return false; }
+bool MatmulFp8ViaBf16(const Queue&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor*) { return false; }
 void RegisterMatmulKernels() {}
 
 #endif

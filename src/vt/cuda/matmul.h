@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "vt/queue.h"
 #include "vt/tensor.h"
@@ -18,8 +19,9 @@ namespace vt::cuda {
 // At M = 4 the streaming kernel was measured at half of cuBLASLt's speed, hence 1.
 inline constexpr int64_t kSmallMMax = 1;
 inline constexpr int64_t kLtMinK = 2048;
-// The GEMV kernel's 256 threads split K in 16-byte vectors, 1 to 4 each.
-inline constexpr int64_t kGemvMinK = 4096;
+inline constexpr int64_t kViaBf16MinM = 16;
+// The GEMV kernel's CTA (64 to 768 threads) splits K in 16-byte vectors, 1 or 2 each.
+inline constexpr int64_t kGemvMinK = 1024;
 inline constexpr int64_t kGemvMaxK = 16384;
 
 // out = alpha * a·bᵀ (+ bias) by the small-M kernel: 16-byte streaming loads of b, f32
@@ -38,9 +40,35 @@ void MatmulFp8Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Ten
                    const Tensor* bias);
 // M = 1, kGemvMinK <= K <= kGemvMaxK, K % 16 == 0, a and b 16-byte aligned.
 bool GemvFits(const Tensor& a, const Tensor& b);
+// How the GEMV kernel is launched. overlap_prefetch > 0: as a programmatic dependent launch
+// (sm_90+) whose CTAs first prefetch at least that many bytes (and at least one group of
+// rows) of their weight share into L2 and let the next kernel launch, then wait for the
+// previous kernel in the stream to finish; 0: an ordinary launch. Measured on the H200
+// (chained M = 1 calls): 16 KiB streamed 1.10-1.23x faster than the ordinary launch, and
+// larger prefetches (64-256 KiB) were no better or worse.
+struct GemvLaunch {
+  uint32_t overlap_prefetch = 0;
+};
+inline constexpr GemvLaunch kGemvDefaultLaunch{16 << 10};
+
+// The GEMV kernel's instantiated tunings (threads per CTA, vectors per thread and row,
+// rows per group), for benchmarks and tests: variant -1 is MatmulFp8Gemv's choice for
+// [N, K]. Returns false, having done nothing, when the variant cannot cover K.
+int GemvVariantCount();
+std::string GemvVariantName(int variant);
+int64_t GemvVariantMaxK(int variant);  // the longest row the variant covers
+bool MatmulFp8GemvVariant(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
+                          const Tensor* bias, int variant, GemvLaunch how);
 // One thread per output, f32 accumulation in k order: the named baseline.
 void MatmulFp8Naive(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                     const Tensor* bias);
+// By cuBLASLt BF16 with f32 accumulation after widening a and b to BF16 (exact): for
+// M >= kViaBf16MinM and K < kLtMinK, where cuBLASLt FP8 breaks the DESIGN bound and the
+// streaming kernels, which read the weight once per 8 rows of a, fall far behind (0.6B
+// gate_up at M = 4096: split-K took 8.6 ms). Returns false, having done nothing but the
+// casts, when cuBLASLt offers no algorithm.
+bool MatmulFp8ViaBf16(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
+                      const Tensor* bias);
 // By cuBLASLt FP8 (e4m3 x e4m3, f32 accumulation without fast accumulation); returns false,
 // having done nothing, when cuBLASLt offers no algorithm for this shape and alignment.
 bool MatmulFp8Lt(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
@@ -50,6 +78,8 @@ bool MatmulFp8Lt(const Queue& q, const Tensor& out, const Tensor& a, const Tenso
 // out[m, n] = round_out(tmp[m, n] + bias[n]) (bias nullable); tmp may alias out when F32.
 void LaunchBiasEpilogue(const Queue& q, void* out, DType od, const float* tmp, const void* bias, DType bd, int64_t M,
                         int64_t N);
+// dst[i] = BF16 of the e4m3 code src[i] (exact), i < n; n % 16 == 0, both 16-byte aligned.
+void LaunchFp8ToBf16(const Queue& q, void* dst, const void* src, int64_t n);
 // Generic f32 matmul of float dtypes, one thread per output (fallback for Matmul).
 void LaunchMatmulNaive(const Queue& q, void* out, DType od, const void* a, DType ad, const void* b, DType bd,
                        const void* bias, DType biasd, int64_t M, int64_t N, int64_t K);

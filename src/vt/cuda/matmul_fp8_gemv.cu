@@ -3,14 +3,17 @@
 //
 // The grid is one wave (SMs x resident CTAs per SM); CTA c owns the contiguous rows
 // [N·c/G, N·(c+1)/G) of the weight b [N, K], so every CTA streams an equal, contiguous
-// share and all finish together. Its 256 threads split K: thread t owns the 16-byte vectors
-// t, t+256, ... (U of them) of every row, and converts its slice of a to floats once.
+// share and all finish together. Its T threads split K: thread t owns the 16-byte vectors
+// t, t+T, ... (U of them) of every row, and converts its slice of a to floats once.
 // Rows go in groups of RB; the loads of the next group are issued before the current
 // group is computed (register double buffering), so the weight stream never waits on
 // arithmetic or on the per-group reduction. Products accumulate in f32 with fma in a fixed
 // order; each warp combines its lanes with xor shuffles, and the 8 warp partials are
 // summed in warp order (deterministic); alpha and bias are applied once at the end.
 #include <cuda_runtime.h>
+
+#include <iterator>
+#include <string>
 
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/fp8_stream.cuh"
@@ -20,34 +23,24 @@ namespace vt::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-
-// Rows per group for U vectors per thread and row: about 8 weight vectors in flight per
-// thread per group (and as many again for the next group).
-template <int U>
-constexpr int GroupRows() {
-  return U == 1 ? 8 : U == 2 ? 4 : U == 3 ? 3 : 2;
-}
-
-template <int U, int RB>
+template <int T, int U, int RB>
 __device__ __forceinline__ void LoadGroup(uint4 (&w)[U][RB], const uint8_t* __restrict__ b, int g, int r1, int tid,
                                           int kv, int K) {
 #pragma unroll
   for (int u = 0; u < U; ++u)
 #pragma unroll
     for (int r = 0; r < RB; ++r) {
-      const int v = tid + u * kThreads;
+      const int v = tid + u * T;
       w[u][r] = (g + r < r1 && v < kv) ? LoadStream16(b + static_cast<size_t>(g + r) * K + static_cast<size_t>(v) * 16)
                                        : make_uint4(0, 0, 0, 0);
     }
 }
 
-template <int U>
-__global__ void __launch_bounds__(kThreads)
+template <int T, int U, int RB>
+__global__ void __launch_bounds__(T)
     GemvKernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ b, void* __restrict__ out, DType od,
-               const void* __restrict__ bias, DType bd, float alpha, int N, int K) {
-  constexpr int RB = GroupRows<U>();
+               const void* __restrict__ bias, DType bd, float alpha, int N, int K, uint32_t prefetch_bytes) {
+  constexpr int kWarps = T / 32;
   __shared__ float part[2][kWarps][RB];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int kv = K / 16;
@@ -55,12 +48,31 @@ __global__ void __launch_bounds__(kThreads)
   const int r1 = static_cast<int>(static_cast<int64_t>(N) * (blockIdx.x + 1) / gridDim.x);
   if (r0 >= r1) return;  // uniform across the CTA
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (prefetch_bytes > 0) {
+    // Overlapped launch (programmatic dependent launch): start pulling the head of this
+    // CTA's weight share into L2 while the previous kernel in the stream may still run,
+    // and let the next kernel launch early too. L2 is coherent, so a weight the previous
+    // kernel writes is still read correctly; everything else (a, the weight loads into
+    // registers, out) waits for the previous kernel's completion at griddepcontrol.wait.
+    if (tid == 0) {
+      const size_t share = static_cast<size_t>(r1 - r0) * K;
+      const uint32_t n = static_cast<uint32_t>(share < prefetch_bytes ? share : prefetch_bytes) & ~15u;
+      if (n > 0)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b + static_cast<size_t>(r0) * K), "r"(n)
+                     : "memory");
+    }
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+  }
+#endif
+
   uint4 cur[U][RB], nxt[U][RB];
-  LoadGroup<U, RB>(cur, b, r0, r1, tid, kv, K);
+  LoadGroup<T, U, RB>(cur, b, r0, r1, tid, kv, K);
   float af[U][16];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const int v = tid + u * kThreads;
+    const int v = tid + u * T;
     if (v < kv) {
       Fp8x16ToFloat(__ldg(reinterpret_cast<const uint4*>(a) + v), af[u]);
     } else {
@@ -71,7 +83,7 @@ __global__ void __launch_bounds__(kThreads)
 
   int buf = 0;
   for (int g = r0; g < r1; g += RB) {
-    if (g + RB < r1) LoadGroup<U, RB>(nxt, b, g + RB, r1, tid, kv, K);
+    if (g + RB < r1) LoadGroup<T, U, RB>(nxt, b, g + RB, r1, tid, kv, K);
     float acc[RB];
 #pragma unroll
     for (int r = 0; r < RB; ++r) acc[r] = 0.0f;
@@ -113,26 +125,76 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int U>
+template <int T, int U, int RB>
 int ResidentCtas() {
   static const int n = [] {
     int blocks = 0;
-    VT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, GemvKernel<U>, kThreads, 0));
+    VT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, GemvKernel<T, U, RB>, T, 0));
     return std::max(blocks, 1);
   }();
   return n;
 }
 
-template <int U>
-void Launch(CudaQueue& cq, const Tensor& out, const Tensor& a, const Tensor& b, float alpha, const Tensor* bias) {
+template <int T, int U, int RB>
+void Launch(CudaQueue& cq, const Tensor& out, const Tensor& a, const Tensor& b, float alpha, const Tensor* bias,
+            GemvLaunch how) {
   const int N = static_cast<int>(b.dim(0)), K = static_cast<int>(b.dim(1));
-  // One wave, but no CTA with fewer rows than a group.
-  const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * ResidentCtas<U>();
-  const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wave, N / GroupRows<U>())));
-  GemvKernel<U><<<grid, kThreads, 0, cq.stream>>>(a.data_as<uint8_t>(), b.data_as<uint8_t>(), out.data(),
-                                                  out.dtype(), bias ? bias->data() : nullptr,
-                                                  bias ? bias->dtype() : DType::kF32, alpha, N, K);
+  // One wave, but no CTA with fewer rows than a group. (Half a wave, which would leave room
+  // for the next kernel's CTAs to start streaming early, measured 0.6-0.9x of this.)
+  const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * ResidentCtas<T, U, RB>();
+  const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wave, N / RB)));
+  const bool overlap = how.overlap_prefetch > 0 && cq.cc_major >= 9;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(T);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = cq.stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = overlap ? 1 : 0;
+  VT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, GemvKernel<T, U, RB>, a.data_as<uint8_t>(), b.data_as<uint8_t>(),
+                                   out.data(), out.dtype(), bias ? bias->data() : nullptr,
+                                   bias ? bias->dtype() : DType::kF32, alpha, N, K,
+                                   overlap ? std::max<uint32_t>(how.overlap_prefetch, RB * K) : uint32_t{0}));
   VT_CUDA_CHECK_LAUNCH("GemvKernel");
+}
+
+struct Variant {
+  int threads, vectors, rows;
+  void (*launch)(CudaQueue&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor*, GemvLaunch);
+  int (*resident)();  // CTAs per SM
+};
+
+// The instantiated tunings: threads per CTA, 16-byte vectors per thread and row (so K up
+// to threads * vectors * 16), rows per group. Measured on the H200 (cuda_fp8_bench, M = 1,
+// chained calls): no thread should be idle (a 256 x 2 tuning on K = 4096 ran at 0.66x of
+// 256 x 1), one vector per thread beats several (K = 12288: 768 x 1 at 3273 GB/s, 256 x 3
+// at 3141), and groups of 4 rows beat 8 and 16; 2 rows win when each CTA gets only a few
+// groups (4096 x 4096: 2202 vs 2081 GB/s).
+template <int T, int U, int RB>
+constexpr Variant V() {
+  return {T, U, RB, &Launch<T, U, RB>, &ResidentCtas<T, U, RB>};
+}
+
+constexpr Variant kVariants[] = {
+    V<64, 1, 4>(),  V<64, 1, 2>(),  V<128, 1, 4>(), V<128, 1, 2>(), V<192, 1, 4>(), V<192, 1, 2>(),
+    V<256, 1, 4>(), V<256, 1, 2>(), V<512, 1, 4>(), V<512, 1, 2>(), V<768, 1, 4>(), V<768, 1, 2>(),
+    V<512, 2, 4>(), V<512, 2, 2>(),
+};
+
+// MatmulFp8Gemv's tuning for [N, K]: the fewest threads x vectors that cover the row (in
+// the order above), with groups of 4 rows unless a CTA of one wave gets fewer than 12 rows.
+const Variant& ChooseVariant(const CudaQueue& cq, int64_t N, int64_t K) {
+  const int64_t kv = K / 16;
+  int pick = -1;
+  for (int i = 0; i < static_cast<int>(std::size(kVariants)) && pick < 0; i += 2)
+    if (kv <= int64_t{kVariants[i].threads} * kVariants[i].vectors) pick = i;
+  if (pick < 0) pick = static_cast<int>(std::size(kVariants)) - 2;
+  const Variant& four = kVariants[pick];
+  const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * four.resident();
+  return N / wave >= 12 ? four : kVariants[pick + 1];
 }
 
 }  // namespace
@@ -145,17 +207,31 @@ bool GemvFits(const Tensor& a, const Tensor& b) {
 
 void MatmulFp8Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                    const Tensor* bias) {
-  if (a.dim(0) * b.dim(0) == 0) return;
-  if (!GemvFits(a, b)) return MatmulFp8SplitK(q, out, a, b, alpha, bias);
-  CudaQueue& cq = Cuda(q);
-  DeviceGuard guard(cq.device.index);
-  const int64_t vectors_per_thread = (b.dim(1) / 16 + kThreads - 1) / kThreads;
-  switch (vectors_per_thread) {
-    case 1: return Launch<1>(cq, out, a, b, alpha, bias);
-    case 2: return Launch<2>(cq, out, a, b, alpha, bias);
-    case 3: return Launch<3>(cq, out, a, b, alpha, bias);
-    default: return Launch<4>(cq, out, a, b, alpha, bias);
+  MatmulFp8GemvVariant(q, out, a, b, alpha, bias, -1, kGemvDefaultLaunch);
+}
+
+int GemvVariantCount() { return static_cast<int>(std::size(kVariants)); }
+
+std::string GemvVariantName(int i) {
+  const Variant& v = kVariants[i];
+  return StrCat("gemv-", v.threads, "x", v.vectors, "r", v.rows);
+}
+
+int64_t GemvVariantMaxK(int i) { return int64_t{16} * kVariants[i].threads * kVariants[i].vectors; }
+
+bool MatmulFp8GemvVariant(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
+                          const Tensor* bias, int variant, GemvLaunch how) {
+  if (a.dim(0) * b.dim(0) == 0) return true;
+  if (!GemvFits(a, b)) {
+    MatmulFp8SplitK(q, out, a, b, alpha, bias);
+    return variant < 0;
   }
+  CudaQueue& cq = Cuda(q);
+  const Variant& v = variant < 0 ? ChooseVariant(cq, b.dim(0), b.dim(1)) : kVariants[variant];
+  if (b.dim(1) > int64_t{16} * v.threads * v.vectors) return false;
+  DeviceGuard guard(cq.device.index);
+  v.launch(cq, out, a, b, alpha, bias, how);
+  return true;
 }
 
 }  // namespace vt::cuda
