@@ -7,7 +7,7 @@
 // Weights rotate through copies totalling more than the last-level cache, so decode reads
 // them from memory as a model's forward pass does. Figures are medians of repeated runs.
 //
-//   vt_kernels_bench [--quick] [--threads N]
+//   vt_kernels_bench [--quick] [--threads N] [--isa scalar|avx2|avx512|avx512bf16]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -32,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   bool quick = false;
   int threads = 2;
+  vt::CpuIsa isa = vt::CpuIsa::kBest;  // highest kernel level to use (--isa)
 };
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -142,12 +143,24 @@ int main(int argc, char** argv) {
       opt.quick = true;
     } else if (arg == "--threads" && i + 1 < argc) {
       opt.threads = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--isa" && i + 1 < argc) {
+      const std::string name = argv[++i];
+      bool known = false;
+      for (vt::CpuIsa isa : {vt::CpuIsa::kScalar, vt::CpuIsa::kAvx2, vt::CpuIsa::kAvx512, vt::CpuIsa::kAvx512Bf16})
+        if (name == vt::CpuIsaName(isa)) {
+          opt.isa = isa;
+          known = true;
+        }
+      if (!known) {
+        std::fprintf(stderr, "unknown --isa %s (scalar, avx2, avx512 or avx512bf16)\n", name.c_str());
+        return 2;
+      }
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--threads N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--threads N] [--isa scalar|avx2|avx512|avx512bf16]\n", argv[0]);
       return 2;
     }
   }
-  const vt::Queue q = vt::Queue::Cpu(opt.threads);
+  const vt::Queue q = vt::Queue::Cpu(opt.threads, opt.isa);
   std::printf("vt kernel benchmark: %d threads, CPU ISA %s%s\n", opt.threads, vt::CpuIsaName(q.cpu_isa()),
               opt.quick ? " (quick)" : "");
 

@@ -95,9 +95,6 @@ const KernelSet& ChooseKernels(CpuIsa isa, DType a, DType b) {
 // Block sizes: a K block of a packed row is ~4 KiB (L1 holds a's rows of one micro-tile
 // and the panel rows it meets); panels stay within a share of L2. Small M takes all of K
 // at once so every weight row is read as one sequential stream.
-// Largest M that takes a set's streaming path (when it has one): below it the weights'
-// memory stream bounds the time and a panel only adds a write and a re-read.
-constexpr int64_t kStreamMaxM = 16;
 
 struct Blocking {
   int64_t kp, kc, nc;
@@ -196,7 +193,7 @@ void RunGemm(const Queue& q, const Gemm& g) {
   // Split N across threads (every decode, and prefill with enough weight rows); split M
   // when N is too small to feed the threads.
   const int threads = cq.pool.size();
-  if (ks.stream != nullptr && g.M <= kStreamMaxM && g.a_dtype == g.b_dtype) {
+  if (ks.stream != nullptr && g.M <= ks.stream_max_m && g.a_dtype == g.b_dtype) {
     cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunStream(ks, g, bl, ap, n0, n1); });
   } else if (g.N >= static_cast<int64_t>(threads) * 4 * kPanelRows || g.M < 64) {
     cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunTile(ks, g, bl, ap, 0, g.M, n0, n1); });

@@ -1,13 +1,15 @@
 // AVX2 matmul kernel set (compiled with AVX2/FMA/F16C): operands packed to F32 and
 // multiplied with FMA on 8 lanes. fp8 is decoded with the half trick described in
 // matmul_avx512.cpp (sign-extend, shift left by 7, clear bit 14: value * 2^-8 as an IEEE
-// half), then vcvtph2ps; the driver multiplies by 2^8 per fp8 operand.
+// half), then vcvtph2ps; the driver multiplies by 2^8 per fp8 operand. Small M streams
+// the weight rows straight into the FMAs (decoded in registers, no panel).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "vt/cpu/matmul_kernels.h"
+#include "vt/cpu/matmul_stream_ahead.h"
 
 namespace vt::cpu::matmul {
 
@@ -105,10 +107,138 @@ void Gemm(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, i
   }
 }
 
+// ---- Streaming decode (small M) -----------------------------------------------------
+
+// 16 fp8 codes -> 16 f32 (value * 2^-8) in w0 (codes 0..7) and w1 (8..15).
+inline void Fp8ToF32x16(__m128i x, __m256& w0, __m256& w1) {
+  const __m256i s = _mm256_cvtepi8_epi16(x);
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(s, 7), _mm256_set1_epi16(static_cast<int16_t>(0xBF80)));
+  const __m256i nan =
+      _mm256_cmpeq_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7FFF)), _mm256_set1_epi16(0x3F80));
+  const __m256i f = _mm256_blendv_epi8(h, _mm256_set1_epi16(0x7E00), nan);
+  w0 = _mm256_cvtph_ps(_mm256_castsi256_si128(f));
+  w1 = _mm256_cvtph_ps(_mm256_extracti128_si256(f, 1));
+}
+
+// 16 BF16 values at p -> 16 f32 in w0, w1.
+inline void Bf16ToF32x16(const uint16_t* p, __m256& w0, __m256& w1) {
+  auto widen = [](__m128i w) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16)); };
+  w0 = widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  w1 = widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
+}
+
+// NR weight rows (fp8 or BF16, row length K = ldb) against MR packed rows of a:
+// c[i * ldc + j] = Σ_k a[i, k]·b[j, k]. 16 K values per step; the tail (K % 16) goes
+// through zero-padded copies, so no load passes a row's end or a's padding.
+template <typename W, int MR, int NR>
+void StreamTile(const float* a, int64_t lda, const W* b, int64_t K, float* c, int64_t ldc) {
+  constexpr int64_t kElt = sizeof(W);
+  __m256 acc[MR][kPanelRows];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm256_setzero_ps();
+  auto step = [&](const float* const* ar, const W* const* br) __attribute__((always_inline)) {
+    __m256 a0[MR], a1[MR];
+    for (int i = 0; i < MR; ++i) {
+      a0[i] = _mm256_loadu_ps(ar[i]);
+      a1[i] = _mm256_loadu_ps(ar[i] + 8);
+    }
+    for (int j = 0; j < NR; ++j) {
+      __m256 w0, w1;
+      if constexpr (kElt == 1) {
+        Fp8ToF32x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(br[j])), w0, w1);
+      } else if constexpr (kElt == 2) {
+        Bf16ToF32x16(br[j], w0, w1);
+      } else {
+        w0 = _mm256_loadu_ps(br[j]);
+        w1 = _mm256_loadu_ps(br[j] + 8);
+      }
+      for (int i = 0; i < MR; ++i) {
+        acc[i][j] = _mm256_fmadd_ps(a0[i], w0, acc[i][j]);
+        acc[i][j] = _mm256_fmadd_ps(a1[i], w1, acc[i][j]);
+      }
+    }
+  };
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const float* ar[MR];
+    const W* br[NR];
+    for (int i = 0; i < MR; ++i) ar[i] = a + i * lda + k;
+    for (int j = 0; j < NR; ++j) {
+      br[j] = b + j * K + k;
+      // One prefetch per 64-byte line of each row.
+      if ((k * kElt) % 64 == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(br[j]) + StreamAhead(k, K, NR, kElt), _MM_HINT_T0);
+    }
+    step(ar, br);
+  }
+  if (k < K) {
+    alignas(32) float at[MR][16] = {};
+    alignas(32) W bt[NR][16] = {};
+    const float* ar[MR];
+    const W* br[NR];
+    const int64_t left = K - k, a_left = std::min<int64_t>(16, lda - k);
+    for (int i = 0; i < MR; ++i) {
+      std::memcpy(at[i], a + i * lda + k, static_cast<size_t>(a_left) * sizeof(float));
+      ar[i] = at[i];
+    }
+    for (int j = 0; j < NR; ++j) {
+      std::memcpy(bt[j], b + j * K + k, static_cast<size_t>(left) * kElt);
+      br[j] = bt[j];
+    }
+    step(ar, br);
+  }
+  for (int i = 0; i < MR; ++i) {
+    const __m128 s = Hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    alignas(16) float v[4];
+    _mm_store_ps(v, s);
+    for (int j = 0; j < NR; ++j) c[i * ldc + j] = v[j];
+  }
+}
+
+template <typename W, int MR>
+void StreamRows(const float* a, int64_t lda, const W* b, int64_t K, int64_t nr, float* c, int64_t ldc) {
+  if (nr == kPanelRows) {
+    StreamTile<W, MR, kPanelRows>(a, lda, b, K, c, ldc);
+  } else {
+    for (int64_t j = 0; j < nr; ++j) StreamTile<W, MR, 1>(a, lda, b + j * K, K, c + j, ldc);
+  }
+}
+
+// c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows; a packed as by Pack (F32,
+// zero from K to lda), b the raw [nrows, K] weight rows (fp8 or BF16).
+template <typename W>
+void StreamAll(const float* a, int64_t lda, int64_t M, const W* b, int64_t K, int64_t nrows, float* c,
+               int64_t ldc) {
+  for (int64_t n = 0; n < nrows; n += kPanelRows) {
+    const int64_t nr = std::min<int64_t>(kPanelRows, nrows - n);
+    // Rows of a in pairs: the group's weight rows stay in L1 after the first pair.
+    for (int64_t m = 0; m < M; m += kRowsA) {
+      if (M - m >= kRowsA)
+        StreamRows<W, kRowsA>(a + m * lda, lda, b + n * K, K, nr, c + m * ldc + n, ldc);
+      else
+        StreamRows<W, 1>(a + m * lda, lda, b + n * K, K, nr, c + m * ldc + n, ldc);
+    }
+  }
+}
+
 }  // namespace
 
+void StreamF32Avx2(DType dt, const void* a, int64_t lda, int64_t M, const void* b, int64_t K, int64_t nrows,
+                   float* c, int64_t ldc) {
+  const auto* af = static_cast<const float*>(a);
+  if (dt == DType::kF8E4M3)
+    StreamAll(af, lda, M, static_cast<const uint8_t*>(b), K, nrows, c, ldc);
+  else if (dt == DType::kBF16)
+    StreamAll(af, lda, M, static_cast<const uint16_t*>(b), K, nrows, c, ldc);
+  else if (dt == DType::kF32)
+    StreamAll(af, lda, M, static_cast<const float*>(b), K, nrows, c, ldc);
+  else
+    ThrowUnsupportedPack("avx2 stream", dt);
+}
+
 const KernelSet& Avx2Kernels() {
-  static const KernelSet ks{"avx2-f32", kLanes, 4, 256.0f, &Accepts, &Pack, &Gemm, nullptr};
+  static const KernelSet ks{"avx2-f32", kLanes, 4, 256.0f, &Accepts, &Pack, &Gemm, &StreamF32Avx2,
+                            kStreamMaxMF32};
   return ks;
 }
 

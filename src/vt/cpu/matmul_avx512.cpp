@@ -25,6 +25,7 @@
 #include <cstring>
 
 #include "vt/cpu/matmul_kernels.h"
+#include "vt/cpu/matmul_stream_ahead.h"
 
 namespace vt::cpu::matmul {
 
@@ -33,6 +34,9 @@ namespace {
 constexpr float kFp8Unscale = 256.0f;
 constexpr int kRowsA = 4;
 constexpr int64_t kPrefetchBytes = 1024;
+// Largest M on the BF16 set's streaming path: below it the weights' memory stream bounds
+// the time and a panel only adds a write and a re-read.
+constexpr int64_t kStreamMaxMBf16 = 16;
 
 // BF16 bits of the e4m3fn magnitude code i (0..127), from the format: exponent field 0
 // is subnormal (i * 2^-9, normalised here), 0x7F is NaN. Computed without any shared
@@ -272,21 +276,6 @@ static_assert(kRowsA == 4, "GemmBlocks dispatches tiles of 1..4 rows");
 // as is), against a's packed rows (L1). No panel is written; each weight byte is read
 // once. The fp8 decode permutes K within 64-blocks exactly as PackBf16 does for a.
 
-constexpr int64_t kStreamPrefetch = 1536;
-
-// Byte offset from row j's current position (element k of rows of `ld` elements of `elt`
-// bytes) to prefetch. A thread's weight rows are contiguous, and row j of a group of NR
-// is followed by row j of the next group, where this row's stream continues: long rows
-// prefetch kStreamPrefetch bytes ahead in the row and, past its end, the matching place
-// in the next group (without that, every group began with NR cold misses: Qwen3-8B's
-// 4096-wide rows streamed at ~60% of the rate of 12288-wide ones); short rows prefetch
-// the same place in the group at least kStreamPrefetch bytes on in the stream.
-__attribute__((always_inline)) inline int64_t StreamAhead(int64_t k, int64_t ld, int nr, int64_t elt) {
-  const int64_t row = ld * elt;
-  if (row <= kStreamPrefetch) return (kStreamPrefetch + row - 1) / row * nr * row;
-  return k * elt + kStreamPrefetch < row ? kStreamPrefetch : kStreamPrefetch + (nr - 1) * row;
-}
-
 // One 64-value K step of NR fp8 weight rows (masked: the row's tail) against MR rows of a.
 template <int MR, int NR, bool kFull>
 __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Step(const Fp8ToBf16Lut& lut,
@@ -424,13 +413,13 @@ __attribute__((target("avx512vbmi"))) void StreamBf16(DType dt, const void* av, 
 
 const KernelSet& Avx512Bf16Kernels() {
   static const KernelSet ks{"avx512bf16-dpbf16", 64, 2, 1.0f, &AcceptsBf16, &PackBf16,
-                            &GemmBlocks<uint16_t, Bf16Tile>, &StreamBf16};
+                            &GemmBlocks<uint16_t, Bf16Tile>, &StreamBf16, kStreamMaxMBf16};
   return ks;
 }
 
 const KernelSet& Avx512Kernels() {
   static const KernelSet ks{"avx512-f32", 16, 4, kFp8Unscale, &AcceptsF32, &PackF32, &GemmBlocks<float, F32Tile>,
-                            nullptr};
+                            &StreamF32Avx2, kStreamMaxMF32};
   return ks;
 }
 

@@ -48,6 +48,9 @@ struct KernelSet {
   // [nrows, K] operand of dtype `b_dtype`, packed by `pack` from that same dtype.
   void (*stream)(DType b_dtype, const void* a, int64_t lda, int64_t M, const void* b, int64_t K, int64_t nrows,
                  float* c, int64_t ldc);
+  // Largest M that takes `stream`: past it, decoding each weight group once per few rows
+  // of a costs more than packing a panel once (measured per set with vt_kernels_bench).
+  int64_t stream_max_m = 0;
 };
 
 // Throws vt::Error for a dtype a set's pack does not handle (defined in the portable
@@ -61,6 +64,14 @@ const KernelSet& ScalarKernels();
 const KernelSet& Avx2Kernels();        // F32 FMA on 8 lanes
 const KernelSet& Avx512Kernels();      // F32 FMA on 16 lanes
 const KernelSet& Avx512Bf16Kernels();  // BF16 pairs, vdpbf16ps (F32 accumulation)
+// The streaming path of the F32 sets (AVX2 code, also used by the AVX-512 F32 set): a
+// packed to F32 as their packs do (fp8 as value * 2^-8), b fp8, BF16 or F32. It takes
+// M <= kStreamMaxMF32: measured with vt_kernels_bench --isa avx2 (2 threads), fp8 weights
+// streamed at M = 4 beat the packed GEMM (9.9 vs 8.8 GB/s on 4096->12288) and lost at
+// M = 16 (2.5 vs 3.8 GB/s: the weights are decoded again for every pair of rows of a).
+inline constexpr int64_t kStreamMaxMF32 = 4;
+void StreamF32Avx2(DType b_dtype, const void* a, int64_t lda, int64_t M, const void* b, int64_t K, int64_t nrows,
+                   float* c, int64_t ldc);
 #endif
 
 }  // namespace vt::cpu::matmul

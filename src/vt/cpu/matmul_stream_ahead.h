@@ -1,0 +1,29 @@
+// Prefetch distance of the CPU streaming decode paths (matmul_avx512.cpp, matmul_avx2.cpp).
+// Internal linkage on purpose: each ISA-specific file gets its own copy compiled with its
+// own flags, so the linker can never hand one file's code to another (see
+// matmul_kernels.h).
+#pragma once
+
+#include <cstdint>
+
+namespace vt::cpu::matmul {
+namespace {
+
+constexpr int64_t kStreamPrefetch = 1536;
+
+// Byte offset from row j's current position (element k of rows of `ld` elements of `elt`
+// bytes) to prefetch, when a thread streams its weight rows in groups of `nr`. A thread's
+// rows are contiguous, and row j of a group is followed by row j of the next group, where
+// this row's stream continues: long rows prefetch kStreamPrefetch bytes ahead in the row
+// and, past its end, the matching place in the next group (without that, every group began
+// with nr cold misses: Qwen3-8B's 4096-wide rows streamed at ~60% of the rate of
+// 12288-wide ones); short rows prefetch the same place in the group at least
+// kStreamPrefetch bytes on in the stream.
+[[maybe_unused]] inline int64_t StreamAhead(int64_t k, int64_t ld, int nr, int64_t elt) {
+  const int64_t row = ld * elt;
+  if (row <= kStreamPrefetch) return (kStreamPrefetch + row - 1) / row * nr * row;
+  return k * elt + kStreamPrefetch < row ? kStreamPrefetch : kStreamPrefetch + (nr - 1) * row;
+}
+
+}  // namespace
+}  // namespace vt::cpu::matmul
