@@ -74,6 +74,7 @@ TEST(CudaModelOps, EmbeddingRefusesIdOutsideTable) {
     const std::vector<int32_t> ids = {1, bad, 2};
     try {
       vt::Embedding(gpu, out, table, IndexTensor(ids, DType::kI32, vtt::kCuda));
+      gpu.Synchronize();  // the kernel found it; the next synchronization reports it
       ADD_FAILURE() << "id " << bad << " accepted";
     } catch (const vt::Error& e) {
       EXPECT_NE(std::string(e.what()).find("ids[1] = " + std::to_string(bad)), std::string::npos) << e.what();
@@ -135,6 +136,7 @@ TEST(CudaModelOps, RotaryEmbeddingRefusesPositionOutsideCache) {
       {
         try {
           vt::RotaryEmbedding(gpu, IndexTensor(pos, DType::kI64, vtt::kCuda), qt, nullptr, cache, 8);
+          gpu.Synchronize();
         } catch (const vt::Error& e) {
           EXPECT_NE(std::string(e.what()).find("positions[1] = 16"), std::string::npos) << e.what();
           throw;
@@ -173,6 +175,7 @@ TEST(CudaModelOps, KvCacheWriteMatchesCpuBytes) {
   const std::vector<int64_t> bad = {8};
   try {
     vt::KvCacheWrite(gpu, k, k, kc, kc, IndexTensor(bad, DType::kI64, vtt::kCuda));
+    gpu.Synchronize();
     ADD_FAILURE() << "slot 8 of 8 accepted";
   } catch (const vt::Error& e) {
     EXPECT_NE(std::string(e.what()).find("slot_mapping[0] = 8"), std::string::npos) << e.what();
@@ -324,6 +327,7 @@ TEST(CudaModelOps, PagedAttentionRefusesBadMetadata) {
     try {
       vt::PagedAttention(gpu, out, qt, kc, kc, bt, IndexTensor(lens, DType::kI32, vtt::kCuda),
                          IndexTensor(qsl, DType::kI32, vtt::kCuda), 0.125f);
+      gpu.Synchronize();
       ADD_FAILURE() << "accepted: " << needle;
     } catch (const vt::Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
@@ -332,6 +336,30 @@ TEST(CudaModelOps, PagedAttentionRefusesBadMetadata) {
   expect_error({0, 4}, 20, "block_tables[0, 1] = 4");
   expect_error({0, 1}, 40, "seq_lens[0] = 40 exceeds");
   expect_error({0, 1}, 1, "has 2 new query rows but seq_lens[0] = 1");
+}
+
+// A bad index is reported once, at the first synchronization after the kernel that found
+// it (including a copy to the host); then the queue keeps working and reports nothing.
+TEST(CudaModelOps, IndexErrorIsReportedOnceAndTheQueueKeepsServing) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  const std::vector<uint16_t> rows = {0x3F80, 0x4000, 0x4040, 0x4080};  // BF16 1, 2, 3, 4: table [4, 1]
+  vt::Tensor table = vt::Tensor::FromHost(rows.data(), {4, 1}, DType::kBF16, vtt::kCuda);
+  vt::Tensor out = vt::Tensor::Empty({2, 1}, DType::kBF16, vtt::kCuda);
+  const std::vector<int32_t> bad = {1, 7}, good = {3, 0};
+  vt::Embedding(gpu, out, table, IndexTensor(bad, DType::kI32, vtt::kCuda));
+  std::vector<uint16_t> got(2);
+  try {
+    out.CopyToHost(got.data());
+    ADD_FAILURE() << "id 7 of 4 rows accepted";
+  } catch (const vt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ids[1] = 7 is outside the table's 4 rows"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(gpu.Synchronize());  // reported once
+  vt::Embedding(gpu, out, table, IndexTensor(good, DType::kI32, vtt::kCuda));
+  ASSERT_NO_THROW(out.CopyToHost(got.data()));
+  EXPECT_EQ(got[0], 0x4080);
+  EXPECT_EQ(got[1], 0x3F80);
 }
 
 }  // namespace

@@ -7,12 +7,15 @@
 // shared memory; lane j scores token j of the tile, the warp updates its running max and
 // sum (online softmax, f32), and each lane accumulates D/32 output dims. The result is
 // rounded once to the output dtype. Causality: a row at position p sees tokens 0..p.
-// The index metadata is validated on the host before launch, as the CPU kernel does.
+// The kernels check the index metadata they use (the CPU kernels' checks, made on the
+// device so that no op waits for the host): nothing is read or written out of bounds, and
+// the first bad value is reported as a vt::Error at the next synchronization
+// (device_error.h).
 #include <algorithm>
 #include <cmath>
 
+#include "vt/cuda/device_error.cuh"
 #include "vt/cuda/device_util.cuh"
-#include "vt/cuda/host_meta.h"
 #include "vt/cuda/kernels.h"
 #include "vt/ops/attention.h"
 
@@ -27,13 +30,17 @@ constexpr int kDimsPerLane = kMaxD / 32;
 
 template <typename W>
 __global__ void KvWriteKernel(W* kc, W* vc, const W* key, const W* value, const int64_t* slots, int64_t T,
-                              int64_t row_words) {
+                              int64_t row_words, int64_t num_slots, IndexErrorRecord* err) {
   const int64_t n = T * row_words;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
     const int64_t t = e / row_words, i = e - t * row_words;
     const int64_t slot = slots[t];
-    if (slot < 0) continue;
+    if (slot < 0) continue;  // padding: not written
+    if (slot >= num_slots) {
+      if (i == 0) RecordIndexError(err, IndexError::kKvSlot, t, slot, num_slots);
+      continue;
+    }
     kc[slot * row_words + i] = key[e];
     vc[slot * row_words + i] = value[e];
   }
@@ -45,7 +52,8 @@ void LaunchKvWrite(CudaQueue& cq, const Tensor& key, const Tensor& value, const 
   const int64_t T = slots.dim(0), words = row_bytes / static_cast<int64_t>(sizeof(W));
   KvWriteKernel<W><<<GridFor(T * words, 256, cq), 256, 0, cq.stream>>>(
       static_cast<W*>(kc.data()), static_cast<W*>(vc.data()), static_cast<const W*>(key.data()),
-      static_cast<const W*>(value.data()), slots.data_as<int64_t>(), T, words);
+      static_cast<const W*>(value.data()), slots.data_as<int64_t>(), T, words, kc.dim(0) * kc.dim(1),
+      IndexErrors(cq.device.index));
   VT_CUDA_CHECK_LAUNCH("KvWriteKernel");
 }
 
@@ -53,11 +61,6 @@ void KvCacheWriteCuda(const Queue& q, const Tensor& key, const Tensor& value, co
                       const Tensor& value_cache, const Tensor& slot_mapping) {
   CudaQueue& cq = Cuda(q);
   const int64_t T = slot_mapping.dim(0);
-  const int64_t num_slots = key_cache.dim(0) * key_cache.dim(1);
-  const std::vector<int64_t> slots = ReadToHost<int64_t>(cq, slot_mapping);
-  for (int64_t t = 0; t < T; ++t)
-    VT_CHECK(slots[t] < num_slots, "KvCacheWrite: slot_mapping[", t, "] = ", slots[t], " but the cache has ",
-             num_slots, " slots (", key_cache.dim(0), " blocks of ", key_cache.dim(1), ")");
   const int64_t row_bytes = key.dim(1) * static_cast<int64_t>(DTypeSize(key.dtype()));
   if (T == 0 || row_bytes == 0) return;
   DeviceGuard guard(cq.device.index);
@@ -83,7 +86,8 @@ struct AttnArgs {
   const int32_t* block_tables;
   const int32_t* seq_lens;
   const int32_t* query_start_loc;
-  int64_t Hq, Hk, D, group, block_size, max_blocks;
+  IndexErrorRecord* err;
+  int64_t Hq, Hk, D, group, block_size, max_blocks, num_blocks, S, T;
   float scale;
 };
 
@@ -109,7 +113,20 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
   float* qs = vs + kTile * ld;        // [kWarps][D], pre-scaled queries
   const int64_t s = blockIdx.y, kh = blockIdx.z;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t q0 = a.query_start_loc[s], n = a.query_start_loc[s + 1] - q0, ctx = a.seq_lens[s];
+  const int64_t q0 = a.query_start_loc[s], q1 = a.query_start_loc[s + 1], ctx = a.seq_lens[s];
+  const int64_t n = q1 - q0;
+  // This sequence's metadata (every thread reads the same values: the exits are uniform).
+  if (blockIdx.x == 0 && kh == 0 && threadIdx.x == 0) {
+    if (s == 0 && q0 != 0) RecordIndexError(a.err, IndexError::kAttnQueryStartRange, 0, q0, a.T);
+    if (s == a.S - 1 && q1 != a.T) RecordIndexError(a.err, IndexError::kAttnQueryStartRange, a.S, q1, a.T);
+    if (n < 0)
+      RecordIndexError(a.err, IndexError::kAttnQueryStartOrder, s, q1, 0, q0);
+    else if (n > ctx)
+      RecordIndexError(a.err, IndexError::kAttnQueryRows, s, ctx, 0, n);
+    if (ctx > a.max_blocks * a.block_size)
+      RecordIndexError(a.err, IndexError::kAttnSeqLen, s, ctx, a.max_blocks, a.block_size);
+  }
+  if (q0 < 0 || n < 0 || q1 > a.T || n > ctx || ctx > a.max_blocks * a.block_size) return;
   const int64_t nvec = n * a.group;
   const int64_t v0 = static_cast<int64_t>(blockIdx.x) * kWarps;
   if (v0 >= nvec) return;  // uniform across the CTA
@@ -129,6 +146,19 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
   const T* kc = static_cast<const T*>(a.key_cache);
   const T* vc = static_cast<const T*>(a.value_cache);
   const int32_t* table = a.block_tables + s * a.max_blocks;
+  // Every block this CTA will read must be in the cache.
+  __shared__ int bad_block;
+  if (threadIdx.x == 0) bad_block = 0;
+  __syncthreads();
+  for (int64_t b = threadIdx.x; b * a.block_size <= cta_last; b += blockDim.x) {
+    const int64_t id = table[b];
+    if (id < 0 || id >= a.num_blocks) {
+      bad_block = 1;
+      RecordIndexError(a.err, IndexError::kAttnBlockId, s, id, a.num_blocks, b);
+    }
+  }
+  __syncthreads();
+  if (bad_block) return;  // uniform
   float m = -INFINITY, l = 0.0f;
   float acc[kDimsPerLane];
 #pragma unroll
@@ -199,33 +229,19 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   a.block_size = key_cache.dim(1);
   a.max_blocks = block_tables.dim(1);
   a.scale = scale;
-  const int64_t num_blocks = key_cache.dim(0);
   const int64_t S = seq_lens.dim(0), T = query.dim(0);
+  a.num_blocks = key_cache.dim(0);
+  a.S = S;
+  a.T = T;
   VT_CHECK(a.D <= kMaxD, "PagedAttention on ", ToString(cq.device), ": head size ", a.D, " exceeds the CUDA kernel's ",
            kMaxD);
-  const std::vector<int32_t> lens = ReadToHost<int32_t>(cq, seq_lens);
-  const std::vector<int32_t> qsl = ReadToHost<int32_t>(cq, query_start_loc);
-  const std::vector<int32_t> tables = ReadToHost<int32_t>(cq, block_tables);
-  VT_CHECK(qsl[0] == 0 && qsl[S] == T, "PagedAttention: query_start_loc must run from 0 to the ", T,
-           " query rows, got [", qsl[0], " .. ", qsl[S], "]");
-  int64_t max_vec = 0;
-  for (int64_t s = 0; s < S; ++s) {
-    const int64_t n = qsl[s + 1] - qsl[s], ctx = lens[s];
-    VT_CHECK(n >= 0, "PagedAttention: query_start_loc decreases at sequence ", s, " (", qsl[s], " -> ", qsl[s + 1],
-             ")");
-    VT_CHECK(n <= ctx, "PagedAttention: sequence ", s, " has ", n, " new query rows but seq_lens[", s, "] = ", ctx);
-    VT_CHECK(ctx <= a.max_blocks * a.block_size, "PagedAttention: seq_lens[", s, "] = ", ctx, " exceeds its ",
-             a.max_blocks, " block-table entries of ", a.block_size, " tokens");
-    for (int64_t b = 0; b * a.block_size < ctx; ++b) {
-      const int32_t id = tables[s * a.max_blocks + b];
-      VT_CHECK(id >= 0 && id < num_blocks, "PagedAttention: block_tables[", s, ", ", b, "] = ", id,
-               " is outside the cache's ", num_blocks, " blocks");
-    }
-    max_vec = std::max(max_vec, n * a.group);
-  }
-  if (max_vec == 0 || a.D == 0) return;
+  if (S == 0 || a.D == 0) return;
   VT_CHECK(S <= 65535 && a.Hk <= 65535, "PagedAttention on cuda: ", S, " sequences x ", a.Hk,
            " KV heads exceed the grid limit of 65535 each");
+  // No sequence has more than the T query rows (the kernel checks the real counts), so
+  // T * group query vectors bound every sequence's; CTAs past a sequence's own exit early.
+  const int64_t max_vec = std::max<int64_t>(T * a.group, 1);
+  a.err = IndexErrors(cq.device.index);
   a.out = out.data();
   a.query = query.data();
   a.key_cache = key_cache.data();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "vt/cuda/context.h"
+#include "vt/cuda/device_error.h"
 #include "vt/cuda/kernels.h"
 #include "vt/registry.h"
 
@@ -160,6 +161,91 @@ void StagedHostToDevice(void* dst, const void* src, size_t n) {
 
 }  // namespace
 
+namespace {
+
+struct IndexErrorState {
+  std::mutex mu;
+  std::map<int, IndexErrorRecord*> records;  // per device; never freed (one per process)
+};
+
+IndexErrorState& ErrorState() {
+  static auto* s = new IndexErrorState();
+  return *s;
+}
+
+std::string DescribeIndexError(const IndexErrorRecord& r, int device) {
+  std::string what;
+  switch (static_cast<IndexError>(r.code)) {
+    case IndexError::kEmbeddingId:
+      what = StrCat("Embedding: ids[", r.index, "] = ", r.value, " is outside the table's ", r.bound, " rows");
+      break;
+    case IndexError::kRopePosition:
+      what = StrCat("RotaryEmbedding: positions[", r.index, "] = ", r.value, " is outside the cos/sin cache's ",
+                    r.bound, " positions");
+      break;
+    case IndexError::kKvSlot:
+      what = StrCat("KvCacheWrite: slot_mapping[", r.index, "] = ", r.value, " but the cache has ", r.bound,
+                    " slots");
+      break;
+    case IndexError::kAttnQueryStartRange:
+      what = StrCat("PagedAttention: query_start_loc must run from 0 to the ", r.bound,
+                    " query rows, got query_start_loc[", r.index, "] = ", r.value);
+      break;
+    case IndexError::kAttnQueryStartOrder:
+      what = StrCat("PagedAttention: query_start_loc decreases at sequence ", r.index, " (", r.aux, " -> ", r.value,
+                    ")");
+      break;
+    case IndexError::kAttnQueryRows:
+      what = StrCat("PagedAttention: sequence ", r.index, " has ", r.aux, " new query rows but seq_lens[", r.index,
+                    "] = ", r.value);
+      break;
+    case IndexError::kAttnSeqLen:
+      what = StrCat("PagedAttention: seq_lens[", r.index, "] = ", r.value, " exceeds its ", r.bound,
+                    " block-table entries of ", r.aux, " tokens");
+      break;
+    case IndexError::kAttnBlockId:
+      what = StrCat("PagedAttention: block_tables[", r.index, ", ", r.aux, "] = ", r.value,
+                    " is outside the cache's ", r.bound, " blocks");
+      break;
+    default:
+      what = StrCat("a CUDA kernel recorded index error code ", r.code);
+  }
+  return StrCat(what, " (found by the kernel on cuda:", device,
+                " and reported at this synchronization; that op's output is unspecified)");
+}
+
+}  // namespace
+
+IndexErrorRecord* IndexErrors(int device) {
+  IndexErrorState& st = ErrorState();
+  std::lock_guard<std::mutex> lock(st.mu);
+  auto it = st.records.find(device);
+  if (it != st.records.end()) return it->second;
+  DeviceGuard guard(device);
+  IndexErrorRecord* p = nullptr;
+  VT_CUDA_CHECK(cudaMalloc(&p, sizeof(IndexErrorRecord)));
+  VT_CUDA_CHECK(cudaMemset(p, 0, sizeof(IndexErrorRecord)));
+  st.records[device] = p;
+  return p;
+}
+
+void ThrowPendingIndexError(int device) {
+  IndexErrorRecord* p = nullptr;
+  {
+    IndexErrorState& st = ErrorState();
+    std::lock_guard<std::mutex> lock(st.mu);
+    auto it = st.records.find(device);
+    if (it == st.records.end()) return;
+    p = it->second;
+  }
+  DeviceGuard guard(device);
+  IndexErrorRecord r{};
+  VT_CUDA_CHECK(cudaMemcpy(&r, p, sizeof r, cudaMemcpyDeviceToHost));
+  if (r.code == 0) return;
+  VT_CUDA_CHECK(cudaMemset(p, 0, sizeof r));
+  throw Error(DescribeIndexError(r, device));
+}
+
 std::shared_ptr<Storage> AllocateStorage(int device, size_t nbytes) {
   const int count = CudaDeviceCount();
   VT_CHECK(device >= 0 && device < count, "Tensor::Empty on cuda:", device, ": no such CUDA device (", count,
@@ -186,6 +272,7 @@ void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device,
     }
   } else if (dst_device.is_cpu()) {
     VT_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+    ThrowPendingIndexError(src_device.index);
   } else {
     VT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, cudaStreamLegacy));
     VT_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
@@ -232,6 +319,7 @@ CudaQueue::~CudaQueue() {
 void CudaQueue::Synchronize() {
   DeviceGuard guard(device.index);
   VT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  ThrowPendingIndexError(device.index);
 }
 
 CudaQueue& Cuda(const Queue& q) {
