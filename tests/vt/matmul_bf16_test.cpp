@@ -12,16 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "matmul_test_util.h"
 #include "vt/vt.h"
 
 namespace {
 
-std::vector<vt::CpuIsa> IsaLevels() {
-  std::vector<vt::CpuIsa> levels;
-  for (vt::CpuIsa isa : {vt::CpuIsa::kScalar, vt::CpuIsa::kAvx2, vt::CpuIsa::kAvx512, vt::CpuIsa::kAvx512Bf16})
-    if (isa <= vt::DetectCpuIsa()) levels.push_back(isa);
-  return levels;
-}
 
 // Random values stored in `dtype`; `exact` receives the stored values as doubles.
 vt::Tensor RandomTensor(int64_t rows, int64_t cols, vt::DType dtype, std::mt19937& rng, std::vector<double>& exact) {
@@ -57,12 +52,9 @@ std::vector<float> ToFloats(const vt::Tensor& t) {
   return out;
 }
 
-struct Shape3 {
-  int64_t M, N, K;
-};
 
 TEST(Matmul, MatchesFloat64ReferenceOnEveryIsa) {
-  const std::vector<Shape3> shapes = {
+  const std::vector<vt_test::Shape3> shapes = {
       {1, 7, 1},   {1, 33, 67},  {2, 5, 31},    {3, 67, 100},  {5, 9, 257},      {16, 13, 33},
       {17, 31, 65}, {64, 11, 129}, {65, 35, 1}, {130, 7, 97}, {1, 173, 2501}, {65, 139, 1500},
       // Small-M streaming path: whole 64-value K steps, K tails past 32, 4-row groups.
@@ -73,7 +65,7 @@ TEST(Matmul, MatchesFloat64ReferenceOnEveryIsa) {
                                                    {vt::DType::kF32, vt::DType::kF32},
                                                    {vt::DType::kBF16, vt::DType::kF32}};
   std::mt19937 rng(99);
-  for (const Shape3& s : shapes) {
+  for (const vt_test::Shape3& s : shapes) {
     for (auto [adt, bdt] : pairs) {
       std::vector<double> a, b;
       const auto ta = RandomTensor(s.M, s.K, adt, rng, a);
@@ -91,7 +83,7 @@ TEST(Matmul, MatchesFloat64ReferenceOnEveryIsa) {
           dot[m * s.N + n] = d;
           mag[m * s.N + n] = g;
         }
-      for (vt::CpuIsa isa : IsaLevels()) {
+      for (vt::CpuIsa isa : vt_test::IsaLevels()) {
         for (int threads : {1, 3}) {
           const vt::Queue q = vt::Queue::Cpu(threads, isa);
           for (vt::DType od : {vt::DType::kF32, vt::DType::kBF16}) {
@@ -102,26 +94,18 @@ TEST(Matmul, MatchesFloat64ReferenceOnEveryIsa) {
               auto out = vt::Tensor::Empty({s.M, s.N}, od);
               vt::Matmul(q, out, ta, tb, with_bias ? &tbias : nullptr);
               const auto got = ToFloats(out);
-              int bad = 0;
-              for (int64_t i = 0; i < s.M * s.N && bad < 5; ++i) {
-                const double bb = with_bias ? bias[i % s.N] : 0.0;
-                const double want = dot[i] + bb;
-                // 4·K·eps·Σ|a·b|, the f32 bias addition, one rounding of the out dtype.
-                const double acc = 4.0 * static_cast<double>(s.K) * FLT_EPSILON * mag[i] + FLT_EPSILON * std::fabs(bb);
-                const double tol = acc + (od == vt::DType::kBF16 ? std::ldexp(std::fabs(want) + acc, -8) : 0.0);
-                if (!(std::fabs(got[i] - want) <= tol)) {
-                  ADD_FAILURE() << "out[" << i / s.N << ", " << i % s.N << "] = " << got[i] << ", float64 reference "
-                                << want << ", bound " << tol;
-                  ++bad;
-                }
-              }
+              auto bias_at = [&](int64_t i) { return with_bias ? bias[i % s.N] : 0.0; };
+              auto want = [&](int64_t i) { return dot[i] + bias_at(i); };
+              vt_test::CheckWithinBound(got, s.N, want, [&](int64_t i) {
+                return vt_test::MatmulBound(want(i), mag[i], 1.0, bias_at(i), s.K, od);
+              });
             }
           }
         }
       }
     }
   }
-  for (vt::CpuIsa isa : IsaLevels()) std::cout << "[ Matmul ran on ] " << vt::CpuIsaName(isa) << "\n";
+  for (vt::CpuIsa isa : vt_test::IsaLevels()) std::cout << "[ Matmul ran on ] " << vt::CpuIsaName(isa) << "\n";
 }
 
 TEST(Matmul, RejectsBadOperandsByName) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "matmul_test_util.h"
 #include "vt/vt.h"
 
 namespace {
@@ -52,12 +53,6 @@ std::vector<uint8_t> RandomFp8(size_t n, std::mt19937& rng) {
   return v;
 }
 
-std::vector<vt::CpuIsa> IsaLevels() {
-  std::vector<vt::CpuIsa> levels;
-  for (vt::CpuIsa isa : {vt::CpuIsa::kScalar, vt::CpuIsa::kAvx2, vt::CpuIsa::kAvx512, vt::CpuIsa::kAvx512Bf16})
-    if (isa <= vt::DetectCpuIsa()) levels.push_back(isa);
-  return levels;
-}
 
 std::vector<float> ToFloats(const vt::Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
@@ -96,20 +91,12 @@ Reference ComputeReference(const std::vector<uint8_t>& a, const std::vector<uint
 
 // The DESIGN contract: 4·K·FLT_EPSILON·|alpha|·Σ|a·b|, plus the f32 rounding of the bias
 // addition, plus one rounding of the output dtype (half an ulp: 2^-8 relative for BF16).
-double Bound(double ref, double mag, double alpha, double bias, int64_t K, vt::DType out) {
-  const double acc = 4.0 * static_cast<double>(K) * FLT_EPSILON * std::fabs(alpha) * mag + FLT_EPSILON * std::fabs(bias);
-  const double rounding = out == vt::DType::kBF16 ? std::ldexp(std::fabs(ref) + acc, -8) : 0.0;
-  return acc + rounding + 1e-30;
-}
 
-struct Shape3 {
-  int64_t M, N, K;
-};
 
 TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
   // Ms from decode to prefill; odd N and K, K = 1, K past one K block (2048 BF16 /
   // 1024 F32 columns), N past one 128-row panel, N smaller than the threads' share.
-  const std::vector<Shape3> shapes = {
+  const std::vector<vt_test::Shape3> shapes = {
       {1, 7, 1},    {1, 33, 67},    {2, 5, 31},     {3, 67, 100},  {5, 9, 257},    {16, 13, 33},
       {17, 31, 65}, {64, 11, 129},  {65, 35, 1},    {130, 7, 97},  {1, 301, 2501}, {17, 137, 1100},
       {65, 261, 2113}, {130, 45, 3}, {4, 1, 5},
@@ -119,7 +106,7 @@ TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
   };
   std::mt19937 rng(1234);
   const float alpha = 0.0123f;
-  for (const Shape3& s : shapes) {
+  for (const vt_test::Shape3& s : shapes) {
     const auto a = RandomFp8(s.M * s.K, rng);
     const auto b = RandomFp8(s.N * s.K, rng);
     std::vector<float> bias_f(s.N);
@@ -129,7 +116,7 @@ TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
     const auto ta = vt::Tensor::FromHost(a.data(), {s.M, s.K}, vt::DType::kF8E4M3);
     const auto tb = vt::Tensor::FromHost(b.data(), {s.N, s.K}, vt::DType::kF8E4M3);
     const auto tbias = vt::Tensor::FromHost(bias_f.data(), {s.N}, vt::DType::kF32);
-    for (vt::CpuIsa isa : IsaLevels()) {
+    for (vt::CpuIsa isa : vt_test::IsaLevels()) {
       for (int threads : {1, 3}) {
         const vt::Queue q = vt::Queue::Cpu(threads, isa);
         for (vt::DType od : {vt::DType::kF32, vt::DType::kBF16}) {
@@ -139,23 +126,17 @@ TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
             auto out = vt::Tensor::Empty({s.M, s.N}, od);
             vt::MatmulFp8(q, out, ta, tb, alpha, with_bias ? &tbias : nullptr);
             const auto got = ToFloats(out);
-            int bad = 0;
-            for (int64_t i = 0; i < s.M * s.N && bad < 5; ++i) {
-              const double bias = with_bias ? bias_f[i % s.N] : 0.0;
-              const double want = static_cast<double>(alpha) * ref.dot[i] + bias;
-              const double tol = Bound(want, ref.mag[i], alpha, bias, s.K, od);
-              if (!(std::fabs(got[i] - want) <= tol)) {
-                ADD_FAILURE() << "out[" << i / s.N << ", " << i % s.N << "] = " << got[i] << ", float64 reference "
-                              << want << ", bound " << tol;
-                ++bad;
-              }
-            }
+            auto bias_at = [&](int64_t i) { return with_bias ? static_cast<double>(bias_f[i % s.N]) : 0.0; };
+            auto want = [&](int64_t i) { return static_cast<double>(alpha) * ref.dot[i] + bias_at(i); };
+            vt_test::CheckWithinBound(got, s.N, want, [&](int64_t i) {
+              return vt_test::MatmulBound(want(i), ref.mag[i], alpha, bias_at(i), s.K, od);
+            });
           }
         }
       }
     }
   }
-  for (vt::CpuIsa isa : IsaLevels()) std::cout << "[ MatmulFp8 ran on ] " << vt::CpuIsaName(isa) << "\n";
+  for (vt::CpuIsa isa : vt_test::IsaLevels()) std::cout << "[ MatmulFp8 ran on ] " << vt::CpuIsaName(isa) << "\n";
 }
 
 TEST(MatmulFp8, BiasInBf16) {
@@ -167,7 +148,7 @@ TEST(MatmulFp8, BiasInBf16) {
   for (int64_t n = 0; n < N; ++n) bias[n] = vt::FloatToBf16(static_cast<float>(n) * 1.75f - 9.0f);
   const Reference ref = ComputeReference(a, b, M, N, K);
   const auto tbias = vt::Tensor::FromHost(bias.data(), {N}, vt::DType::kBF16);
-  for (vt::CpuIsa isa : IsaLevels()) {
+  for (vt::CpuIsa isa : vt_test::IsaLevels()) {
     const vt::Queue q = vt::Queue::Cpu(2, isa);
     auto out = vt::Tensor::Empty({M, N}, vt::DType::kF32);
     vt::MatmulFp8(q, out, vt::Tensor::FromHost(a.data(), {M, K}, vt::DType::kF8E4M3),
@@ -176,7 +157,7 @@ TEST(MatmulFp8, BiasInBf16) {
     for (int64_t i = 0; i < M * N; ++i) {
       const double bb = vt::Bf16ToFloat(bias[i % N]);
       const double want = 0.5 * ref.dot[i] + bb;
-      EXPECT_NEAR(got[i], want, Bound(want, ref.mag[i], 0.5, bb, K, vt::DType::kF32))
+      EXPECT_NEAR(got[i], want, vt_test::MatmulBound(want, ref.mag[i], 0.5, bb, K, vt::DType::kF32))
           << vt::CpuIsaName(isa) << " element " << i;
     }
   }
@@ -188,7 +169,7 @@ TEST(MatmulFp8, NanCodesPropagate) {
   auto a = RandomFp8(M * K, rng);
   const auto b = RandomFp8(N * K, rng);
   a[1 * K + 40] = 0xFF;  // row 1 holds a NaN
-  for (vt::CpuIsa isa : IsaLevels()) {
+  for (vt::CpuIsa isa : vt_test::IsaLevels()) {
     const vt::Queue q = vt::Queue::Cpu(2, isa);
     auto out = vt::Tensor::Empty({M, N}, vt::DType::kBF16);
     vt::MatmulFp8(q, out, vt::Tensor::FromHost(a.data(), {M, K}, vt::DType::kF8E4M3),
@@ -221,8 +202,8 @@ TEST(MatmulFp8, MatchesCublasLtOracle) {
   const std::string dir = std::string(VTLLM_FIXTURES_DIR) + "/oracles/fp8ops/";
   const auto meta_bytes = ReadFile(dir + "meta.json");
   const std::string meta(meta_bytes.begin(), meta_bytes.end());
-  const std::vector<Shape3> cases = {{1, 256, 512}, {7, 384, 256}, {33, 512, 1024}, {128, 256, 2048}};
-  for (const Shape3& s : cases) {
+  const std::vector<vt_test::Shape3> cases = {{1, 256, 512}, {7, 384, 256}, {33, 512, 1024}, {128, 256, 2048}};
+  for (const vt_test::Shape3& s : cases) {
     const std::string name = vt::StrCat("gemm_", s.M, "x", s.N, "x", s.K);
     const auto a_raw = ReadFile(dir + name + ".a.u8");
     const auto b_raw = ReadFile(dir + name + ".b.u8");
@@ -241,7 +222,7 @@ TEST(MatmulFp8, MatchesCublasLtOracle) {
     const Reference ref = ComputeReference(a, b, s.M, s.N, s.K);
     const auto ta = vt::Tensor::FromHost(a.data(), {s.M, s.K}, vt::DType::kF8E4M3);
     const auto tb = vt::Tensor::FromHost(b.data(), {s.N, s.K}, vt::DType::kF8E4M3);
-    for (vt::CpuIsa isa : IsaLevels()) {
+    for (vt::CpuIsa isa : vt_test::IsaLevels()) {
       const vt::Queue q = vt::Queue::Cpu(2, isa);
       auto out32 = vt::Tensor::Empty({s.M, s.N}, vt::DType::kF32);
       auto out16 = vt::Tensor::Empty({s.M, s.N}, vt::DType::kBF16);
@@ -254,8 +235,8 @@ TEST(MatmulFp8, MatchesCublasLtOracle) {
         // stored as f32; alpha was rounded to f32 once: 3 more f32 roundings at most.
         const double want = ref64[i];
         const double scale_err = 3.0 * FLT_EPSILON * std::fabs(want);
-        const double b32 = Bound(want, ref.mag[i], alpha, 0, s.K, vt::DType::kF32) + scale_err;
-        const double b16 = Bound(want, ref.mag[i], alpha, 0, s.K, vt::DType::kBF16) + scale_err;
+        const double b32 = vt_test::MatmulBound(want, ref.mag[i], alpha, 0, s.K, vt::DType::kF32) + scale_err;
+        const double b16 = vt_test::MatmulBound(want, ref.mag[i], alpha, 0, s.K, vt::DType::kBF16) + scale_err;
         // Ours and cuBLASLt's BF16 each sit within the bound of the exact value; after
         // their roundings they may be one BF16 step apart (2^-7 relative).
         const double bc = std::ldexp(std::fabs(want), -7) + 2.0 * b32;

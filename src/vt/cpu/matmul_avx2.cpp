@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "vt/cpu/matmul_kernels.h"
-#include "vt/cpu/matmul_stream_ahead.h"
+#include "vt/cpu/matmul_local.h"
 
 namespace vt::cpu::matmul {
 
@@ -96,15 +96,9 @@ void Gemm(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, i
           int64_t ldc) {
   const auto* a = static_cast<const float*>(av);
   const auto* p = static_cast<const float*>(pv);
-  for (int64_t m = 0; m < M; m += kRowsA) {
-    for (int64_t n = 0; n < nrows; n += kPanelRows) {
-      if (M - m >= kRowsA) {
-        Tile<kRowsA>(a + m * lda, lda, p + n * ldp, ldp, kcp, c + m * ldc + n, ldc);
-      } else {
-        Tile<1>(a + m * lda, lda, p + n * ldp, ldp, kcp, c + m * ldc + n, ldc);
-      }
-    }
-  }
+  ForEachTile<kRowsA>(M, nrows, [&](auto rows, int64_t m, int64_t n) {
+    Tile<decltype(rows)::value>(a + m * lda, lda, p + n * ldp, ldp, kcp, c + m * ldc + n, ldc);
+  });
 }
 
 // ---- Streaming decode (small M) -----------------------------------------------------

@@ -25,7 +25,7 @@
 #include <cstring>
 
 #include "vt/cpu/matmul_kernels.h"
-#include "vt/cpu/matmul_stream_ahead.h"
+#include "vt/cpu/matmul_local.h"
 
 namespace vt::cpu::matmul {
 
