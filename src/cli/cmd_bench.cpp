@@ -118,6 +118,7 @@ void AddBenchCommand(CLI::App& app) {
 
     std::vector<double> steps;
     for (auto& e : batch) e.num_new = 1;
+    std::vector<double> issue;  // host time to issue each step's work
     for (int64_t step = 0; step < O; ++step) {
       ids.clear();
       for (int64_t b = 0; b < B; ++b) {
@@ -127,10 +128,11 @@ void AddBenchCommand(CLI::App& app) {
       const auto s0 = Clock::now();
       logits = model->ForwardBatch(cache, ids, batch);
       steps.push_back(Seconds(s0, Clock::now()));
+      issue.push_back(model->last_issue_seconds());
     }
     double decode_s = 0;
     for (double s : steps) decode_s += s;
-    const double step_s = Median(steps);
+    const double step_s = Median(steps), issue_s = Median(issue);
     const double bandwidth = MeasureBandwidth(model->queue());
 
     const model::KvCacheSpec& kv = cache.spec();
@@ -156,6 +158,7 @@ void AddBenchCommand(CLI::App& app) {
     j["decode_step_median_s"] = step_s;
     j["decode_tok_s"] = static_cast<double>(B * O) / decode_s;
     j["decode_tok_s_at_median_step"] = static_cast<double>(B) / step_s;
+    j["decode_issue_median_s"] = issue_s;
     j["weight_bytes_per_step"] = weight_bytes;
     j["weight_bytes_per_token"] = weight_bytes / static_cast<double>(B);
     j["kv_bytes_per_step"] = kv_bytes_per_step;
@@ -174,6 +177,9 @@ void AddBenchCommand(CLI::App& app) {
     std::printf("decode:  %lld steps, median %.2f ms/step = %.2f tok/s (mean %.2f tok/s)\n",
                 static_cast<long long>(O), step_s * 1e3, static_cast<double>(B) / step_s,
                 j["decode_tok_s"].get<double>());
+    if (!model->queue().device().is_cpu())  // (CPU kernels run while they are issued)
+      std::printf("host:    %.2f ms/step to issue the step's work (%.0f%% of the step; near 100%%: host-bound)\n",
+                  issue_s * 1e3, 100.0 * issue_s / step_s);
     std::printf("bytes per step: weights %.1f MB, KV cache %.1f MB; per token %.1f MB of weights\n",
                 weight_bytes / 1e6, kv_bytes_per_step / 1e6, weight_bytes / static_cast<double>(B) / 1e6);
     std::printf("bandwidth: %.1f GB/s used of %.1f GB/s measured (%.0f%%)\n", achieved, bandwidth,

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <chrono>
 #include <numeric>
 
 #include "model/progress.h"
@@ -120,6 +121,7 @@ std::vector<float> Model::ForwardBatch(KvCache& cache, std::span<const int32_t> 
 
 std::vector<float> Model::Run(KvCache& cache, std::span<const int32_t> token_ids, std::span<const BatchEntry> batch,
                               bool all_logits) {
+  const auto issue_start = std::chrono::steady_clock::now();
   const int64_t T = static_cast<int64_t>(token_ids.size());
   int64_t total = 0;
   for (const BatchEntry& e : batch) {
@@ -155,6 +157,7 @@ std::vector<float> Model::Run(KvCache& cache, std::span<const int32_t> token_ids
   const vt::Tensor row_ids = vt::Tensor::FromHost(rows.data(), {R}, vt::DType::kI32, dev);
   const vt::Tensor logits = vt::Tensor::Empty({R, config_.vocab_size}, vt::DType::kF32, dev);
   lm_->Forward(queue_, ids, meta, cache, row_ids, logits);
+  last_issue_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - issue_start).count();
   queue_.Synchronize();
   for (const BatchEntry& e : batch) e.seq->num_tokens += e.num_new;
   std::vector<float> out(static_cast<size_t>(R * config_.vocab_size));

@@ -73,6 +73,9 @@ class Model {
   int64_t vocab_size() const { return config_.vocab_size; }
   // Bytes of weights one forward step reads (for bandwidth figures).
   int64_t weight_bytes() const { return lm_->weight_bytes(); }
+  // Host seconds the last forward step took to issue its work, up to the wait for the
+  // device: close to the whole step when the host (launches, dispatch) is the bound.
+  double last_issue_seconds() const { return last_issue_s_; }
 
  private:
   Model(ModelConfig config, QuantConfig quant, vt::Queue queue)
@@ -85,6 +88,7 @@ class Model {
   vt::Queue queue_;
   vt::DType dtype_ = vt::DType::kBF16;
   std::unique_ptr<CausalLM> lm_;
+  double last_issue_s_ = 0.0;
 };
 
 // The ops of `required` with no kernel on `device`, by name.

@@ -121,11 +121,12 @@ inline void Bf16ToF32x16(const uint16_t* p, __m256& w0, __m256& w1) {
   w1 = widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
 }
 
-// NR weight rows (fp8 or BF16, row length K = ldb) against MR packed rows of a:
-// c[i * ldc + j] = Σ_k a[i, k]·b[j, k]. 16 K values per step; the tail (K % 16) goes
-// through zero-padded copies, so no load passes a row's end or a's padding.
+// NR weight rows (fp8, BF16 or F32; length K, ldb elements apart) against MR packed rows
+// of a: c[i * ldc + j * cs] = Σ_k a[i, k]·b[j, k]. 16 K values per step; the tail (K % 16)
+// goes through zero-padded copies, so no load passes a row's end or a's padding.
 template <typename W, int MR, int NR>
-void StreamTile(const float* a, int64_t lda, const W* b, int64_t K, float* c, int64_t ldc) {
+void StreamTile(const float* a, int64_t lda, const W* b, int64_t ldb, int64_t K, float* c, int64_t ldc,
+                int64_t cs) {
   constexpr int64_t kElt = sizeof(W);
   __m256 acc[MR][kPanelRows];
   for (int i = 0; i < MR; ++i)
@@ -158,10 +159,9 @@ void StreamTile(const float* a, int64_t lda, const W* b, int64_t K, float* c, in
     const W* br[NR];
     for (int i = 0; i < MR; ++i) ar[i] = a + i * lda + k;
     for (int j = 0; j < NR; ++j) {
-      br[j] = b + j * K + k;
-      // One prefetch per 64-byte line of each row.
-      if ((k * kElt) % 64 == 0)
-        _mm_prefetch(reinterpret_cast<const char*>(br[j]) + StreamAhead(k, K, NR, kElt), _MM_HINT_T0);
+      br[j] = b + j * ldb + k;
+      // One prefetch per 64-byte line of each row's stream.
+      if ((k * kElt) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(br[j]) + kStreamPrefetch, _MM_HINT_T0);
     }
     step(ar, br);
   }
@@ -176,7 +176,7 @@ void StreamTile(const float* a, int64_t lda, const W* b, int64_t K, float* c, in
       ar[i] = at[i];
     }
     for (int j = 0; j < NR; ++j) {
-      std::memcpy(bt[j], b + j * K + k, static_cast<size_t>(left) * kElt);
+      std::memcpy(bt[j], b + j * ldb + k, static_cast<size_t>(left) * kElt);
       br[j] = bt[j];
     }
     step(ar, br);
@@ -185,34 +185,33 @@ void StreamTile(const float* a, int64_t lda, const W* b, int64_t K, float* c, in
     const __m128 s = Hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
     alignas(16) float v[4];
     _mm_store_ps(v, s);
-    for (int j = 0; j < NR; ++j) c[i * ldc + j] = v[j];
+    for (int j = 0; j < NR; ++j) c[i * ldc + j * cs] = v[j];
   }
 }
 
-template <typename W, int MR>
-void StreamRows(const float* a, int64_t lda, const W* b, int64_t K, int64_t nr, float* c, int64_t ldc) {
-  if (nr == kPanelRows) {
-    StreamTile<W, MR, kPanelRows>(a, lda, b, K, c, ldc);
-  } else {
-    for (int64_t j = 0; j < nr; ++j) StreamTile<W, MR, 1>(a, lda, b + j * K, K, c + j, ldc);
+// The group against all M rows of a, in pairs: the group's rows stay in L1 after the first.
+template <typename W, int NR>
+void StreamGroup(const float* a, int64_t lda, int64_t M, const W* b, int64_t ldb, int64_t K, float* c, int64_t ldc,
+                 int64_t cs) {
+  for (int64_t m = 0; m < M; m += kRowsA) {
+    if (M - m >= kRowsA)
+      StreamTile<W, kRowsA, NR>(a + m * lda, lda, b, ldb, K, c + m * ldc, ldc, cs);
+    else
+      StreamTile<W, 1, NR>(a + m * lda, lda, b, ldb, K, c + m * ldc, ldc, cs);
   }
 }
 
 // c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows; a packed as by Pack (F32,
-// zero from K to lda), b the raw [nrows, K] weight rows (fp8 or BF16).
+// zero from K to lda), b the raw [nrows, K] weight rows. As in matmul_avx512.cpp's
+// StreamBf16, group g takes row g of each quarter of the rows, so every row a step reads
+// continues one of 4 sequential streams.
 template <typename W>
 void StreamAll(const float* a, int64_t lda, int64_t M, const W* b, int64_t K, int64_t nrows, float* c,
                int64_t ldc) {
-  for (int64_t n = 0; n < nrows; n += kPanelRows) {
-    const int64_t nr = std::min<int64_t>(kPanelRows, nrows - n);
-    // Rows of a in pairs: the group's weight rows stay in L1 after the first pair.
-    for (int64_t m = 0; m < M; m += kRowsA) {
-      if (M - m >= kRowsA)
-        StreamRows<W, kRowsA>(a + m * lda, lda, b + n * K, K, nr, c + m * ldc + n, ldc);
-      else
-        StreamRows<W, 1>(a + m * lda, lda, b + n * K, K, nr, c + m * ldc + n, ldc);
-    }
-  }
+  const int64_t quarter = nrows / kPanelRows;
+  for (int64_t g = 0; g < quarter; ++g)
+    StreamGroup<W, kPanelRows>(a, lda, M, b + g * K, quarter * K, K, c + g, ldc, quarter);
+  for (int64_t n = kPanelRows * quarter; n < nrows; ++n) StreamGroup<W, 1>(a, lda, M, b + n * K, K, K, c + n, ldc, 1);
 }
 
 }  // namespace
