@@ -161,7 +161,9 @@ void StreamTile(const float* a, int64_t lda, const W* b, int64_t ldb, int64_t K,
     for (int j = 0; j < NR; ++j) {
       br[j] = b + j * ldb + k;
       // One prefetch per 64-byte line of each row's stream.
-      if ((k * kElt) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(br[j]) + kStreamPrefetch, _MM_HINT_T0);
+      if ((k * kElt) % 64 == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(br[j]) + (ldb == K ? AdjacentAhead(k, K, NR, kElt) : kStreamPrefetch),
+                     _MM_HINT_T0);
     }
     step(ar, br);
   }
@@ -202,16 +204,17 @@ void StreamGroup(const float* a, int64_t lda, int64_t M, const W* b, int64_t ldb
 }
 
 // c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows; a packed as by Pack (F32,
-// zero from K to lda), b the raw [nrows, K] weight rows. As in matmul_avx512.cpp's
-// StreamBf16, group g takes row g of each quarter of the rows, so every row a step reads
-// continues one of 4 sequential streams.
+// zero from K to lda), b the raw [nrows, K] weight rows; groups laid out as
+// matmul_local.h describes.
 template <typename W>
 void StreamAll(const float* a, int64_t lda, int64_t M, const W* b, int64_t K, int64_t nrows, float* c,
                int64_t ldc) {
-  const int64_t quarter = nrows / kPanelRows;
-  for (int64_t g = 0; g < quarter; ++g)
-    StreamGroup<W, kPanelRows>(a, lda, M, b + g * K, quarter * K, K, c + g, ldc, quarter);
-  for (int64_t n = kPanelRows * quarter; n < nrows; ++n) StreamGroup<W, 1>(a, lda, M, b + n * K, K, K, c + n, ldc, 1);
+  const int64_t groups = nrows / kPanelRows;
+  const bool quarters = UseQuarters(M);
+  const int64_t first = quarters ? 1 : kPanelRows, stride = quarters ? groups : 1;
+  for (int64_t g = 0; g < groups; ++g)
+    StreamGroup<W, kPanelRows>(a, lda, M, b + g * first * K, stride * K, K, c + g * first, ldc, stride);
+  for (int64_t n = kPanelRows * groups; n < nrows; ++n) StreamGroup<W, 1>(a, lda, M, b + n * K, K, K, c + n, ldc, 1);
 }
 
 }  // namespace

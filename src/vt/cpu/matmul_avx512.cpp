@@ -276,13 +276,12 @@ static_assert(kRowsA == 4, "GemmBlocks dispatches tiles of 1..4 rows");
 // as is), against a's packed rows (L1). No panel is written; each weight byte is read
 // once. The fp8 decode permutes K within 64-blocks exactly as PackBf16 does for a.
 
-// One 64-value K step of NR fp8 weight rows (masked: the row's tail) against MR rows of a.
+// One 64-value K step of NR fp8 weight rows (masked: the row's tail) against MR rows of a,
+// prefetching `ahead` bytes on from each row's position.
 template <int MR, int NR, bool kFull>
-__attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Step(const Fp8ToBf16Lut& lut,
-                                                                              const uint16_t* a, int64_t lda,
-                                                                              const uint8_t* b, int64_t ldb,
-                                                                              int64_t k, __mmask64 mask,
-                                                                              __m512 (&acc)[MR][kPanelRows]) {
+__attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Step(
+    const Fp8ToBf16Lut& lut, const uint16_t* a, int64_t lda, const uint8_t* b, int64_t ldb, int64_t k, int64_t ahead,
+    __mmask64 mask, __m512 (&acc)[MR][kPanelRows]) {
   __m512bh av[MR][2];
   for (int i = 0; i < MR; ++i) {
     av[i][0] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k));
@@ -292,7 +291,7 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Step(c
     const uint8_t* p = b + j * ldb + k;
     __m512i x;
     if constexpr (kFull) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + kStreamPrefetch), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T0);
       x = _mm512_loadu_si512(p);
     } else {
       x = _mm512_maskz_loadu_epi8(mask, p);
@@ -317,8 +316,8 @@ __attribute__((always_inline)) inline void StoreSums(__m512 (&acc)[MR][kPanelRow
   }
 }
 
-// NR weight rows of length K, ldb elements apart, against MR rows of a; sums to
-// c[i * ldc + j * cs].
+// NR weight rows of length K, ldb elements apart (ldb == K: adjacent rows, else one row of
+// each quarter), against MR rows of a; sums to c[i * ldc + j * cs].
 template <int MR, int NR>
 __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Tile(
     const Fp8ToBf16Lut& lut, const uint16_t* a, int64_t lda, const uint8_t* b, int64_t ldb, int64_t K, float* c,
@@ -326,9 +325,12 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Tile(
   __m512 acc[MR][kPanelRows];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm512_setzero_ps();
+  const bool adjacent = ldb == K;
   int64_t k = 0;
-  for (; k + 64 <= K; k += 64) StreamFp8Step<MR, NR, true>(lut, a, lda, b, ldb, k, 0, acc);
-  if (k < K) StreamFp8Step<MR, NR, false>(lut, a, lda, b, ldb, k, Mask64(K - k), acc);
+  for (; k + 64 <= K; k += 64)
+    StreamFp8Step<MR, NR, true>(lut, a, lda, b, ldb, k, adjacent ? AdjacentAhead(k, K, NR, 1) : kStreamPrefetch, 0,
+                                acc);
+  if (k < K) StreamFp8Step<MR, NR, false>(lut, a, lda, b, ldb, k, 0, Mask64(K - k), acc);
   StoreSums<MR, NR>(acc, c, ldc, cs);
 }
 
@@ -344,8 +346,9 @@ __attribute__((always_inline)) inline void StreamBf16Tile(const uint16_t* a, int
       const uint16_t* p = b + j * ldb + k;
       __m512i w0, w1;
       if (full) {
-        _mm_prefetch(reinterpret_cast<const char*>(p) + kStreamPrefetch, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(p) + kStreamPrefetch + 64, _MM_HINT_T0);
+        const int64_t ahead = ldb == K ? AdjacentAhead(k, K, NR, 2) : kStreamPrefetch;  // see StreamFp8Tile
+        _mm_prefetch(reinterpret_cast<const char*>(p) + ahead, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(p) + ahead + 64, _MM_HINT_T0);
         w0 = _mm512_loadu_si512(p);
         w1 = _mm512_loadu_si512(p + 32);
       } else {
@@ -397,13 +400,8 @@ __attribute__((target("avx512vbmi"))) void StreamGroupAllRows(const Fp8ToBf16Lut
 }
 
 // c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows; a packed (lda a multiple of
-// 64, zero-padded), b the raw [nrows, K] weight rows.
-//
-// The rows are cut into 4 contiguous quarters and group g takes row g of each, so each of
-// the 4 rows a step reads continues one sequential stream through its quarter, whatever K
-// is: a plain distance ahead is the place to prefetch, and the hardware prefetchers see 4
-// long streams. (Groups of 4 adjacent rows read 1-KiB rows of Qwen3-0.6B as 4 interleaved
-// strided streams and ran ~30% slower than long rows.)
+// 64, zero-padded), b the raw [nrows, K] weight rows; groups laid out as matmul_local.h
+// describes (quarters for one row of a, adjacent rows otherwise).
 __attribute__((target("avx512vbmi"))) void StreamBf16(DType dt, const void* av, int64_t lda, int64_t M,
                                                       const void* bv, int64_t K, int64_t nrows, float* c,
                                                       int64_t ldc) {
@@ -412,11 +410,14 @@ __attribute__((target("avx512vbmi"))) void StreamBf16(DType dt, const void* av, 
   const auto* a = static_cast<const uint16_t*>(av);
   const size_t row_bytes = static_cast<size_t>(K) * (dt == DType::kF8E4M3 ? 1 : 2);
   const auto* b = static_cast<const std::byte*>(bv);
-  const int64_t quarter = nrows / kPanelRows;
-  for (int64_t g = 0; g < quarter; ++g)
-    StreamGroupAllRows<kPanelRows>(lut, dt, a, lda, M, b + static_cast<size_t>(g) * row_bytes, quarter * K, K, c + g,
-                                   ldc, quarter);
-  for (int64_t n = kPanelRows * quarter; n < nrows; ++n)
+  const int64_t groups = nrows / kPanelRows;
+  // Group g's first row, and its rows' stride in rows.
+  const bool quarters = UseQuarters(M);
+  const int64_t first = quarters ? 1 : kPanelRows, stride = quarters ? groups : 1;
+  for (int64_t g = 0; g < groups; ++g)
+    StreamGroupAllRows<kPanelRows>(lut, dt, a, lda, M, b + static_cast<size_t>(g * first) * row_bytes, stride * K, K,
+                                   c + g * first, ldc, stride);
+  for (int64_t n = kPanelRows * groups; n < nrows; ++n)
     StreamGroupAllRows<1>(lut, dt, a, lda, M, b + static_cast<size_t>(n) * row_bytes, K, K, c + n, ldc, 1);
 }
 

@@ -15,6 +15,29 @@ namespace {
 // How far ahead the streaming decode paths prefetch in each of their weight streams.
 constexpr int64_t kStreamPrefetch = 1536;
 
+// The layouts of the streaming decode paths' groups of kPanelRows weight rows:
+//  - quarters (M = 1): the rows are cut into 4 contiguous quarters and group g takes row g
+//    of each, so every row a step reads continues one of 4 sequential streams, whatever K
+//    is, and the prefetch target is a plain distance ahead. With 1-KiB rows (Qwen3-0.6B)
+//    adjacent groups read 4 interleaved strided streams per page and fp8 ran at ~17 GB/s
+//    per thread against ~30 in quarters.
+//  - adjacent (M > 1): group g is rows 4g..4g+3. For M = 4 quarters measured slower on
+//    4096-wide rows (fp8 24-26 against 41 GB/s, 2 threads), adjacent groups as fast or
+//    faster elsewhere.
+// Byte offset from a row's current position (element k of rows of `ld` elements of `elt`
+// bytes) to prefetch in the adjacent layout: row j of a group is followed by row j of the
+// next group, so long rows prefetch kStreamPrefetch bytes ahead in the row and, past its
+// end, the matching place in the next group (without that, every group began with nr cold
+// misses); short rows prefetch the same place at least kStreamPrefetch bytes on.
+[[maybe_unused]] inline int64_t AdjacentAhead(int64_t k, int64_t ld, int nr, int64_t elt) {
+  const int64_t row = ld * elt;
+  if (row <= kStreamPrefetch) return (kStreamPrefetch + row - 1) / row * nr * row;
+  return k * elt + kStreamPrefetch < row ? kStreamPrefetch : kStreamPrefetch + (nr - 1) * row;
+}
+
+// Whether the streaming paths lay out their groups in quarters for M rows of a.
+[[maybe_unused]] inline bool UseQuarters(int64_t M) { return M == 1; }
+
 // The micro-tiles of a packed GEMM block: rows of a in tiles of kRowsA (a last tile of
 // 1 row at a time), kPanelRows panel rows each; tile(rows, m, n) with rows an
 // std::integral_constant (kRowsA or 1).
