@@ -33,7 +33,10 @@ int64_t Count(OpId op) { return vt::DispatchCount(op, vt::DeviceType::kCUDA); }
 struct Shape2 {
   int64_t rows, width;
 };
-const Shape2 kShapes[] = {{1, 1}, {3, 31}, {5, 33}, {7, 128}, {2, 4097}, {9, 4096}, {33, 100}};
+// Widths on both sides of the CTA-per-row RMSNorm kernel's range [256, 32768] and inside
+// it (12289: past the default 48 KiB of shared memory).
+const Shape2 kShapes[] = {{1, 1},    {3, 31},   {5, 33},    {7, 128},   {2, 255},    {4, 256},   {1, 1024},
+                          {2, 4097}, {9, 4096}, {33, 100},  {1, 12289}, {1, 32768}, {1, 32769}};
 
 TEST(CudaNorm, RmsNormMatchesCpuBytes) {
   VT_REQUIRE_CUDA();

@@ -38,6 +38,46 @@ __global__ void RmsNormKernel(void* out, DType od, const void* x, DType xd, cons
   }
 }
 
+// One CTA per row for wide rows: the warp-per-row kernel above issues one dependent load
+// (or a store and its reload) per element and lane, so a 1024-wide row took ~56 us, almost
+// all of it memory latency. Here every thread loads its elements at once (residual added
+// and rounded as above) into shared memory; warp 0 runs the same canonical sum (lane j:
+// the fma chain of elements j, j+32, ...; then WarpCanonicalSum) from shared memory; and
+// all threads finish the elements. Same arithmetic, same bytes.
+constexpr int kRowThreads = 256;
+constexpr int64_t kMaxStagedH = 32768;  // 128 KiB of floats (past 48 KiB the kernel opts in)
+
+__global__ void __launch_bounds__(kRowThreads)
+    RmsNormRowKernel(void* out, DType od, const void* x, DType xd, const void* w, DType wd, void* residual,
+                     int64_t H, float eps, uint8_t* q, float q_inv) {
+  extern __shared__ float staged[];  // [H] the row after the residual add
+  __shared__ float inv_shared;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * H;
+  for (int64_t i = threadIdx.x; i < H; i += kRowThreads) {
+    float v = LoadAny(x, xd, base + i);
+    if (residual != nullptr) {
+      v = RoundAny(xd, v + LoadAny(residual, xd, base + i));
+      StoreAny(residual, xd, base + i, v);
+    }
+    staged[i] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float acc = 0.0f;
+    for (int64_t i = threadIdx.x; i < H; i += 32) acc = numerics::Fma(staged[i], staged[i], acc);
+    const float inv = numerics::RmsInverse(WarpCanonicalSum(acc), H, eps);
+    if (threadIdx.x == 0) inv_shared = inv;
+  }
+  __syncthreads();
+  const float inv = inv_shared;
+  for (int64_t i = threadIdx.x; i < H; i += kRowThreads) {
+    const float t = RoundAny(od, staged[i] * inv);
+    const float y = t * LoadAny(w, wd, i);
+    if (out != nullptr) StoreAny(out, od, base + i, y);
+    if (q != nullptr) q[base + i] = QuantizeFp8KeepNan(RoundAny(od, y), q_inv);
+  }
+}
+
 __global__ void RmsNormGatedKernel(void* out, DType od, const void* x, DType xd, const void* gate, DType gd,
                                    const void* w, DType wd, int64_t rows, int64_t H, float eps, uint8_t* q,
                                    float q_inv) {
@@ -82,6 +122,16 @@ void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, 
                    void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
   if (rows == 0) return;
   DeviceGuard guard(cq.device.index);
+  if (H >= kRowThreads && H <= kMaxStagedH && rows < (int64_t{1} << 31)) {
+    const size_t smem = static_cast<size_t>(H) * sizeof(float);
+    if (smem > (size_t{48} << 10))
+      VT_CUDA_CHECK(cudaFuncSetAttribute(RmsNormRowKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+    RmsNormRowKernel<<<static_cast<unsigned>(rows), kRowThreads, smem, cq.stream>>>(out, od, x, xd, w, wd, residual,
+                                                                                     H, eps, q, q_inv);
+    VT_CUDA_CHECK_LAUNCH("RmsNormRowKernel");
+    return;
+  }
   RmsNormKernel<<<RowBlocks(rows), kWarpsPerBlock * 32, 0, cq.stream>>>(out, od, x, xd, w, wd, residual, rows, H,
                                                                         eps, q, q_inv);
   VT_CUDA_CHECK_LAUNCH("RmsNormKernel");
