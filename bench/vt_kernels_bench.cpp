@@ -7,7 +7,8 @@
 //      (M = 1, 4, 16) as weight bytes streamed per second and the fraction of the measured
 //      bandwidth, the fp8 speedup over BF16; prefill (M = 128, 512) as GFLOP/s.
 // Weights rotate through copies totalling more than the last-level cache, so decode reads
-// them from memory as a model's forward pass does. Figures are medians of repeated runs.
+// them from memory as a model's forward pass does. Figures are medians of repeated runs
+// (decode: fp8 and BF16 calls alternated, so both medians see the same machine state).
 //
 //   vt_kernels_bench [--quick] [--threads N] [--isa scalar|avx2|avx512|avx512bf16]
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -63,6 +65,28 @@ double TimeMedian(const std::function<void(int)>& fn, int min_reps, double min_s
     if (t.size() >= 200) break;
   }
   return Median(t);
+}
+
+// Median seconds of fa(rep) and of fb(rep), run alternately (a, b, a, b, ...) at least
+// min_reps times each and for at least min_seconds: the two medians then see the same
+// moments of a machine whose speed drifts (this project's VM does), so their ratio is
+// steadier than that of two back-to-back TimeMedian calls.
+std::pair<double, double> TimeMedianPair(const std::function<void(int)>& fa, const std::function<void(int)>& fb,
+                                         int min_reps, double min_seconds) {
+  fa(0);
+  fb(0);
+  std::vector<double> ta, tb;
+  const auto start = Clock::now();
+  for (int rep = 1; static_cast<int>(ta.size()) < min_reps || Seconds(start, Clock::now()) < min_seconds; ++rep) {
+    auto t0 = Clock::now();
+    fa(rep);
+    ta.push_back(Seconds(t0, Clock::now()));
+    t0 = Clock::now();
+    fb(rep);
+    tb.push_back(Seconds(t0, Clock::now()));
+    if (ta.size() >= 200) break;
+  }
+  return {Median(ta), Median(tb)};
 }
 
 // Streaming read of a buffer with `threads` threads; GB/s (1e9 bytes). Each thread reads
@@ -232,10 +256,9 @@ int main(int argc, char** argv) {
       // and a model reads its weights every step.
       for (size_t i = 0; i < w8.copies.size(); ++i) vt::MatmulFp8(q, out, a8, w8.At(static_cast<int>(i)), alpha);
       for (size_t i = 0; i < w16.copies.size(); ++i) vt::Matmul(q, out, a16, w16.At(static_cast<int>(i)));
-      const double t8 = TimeMedian([&](int rep) { vt::MatmulFp8(q, out, a8, w8.At(rep), alpha); }, decode_reps,
-                                   decode_secs);
-      const double t16 = TimeMedian([&](int rep) { vt::Matmul(q, out, a16, w16.At(rep)); }, decode_reps,
-                                    decode_secs);
+      const auto [t8, t16] = TimeMedianPair([&](int rep) { vt::MatmulFp8(q, out, a8, w8.At(rep), alpha); },
+                                            [&](int rep) { vt::Matmul(q, out, a16, w16.At(rep)); }, decode_reps,
+                                            decode_secs);
       const double g8 = static_cast<double>(s.N * s.K) / t8 / 1e9;
       const double g16 = static_cast<double>(s.N * s.K * 2) / t16 / 1e9;
       std::printf("%-11s %-17s %4lld | %9.1f %9.1f %5.0f%% | %9.1f %9.1f %5.0f%% | %6.2fx\n", s.model, s.proj,
