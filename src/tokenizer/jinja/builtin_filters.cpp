@@ -146,13 +146,15 @@ Value FSafe(Interpreter&, const Value& v, CallArgs& args, int line) {
   return v;
 }
 
-// Python int(str, base) for base 10; nullopt when it is not an integer literal.
-std::optional<int64_t> ParseInt(const std::string& s, int64_t base) {
+// The text of a number literal as Python's int()/float() see it: Unicode whitespace
+// around it stripped; nullopt when it is blank or holds a non-ASCII character (or '_' when
+// !underscores). Whitespace inside stays (as ' ') for the caller to reject.
+std::optional<std::string> NumberText(const std::string& s, bool underscores) {
   std::string t;
   for (char32_t c : unicode::Decode(s)) {
     if (unicode::IsSpace(c)) {
       t.push_back(' ');
-    } else if (c < 0x80) {
+    } else if (c < 0x80 && (underscores || c != '_')) {
       t.push_back(static_cast<char>(c));
     } else {
       return std::nullopt;
@@ -160,7 +162,14 @@ std::optional<int64_t> ParseInt(const std::string& s, int64_t base) {
   }
   size_t b = t.find_first_not_of(' '), e = t.find_last_not_of(' ');
   if (b == std::string::npos) return std::nullopt;
-  t = t.substr(b, e - b + 1);
+  return t.substr(b, e - b + 1);
+}
+
+// Python int(str, base) for base 10; nullopt when it is not an integer literal.
+std::optional<int64_t> ParseInt(const std::string& s, int64_t base) {
+  const std::optional<std::string> text = NumberText(s, true);
+  if (!text) return std::nullopt;
+  const std::string& t = *text;
   std::string digits;
   for (size_t i = 0; i < t.size(); ++i) {
     if (t[i] == '_') {
@@ -186,19 +195,9 @@ std::optional<int64_t> ParseInt(const std::string& s, int64_t base) {
 
 // Python float(str); nullopt when it is not a float literal.
 std::optional<double> ParseFloat(const std::string& s) {
-  std::string t;
-  for (char32_t c : unicode::Decode(s)) {
-    if (unicode::IsSpace(c)) {
-      t.push_back(' ');
-    } else if (c < 0x80 && c != '_') {
-      t.push_back(static_cast<char>(c));
-    } else {
-      return std::nullopt;
-    }
-  }
-  size_t b = t.find_first_not_of(' '), e = t.find_last_not_of(' ');
-  if (b == std::string::npos) return std::nullopt;
-  t = t.substr(b, e - b + 1);
+  const std::optional<std::string> text = NumberText(s, false);
+  if (!text) return std::nullopt;
+  const std::string& t = *text;
   std::string lower;
   for (char c : t) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   std::string body = (lower[0] == '+' || lower[0] == '-') ? lower.substr(1) : lower;

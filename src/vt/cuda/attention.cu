@@ -53,7 +53,7 @@ void LaunchKvWrite(CudaQueue& cq, const Tensor& key, const Tensor& value, const 
   KvWriteKernel<W><<<GridFor(T * words, 256, cq), 256, 0, cq.stream>>>(
       static_cast<W*>(kc.data()), static_cast<W*>(vc.data()), static_cast<const W*>(key.data()),
       static_cast<const W*>(value.data()), slots.data_as<int64_t>(), T, words, kc.dim(0) * kc.dim(1),
-      IndexErrors(cq.device.index));
+      cq.index_errors);
   VT_CUDA_CHECK_LAUNCH("KvWriteKernel");
 }
 
@@ -241,7 +241,7 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   // No sequence has more than the T query rows (the kernel checks the real counts), so
   // T * group query vectors bound every sequence's; CTAs past a sequence's own exit early.
   const int64_t max_vec = std::max<int64_t>(T * a.group, 1);
-  a.err = IndexErrors(cq.device.index);
+  a.err = cq.index_errors;
   a.out = out.data();
   a.query = query.data();
   a.key_cache = key_cache.data();

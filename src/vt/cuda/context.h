@@ -10,6 +10,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "vt/cuda/device_error.h"
 #include "vt/error.h"
 #include "vt/queue.h"
 
@@ -45,6 +46,8 @@ struct CudaQueue : Queue::Impl {
   void Synchronize() override;
 
   cudaStream_t stream = nullptr;
+  // The device's index-error record (device_error.h), looked up once per queue.
+  IndexErrorRecord* index_errors = nullptr;
   int sm_count = 0;
   int cc_major = 0, cc_minor = 0;
 #ifdef VT_CUDA_CUBLASLT

@@ -49,7 +49,7 @@ void LaunchGather(CudaQueue& cq, void* out, const void* table, const int32_t* id
                   int64_t row_bytes) {
   const int64_t words = row_bytes / static_cast<int64_t>(sizeof(W));
   GatherRowsKernel<W><<<GridFor(T * words, 256, cq), 256, 0, cq.stream>>>(
-      static_cast<W*>(out), static_cast<const W*>(table), ids, T, V, words, IndexErrors(cq.device.index));
+      static_cast<W*>(out), static_cast<const W*>(table), ids, T, V, words, cq.index_errors);
   VT_CUDA_CHECK_LAUNCH("GatherRowsKernel");
 }
 
@@ -61,7 +61,7 @@ void EmbeddingCuda(const Queue& q, const Tensor& out, const Tensor& table, const
   const auto* pid = ids.data_as<int32_t>();
   if (out.dtype() != table.dtype()) {
     GatherConvertKernel<<<GridFor(T * H, 256, cq), 256, 0, cq.stream>>>(
-        out.data(), out.dtype(), table.data(), table.dtype(), pid, T, V, H, IndexErrors(cq.device.index));
+        out.data(), out.dtype(), table.data(), table.dtype(), pid, T, V, H, cq.index_errors);
     VT_CUDA_CHECK_LAUNCH("GatherConvertKernel");
     return;
   }

@@ -44,7 +44,7 @@ void RopeTensor(CudaQueue& cq, const Tensor& x, const P* positions, const float*
   DispatchFloat(x.dtype(), "RotaryEmbedding", [&](auto tag) {
     using Tag = decltype(tag);
     RopeKernel<Tag, P><<<GridFor(n, 256, cq), 256, 0, cq.stream>>>(
-        x.data_as<typename Tag::T>(), T, heads, half, positions, cache, max_pos, IndexErrors(cq.device.index));
+        x.data_as<typename Tag::T>(), T, heads, half, positions, cache, max_pos, cq.index_errors);
     VT_CUDA_CHECK_LAUNCH("RopeKernel");
   });
 }

@@ -286,6 +286,7 @@ CudaQueue::CudaQueue(int index) : Queue::Impl(Device::Cuda(index)) {
   // A blocking stream: it synchronises with the legacy default stream that copies use, so a
   // copy never races a kernel of this queue on the same bytes.
   VT_CUDA_CHECK(cudaStreamCreate(&stream));
+  index_errors = IndexErrors(index);
   cudaDeviceProp prop{};
   VT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
   sm_count = prop.multiProcessorCount;
