@@ -162,8 +162,7 @@ void StreamTile(const float* a, int64_t lda, const W* b, int64_t ldb, int64_t K,
       br[j] = b + j * ldb + k;
       // One prefetch per 64-byte line of each row's stream.
       if ((k * kElt) % 64 == 0)
-        _mm_prefetch(reinterpret_cast<const char*>(br[j]) + (ldb == K ? AdjacentAhead(k, K, NR, kElt) : kStreamPrefetch),
-                     _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(br[j]) + PrefetchAhead(k, ldb, K, NR, kElt), _MM_HINT_T0);
     }
     step(ar, br);
   }
@@ -209,12 +208,11 @@ void StreamGroup(const float* a, int64_t lda, int64_t M, const W* b, int64_t ldb
 template <typename W>
 void StreamAll(const float* a, int64_t lda, int64_t M, const W* b, int64_t K, int64_t nrows, float* c,
                int64_t ldc) {
-  const int64_t groups = nrows / kPanelRows;
-  const bool quarters = UseQuarters(M);
-  const int64_t first = quarters ? 1 : kPanelRows, stride = quarters ? groups : 1;
-  for (int64_t g = 0; g < groups; ++g)
-    StreamGroup<W, kPanelRows>(a, lda, M, b + g * first * K, stride * K, K, c + g * first, ldc, stride);
-  for (int64_t n = kPanelRows * groups; n < nrows; ++n) StreamGroup<W, 1>(a, lda, M, b + n * K, K, K, c + n, ldc, 1);
+  const StreamGroups gs = GroupsFor(M, nrows);
+  for (int64_t g = 0; g < gs.groups; ++g)
+    StreamGroup<W, kPanelRows>(a, lda, M, b + g * gs.first * K, gs.stride * K, K, c + g * gs.first, ldc, gs.stride);
+  for (int64_t n = kPanelRows * gs.groups; n < nrows; ++n)
+    StreamGroup<W, 1>(a, lda, M, b + n * K, K, K, c + n, ldc, 1);
 }
 
 }  // namespace

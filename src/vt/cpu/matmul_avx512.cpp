@@ -316,8 +316,8 @@ __attribute__((always_inline)) inline void StoreSums(__m512 (&acc)[MR][kPanelRow
   }
 }
 
-// NR weight rows of length K, ldb elements apart (ldb == K: adjacent rows, else one row of
-// each quarter), against MR rows of a; sums to c[i * ldc + j * cs].
+// NR weight rows of length K, ldb elements apart (see GroupsFor), against MR rows of a;
+// sums to c[i * ldc + j * cs].
 template <int MR, int NR>
 __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Tile(
     const Fp8ToBf16Lut& lut, const uint16_t* a, int64_t lda, const uint8_t* b, int64_t ldb, int64_t K, float* c,
@@ -325,11 +325,9 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Tile(
   __m512 acc[MR][kPanelRows];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm512_setzero_ps();
-  const bool adjacent = ldb == K;
   int64_t k = 0;
   for (; k + 64 <= K; k += 64)
-    StreamFp8Step<MR, NR, true>(lut, a, lda, b, ldb, k, adjacent ? AdjacentAhead(k, K, NR, 1) : kStreamPrefetch, 0,
-                                acc);
+    StreamFp8Step<MR, NR, true>(lut, a, lda, b, ldb, k, PrefetchAhead(k, ldb, K, NR, 1), 0, acc);
   if (k < K) StreamFp8Step<MR, NR, false>(lut, a, lda, b, ldb, k, 0, Mask64(K - k), acc);
   StoreSums<MR, NR>(acc, c, ldc, cs);
 }
@@ -346,7 +344,7 @@ __attribute__((always_inline)) inline void StreamBf16Tile(const uint16_t* a, int
       const uint16_t* p = b + j * ldb + k;
       __m512i w0, w1;
       if (full) {
-        const int64_t ahead = ldb == K ? AdjacentAhead(k, K, NR, 2) : kStreamPrefetch;  // see StreamFp8Tile
+        const int64_t ahead = PrefetchAhead(k, ldb, K, NR, 2);
         _mm_prefetch(reinterpret_cast<const char*>(p) + ahead, _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(p) + ahead + 64, _MM_HINT_T0);
         w0 = _mm512_loadu_si512(p);
@@ -410,14 +408,11 @@ __attribute__((target("avx512vbmi"))) void StreamBf16(DType dt, const void* av, 
   const auto* a = static_cast<const uint16_t*>(av);
   const size_t row_bytes = static_cast<size_t>(K) * (dt == DType::kF8E4M3 ? 1 : 2);
   const auto* b = static_cast<const std::byte*>(bv);
-  const int64_t groups = nrows / kPanelRows;
-  // Group g's first row, and its rows' stride in rows.
-  const bool quarters = UseQuarters(M);
-  const int64_t first = quarters ? 1 : kPanelRows, stride = quarters ? groups : 1;
-  for (int64_t g = 0; g < groups; ++g)
-    StreamGroupAllRows<kPanelRows>(lut, dt, a, lda, M, b + static_cast<size_t>(g * first) * row_bytes, stride * K, K,
-                                   c + g * first, ldc, stride);
-  for (int64_t n = kPanelRows * groups; n < nrows; ++n)
+  const StreamGroups gs = GroupsFor(M, nrows);
+  for (int64_t g = 0; g < gs.groups; ++g)
+    StreamGroupAllRows<kPanelRows>(lut, dt, a, lda, M, b + static_cast<size_t>(g * gs.first) * row_bytes,
+                                   gs.stride * K, K, c + g * gs.first, ldc, gs.stride);
+  for (int64_t n = kPanelRows * gs.groups; n < nrows; ++n)
     StreamGroupAllRows<1>(lut, dt, a, lda, M, b + static_cast<size_t>(n) * row_bytes, K, K, c + n, ldc, 1);
 }
 

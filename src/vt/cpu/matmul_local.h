@@ -35,8 +35,23 @@ constexpr int64_t kStreamPrefetch = 1536;
   return k * elt + kStreamPrefetch < row ? kStreamPrefetch : kStreamPrefetch + (nr - 1) * row;
 }
 
-// Whether the streaming paths lay out their groups in quarters for M rows of a.
-[[maybe_unused]] inline bool UseQuarters(int64_t M) { return M == 1; }
+// Group g of a stream over nrows weight rows starts at row g * first and takes every
+// stride-th row from there (kPanelRows of them); rows past groups * kPanelRows go one by
+// one. Quarters for one row of a (first 1, stride = groups), adjacent otherwise.
+struct StreamGroups {
+  int64_t groups, first, stride;
+};
+[[maybe_unused]] inline StreamGroups GroupsFor(int64_t M, int64_t nrows) {
+  const int64_t groups = nrows / kPanelRows;
+  return M == 1 ? StreamGroups{groups, 1, groups} : StreamGroups{groups, kPanelRows, 1};
+}
+
+// Bytes ahead of a row's position k to prefetch, for a group whose rows are ldb elements
+// apart: ldb == K is the adjacent layout (or quarters of a single group, which is the
+// same rows), anything else a quarter stream.
+[[maybe_unused]] inline int64_t PrefetchAhead(int64_t k, int64_t ldb, int64_t K, int nr, int64_t elt) {
+  return ldb == K ? AdjacentAhead(k, K, nr, elt) : kStreamPrefetch;
+}
 
 // The micro-tiles of a packed GEMM block: rows of a in tiles of kRowsA (a last tile of
 // 1 row at a time), kPanelRows panel rows each; tile(rows, m, n) with rows an
