@@ -101,8 +101,9 @@ TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
       {17, 31, 65}, {64, 11, 129},  {65, 35, 1},    {130, 7, 97},  {1, 301, 2501}, {17, 137, 1100},
       {65, 261, 2113}, {130, 45, 3}, {4, 1, 5},
       // Small-M streaming path: whole 64-value K steps only, whole 4-row weight groups
-      // plus a tail, M on and between multiples of 4.
-      {4, 8, 128}, {8, 13, 64}, {15, 6, 192},
+      // plus a tail, M on and between multiples of 4; blocks of 8 rows of a (two 2-row
+      // weight tiles per group) with 1..7 rows left, long rows past the prefetch distance.
+      {4, 8, 128}, {8, 13, 64}, {15, 6, 192}, {9, 11, 1600}, {12, 9, 130}, {16, 10, 3000},
   };
   std::mt19937 rng(1234);
   const float alpha = 0.0123f;

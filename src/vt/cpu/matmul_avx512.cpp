@@ -277,16 +277,14 @@ static_assert(kRowsA == 4, "GemmBlocks dispatches tiles of 1..4 rows");
 // once. The fp8 decode permutes K within 64-blocks exactly as PackBf16 does for a.
 
 // One 64-value K step of NR fp8 weight rows (masked: the row's tail) against MR rows of a,
-// prefetching `ahead` bytes on from each row's position.
+// prefetching `ahead` bytes on from each row's position. The NR rows are decoded first and
+// each row of a is then loaded once for them (so MR x NR accumulators + 2 NR weight
+// registers stay in the 32 vector registers for MR x NR = 16).
 template <int MR, int NR, bool kFull>
 __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Step(
     const Fp8ToBf16Lut& lut, const uint16_t* a, int64_t lda, const uint8_t* b, int64_t ldb, int64_t k, int64_t ahead,
-    __mmask64 mask, __m512 (&acc)[MR][kPanelRows]) {
-  __m512bh av[MR][2];
-  for (int i = 0; i < MR; ++i) {
-    av[i][0] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k));
-    av[i][1] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k + 32));
-  }
+    __mmask64 mask, __m512 (&acc)[MR][NR]) {
+  __m512bh w[NR][2];
   for (int j = 0; j < NR; ++j) {
     const uint8_t* p = b + j * ldb + k;
     __m512i x;
@@ -298,20 +296,27 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Step(
     }
     __m512i w0, w1;
     lut.Decode(x, w0, w1);
-    for (int i = 0; i < MR; ++i) {
-      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av[i][0], reinterpret_cast<__m512bh>(w0));
-      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av[i][1], reinterpret_cast<__m512bh>(w1));
+    w[j][0] = reinterpret_cast<__m512bh>(w0);
+    w[j][1] = reinterpret_cast<__m512bh>(w1);
+  }
+  for (int i = 0; i < MR; ++i) {
+    const __m512bh a0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k));
+    const __m512bh a1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k + 32));
+    for (int j = 0; j < NR; ++j) {
+      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][0], a0);
+      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][1], a1);
     }
   }
 }
 
 // c[i * ldc + j * cs] = the lane sum of acc[i][j], for i < MR, j < NR.
 template <int MR, int NR>
-__attribute__((always_inline)) inline void StoreSums(__m512 (&acc)[MR][kPanelRows], float* c, int64_t ldc,
-                                                     int64_t cs) {
+__attribute__((always_inline)) inline void StoreSums(__m512 (&acc)[MR][NR], float* c, int64_t ldc, int64_t cs) {
+  const __m512 zero = _mm512_setzero_ps();
   for (int i = 0; i < MR; ++i) {
     alignas(16) float v[4];
-    _mm_store_ps(v, Hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
+    _mm_store_ps(v, Hsum4(acc[i][0], NR > 1 ? acc[i][NR > 1 ? 1 : 0] : zero, NR > 2 ? acc[i][NR > 2 ? 2 : 0] : zero,
+                          NR > 3 ? acc[i][NR > 3 ? 3 : 0] : zero));
     for (int j = 0; j < NR; ++j) c[i * ldc + j * cs] = v[j];
   }
 }
@@ -322,9 +327,9 @@ template <int MR, int NR>
 __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Tile(
     const Fp8ToBf16Lut& lut, const uint16_t* a, int64_t lda, const uint8_t* b, int64_t ldb, int64_t K, float* c,
     int64_t ldc, int64_t cs) {
-  __m512 acc[MR][kPanelRows];
+  __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm512_setzero_ps();
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 64 <= K; k += 64)
     StreamFp8Step<MR, NR, true>(lut, a, lda, b, ldb, k, PrefetchAhead(k, ldb, K, NR, 1), 0, acc);
@@ -332,32 +337,35 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Tile(
   StoreSums<MR, NR>(acc, c, ldc, cs);
 }
 
+// The same for BF16 weight rows (loaded as they are).
 template <int MR, int NR>
 __attribute__((always_inline)) inline void StreamBf16Tile(const uint16_t* a, int64_t lda, const uint16_t* b,
                                                           int64_t ldb, int64_t K, float* c, int64_t ldc,
                                                           int64_t cs) {
-  __m512 acc[MR][kPanelRows];
+  __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm512_setzero_ps();
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   auto step = [&](int64_t k, __mmask32 m0, __mmask32 m1, bool full) __attribute__((always_inline)) {
+    __m512bh w[NR][2];
     for (int j = 0; j < NR; ++j) {
       const uint16_t* p = b + j * ldb + k;
-      __m512i w0, w1;
       if (full) {
         const int64_t ahead = PrefetchAhead(k, ldb, K, NR, 2);
         _mm_prefetch(reinterpret_cast<const char*>(p) + ahead, _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(p) + ahead + 64, _MM_HINT_T0);
-        w0 = _mm512_loadu_si512(p);
-        w1 = _mm512_loadu_si512(p + 32);
+        w[j][0] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
+        w[j][1] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(p + 32));
       } else {
-        w0 = _mm512_maskz_loadu_epi16(m0, p);
-        w1 = _mm512_maskz_loadu_epi16(m1, p + 32);
+        w[j][0] = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m0, p));
+        w[j][1] = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m1, p + 32));
       }
-      for (int i = 0; i < MR; ++i) {
-        const __m512bh a0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k));
-        const __m512bh a1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k + 32));
-        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], a0, reinterpret_cast<__m512bh>(w0));
-        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], a1, reinterpret_cast<__m512bh>(w1));
+    }
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh a0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k));
+      const __m512bh a1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k + 32));
+      for (int j = 0; j < NR; ++j) {
+        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][0], a0);
+        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][1], a1);
       }
     }
   };
@@ -380,7 +388,9 @@ __attribute__((target("avx512vbmi"))) void StreamGroup(const Fp8ToBf16Lut& lut, 
 }
 
 // The group against all M rows of a, in blocks of kRowsA: the group's weight rows stay
-// in L1/L2 after the first block.
+// in L1/L2 after the first block. (Blocks of 8 rows of a against 2 weight rows at a time,
+// which decode each weight once per 8 rows, measured slower from memory: 8-10 against
+// 11-14 GB/s at M = 16, vt_kernels_bench, 2 threads; as fast on cache-resident weights.)
 template <int NR>
 __attribute__((target("avx512vbmi"))) void StreamGroupAllRows(const Fp8ToBf16Lut& lut, DType dt, const uint16_t* a,
                                                               int64_t lda, int64_t M, const void* b, int64_t ldb,
