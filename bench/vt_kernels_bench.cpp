@@ -3,9 +3,16 @@
 //   1. streaming-read bandwidth of a buffer much larger than the caches (1 and N threads,
 //      one plain stream, one prefetched stream, and 4 prefetched streams per thread as the
 //      decode kernels read; the best is the limit the kernels are compared with);
-//   2. MatmulFp8 and BF16 Matmul on Qwen3-0.6B- and Qwen3-8B-shaped projections: decode
-//      (M = 1, 4, 16) as weight bytes streamed per second and the fraction of the measured
-//      bandwidth, the fp8 speedup over BF16; prefill (M = 128, 512) as GFLOP/s.
+//   2. the multiply limit: the rate of the kernel set's widest multiply-add instruction
+//      (vdpbf16ps, or the F32 FMA) on every thread, independent accumulators, no loads.
+//      A decode step of M rows needs M·K·N/w of them (w multiplies each: 32, 16 or 8), so
+//      weights cannot stream faster than rate·w/M elements per second however the memory
+//      performs: from M = 4 on this bounds the decode before the bandwidth does on a
+//      2-core VM;
+//   3. MatmulFp8 and BF16 Matmul on Qwen3-0.6B- and Qwen3-8B-shaped projections: decode
+//      (M = 1, 4, 8, 16) as weight bytes streamed per second and the fraction of the
+//      limit (the lower of the bandwidth and the multiply limit), the fp8 speedup over
+//      BF16; prefill (M = 128, 512) as GFLOP/s.
 // Weights rotate through copies totalling more than the last-level cache, so decode reads
 // them from memory as a model's forward pass does. Figures are medians of repeated runs
 // (decode: fp8 and BF16 calls alternated, so both medians see the same machine state).
@@ -25,6 +32,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #include <xmmintrin.h>
+#endif
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
 #endif
 
 #include "vt/vt.h"
@@ -132,6 +142,64 @@ double ReadBandwidth(const std::vector<uint64_t>& buf, int threads, int streams,
   return static_cast<double>(n) * 8.0 / t / 1e9;
 }
 
+// Multiply-add instructions per second on `threads` threads (each running 24 independent
+// accumulator chains, so latency is hidden), of the kind the chosen kernel set decodes
+// with, and the multiplies each does; {0, 0} where none is measured (scalar set).
+struct MultiplyRate {
+  double per_second;
+  int width;
+};
+#if defined(__x86_64__) || defined(_M_X64)
+// One function per instruction (vector types cannot cross into code compiled without
+// the ISA, so no shared template): 24 accumulators, `iters` rounds.
+#define VT_BENCH_CHAINS(NAME, TARGET, VEC, ZERO, SEED, OP)                     \
+  __attribute__((target(TARGET), noinline)) uint64_t NAME(int64_t iters) {     \
+    const auto x = SEED;                                                       \
+    VEC acc[24];                                                               \
+    for (auto& a : acc) a = ZERO;                                              \
+    for (int64_t i = 0; i < iters; ++i)                                        \
+      for (auto& a : acc) a = OP(a, x, x);                                     \
+    uint64_t sum = 0;                                                          \
+    for (auto& a : acc) {                                                      \
+      uint64_t u;                                                              \
+      std::memcpy(&u, &a, sizeof u);                                           \
+      sum += u;                                                                \
+    }                                                                          \
+    return sum;                                                                \
+  }
+VT_BENCH_CHAINS(DpChains, "avx512f,avx512bf16", __m512, _mm512_setzero_ps(),
+                reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3F80)), _mm512_dpbf16_ps)
+VT_BENCH_CHAINS(Fma512Chains, "avx512f", __m512, _mm512_setzero_ps(), _mm512_set1_ps(0.5f), _mm512_fmadd_ps)
+VT_BENCH_CHAINS(Fma256Chains, "avx2,fma", __m256, _mm256_setzero_ps(), _mm256_set1_ps(0.5f), _mm256_fmadd_ps)
+#undef VT_BENCH_CHAINS
+#endif
+
+MultiplyRate MeasureMultiplyRate(const vt::Queue& q, int threads, const Options& opt) {
+#if defined(__x86_64__) || defined(_M_X64)
+  uint64_t (*chains)(int64_t) = nullptr;
+  int width = 0;
+  switch (q.cpu_isa()) {
+    case vt::CpuIsa::kAvx512Bf16: chains = &DpChains, width = 32; break;
+    case vt::CpuIsa::kAvx512: chains = &Fma512Chains, width = 16; break;
+    case vt::CpuIsa::kAvx2: chains = &Fma256Chains, width = 8; break;
+    default: return {0.0, 0};
+  }
+  const int64_t iters = opt.quick ? 200000 : 1000000;
+  std::vector<uint64_t> sink(static_cast<size_t>(threads));
+  const double t = TimeMedian(
+      [&](int) {
+        q.ParallelFor(threads, 1, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) sink[static_cast<size_t>(i)] += chains(iters);
+        });
+      },
+      opt.quick ? 3 : 7, 0.0);
+  return {24.0 * static_cast<double>(iters) * threads / t, width};
+#else
+  (void)q, (void)threads, (void)opt;
+  return {0.0, 0};
+#endif
+}
+
 struct ShapeSpec {
   const char* model;
   const char* proj;
@@ -220,13 +288,22 @@ int main(int argc, char** argv) {
                 static_cast<long long>(bw_bytes >> 20), line.c_str(), bw);
   }
 
-  // 2. Projections.
+  // 2. The multiply limit.
+  const MultiplyRate mul = MeasureMultiplyRate(q, opt.threads, opt);
+  // Weight elements per second the multiplies allow at M rows of a (0: not measured).
+  auto mul_limit = [&](int64_t M) { return mul.per_second * mul.width / static_cast<double>(M); };
+  if (mul.width > 0)
+    std::printf("multiply limit: %.2f G %d-wide multiply-adds/s on %d threads, so at most %.1f / M G weight "
+                "elements/s (fp8: GB/s; BF16: twice that in GB/s)\n\n",
+                mul.per_second / 1e9, mul.width, opt.threads, mul_limit(1) / 1e9);
+
+  // 3. Projections.
   std::vector<ShapeSpec> shapes = {
       {"Qwen3-0.6B", "q 1024->2048", 1024, 2048},     {"Qwen3-0.6B", "up 1024->3072", 1024, 3072},
       {"Qwen3-0.6B", "down 3072->1024", 3072, 1024},  {"Qwen3-8B", "o 4096->4096", 4096, 4096},
       {"Qwen3-8B", "up 4096->12288", 4096, 12288},    {"Qwen3-8B", "down 12288->4096", 12288, 4096},
   };
-  std::vector<int64_t> decode_ms = {1, 4, 16};
+  std::vector<int64_t> decode_ms = {1, 4, 8, 16};
   std::vector<int64_t> prefill_ms = {128, 512};
   if (opt.quick) {
     shapes = {shapes[1], shapes[4]};
@@ -240,8 +317,8 @@ int main(int argc, char** argv) {
   const double decode_secs = opt.quick ? 0.02 : 0.3;
   const int prefill_reps = opt.quick ? 1 : 3;
 
-  std::printf("%-11s %-17s %4s | %9s %9s %6s | %9s %9s %6s | %7s\n", "model", "projection", "M", "fp8 us",
-              "fp8 GB/s", "of bw", "bf16 us", "bf16 GB/s", "of bw", "fp8/bf16");
+  std::printf("%-11s %-17s %4s | %9s %9s %6s %8s | %9s %9s %6s %8s | %7s\n", "model", "projection", "M", "fp8 us",
+              "fp8 GB/s", "of bw", "of limit", "bf16 us", "bf16 GB/s", "of bw", "of limit", "fp8/bf16");
   std::mt19937 rng(42);
   std::vector<std::string> prefill_lines;
   for (const ShapeSpec& s : shapes) {
@@ -261,9 +338,12 @@ int main(int argc, char** argv) {
                                             decode_secs);
       const double g8 = static_cast<double>(s.N * s.K) / t8 / 1e9;
       const double g16 = static_cast<double>(s.N * s.K * 2) / t16 / 1e9;
-      std::printf("%-11s %-17s %4lld | %9.1f %9.1f %5.0f%% | %9.1f %9.1f %5.0f%% | %6.2fx\n", s.model, s.proj,
-                  static_cast<long long>(M), t8 * 1e6, g8, 100.0 * g8 / bw, t16 * 1e6, g16, 100.0 * g16 / bw,
-                  t16 / t8);
+      // The limit in GB/s: the bandwidth, or the multiplies (elements/s times bytes each).
+      const double lim8 = mul.width > 0 ? std::min(bw, mul_limit(M) / 1e9) : bw;
+      const double lim16 = mul.width > 0 ? std::min(bw, 2.0 * mul_limit(M) / 1e9) : bw;
+      std::printf("%-11s %-17s %4lld | %9.1f %9.1f %5.0f%% %7.0f%% | %9.1f %9.1f %5.0f%% %7.0f%% | %6.2fx\n",
+                  s.model, s.proj, static_cast<long long>(M), t8 * 1e6, g8, 100.0 * g8 / bw, 100.0 * g8 / lim8,
+                  t16 * 1e6, g16, 100.0 * g16 / bw, 100.0 * g16 / lim16, t16 / t8);
     }
     for (int64_t M : prefill_ms) {
       const vt::Tensor a8 = RandomFp8(M, s.K, rng), a16 = RandomBf16(M, s.K, rng);
@@ -281,7 +361,8 @@ int main(int argc, char** argv) {
               "bf16 GF/s");
   for (const auto& l : prefill_lines) std::fputs(l.c_str(), stdout);
   std::printf("\nfp8: MatmulFp8 (F8E4M3 x F8E4M3 -> BF16); bf16: Matmul (BF16 x BF16 -> BF16). GB/s counts weight "
-              "bytes; 'of bw' is the fraction of the %d-thread read bandwidth above.\n",
+              "bytes; 'of bw' is the fraction of the %d-thread read bandwidth above, 'of limit' of the lower of it and the "
+              "multiply limit.\n",
               opt.threads);
   return 0;
 }
