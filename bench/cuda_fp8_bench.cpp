@@ -1,15 +1,25 @@
 // FP8 GEMM/GEMV on CUDA: TFLOP/s and weight GB/s of MatmulFp8 (as dispatched, and each
 // variant) for M in {1, 4, 16, 64, 256, 4096} on Qwen3-8B-shaped projections, against
 // cuBLASLt FP8 and cuBLASLt BF16, and a device-to-device copy measured in the same run.
-// Two timings per kernel: 'call' is the median of single calls, each between its own pair
-// of CUDA events (so it includes the launch and the ramp of one kernel); 'chain' is the
-// median over 5 batches of 20 back-to-back calls divided by 20, as in a forward pass
-// where each kernel follows the last (GB/s and TFLOP/s use it). Weights rotate through
-// copies totalling >= 256 MiB so that they stream from HBM rather than L2. The read
-// roofline is a kernel that only streams a weight-sized buffer, timed the same two ways.
+// Timings per kernel:
+//  - 'call': the median of single calls, each between its own pair of CUDA events (so it
+//    includes the launch and the ramp of one kernel);
+//  - 'chain': the median over 5 batches of 20 back-to-back calls divided by 20, as in a
+//    forward pass where each kernel follows the last (GB/s and TFLOP/s use it), and
+//    'issue', the host time the 20 calls took to issue, per call: where issue is close to
+//    chain, the host's launches bound the chain, not the GPU;
+//  - 'graph' (M = 1): the same 20 calls captured once into a CUDA graph and replayed, the
+//    way an engine replays its decode step (no host launch cost per call; programmatic
+//    dependent launches stay overlapped as graph edges), with its GB/s.
+// Weights rotate through copies totalling >= 256 MiB so that they stream from HBM rather
+// than L2. The read roofline is a kernel that only streams a weight-sized buffer, timed
+// the same ways.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <exception>
+#include <utility>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -63,17 +73,22 @@ std::vector<uint8_t> RandomFp8(size_t n, std::mt19937& rng) {
   return v;
 }
 
-// Mean microseconds per call of fn(i) run `chain` times back to back between two events;
-// the median over `batches` batches.
-double ChainUs(cudaStream_t stream, int batches, int chain, const std::function<void(int)>& fn) {
+// Per-call microseconds of fn(i) run `chain` times back to back between two events (the
+// median over `batches` batches), and the host time spent issuing them, per call.
+struct ChainTime {
+  double us, issue_us;
+};
+ChainTime ChainUs(cudaStream_t stream, int batches, int chain, const std::function<void(int)>& fn) {
   for (int i = 0; i < 3; ++i) fn(i);
   cudaEvent_t e0, e1;
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
-  std::vector<double> t;
+  std::vector<double> t, issue;
   for (int b = 0; b < batches; ++b) {
     CHECK_CUDA(cudaEventRecord(e0, stream));
+    const auto h0 = std::chrono::steady_clock::now();
     for (int i = 0; i < chain; ++i) fn(b * chain + i);
+    issue.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count() / chain);
     CHECK_CUDA(cudaEventRecord(e1, stream));
     CHECK_CUDA(cudaEventSynchronize(e1));
     float ms = 0;
@@ -82,6 +97,50 @@ double ChainUs(cudaStream_t stream, int batches, int chain, const std::function<
   }
   CHECK_CUDA(cudaEventDestroy(e0));
   CHECK_CUDA(cudaEventDestroy(e1));
+  std::sort(t.begin(), t.end());
+  std::sort(issue.begin(), issue.end());
+  return {t[t.size() / 2], issue[issue.size() / 2]};
+}
+
+// Per-call microseconds of fn(0..chain-1) captured into one CUDA graph, replayed `reps`
+// times (median); -1 if the calls cannot be captured.
+double GraphUs(cudaStream_t stream, int reps, int chain, const std::function<void(int)>& fn) {
+  for (int i = 0; i < 3; ++i) fn(i);
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  cudaGraph_t graph = nullptr;
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  bool captured = true;
+  try {
+    for (int i = 0; i < chain; ++i) fn(i);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "graph capture: %s\n", e.what());
+    captured = false;
+  }
+  if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || graph == nullptr || !captured) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    return -1.0;
+  }
+  cudaGraphExec_t exec = nullptr;
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  for (int i = 0; i < 2; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    CHECK_CUDA(cudaEventRecord(e0, stream));
+    CHECK_CUDA(cudaGraphLaunch(exec, stream));
+    CHECK_CUDA(cudaEventRecord(e1, stream));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 1000.0 / chain);
+  }
+  CHECK_CUDA(cudaEventDestroy(e0));
+  CHECK_CUDA(cudaEventDestroy(e1));
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  CHECK_CUDA(cudaGraphDestroy(graph));
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
@@ -128,9 +187,13 @@ int main() {
         LaunchStreamRead(bufs[i % copies].data(), bytes, static_cast<uint32_t*>(sink.data()),
                          prop.multiProcessorCount, stream);
       };
-      const double call = MedianUs(stream, 40, read), chain = ChainUs(stream, 5, 20, read);
-      std::printf("read roofline %3lld MiB: call %.2f us (%.0f GB/s), chain %.2f us (%.0f GB/s)\n",
-                  static_cast<long long>(mb), call, bytes / call / 1e3, chain, bytes / chain / 1e3);
+      const double call = MedianUs(stream, 40, read);
+      const ChainTime chain = ChainUs(stream, 5, 20, read);
+      const double graph = GraphUs(stream, 9, 20, read);
+      std::printf("read roofline %3lld MiB: call %.2f us (%.0f GB/s), chain %.2f us (%.0f GB/s; issue %.2f us), "
+                  "graph %.2f us (%.0f GB/s)\n",
+                  static_cast<long long>(mb), call, bytes / call / 1e3, chain.us, bytes / chain.us / 1e3,
+                  chain.issue_us, graph, bytes / graph / 1e3);
     }
   }
 
@@ -148,8 +211,8 @@ int main() {
                             {"0.6B down 3072->1024", 1024, 3072}};
   const int64_t Ms[] = {1, 4, 16, 64, 256, 4096};
   std::mt19937 rng(1);
-  std::printf("%-30s %5s %-16s %9s %9s %9s %10s %8s\n", "shape", "M", "kernel", "call_us", "chain_us", "TFLOP/s",
-              "weightGB/s", "vs_lt");
+  std::printf("%-30s %5s %-16s %9s %9s %9s %9s %10s %8s %9s %9s\n", "shape", "M", "kernel", "call_us", "chain_us",
+              "issue_us", "TFLOP/s", "weightGB/s", "vs_lt", "graph_us", "graphGB/s");
   for (const auto& s : shapes) {
     const int64_t N = s.N, K = s.K;
     const size_t wbytes = static_cast<size_t>(N * K);
@@ -174,11 +237,19 @@ int main() {
       const double flops = 2.0 * M * N * K;
       const int chain = M >= 1024 ? 5 : 20;
       double lt_us = 0;
-      // Times fn both ways and prints a row; returns the chain time.
+      // Times fn each way and prints a row; returns the chain time. Graph replay for M = 1
+      // (decode) only.
       auto measure = [&](const char* kernel, double wb, const std::function<void(int)>& fn) {
-        const double call = MedianUs(stream, iters, fn), us = ChainUs(stream, 5, chain, fn);
-        std::printf("%-30s %5lld %-16s %9.2f %9.2f %9.1f %10.0f %8.2f\n", s.name, static_cast<long long>(M), kernel,
-                    call, us, flops / us / 1e6, wb / us / 1e3, lt_us > 0 ? lt_us / us : 1.0);
+        const double call = MedianUs(stream, iters, fn);
+        const ChainTime ct = ChainUs(stream, 5, chain, fn);
+        const double us = ct.us;
+        const double graph = M == 1 ? GraphUs(stream, 9, chain, fn) : -1.0;
+        std::printf("%-30s %5lld %-16s %9.2f %9.2f %9.2f %9.1f %10.0f %8.2f", s.name, static_cast<long long>(M), kernel,
+                    call, us, ct.issue_us, flops / us / 1e6, wb / us / 1e3, lt_us > 0 ? lt_us / us : 1.0);
+        if (graph > 0)
+          std::printf(" %9.2f %9.0f\n", graph, wb / graph / 1e3);
+        else
+          std::printf(" %9s %9s\n", "-", "-");
         return us;
       };
       const double wb = static_cast<double>(wbytes);
@@ -191,7 +262,7 @@ int main() {
         });
         for (uint32_t kib : {4u, 64u}) {
           const vt::cuda::GemvLaunch how{kib << 10};
-          const std::string name = "gemv-pf" + std::to_string(kib) + "k";
+          const std::string name = vt::StrCat("gemv-pf", kib, "k");
           measure(name.c_str(), wb, [&](int i) {
             vt::cuda::MatmulFp8GemvVariant(q, out, a8, w8[i % copies], alpha, nullptr, -1, how);
           });

@@ -139,8 +139,10 @@ template <int T, int U, int RB>
 void Launch(CudaQueue& cq, const Tensor& out, const Tensor& a, const Tensor& b, float alpha, const Tensor* bias,
             GemvLaunch how) {
   const int N = static_cast<int>(b.dim(0)), K = static_cast<int>(b.dim(1));
-  // One wave, but no CTA with fewer rows than a group. (Half a wave, which would leave room
-  // for the next kernel's CTAs to start streaming early, measured 0.6-0.9x of this.)
+  // One wave, but no CTA with fewer rows than a group. (Fewer CTAs per SM, which leave room
+  // for the next kernel's CTAs to start and prefetch early, measured slower: half a wave
+  // 0.6-0.9x of this; 1 or 2 CTAs per SM on 4096 x 4096 0.57-0.87x, whether each CTA
+  // prefetched 16 KiB, 64 KiB or its whole share.)
   const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * ResidentCtas<T, U, RB>();
   const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wave, N / RB)));
   const bool overlap = how.overlap_prefetch > 0 && cq.cc_major >= 9;
