@@ -10,14 +10,14 @@
 //      performs: from M = 4 on this bounds the decode before the bandwidth does on a
 //      2-core VM;
 //   3. MatmulFp8 and BF16 Matmul on Qwen3-0.6B- and Qwen3-8B-shaped projections: decode
-//      (M = 1, 4, 8, 16) as weight bytes streamed per second and the fraction of the
+//      (M = 1, 2, 4, 8, 16) as weight bytes streamed per second and the fraction of the
 //      limit (the lower of the bandwidth and the multiply limit), the fp8 speedup over
 //      BF16; prefill (M = 128, 512) as GFLOP/s.
 // Weights rotate through copies totalling more than the last-level cache, so decode reads
 // them from memory as a model's forward pass does. Figures are medians of repeated runs
 // (decode: fp8 and BF16 calls alternated, so both medians see the same machine state).
 //
-//   vt_kernels_bench [--quick] [--threads N] [--isa scalar|avx2|avx512|avx512bf16]
+//   vt_kernels_bench [--quick] [--threads N] [--isa scalar|avx2|avx512|avx512bf16|amx]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -251,17 +251,18 @@ int main(int argc, char** argv) {
     } else if (arg == "--isa" && i + 1 < argc) {
       const std::string name = argv[++i];
       bool known = false;
-      for (vt::CpuIsa isa : {vt::CpuIsa::kScalar, vt::CpuIsa::kAvx2, vt::CpuIsa::kAvx512, vt::CpuIsa::kAvx512Bf16})
+      for (vt::CpuIsa isa :
+           {vt::CpuIsa::kScalar, vt::CpuIsa::kAvx2, vt::CpuIsa::kAvx512, vt::CpuIsa::kAvx512Bf16, vt::CpuIsa::kAmx})
         if (name == vt::CpuIsaName(isa)) {
           opt.isa = isa;
           known = true;
         }
       if (!known) {
-        std::fprintf(stderr, "unknown --isa %s (scalar, avx2, avx512 or avx512bf16)\n", name.c_str());
+        std::fprintf(stderr, "unknown --isa %s (scalar, avx2, avx512, avx512bf16 or amx)\n", name.c_str());
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--threads N] [--isa scalar|avx2|avx512|avx512bf16]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--threads N] [--isa scalar|avx2|avx512|avx512bf16|amx]\n", argv[0]);
       return 2;
     }
   }
@@ -303,7 +304,7 @@ int main(int argc, char** argv) {
       {"Qwen3-0.6B", "down 3072->1024", 3072, 1024},  {"Qwen3-8B", "o 4096->4096", 4096, 4096},
       {"Qwen3-8B", "up 4096->12288", 4096, 12288},    {"Qwen3-8B", "down 12288->4096", 12288, 4096},
   };
-  std::vector<int64_t> decode_ms = {1, 4, 8, 16};
+  std::vector<int64_t> decode_ms = {1, 2, 4, 8, 16};
   std::vector<int64_t> prefill_ms = {128, 512};
   if (opt.quick) {
     shapes = {shapes[1], shapes[4]};

@@ -19,6 +19,7 @@ enum class CpuIsa : int8_t {
   kAvx2 = 1,        // AVX2 + FMA + F16C
   kAvx512 = 2,      // AVX-512 F/BW/VL/DQ
   kAvx512Bf16 = 3,  // AVX-512 plus BF16 and VNNI
+  kAmx = 4,         // kAvx512Bf16 plus AMX-TILE/AMX-BF16 tiles, with the OS's permission
   kBest = 100,
 };
 const char* CpuIsaName(CpuIsa isa);

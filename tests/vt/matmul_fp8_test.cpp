@@ -11,12 +11,14 @@
 #include <functional>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "matmul_test_util.h"
+#include "vt/cpu/matmul_kernels.h"
 #include "vt/vt.h"
 
 namespace {
@@ -138,6 +140,44 @@ TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
     }
   }
   for (vt::CpuIsa isa : vt_test::IsaLevels()) std::cout << "[ MatmulFp8 ran on ] " << vt::CpuIsaName(isa) << "\n";
+}
+
+// Each ISA level runs its own kernel set, and small M its streaming path: without this a
+// level could silently run another level's code and the reference comparisons above would
+// still pass. Where the processor has AMX, also that the tiles did the work.
+TEST(MatmulFp8, EachIsaLevelRunsItsKernelSet) {
+  const std::map<vt::CpuIsa, std::string> set_of = {{vt::CpuIsa::kScalar, "scalar-f32"},
+                                                    {vt::CpuIsa::kAvx2, "avx2-f32"},
+                                                    {vt::CpuIsa::kAvx512, "avx512-f32"},
+                                                    {vt::CpuIsa::kAvx512Bf16, "avx512bf16-dpbf16"},
+                                                    {vt::CpuIsa::kAmx, "amx-bf16"}};
+  std::mt19937 rng(77);
+  const int64_t N = 40, K = 200;
+  const auto b = vt::Tensor::FromHost(RandomFp8(N * K, rng).data(), {N, K}, vt::DType::kF8E4M3);
+  for (vt::CpuIsa isa : vt_test::IsaLevels()) {
+    const vt::Queue q = vt_test::QueueFor(isa);
+    for (int64_t M : {2, 6, 40}) {
+      SCOPED_TRACE(vt::StrCat("isa=", vt::CpuIsaName(isa), " M=", M));
+      const auto a = vt::Tensor::FromHost(RandomFp8(M * K, rng).data(), {M, K}, vt::DType::kF8E4M3);
+      auto out = vt::Tensor::Empty({M, N}, vt::DType::kF32);
+      const int64_t amx_before = vt::cpu::matmul::AmxStreamCalls();
+      vt::MatmulFp8(q, out, a, b, 0.5f);
+      const vt::cpu::matmul::LastGemm last = vt::cpu::matmul::LastGemmOnThisThread();
+      ASSERT_NE(last.set, nullptr);
+      EXPECT_EQ(std::string(last.set), set_of.at(isa));
+      // Streaming: M <= 4 on the F32 sets, M <= 16 on the BF16-pairs sets; the AMX tiles
+      // from M = 4.
+      const int64_t stream_max = isa >= vt::CpuIsa::kAvx512Bf16 ? 16 : 4;
+      EXPECT_EQ(last.stream, isa != vt::CpuIsa::kScalar && M <= stream_max);
+      if (isa == vt::CpuIsa::kAmx && M >= 4 && M <= 16) {
+        EXPECT_GT(vt::cpu::matmul::AmxStreamCalls(), amx_before);
+      } else {
+        EXPECT_EQ(vt::cpu::matmul::AmxStreamCalls(), amx_before);
+      }
+    }
+  }
+  if (vt::DetectCpuIsa() < vt::CpuIsa::kAmx)
+    std::cout << "[ AMX ] not on this processor: the AMX path is compiled here, not run\n";
 }
 
 TEST(MatmulFp8, BiasInBf16) {

@@ -75,11 +75,13 @@ struct Gemm {
   float alpha;
 };
 
+thread_local matmul::LastGemm t_last_gemm;
+
 const KernelSet& ChooseKernels(CpuIsa isa, DType a, DType b) {
 #if defined(VT_CPU_X86)
   // BF16 pairs only where that loses nothing: fp8 and BF16 operands are exact in BF16.
   if (isa >= CpuIsa::kAvx512Bf16) {
-    const KernelSet& bf16 = matmul::Avx512Bf16Kernels();
+    const KernelSet& bf16 = isa >= CpuIsa::kAmx ? matmul::AmxKernels() : matmul::Avx512Bf16Kernels();
     if (bf16.accepts(a) && bf16.accepts(b)) return bf16;
   }
   if (isa >= CpuIsa::kAvx512) return matmul::Avx512Kernels();
@@ -193,7 +195,9 @@ void RunGemm(const Queue& q, const Gemm& g) {
   // Split N across threads (every decode, and prefill with enough weight rows); split M
   // when N is too small to feed the threads.
   const int threads = cq.pool.size();
-  if (ks.stream != nullptr && g.M <= ks.stream_max_m && g.a_dtype == g.b_dtype) {
+  const bool stream = ks.stream != nullptr && g.M <= ks.stream_max_m && g.a_dtype == g.b_dtype;
+  t_last_gemm = matmul::LastGemm{ks.name, stream};
+  if (stream) {
     cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunStream(ks, g, bl, ap, n0, n1); });
   } else if (g.N >= static_cast<int64_t>(threads) * 4 * kPanelRows || g.M < 64) {
     cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunTile(ks, g, bl, ap, 0, g.M, n0, n1); });
@@ -214,6 +218,11 @@ void MatmulCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor&
 }
 
 }  // namespace
+
+matmul::LastGemm matmul::LastGemmOnThisThread() { return t_last_gemm; }
+#if !defined(VT_CPU_X86)
+int64_t matmul::AmxStreamCalls() { return 0; }
+#endif
 
 void RegisterMatmulKernels() {
   Register<OpId::kMatmulFp8>(DeviceType::kCPU, &MatmulFp8Cpu);

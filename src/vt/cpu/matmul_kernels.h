@@ -58,12 +58,23 @@ struct KernelSet {
 // linker could otherwise pick for code meant to run on any processor).
 [[noreturn]] void ThrowUnsupportedPack(const char* set, DType dtype);
 
+// The kernel set and path of the calling thread's last CPU Matmul/MatmulFp8 (for tests:
+// which code a queue's ISA level really ran); set nullptr before any call.
+struct LastGemm {
+  const char* set = nullptr;
+  bool stream = false;
+};
+LastGemm LastGemmOnThisThread();
+// Calls of the AMX streaming path in this process (0 where it is not built).
+int64_t AmxStreamCalls();
+
 // The portable set (plain C++ the compiler vectorizes); always available.
 const KernelSet& ScalarKernels();
 #if defined(VT_CPU_X86)
 const KernelSet& Avx2Kernels();        // F32 FMA on 8 lanes
 const KernelSet& Avx512Kernels();      // F32 FMA on 16 lanes
 const KernelSet& Avx512Bf16Kernels();  // BF16 pairs, vdpbf16ps (F32 accumulation)
+const KernelSet& AmxKernels();         // the BF16-pairs set, small M streamed on AMX tiles
 // The streaming path of the F32 sets (AVX2 code, also used by the AVX-512 F32 set): a
 // packed to F32 as their packs do (fp8 as value * 2^-8), b fp8, BF16 or F32. It takes
 // M <= kStreamMaxMF32: measured with vt_kernels_bench --isa avx2 (2 threads), fp8 weights

@@ -1,0 +1,82 @@
+// Helpers of the kernel files compiled with AVX-512 (matmul_avx512.cpp, matmul_amx.cpp),
+// and only for them: fp8 (e4m3fn) -> BF16 decoding in registers, lane masks. Internal linkage on
+// purpose, as in matmul_local.h: each ISA file gets its own copy.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace vt::cpu::matmul {
+namespace {
+
+// BF16 bits of the e4m3fn magnitude code i (0..127), from the format: exponent field 0
+// is subnormal (i * 2^-9, normalised here), 0x7F is NaN. Computed without any shared
+// inline function so that nothing compiled for AVX-512 can be picked by the linker for
+// code meant to run anywhere.
+constexpr uint16_t Fp8MagnitudeToBf16(int i) {
+  const int e = i >> 3, m = i & 7;
+  if (i == 0x7F) return 0x7FC0;
+  if (e != 0) return static_cast<uint16_t>(((e + 120) << 7) | (m << 4));
+  if (m == 0) return 0;
+  const int p = m >= 4 ? 2 : (m >= 2 ? 1 : 0);  // leading bit of the subnormal mantissa
+  return static_cast<uint16_t>(((p - 9 + 127) << 7) | ((m - (1 << p)) << (7 - p)));
+}
+
+struct Fp8Bf16Table {
+  alignas(64) uint16_t v[128];
+};
+constexpr Fp8Bf16Table kFp8Bf16 = [] {
+  Fp8Bf16Table t{};
+  for (int i = 0; i < 128; ++i) t.v[i] = Fp8MagnitudeToBf16(i);
+  return t;
+}();
+
+// fp8 -> BF16 (exact, unscaled) for 64 codes by table, with AVX512-VBMI byte permutes:
+// one 128-entry permute gives the low bytes, one the high bytes (the sign is copied into
+// them), and byte unpacking interleaves them into words. The unpack works within 128-bit
+// lanes, so the 64 values come out as [0..7, 16..23, 32..39, 48..55] in the first vector
+// and [8..15, 24..31, 40..47, 56..63] in the second: a fixed permutation of K that a and
+// b share (both are packed from 64-aligned K offsets), which a dot product ignores.
+struct Fp8ToBf16Lut {
+  __m512i lo0, lo1, hi0, hi1;
+  __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+
+  __attribute__((target("avx512vbmi"))) Fp8ToBf16Lut() {
+    alignas(64) uint8_t lo[128], hi[128];
+    for (int i = 0; i < 128; ++i) {
+      lo[i] = static_cast<uint8_t>(kFp8Bf16.v[i] & 0xFF);
+      hi[i] = static_cast<uint8_t>(kFp8Bf16.v[i] >> 8);
+    }
+    lo0 = _mm512_load_si512(lo);
+    lo1 = _mm512_load_si512(lo + 64);
+    hi0 = _mm512_load_si512(hi);
+    hi1 = _mm512_load_si512(hi + 64);
+  }
+
+  __attribute__((target("avx512vbmi"))) void operator()(__m512i x, uint16_t* d) const {
+    const __m512i lo = _mm512_permutex2var_epi8(lo0, x, lo1);
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, x, hi1), x, sign, 0xF8);
+    _mm512_storeu_si512(d, _mm512_unpacklo_epi8(lo, hi));
+    _mm512_storeu_si512(d + 32, _mm512_unpackhi_epi8(lo, hi));
+  }
+
+  // The same decode into two registers (K order as stored by operator()).
+  __attribute__((target("avx512vbmi"), always_inline)) void Decode(__m512i x, __m512i& w0, __m512i& w1) const {
+    const __m512i lo = _mm512_permutex2var_epi8(lo0, x, lo1);
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, x, hi1), x, sign, 0xF8);
+    w0 = _mm512_unpacklo_epi8(lo, hi);
+    w1 = _mm512_unpackhi_epi8(lo, hi);
+  }
+};
+
+// Masks of the first `left` lanes (none when left <= 0: padding past the row end).
+inline __mmask32 Mask32(int64_t left) {
+  return left >= 32 ? ~__mmask32{0} : left <= 0 ? 0 : ((__mmask32{1} << left) - 1);
+}
+inline __mmask64 Mask64(int64_t left) {
+  return left >= 64 ? ~__mmask64{0} : left <= 0 ? 0 : ((__mmask64{1} << left) - 1);
+}
+
+}  // namespace
+}  // namespace vt::cpu::matmul

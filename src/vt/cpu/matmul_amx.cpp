@@ -1,0 +1,210 @@
+// AMX streaming decode (compiled with AVX-512 and AMX-TILE/AMX-BF16): the BF16-pairs set's
+// packing and blocked GEMM, with small M streamed through AMX tiles instead of vdpbf16ps.
+//
+// Why: a decode step of M rows of a does M·K·N multiply-adds; with vdpbf16ps (32 per
+// instruction) that bounds M = 4..16 below the memory bandwidth on server cores (measured
+// by vt_kernels_bench's multiply limit). One tdpbf16ps does 16 x M x 32 of them.
+//
+// Layout: the weight is the tiles' left operand, the rows of a the right one, so no weight
+// is ever transposed: per 16 weight rows and 64-value K step, the fp8 rows are decoded to
+// BF16 by the same table as the AVX-512 set (so K is permuted within the 64-block exactly
+// as a's packed rows are) and staged as two 16 x 32 tiles; BF16 rows load as tiles
+// straight from the weight. a is rearranged once per call into the pair-interleaved
+// ("VNNI") layout tdpbf16ps takes on its right: for each 32-value K slice, 16 K pairs by M
+// rows. The 16 x M f32 sums stay in a tile across K and are stored transposed into c.
+//
+// Numerics: every product of two BF16 values is exact in f32 and is added with round-to-
+// nearest-even; BF16 denormal inputs count as zero and denormal sums are flushed (as
+// vdpbf16ps does; fp8 values and their products never come near that range).
+#include <immintrin.h>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "vt/cpu/avx512_common.h"
+#include "vt/cpu/matmul_kernels.h"
+#include "vt/cpu/matmul_local.h"
+
+namespace vt::cpu::matmul {
+
+namespace {
+
+constexpr int kTileRows = 16;  // weight rows per tile block (the AMX maximum)
+constexpr int kMaxM = 16;      // rows of a per call: the columns of one sums tile
+// Fewer rows of a take the AVX-512 set's vdpbf16ps stream: measured on a 2-thread
+// Sapphire-Rapids-class VM (vt_kernels_bench), fp8 at M = 1 streamed at 19-21 GB/s there
+// against 11-20 through the tiles (the tiles add a store and a tile load per decoded
+// vector, and one row of a leaves them idle), and at M = 2 16-23 against 9-22; from M = 4
+// the tiles won (M = 4: 14-18 against 11-13 GB/s; M = 16: 9-13 against 3-4).
+constexpr int64_t kAmxMinM = 4;
+
+std::atomic<int64_t> g_amx_stream_calls{0};
+
+// Palette 1: tmm0, tmm1 the two 16 x 32 BF16 weight slices of a 64-value K step; tmm2,
+// tmm3 a's matching slices (16 K pairs x M rows); tmm4, tmm5 f32 sums [16 weight rows][M],
+// one per slice, so the two tdpbf16ps of a step do not wait on each other.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64, "LDTILECFG reads 64 bytes");
+
+TileConfig ConfigFor(int64_t M) {
+  TileConfig c;
+  const auto m_bytes = static_cast<uint16_t>(M * 4);
+  for (int t : {0, 1}) c.colsb[t] = 64, c.rows[t] = kTileRows;
+  for (int t : {2, 3}) c.colsb[t] = m_bytes, c.rows[t] = 16;
+  for (int t : {4, 5}) c.colsb[t] = m_bytes, c.rows[t] = kTileRows;
+  return c;
+}
+
+// vnni[s][r][m] = the K pair r of slice s (values 32s + 2r, 32s + 2r + 1) of row m of a, as
+// one 32-bit word; a holds M packed rows of lda BF16 values (lda a multiple of 64).
+void PairInterleave(const uint16_t* a, int64_t lda, int64_t M, uint32_t* vnni) {
+  for (int64_t s = 0; s < lda / 32; ++s)
+    for (int64_t r = 0; r < 16; ++r)
+      for (int64_t m = 0; m < M; ++m) {
+        uint32_t w;
+        std::memcpy(&w, a + m * lda + 32 * s + 2 * r, sizeof w);
+        vnni[(s * 16 + r) * M + m] = w;
+      }
+}
+
+// a's pair-interleaved copy, per thread. A plain array on purpose: a std::vector
+// instantiated here would be compiled for AMX/AVX-512, and the linker may keep that copy
+// of its inline members for code meant to run anywhere.
+struct PairBuffer {
+  uint32_t* data = nullptr;
+  size_t size = 0;
+  uint32_t* Get(size_t n) {
+    if (n > size) {
+      delete[] data;
+      data = new uint32_t[n];
+      size = n;
+    }
+    return data;
+  }
+  ~PairBuffer() { delete[] data; }
+};
+
+struct alignas(64) Staging {
+  uint16_t half[2][kTileRows * 32];  // the two weight slices of a K step, rows 64 bytes apart
+  float sums[2][kTileRows * kMaxM];
+};
+
+// One block of `rows` (<= 16) weight rows of length K against the M rows of a (in vnni),
+// into c[m * ldc + j] for j < rows. Per 64-value K step: the first 32 values (tmm0 x tmm2)
+// add into tmm4, the second (tmm1 x tmm3) into tmm5.
+__attribute__((target("avx512vbmi"))) void Block(const Fp8ToBf16Lut& lut, DType dt, const void* b, int64_t K,
+                                                 int64_t rows, const uint32_t* vnni, int64_t M, Staging& st,
+                                                 float* c, int64_t ldc) {
+  const int64_t m_bytes = M * 4;
+  const int64_t slice = 16 * M;  // words of vnni per 32-value K slice
+  // Rows past the block's end stay zero in the staging tiles.
+  if (rows < kTileRows)
+    for (auto& h : st.half) std::memset(h + rows * 32, 0, static_cast<size_t>((kTileRows - rows) * 64));
+  _tile_zero(4);
+  _tile_zero(5);
+  for (int64_t k = 0; k < K; k += 64) {
+    const bool full = k + 64 <= K;
+    if (dt == DType::kF8E4M3) {
+      const auto* p = static_cast<const uint8_t*>(b) + k;
+      const int64_t ahead = AdjacentAhead(k, K, kTileRows, 1);
+      for (int64_t j = 0; j < rows; ++j) {
+        const uint8_t* row = p + j * K;
+        __m512i x;
+        if (full) {
+          _mm_prefetch(reinterpret_cast<const char*>(row + ahead), _MM_HINT_T0);
+          x = _mm512_loadu_si512(row);
+        } else {
+          x = _mm512_maskz_loadu_epi8(Mask64(K - k), row);
+        }
+        __m512i w0, w1;
+        lut.Decode(x, w0, w1);
+        _mm512_store_si512(st.half[0] + j * 32, w0);
+        _mm512_store_si512(st.half[1] + j * 32, w1);
+      }
+      _tile_loadd(0, st.half[0], 64);
+      _tile_loadd(1, st.half[1], 64);
+    } else {
+      const auto* p = static_cast<const uint16_t*>(b) + k;
+      if (full && rows == kTileRows) {
+        // BF16 rows are tiles already: load them straight from the weight.
+        const int64_t ahead = AdjacentAhead(k, K, kTileRows, 2);
+        for (int64_t j = 0; j < rows; ++j) {
+          const char* row = reinterpret_cast<const char*>(p + j * K);
+          _mm_prefetch(row + ahead, _MM_HINT_T0);
+          _mm_prefetch(row + ahead + 64, _MM_HINT_T0);
+        }
+        _tile_loadd(0, p, K * 2);
+        _tile_loadd(1, p + 32, K * 2);
+      } else {
+        const __mmask32 m0 = Mask32(K - k), m1 = Mask32(K - k - 32);
+        for (int64_t j = 0; j < rows; ++j) {
+          _mm512_store_si512(st.half[0] + j * 32, _mm512_maskz_loadu_epi16(m0, p + j * K));
+          _mm512_store_si512(st.half[1] + j * 32, _mm512_maskz_loadu_epi16(m1, p + j * K + 32));
+        }
+        _tile_loadd(0, st.half[0], 64);
+        _tile_loadd(1, st.half[1], 64);
+      }
+    }
+    _tile_loadd(2, vnni + (k / 32) * slice, m_bytes);
+    _tile_loadd(3, vnni + (k / 32 + 1) * slice, m_bytes);
+    _tile_dpbf16ps(4, 0, 2);
+    _tile_dpbf16ps(5, 1, 3);
+  }
+  _tile_stored(4, st.sums[0], m_bytes);
+  _tile_stored(5, st.sums[1], m_bytes);
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t m = 0; m < M; ++m) c[m * ldc + j] = st.sums[0][j * M + m] + st.sums[1][j * M + m];
+}
+
+// The set's stream entry: c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M (<= 16), n < nrows.
+__attribute__((target("avx512vbmi"))) void StreamAmx(DType dt, const void* av, int64_t lda, int64_t M,
+                                                     const void* bv, int64_t K, int64_t nrows, float* c,
+                                                     int64_t ldc) {
+  if (M < kAmxMinM) {
+    Avx512Bf16Kernels().stream(dt, av, lda, M, bv, K, nrows, c, ldc);
+    return;
+  }
+  if (dt != DType::kF8E4M3 && dt != DType::kBF16) ThrowUnsupportedPack("amx stream", dt);
+  g_amx_stream_calls.fetch_add(1, std::memory_order_relaxed);
+  // M <= kMaxM: the driver streams only M <= stream_max_m.
+  thread_local PairBuffer vnni;
+  PairInterleave(static_cast<const uint16_t*>(av), lda, M, vnni.Get(static_cast<size_t>(lda / 2 * M)));
+  thread_local Staging st;
+  const TileConfig cfg = ConfigFor(M);
+  _tile_loadconfig(&cfg);
+  const Fp8ToBf16Lut lut;
+  const size_t row_bytes = static_cast<size_t>(K) * (dt == DType::kF8E4M3 ? 1 : 2);
+  for (int64_t n = 0; n < nrows; n += kTileRows)
+    Block(lut, dt, static_cast<const std::byte*>(bv) + static_cast<size_t>(n) * row_bytes, K,
+          std::min<int64_t>(kTileRows, nrows - n), vnni.data, M, st, c + n, ldc);
+  _tile_release();
+}
+
+}  // namespace
+
+const KernelSet& AmxKernels() {
+  static const KernelSet ks = [] {
+    KernelSet k = Avx512Bf16Kernels();
+    k.name = "amx-bf16";
+    k.stream = &StreamAmx;
+    k.stream_max_m = kMaxM;
+    return k;
+  }();
+  return ks;
+}
+
+int64_t AmxStreamCalls() { return g_amx_stream_calls.load(std::memory_order_relaxed); }
+
+}  // namespace vt::cpu::matmul
