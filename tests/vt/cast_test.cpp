@@ -33,8 +33,11 @@ TEST(Cast, SameBytesOnEveryIsaForEveryPair) {
     if (from == vt::DType::kF32) {
       x = F32Inputs();
     } else if (from == vt::DType::kF8E4M3) {
-      x = vt::Tensor::Empty({256}, from);
-      for (int c = 0; c < 256; ++c) x.data_as<uint8_t>()[c] = static_cast<uint8_t>(c);
+      // Every code, then random codes with a tail shorter than a vector.
+      const int n = 256 + 1000 + 7;
+      x = vt::Tensor::Empty({n}, from);
+      std::mt19937 rng(9);
+      for (int c = 0; c < n; ++c) x.data_as<uint8_t>()[c] = static_cast<uint8_t>(c < 256 ? c : rng());
     } else {
       x = AllCodes(from);
     }

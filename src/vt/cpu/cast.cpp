@@ -1,5 +1,5 @@
-// CPU Cast: the vector kernel of the queue's ISA among F32/BF16/F16; F8E4M3 sources (weight
-// dequantization) and the scalar ISA use the reference.
+// CPU Cast: the vector kernel of the queue's ISA from F32/BF16/F16/F8E4M3 to F32/BF16/F16;
+// the scalar ISA uses the reference.
 #include "vt/cpu/backend.h"
 #include "vt/cpu/elementwise_kernels.h"
 #include "vt/cpu/reference.h"
@@ -12,7 +12,7 @@ constexpr int64_t kGrain = 16384;
 
 void CastCpu(const Queue& q, const Tensor& out, const Tensor& x) {
   CpuQueue& cpu = Cpu(q);
-  const elementwise::KernelSet* vec = x.dtype() == DType::kF8E4M3 ? nullptr : elementwise::ForIsa(cpu.isa);
+  const elementwise::KernelSet* vec = elementwise::ForIsa(cpu.isa);
   cpu.pool.ParallelFor(x.numel(), kGrain, [&](int64_t b, int64_t e) {
     if (vec != nullptr)
       vec->cast(x.data(), x.dtype(), out.data(), out.dtype(), b, e);

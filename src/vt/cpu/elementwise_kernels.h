@@ -39,7 +39,7 @@ struct KernelSet {
   const char* name;
   // out[i] for i in [begin, end); x: F32/BF16/F16.
   void (*quant_fp8)(const void* x, DType x_dtype, uint8_t* out, int64_t begin, int64_t end, float input_scale);
-  // Elements [begin, end); x and out: F32/BF16/F16.
+  // Elements [begin, end); x: F32/BF16/F16/F8E4M3, out: F32/BF16/F16.
   void (*cast)(const void* x, DType x_dtype, void* out, DType out_dtype, int64_t begin, int64_t end);
   void (*rms_norm)(const RowArgs& a, int64_t row0, int64_t row1);
   void (*rms_norm_gated)(const RowArgs& a, int64_t row0, int64_t row1);

@@ -56,6 +56,13 @@ void QuantFp8(const void* x, DType xd, uint8_t* out, int64_t begin, int64_t end,
 // ---- Cast --------------------------------------------------------------------------------
 
 void Cast(const void* x, DType xd, void* out, DType od, int64_t begin, int64_t end) {
+  if (xd == DType::kF8E4M3) {
+    for (int64_t i = begin; i < end; i += kLanes) {
+      const int n = TailLanes(end - i);
+      StoreN(out, od, i, LoadFp8N(static_cast<const uint8_t*>(x), i, n), n);
+    }
+    return;
+  }
   for (int64_t i = begin; i < end; i += kLanes) {
     const int n = TailLanes(end - i);
     StoreN(out, od, i, LoadN(x, xd, i, n), n);

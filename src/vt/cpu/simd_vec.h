@@ -80,6 +80,8 @@ inline V LoadF32(const float* p) { return _mm512_loadu_ps(p); }
 inline VI LoadU16(const uint16_t* p) {
   return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
+inline VI LoadU8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline V CvtIToF(VI a) { return _mm512_cvtepi32_ps(a); }  // exact below 2^24
 // F16 -> F32 by the converter instruction; NaN lanes are redone in integers below.
 inline V HalfToFloatHw(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -151,6 +153,8 @@ inline V LoadF32(const float* p) { return _mm256_loadu_ps(p); }
 inline VI LoadU16(const uint16_t* p) {
   return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+inline VI LoadU8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline V CvtIToF(VI a) { return _mm256_cvtepi32_ps(a); }  // exact below 2^24
 inline V HalfToFloatHw(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline void StoreF32(float* p, V v) { _mm256_storeu_ps(p, v); }
 inline void StoreU16(uint16_t* p, VI v) {
@@ -280,6 +284,27 @@ inline V Neg(V x) { return AsF(XorI(AsI(x), Set1I(static_cast<int32_t>(0x8000000
 inline V Silu(V x) { return Div(x, Add(Set1(1.0f), Exp(Neg(x)))); }
 
 // ---- loads and stores by dtype (F32, BF16, F16 values; fp8 codes) ------------------------
+
+// e4m3fn codes (one per lane) -> their exact values, as Fp8E4M3ToFloat: normal codes by
+// rebiasing the exponent into the float's bits, subnormals as m * 2^-9, S.1111.111 as a
+// quiet NaN with the code's sign.
+inline V DecodeFp8(VI c) {
+  const VI e = AndI(Srl<3>(c), Set1I(15));
+  const VI m = AndI(c, Set1I(7));
+  const VI normal = OrI(Sll<23>(AddI(e, Set1I(120))), Sll<20>(m));
+  const VI subnormal = AsI(Mul(CvtIToF(m), Set1(0x1p-9f)));
+  VI mag = SelectI(LtI(e, Set1I(1)), subnormal, normal);
+  mag = SelectI(GeI(AndI(c, Set1I(0x7F)), Set1I(0x7F)), Set1I(0x7FC00000), mag);
+  return AsF(OrI(mag, Sll<24>(AndI(c, Set1I(0x80)))));
+}
+
+// n (<= kLanes) fp8 codes at element i, decoded; missing lanes read as code 0 (+0).
+inline V LoadFp8N(const uint8_t* base, int64_t i, int n) {
+  if (n == kLanes) return DecodeFp8(LoadU8(base + i));
+  alignas(64) uint8_t buf[16] = {};
+  std::memcpy(buf, base + i, static_cast<size_t>(n));
+  return DecodeFp8(LoadU8(buf));
+}
 
 inline V Load(const void* base, DType d, int64_t i) {
   switch (d) {
