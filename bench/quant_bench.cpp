@@ -1,11 +1,15 @@
-// QuantFp8Static and the fused RmsNormQuantFp8 throughput per CPU ISA level and thread
-// count, in bytes of input per second, next to a plain read of the same bytes (the
-// machine's limit for a streaming kernel, measured in the same run).
+// QuantFp8Static and the three fused recipes (RmsNormQuantFp8, RmsNormGatedQuantFp8,
+// SiluMulQuantFp8) per CPU ISA level and thread count, in bytes of input per second, next
+// to the same work as two ops (the norm or activation to BF16, then QuantFp8Static: what
+// the fusion saves) and to a plain read of the same bytes (the machine's limit for a
+// streaming kernel, measured in the same run).
 //
-//   quant_bench --benchmark_min_time=0.2s --benchmark_repetitions=5 --benchmark_report_aggregates_only
+//   quant_bench --benchmark_min_time=0.2 --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -64,6 +68,88 @@ void BM_RmsNormQuantFp8(benchmark::State& state) {
   state.SetLabel(vt::CpuIsaName(isa));
 }
 
+// The decoder-layer shape of the row benchmarks below: BF16 [R, 4096] over kBytes.
+constexpr int64_t kWidth = 4096;
+
+vt::Tensor OnesBf16(int64_t n) {
+  vt::Tensor w = vt::Tensor::Empty({n}, vt::DType::kBF16);
+  for (int64_t i = 0; i < n; ++i) w.data_as<uint16_t>()[i] = vt::FloatToBf16(1.0f);
+  return w;
+}
+
+// args: isa level, threads, fused (1) or as two ops (0). RmsNorm with residual.
+void BM_RmsNormThenQuant(benchmark::State& state) {
+  const auto isa = static_cast<vt::CpuIsa>(state.range(0));
+  if (isa > vt::DetectCpuIsa()) return state.SkipWithError("ISA not available on this CPU");
+  vt::Queue q = vt::Queue::Cpu(static_cast<int>(state.range(1)), isa);
+  const bool fused = state.range(2) != 0;
+  const int64_t R = kBytes / 2 / kWidth;
+  const vt::Tensor x = Input(vt::DType::kBF16).View({R, kWidth});
+  vt::Tensor res = Input(vt::DType::kBF16).View({R, kWidth});
+  const vt::Tensor w = OnesBf16(kWidth);
+  vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
+  vt::Tensor normed = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
+  for (auto _ : state) {
+    if (fused) {
+      vt::RmsNormQuantFp8(q, out, x, w, 1e-6f, 0.0137f, &res);
+    } else {
+      vt::RmsNorm(q, normed, x, w, 1e-6f, &res);
+      vt::QuantFp8Static(q, out, normed, 0.0137f);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(x.nbytes()));
+  state.SetLabel(std::string(vt::CpuIsaName(isa)) + (fused ? " fused" : " two ops"));
+}
+
+// args: isa level, threads, fused (1) or as two ops (0).
+void BM_RmsNormGatedQuantFp8(benchmark::State& state) {
+  const auto isa = static_cast<vt::CpuIsa>(state.range(0));
+  if (isa > vt::DetectCpuIsa()) return state.SkipWithError("ISA not available on this CPU");
+  vt::Queue q = vt::Queue::Cpu(static_cast<int>(state.range(1)), isa);
+  const bool fused = state.range(2) != 0;
+  const int64_t R = kBytes / 2 / kWidth;
+  const vt::Tensor x = Input(vt::DType::kBF16).View({R, kWidth});
+  const vt::Tensor gate = Input(vt::DType::kBF16).View({R, kWidth});
+  const vt::Tensor w = OnesBf16(kWidth);
+  vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
+  vt::Tensor normed = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
+  for (auto _ : state) {
+    if (fused) {
+      vt::RmsNormGatedQuantFp8(q, out, x, gate, w, 1e-6f, 0.0137f);
+    } else {
+      vt::RmsNormGated(q, normed, x, gate, w, 1e-6f);
+      vt::QuantFp8Static(q, out, normed, 0.0137f);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(x.nbytes() + gate.nbytes()));
+  state.SetLabel(std::string(vt::CpuIsaName(isa)) + (fused ? " fused" : " two ops"));
+}
+
+// args: isa level, threads, fused (1) or as two ops (0). x is [R, 2 * 4096] = [gate | up].
+void BM_SiluMulQuantFp8(benchmark::State& state) {
+  const auto isa = static_cast<vt::CpuIsa>(state.range(0));
+  if (isa > vt::DetectCpuIsa()) return state.SkipWithError("ISA not available on this CPU");
+  vt::Queue q = vt::Queue::Cpu(static_cast<int>(state.range(1)), isa);
+  const bool fused = state.range(2) != 0;
+  const int64_t R = kBytes / 2 / (2 * kWidth);
+  const vt::Tensor x = Input(vt::DType::kBF16).View({R, 2 * kWidth});
+  vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
+  vt::Tensor act = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
+  for (auto _ : state) {
+    if (fused) {
+      vt::SiluMulQuantFp8(q, out, x, 0.0137f);
+    } else {
+      vt::SiluMul(q, act, x);
+      vt::QuantFp8Static(q, out, act, 0.0137f);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(x.nbytes()));
+  state.SetLabel(std::string(vt::CpuIsaName(isa)) + (fused ? " fused" : " two ops"));
+}
+
 // Reading the same number of bytes, summed as 64-bit integers on `threads` threads.
 void BM_ReadBandwidth(benchmark::State& state) {
   vt::Queue q = vt::Queue::Cpu(static_cast<int>(state.range(0)));
@@ -98,6 +184,17 @@ void QuantArgs(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_QuantFp8Static)->Apply(QuantArgs)->UseRealTime();
 BENCHMARK(BM_RmsNormQuantFp8)->Args({0, 1})->Args({2, 1})->Args({2, 2})->UseRealTime();
+
+// The best vector level (avx512 where present, else what the processor has), 2 threads,
+// fused and as two ops; scalar once for scale.
+void FusedArgs(benchmark::internal::Benchmark* b) {
+  const int best = std::min(static_cast<int>(vt::DetectCpuIsa()), 2);
+  b->Args({0, 2, 1});
+  for (int fused : {1, 0}) b->Args({best, 2, fused});
+}
+BENCHMARK(BM_RmsNormThenQuant)->Apply(FusedArgs)->UseRealTime();
+BENCHMARK(BM_RmsNormGatedQuantFp8)->Apply(FusedArgs)->UseRealTime();
+BENCHMARK(BM_SiluMulQuantFp8)->Apply(FusedArgs)->UseRealTime();
 
 }  // namespace
 
