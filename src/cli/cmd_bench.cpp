@@ -150,6 +150,7 @@ void AddBenchCommand(CLI::App& app) {
     j["dtype"] = std::string(vt::DTypeName(model->dtype()));
     j["quantization"] = model->quant().method == model::QuantMethod::kFp8Static ? "fp8-static" : "none";
     j["threads"] = model->queue().device().is_cpu() ? model->queue().num_threads() : 0;
+    if (model->queue().device().is_cpu()) j["cpu_isa"] = vt::CpuIsaName(model->queue().cpu_isa());
     j["batch_size"] = B;
     j["input_len"] = L;
     j["output_len"] = O;
@@ -169,9 +170,11 @@ void AddBenchCommand(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("model %s on %s, %s activations, %s weights, batch %lld\n", args->model.model.c_str(),
-                j["device"].get<std::string>().c_str(), j["dtype"].get<std::string>().c_str(),
-                j["quantization"].get<std::string>().c_str(), static_cast<long long>(B));
+    std::printf("model %s on %s%s, %s activations, %s weights, batch %lld\n", args->model.model.c_str(),
+                j["device"].get<std::string>().c_str(),
+                j.contains("cpu_isa") ? vt::StrCat(" (", j["cpu_isa"].get<std::string>(), " kernels)").c_str() : "",
+                j["dtype"].get<std::string>().c_str(), j["quantization"].get<std::string>().c_str(),
+                static_cast<long long>(B));
     std::printf("prefill: %lld tokens in %.3f s = %.1f tok/s\n", static_cast<long long>(B * L), prefill_s,
                 j["prefill_tok_s"].get<double>());
     std::printf("decode:  %lld steps, median %.2f ms/step = %.2f tok/s (mean %.2f tok/s)\n",

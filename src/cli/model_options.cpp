@@ -10,6 +10,10 @@ void AddModelFlags(CLI::App* cmd, ModelArgs& args) {
   cmd->add_option("--device", args.device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--dtype", args.dtype, "activation dtype: auto, bfloat16 or float32")->capture_default_str();
   cmd->add_option("--threads", args.threads, "CPU threads (0: one per hardware thread)")->capture_default_str();
+  cmd->add_option("--cpu-isa", args.cpu_isa,
+                  "highest CPU kernel level to use: scalar, avx2, avx512, avx512bf16, amx or best (what the "
+                  "processor has)")
+      ->capture_default_str();
 }
 
 namespace {
@@ -24,6 +28,14 @@ vt::Device ParseDevice(const std::string& s) {
     if (ec == std::errc() && p == e && index >= 0) return vt::Device::Cuda(index);
   }
   throw vt::Error(vt::StrCat("--device: \"", s, "\" is not cpu, cuda or cuda:N"));
+}
+
+vt::CpuIsa ParseCpuIsa(const std::string& s) {
+  if (s == "best") return vt::CpuIsa::kBest;
+  for (vt::CpuIsa isa : {vt::CpuIsa::kScalar, vt::CpuIsa::kAvx2, vt::CpuIsa::kAvx512, vt::CpuIsa::kAvx512Bf16,
+                         vt::CpuIsa::kAmx})
+    if (s == vt::CpuIsaName(isa)) return isa;
+  throw vt::Error(vt::StrCat("--cpu-isa: \"", s, "\" is not scalar, avx2, avx512, avx512bf16, amx or best"));
 }
 
 std::optional<vt::DType> ParseDType(const std::string& s) {
@@ -41,6 +53,7 @@ std::unique_ptr<model::Model> LoadModel(const ModelArgs& args, bool progress) {
   o.device = ParseDevice(args.device);
   o.dtype = ParseDType(args.dtype);
   o.cpu_threads = args.threads;
+  o.cpu_isa = ParseCpuIsa(args.cpu_isa);
   o.progress = progress;
   return model::Model::Load(args.model, o);
 }

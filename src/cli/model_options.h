@@ -18,9 +18,10 @@ struct ModelArgs {
   std::string device = "cpu";  // cpu | cuda | cuda:N
   std::string dtype = "auto";  // auto | bfloat16 | float32
   int threads = 0;             // CPU threads (0: all)
+  std::string cpu_isa = "best";  // cap on the CPU kernels' instruction set
 };
 
-// Adds --device, --dtype and --threads to `cmd`.
+// Adds --device, --dtype, --threads and --cpu-isa to `cmd`.
 void AddModelFlags(CLI::App* cmd, ModelArgs& args);
 
 // Loads args.model on the chosen device; throws vt::Error naming a bad flag value.

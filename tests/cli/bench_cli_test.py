@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""`vtllm bench latency` on the tiny FP8 fixture: --cpu-isa caps the CPU kernels (the JSON
+names the level that ran), and bad flag values are refused with a message naming the flag
+and the value. usage: bench_cli_test.py VTLLM SOURCE_DIR"""
+import json
+import os
+import subprocess
+import sys
+
+vtllm, root = sys.argv[1], sys.argv[2]
+model = os.path.join(root, "tests/fixtures/oracles/qwen3-tiny/fp8_modelopt")
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    if not ok:
+        failures += 1
+        print("FAIL:", what)
+
+
+def bench(*flags):
+    p = subprocess.run([vtllm, "bench", "latency", model, "--input-len", "8", "--output-len", "4",
+                        "--threads", "2", *flags], capture_output=True)
+    return p.returncode, p.stdout.decode("utf-8"), p.stderr.decode("utf-8")
+
+
+for isa in ["scalar", "avx2"]:
+    rc, out, err = bench("--cpu-isa", isa, "--json")
+    check(rc == 0, f"--cpu-isa {isa}: exit {rc}: {err}")
+    if rc == 0:
+        j = json.loads(out)
+        # A processor without the level runs the highest one it has below it; x86 CI has AVX2.
+        check(j.get("cpu_isa") in ([isa] if isa == "scalar" else [isa, "scalar"]),
+              f"--cpu-isa {isa}: ran {j.get('cpu_isa')}")
+        check(j.get("decode_tok_s", 0) > 0, f"--cpu-isa {isa}: no decode speed")
+
+for flag, value in [("--cpu-isa", "avx9000"), ("--device", "tpu"), ("--dtype", "int4")]:
+    rc, out, err = bench(flag, value)
+    check(rc != 0, f"{flag} {value}: accepted")
+    check(flag in err and value in err, f"{flag} {value}: message does not name the flag and value: {err!r}")
+
+print("bench_cli_test:", "FAILED" if failures else "ok", f"({failures} failures)")
+sys.exit(1 if failures else 0)
