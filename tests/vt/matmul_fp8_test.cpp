@@ -106,6 +106,9 @@ TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
       // plus a tail, M on and between multiples of 4; blocks of 8 rows of a (two 2-row
       // weight tiles per group) with 1..7 rows left, long rows past the prefetch distance.
       {4, 8, 128}, {8, 13, 64}, {15, 6, 192}, {9, 11, 1600}, {12, 9, 130}, {16, 10, 3000},
+      // AMX wide path: 16-row blocks of a in pairs and alone, super-blocks of 256 rows
+      // with a remainder, 16-row weight blocks with a remainder, long rows.
+      {300, 21, 130}, {33, 17, 64}, {20, 5, 5000},
   };
   std::mt19937 rng(1234);
   const float alpha = 0.0123f;
@@ -165,11 +168,11 @@ TEST(MatmulFp8, EachIsaLevelRunsItsKernelSet) {
       const vt::cpu::matmul::LastGemm last = vt::cpu::matmul::LastGemmOnThisThread();
       ASSERT_NE(last.set, nullptr);
       EXPECT_EQ(std::string(last.set), set_of.at(isa));
-      // Streaming: M <= 4 on the F32 sets, M <= 16 on the BF16-pairs sets; the AMX tiles
-      // from M = 4.
-      const int64_t stream_max = isa >= vt::CpuIsa::kAvx512Bf16 ? 16 : 4;
+      // Streaming: M <= 4 on the F32 sets, M <= 16 on the vdpbf16ps set; the AMX set
+      // streams every M here, on the tiles from M = 4.
+      const int64_t stream_max = isa == vt::CpuIsa::kAmx ? 4096 : isa == vt::CpuIsa::kAvx512Bf16 ? 16 : 4;
       EXPECT_EQ(last.stream, isa != vt::CpuIsa::kScalar && M <= stream_max);
-      if (isa == vt::CpuIsa::kAmx && M >= 4 && M <= 16) {
+      if (isa == vt::CpuIsa::kAmx && M >= 4) {
         EXPECT_GT(vt::cpu::matmul::AmxStreamCalls(), amx_before);
       } else {
         EXPECT_EQ(vt::cpu::matmul::AmxStreamCalls(), amx_before);

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <new>
 
 #include "vt/cpu/avx512_common.h"
 #include "vt/cpu/matmul_kernels.h"
@@ -43,6 +44,10 @@ constexpr int kMaxM = 16;      // rows of a per call: the columns of one sums ti
 // vector, and one row of a leaves them idle), and at M = 2 16-23 against 9-22; from M = 4
 // the tiles won (M = 4: 14-18 against 11-13 GB/s; M = 16: 9-13 against 3-4).
 constexpr int64_t kAmxMinM = 4;
+// Every GEMM up to this many rows of a runs on the tiles (the wide path past kMaxM);
+// longer ones take the set's packed vdpbf16ps GEMM, whose accumulators would otherwise
+// need M x 256 floats per thread.
+constexpr int64_t kStreamMaxM = 4096;
 
 std::atomic<int64_t> g_amx_stream_calls{0};
 
@@ -168,7 +173,131 @@ __attribute__((target("avx512vbmi"))) void Block(const Fp8ToBf16Lut& lut, DType 
     for (int64_t m = 0; m < M; ++m) c[m * ldc + j] = st.sums[0][j * M + m] + st.sums[1][j * M + m];
 }
 
-// The set's stream entry: c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M (<= 16), n < nrows.
+// ---- Many rows of a (prefill) ---------------------------------------------------------
+//
+// Rows of a in super-blocks of up to kSuperM, each cut into blocks of 16 (the last padded
+// with zero rows) and pair-interleaved once; every 16-row weight block is decoded once per
+// super-block into a BF16 staging area of lda values per row (L2-resident), then each pair
+// of a blocks runs over all of K: one weight tile load serves two tdpbf16ps (tmm4, tmm5).
+
+constexpr int64_t kSuperM = 256;
+
+// Tile shapes of the wide path: a blocks are full 16-column tiles.
+TileConfig WideConfig() { return ConfigFor(16); }
+
+// vnni[(b * slices + s) * 256 + r * 16 + m] = pair r of slice s of row 16b + m of a (zero for
+// rows past M): `blocks` blocks of 16 rows.
+void PairInterleaveBlocks(const uint16_t* a, int64_t lda, int64_t M, int64_t blocks, uint32_t* vnni) {
+  const int64_t slices = lda / 32;
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t s = 0; s < slices; ++s)
+      for (int64_t r = 0; r < 16; ++r)
+        for (int64_t m = 0; m < 16; ++m) {
+          const int64_t row = 16 * b + m;
+          uint32_t w = 0;
+          if (row < M) std::memcpy(&w, a + row * lda + 32 * s + 2 * r, sizeof w);
+          vnni[((b * slices + s) * 16 + r) * 16 + m] = w;
+        }
+}
+
+// The weight rows of a block, decoded (fp8) or copied (BF16) to lda BF16 values each,
+// zero past K and for rows past `rows`.
+struct WideStaging {
+  uint16_t* w = nullptr;
+  size_t size = 0;
+  uint16_t* Get(size_t n) {
+    if (n > size) {
+      Free();
+      w = static_cast<uint16_t*>(::operator new[](n * sizeof(uint16_t), std::align_val_t{64}));
+      size = n;
+    }
+    return w;
+  }
+  void Free() {
+    if (w != nullptr) ::operator delete[](w, std::align_val_t{64});
+    w = nullptr;
+  }
+  ~WideStaging() { Free(); }
+};
+
+__attribute__((target("avx512vbmi"))) void StageRows(const Fp8ToBf16Lut& lut, DType dt, const void* b, int64_t K,
+                                                     int64_t rows, int64_t lda, uint16_t* w) {
+  for (int64_t j = 0; j < kTileRows; ++j) {
+    uint16_t* dst = w + j * lda;
+    if (j >= rows) {
+      std::memset(dst, 0, static_cast<size_t>(lda) * 2);
+      continue;
+    }
+    if (dt == DType::kF8E4M3) {
+      const uint8_t* row = static_cast<const uint8_t*>(b) + j * K;
+      for (int64_t k = 0; k < lda; k += 64) {
+        __m512i w0, w1;
+        lut.Decode(_mm512_maskz_loadu_epi8(Mask64(K - k), row + k), w0, w1);
+        _mm512_store_si512(dst + k, w0);
+        _mm512_store_si512(dst + k + 32, w1);
+      }
+    } else {
+      const uint16_t* row = static_cast<const uint16_t*>(b) + j * K;
+      for (int64_t k = 0; k < lda; k += 32) _mm512_store_si512(dst + k, _mm512_maskz_loadu_epi16(Mask32(K - k), row + k));
+    }
+  }
+}
+
+// c[m * ldc + j] for the rows of a block of a (16 rows from m0, `mrows` real) and j < rows,
+// from a 16 x 16 sums tile stored as sums[j * 16 + m].
+void StoreTile(const float* sums, int64_t rows, int64_t mrows, float* c, int64_t ldc) {
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t m = 0; m < mrows; ++m) c[m * ldc + j] = sums[j * 16 + m];
+}
+
+__attribute__((target("avx512vbmi"))) void StreamWide(const Fp8ToBf16Lut& lut, DType dt, const uint16_t* a,
+                                                      int64_t lda, int64_t M, const void* bv, int64_t K,
+                                                      int64_t nrows, float* c, int64_t ldc) {
+  thread_local PairBuffer vnni;
+  thread_local WideStaging staging;
+  alignas(64) float sums[2][256];
+  const int64_t slices = lda / 32;
+  uint16_t* w = staging.Get(static_cast<size_t>(kTileRows * lda));
+  const size_t row_bytes = static_cast<size_t>(K) * (dt == DType::kF8E4M3 ? 1 : 2);
+  const TileConfig cfg = WideConfig();
+  _tile_loadconfig(&cfg);
+  for (int64_t m0 = 0; m0 < M; m0 += kSuperM) {
+    const int64_t ms = std::min(kSuperM, M - m0);
+    const int64_t blocks = (ms + 15) / 16;
+    uint32_t* v = vnni.Get(static_cast<size_t>(blocks * slices * 256));
+    PairInterleaveBlocks(a + m0 * lda, lda, ms, blocks, v);
+    for (int64_t n = 0; n < nrows; n += kTileRows) {
+      const int64_t rows = std::min<int64_t>(kTileRows, nrows - n);
+      StageRows(lut, dt, static_cast<const std::byte*>(bv) + static_cast<size_t>(n) * row_bytes, K, rows, lda, w);
+      for (int64_t b = 0; b < blocks; b += 2) {
+        const bool pair = b + 1 < blocks;
+        const uint32_t* v0 = v + b * slices * 256;
+        const uint32_t* v1 = v0 + slices * 256;
+        _tile_zero(4);
+        _tile_zero(5);
+        for (int64_t s = 0; s < slices; ++s) {
+          _tile_loadd(0, w + s * 32, lda * 2);
+          _tile_loadd(2, v0 + s * 256, 64);
+          _tile_dpbf16ps(4, 0, 2);
+          if (pair) {
+            _tile_loadd(3, v1 + s * 256, 64);
+            _tile_dpbf16ps(5, 0, 3);
+          }
+        }
+        _tile_stored(4, sums[0], 64);
+        float* cb = c + (m0 + 16 * b) * ldc + n;
+        StoreTile(sums[0], rows, std::min<int64_t>(16, ms - 16 * b), cb, ldc);
+        if (pair) {
+          _tile_stored(5, sums[1], 64);
+          StoreTile(sums[1], rows, std::min<int64_t>(16, ms - 16 * (b + 1)), cb + 16 * ldc, ldc);
+        }
+      }
+    }
+  }
+  _tile_release();
+}
+
+// The set's stream entry: c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows.
 __attribute__((target("avx512vbmi"))) void StreamAmx(DType dt, const void* av, int64_t lda, int64_t M,
                                                      const void* bv, int64_t K, int64_t nrows, float* c,
                                                      int64_t ldc) {
@@ -178,7 +307,10 @@ __attribute__((target("avx512vbmi"))) void StreamAmx(DType dt, const void* av, i
   }
   if (dt != DType::kF8E4M3 && dt != DType::kBF16) ThrowUnsupportedPack("amx stream", dt);
   g_amx_stream_calls.fetch_add(1, std::memory_order_relaxed);
-  // M <= kMaxM: the driver streams only M <= stream_max_m.
+  if (M > kMaxM) {
+    StreamWide(Fp8ToBf16Lut(), dt, static_cast<const uint16_t*>(av), lda, M, bv, K, nrows, c, ldc);
+    return;
+  }
   thread_local PairBuffer vnni;
   PairInterleave(static_cast<const uint16_t*>(av), lda, M, vnni.Get(static_cast<size_t>(lda / 2 * M)));
   thread_local Staging st;
@@ -199,7 +331,7 @@ const KernelSet& AmxKernels() {
     KernelSet k = Avx512Bf16Kernels();
     k.name = "amx-bf16";
     k.stream = &StreamAmx;
-    k.stream_max_m = kMaxM;
+    k.stream_max_m = kStreamMaxM;
     return k;
   }();
   return ks;
