@@ -59,7 +59,7 @@ TEST(Matmul, MatchesFloat64ReferenceOnEveryIsa) {
       {17, 31, 65}, {64, 11, 129}, {65, 35, 1}, {130, 7, 97}, {1, 173, 2501}, {65, 139, 1500},
       // Small-M streaming path: whole 64-value K steps, K tails past 32, 4-row groups.
       {4, 8, 128}, {8, 13, 64}, {15, 6, 96}, {9, 11, 1600}, {12, 9, 130}, {16, 10, 3000},
-      {300, 21, 130}, {33, 17, 64}, {20, 5, 5000},
+      {300, 21, 130}, {33, 17, 64}, {20, 5, 5000}, {70, 33, 4500},
   };
   const std::pair<vt::DType, vt::DType> pairs[] = {{vt::DType::kF32, vt::DType::kBF16},
                                                    {vt::DType::kBF16, vt::DType::kBF16},

@@ -108,7 +108,7 @@ TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
       {4, 8, 128}, {8, 13, 64}, {15, 6, 192}, {9, 11, 1600}, {12, 9, 130}, {16, 10, 3000},
       // AMX wide path: 16-row blocks of a in pairs and alone, super-blocks of 256 rows
       // with a remainder, 16-row weight blocks with a remainder, long rows.
-      {300, 21, 130}, {33, 17, 64}, {20, 5, 5000},
+      {300, 21, 130}, {33, 17, 64}, {20, 5, 5000}, {70, 33, 4500},
   };
   std::mt19937 rng(1234);
   const float alpha = 0.0123f;

@@ -175,15 +175,25 @@ __attribute__((target("avx512vbmi"))) void Block(const Fp8ToBf16Lut& lut, DType 
 
 // ---- Many rows of a (prefill) ---------------------------------------------------------
 //
-// Rows of a in super-blocks of up to kSuperM, each cut into blocks of 16 (the last padded
-// with zero rows) and pair-interleaved once; every 16-row weight block is decoded once per
-// super-block into a BF16 staging area of lda values per row (L2-resident), then each pair
-// of a blocks runs over all of K: one weight tile load serves two tdpbf16ps (tmm4, tmm5).
+// Rows of a in super-blocks, each cut into blocks of 16 (the last padded with zero rows)
+// and pair-interleaved once, sized so that the interleaved copy stays in L2 (it is read
+// again for every weight block); weight rows in pairs of 16-row blocks, decoded once per
+// super-block into a BF16 staging area of lda values per row. Each 32-value K slice loads
+// two weight tiles (tmm0, tmm1) and two a tiles (tmm2, tmm3) for four tdpbf16ps into
+// tmm4..tmm7: four multiplies per four tile loads.
 
-constexpr int64_t kSuperM = 256;
+constexpr int64_t kWideABytes = 512 << 10;  // the interleaved a of a super-block
 
-// Tile shapes of the wide path: a blocks are full 16-column tiles.
-TileConfig WideConfig() { return ConfigFor(16); }
+int64_t SuperRows(int64_t lda) {
+  return std::min<int64_t>(256, std::max<int64_t>(32, kWideABytes / (lda * 2) / 32 * 32));
+}
+
+// All eight tiles 16 rows x 64 bytes (a blocks are full 16-column tiles).
+TileConfig WideConfig() {
+  TileConfig c;
+  for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = 16;
+  return c;
+}
 
 // vnni[(b * slices + s) * 256 + r * 16 + m] = pair r of slice s of row 16b + m of a (zero for
 // rows past M): `blocks` blocks of 16 rows.
@@ -255,41 +265,62 @@ __attribute__((target("avx512vbmi"))) void StreamWide(const Fp8ToBf16Lut& lut, D
                                                       int64_t nrows, float* c, int64_t ldc) {
   thread_local PairBuffer vnni;
   thread_local WideStaging staging;
-  alignas(64) float sums[2][256];
-  const int64_t slices = lda / 32;
-  uint16_t* w = staging.Get(static_cast<size_t>(kTileRows * lda));
+  alignas(64) float sums[256];
+  const int64_t slices = lda / 32, super = SuperRows(lda);
+  uint16_t* w0 = staging.Get(static_cast<size_t>(2 * kTileRows * lda));
+  uint16_t* w1 = w0 + kTileRows * lda;
   const size_t row_bytes = static_cast<size_t>(K) * (dt == DType::kF8E4M3 ? 1 : 2);
+  const auto* b = static_cast<const std::byte*>(bv);
   const TileConfig cfg = WideConfig();
   _tile_loadconfig(&cfg);
-  for (int64_t m0 = 0; m0 < M; m0 += kSuperM) {
-    const int64_t ms = std::min(kSuperM, M - m0);
+  for (int64_t m0 = 0; m0 < M; m0 += super) {
+    const int64_t ms = std::min(super, M - m0);
     const int64_t blocks = (ms + 15) / 16;
     uint32_t* v = vnni.Get(static_cast<size_t>(blocks * slices * 256));
     PairInterleaveBlocks(a + m0 * lda, lda, ms, blocks, v);
-    for (int64_t n = 0; n < nrows; n += kTileRows) {
-      const int64_t rows = std::min<int64_t>(kTileRows, nrows - n);
-      StageRows(lut, dt, static_cast<const std::byte*>(bv) + static_cast<size_t>(n) * row_bytes, K, rows, lda, w);
-      for (int64_t b = 0; b < blocks; b += 2) {
-        const bool pair = b + 1 < blocks;
-        const uint32_t* v0 = v + b * slices * 256;
+    for (int64_t n = 0; n < nrows; n += 2 * kTileRows) {
+      const int64_t rows0 = std::min<int64_t>(kTileRows, nrows - n);
+      const int64_t rows1 = std::min<int64_t>(kTileRows, std::max<int64_t>(0, nrows - n - kTileRows));
+      const bool two_w = rows1 > 0;
+      StageRows(lut, dt, b + static_cast<size_t>(n) * row_bytes, K, rows0, lda, w0);
+      if (two_w) StageRows(lut, dt, b + static_cast<size_t>(n + kTileRows) * row_bytes, K, rows1, lda, w1);
+      for (int64_t blk = 0; blk < blocks; blk += 2) {
+        const bool two_a = blk + 1 < blocks;
+        const uint32_t* v0 = v + blk * slices * 256;
         const uint32_t* v1 = v0 + slices * 256;
         _tile_zero(4);
         _tile_zero(5);
+        _tile_zero(6);
+        _tile_zero(7);
         for (int64_t s = 0; s < slices; ++s) {
-          _tile_loadd(0, w + s * 32, lda * 2);
+          _tile_loadd(0, w0 + s * 32, lda * 2);
           _tile_loadd(2, v0 + s * 256, 64);
           _tile_dpbf16ps(4, 0, 2);
-          if (pair) {
+          if (two_a) {
             _tile_loadd(3, v1 + s * 256, 64);
             _tile_dpbf16ps(5, 0, 3);
           }
+          if (two_w) {
+            _tile_loadd(1, w1 + s * 32, lda * 2);
+            _tile_dpbf16ps(6, 1, 2);
+            if (two_a) _tile_dpbf16ps(7, 1, 3);
+          }
         }
-        _tile_stored(4, sums[0], 64);
-        float* cb = c + (m0 + 16 * b) * ldc + n;
-        StoreTile(sums[0], rows, std::min<int64_t>(16, ms - 16 * b), cb, ldc);
-        if (pair) {
-          _tile_stored(5, sums[1], 64);
-          StoreTile(sums[1], rows, std::min<int64_t>(16, ms - 16 * (b + 1)), cb + 16 * ldc, ldc);
+        const int64_t m_a0 = std::min<int64_t>(16, ms - 16 * blk), m_a1 = std::min<int64_t>(16, ms - 16 * (blk + 1));
+        float* c00 = c + (m0 + 16 * blk) * ldc + n;  // a block blk, weight block 0
+        _tile_stored(4, sums, 64);
+        StoreTile(sums, rows0, m_a0, c00, ldc);
+        if (two_a) {
+          _tile_stored(5, sums, 64);
+          StoreTile(sums, rows0, m_a1, c00 + 16 * ldc, ldc);
+        }
+        if (two_w) {
+          _tile_stored(6, sums, 64);
+          StoreTile(sums, rows1, m_a0, c00 + kTileRows, ldc);
+          if (two_a) {
+            _tile_stored(7, sums, 64);
+            StoreTile(sums, rows1, m_a1, c00 + 16 * ldc + kTileRows, ldc);
+          }
         }
       }
     }
