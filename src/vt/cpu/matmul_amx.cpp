@@ -72,16 +72,27 @@ TileConfig ConfigFor(int64_t M) {
   return c;
 }
 
-// vnni[s][r][m] = the K pair r of slice s (values 32s + 2r, 32s + 2r + 1) of row m of a, as
-// one 32-bit word; a holds M packed rows of lda BF16 values (lda a multiple of 64).
+// Row offsets, in 32-bit words, of 16 rows of a lda BF16 values apart.
+inline __m512i RowWords(int64_t lda) {
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(static_cast<int>(lda / 2)));
+}
+
+// Lane m = K pair r of slice s (values 32s + 2r, 32s + 2r + 1) of row m of a, for the rows
+// in `rows` (zero elsewhere): one gather per pair.
+inline __m512i GatherPair(const uint16_t* a, __m512i row_words, __mmask16 rows, int64_t s, int64_t r) {
+  return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), rows, row_words,
+                                     reinterpret_cast<const int*>(a) + 16 * s + r, 4);
+}
+
+// vnni[s][r][m] = the K pair r of slice s of row m of a, as one 32-bit word; a holds M
+// (<= 16) packed rows of lda BF16 values (lda a multiple of 64).
 void PairInterleave(const uint16_t* a, int64_t lda, int64_t M, uint32_t* vnni) {
+  const __m512i rw = RowWords(lda);
+  const auto rows = static_cast<__mmask16>((1u << M) - 1);
   for (int64_t s = 0; s < lda / 32; ++s)
     for (int64_t r = 0; r < 16; ++r)
-      for (int64_t m = 0; m < M; ++m) {
-        uint32_t w;
-        std::memcpy(&w, a + m * lda + 32 * s + 2 * r, sizeof w);
-        vnni[(s * 16 + r) * M + m] = w;
-      }
+      _mm512_mask_storeu_epi32(vnni + (s * 16 + r) * M, rows, GatherPair(a, rw, rows, s, r));
 }
 
 // a's pair-interleaved copy, per thread. A plain array on purpose: a std::vector
@@ -199,15 +210,15 @@ TileConfig WideConfig() {
 // rows past M): `blocks` blocks of 16 rows.
 void PairInterleaveBlocks(const uint16_t* a, int64_t lda, int64_t M, int64_t blocks, uint32_t* vnni) {
   const int64_t slices = lda / 32;
-  for (int64_t b = 0; b < blocks; ++b)
+  const __m512i rw = RowWords(lda);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t n = std::min<int64_t>(16, M - 16 * b);
+    const auto rows = static_cast<__mmask16>((1u << n) - 1);
+    const uint16_t* ab = a + 16 * b * lda;
     for (int64_t s = 0; s < slices; ++s)
       for (int64_t r = 0; r < 16; ++r)
-        for (int64_t m = 0; m < 16; ++m) {
-          const int64_t row = 16 * b + m;
-          uint32_t w = 0;
-          if (row < M) std::memcpy(&w, a + row * lda + 32 * s + 2 * r, sizeof w);
-          vnni[((b * slices + s) * 16 + r) * 16 + m] = w;
-        }
+        _mm512_storeu_si512(vnni + ((b * slices + s) * 16 + r) * 16, GatherPair(ab, rw, rows, s, r));
+  }
 }
 
 // The weight rows of a block, decoded (fp8) or copied (BF16) to lda BF16 values each,
