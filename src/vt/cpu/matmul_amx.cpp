@@ -1,9 +1,11 @@
-// AMX streaming decode (compiled with AVX-512 and AMX-TILE/AMX-BF16): the BF16-pairs set's
-// packing and blocked GEMM, with small M streamed through AMX tiles instead of vdpbf16ps.
+// AMX kernel set (compiled with AVX-512 and AMX-TILE/AMX-BF16): the BF16-pairs set's
+// packing and packed GEMM, with every GEMM of 4..4096 rows of a run on AMX tiles instead
+// of vdpbf16ps: decode (M <= 16) streams the weight through the tiles, prefill runs a
+// tiled GEMM (the wide path below).
 //
-// Why: a decode step of M rows of a does M·K·N multiply-adds; with vdpbf16ps (32 per
-// instruction) that bounds M = 4..16 below the memory bandwidth on server cores (measured
-// by vt_kernels_bench's multiply limit). One tdpbf16ps does 16 x M x 32 of them.
+// Why: a step of M rows of a does M·K·N multiply-adds; with vdpbf16ps (32 per instruction)
+// that bounds M = 4..16 below the memory bandwidth on server cores (measured by
+// vt_kernels_bench's multiply limit). One tdpbf16ps does 16 x M x 32 of them.
 //
 // Layout: the weight is the tiles' left operand, the rows of a the right one, so no weight
 // is ever transposed: per 16 weight rows and 64-value K step, the fp8 rows are decoded to
@@ -38,8 +40,8 @@ namespace {
 
 constexpr int kTileRows = 16;  // weight rows per tile block (the AMX maximum)
 constexpr int kMaxM = 16;      // rows of a per call: the columns of one sums tile
-// Fewer rows of a take the AVX-512 set's vdpbf16ps stream: measured on a 2-thread
-// Sapphire-Rapids-class VM (vt_kernels_bench), fp8 at M = 1 streamed at 19-21 GB/s there
+// Fewer rows of a take the AVX-512 set's vdpbf16ps stream: measured on 2 threads of the
+// H200 host's Xeon (AMX-BF16; vt_kernels_bench), fp8 at M = 1 streamed at 19-21 GB/s there
 // against 11-20 through the tiles (the tiles add a store and a tile load per decoded
 // vector, and one row of a leaves them idle), and at M = 2 16-23 against 9-22; from M = 4
 // the tiles won (M = 4: 14-18 against 11-13 GB/s; M = 16: 9-13 against 3-4).

@@ -74,7 +74,7 @@ const KernelSet& ScalarKernels();
 const KernelSet& Avx2Kernels();        // F32 FMA on 8 lanes
 const KernelSet& Avx512Kernels();      // F32 FMA on 16 lanes
 const KernelSet& Avx512Bf16Kernels();  // BF16 pairs, vdpbf16ps (F32 accumulation)
-const KernelSet& AmxKernels();         // the BF16-pairs set, small M streamed on AMX tiles
+const KernelSet& AmxKernels();         // the BF16-pairs set, GEMMs of 4..4096 rows of a on AMX tiles
 // The streaming path of the F32 sets (AVX2 code, also used by the AVX-512 F32 set): a
 // packed to F32 as their packs do (fp8 as value * 2^-8), b fp8, BF16 or F32. It takes
 // M <= kStreamMaxMF32: measured with vt_kernels_bench --isa avx2 (2 threads), fp8 weights
