@@ -73,6 +73,28 @@ std::vector<uint8_t> RandomFp8(size_t n, std::mt19937& rng) {
   return v;
 }
 
+// The median over `reps` of the microseconds between two events around enqueue(rep), per
+// call of the `calls` that enqueue issues.
+double EventMedianUs(cudaStream_t stream, int reps, int calls, const std::function<void(int)>& enqueue) {
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    CHECK_CUDA(cudaEventRecord(e0, stream));
+    enqueue(r);
+    CHECK_CUDA(cudaEventRecord(e1, stream));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 1000.0 / calls);
+  }
+  CHECK_CUDA(cudaEventDestroy(e0));
+  CHECK_CUDA(cudaEventDestroy(e1));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 // Per-call microseconds of fn(i) run `chain` times back to back between two events (the
 // median over `batches` batches), and the host time spent issuing them, per call.
 struct ChainTime {
@@ -80,26 +102,14 @@ struct ChainTime {
 };
 ChainTime ChainUs(cudaStream_t stream, int batches, int chain, const std::function<void(int)>& fn) {
   for (int i = 0; i < 3; ++i) fn(i);
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-  std::vector<double> t, issue;
-  for (int b = 0; b < batches; ++b) {
-    CHECK_CUDA(cudaEventRecord(e0, stream));
+  std::vector<double> issue;
+  const double us = EventMedianUs(stream, batches, chain, [&](int b) {
     const auto h0 = std::chrono::steady_clock::now();
     for (int i = 0; i < chain; ++i) fn(b * chain + i);
     issue.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count() / chain);
-    CHECK_CUDA(cudaEventRecord(e1, stream));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1000.0 / chain);
-  }
-  CHECK_CUDA(cudaEventDestroy(e0));
-  CHECK_CUDA(cudaEventDestroy(e1));
-  std::sort(t.begin(), t.end());
+  });
   std::sort(issue.begin(), issue.end());
-  return {t[t.size() / 2], issue[issue.size() / 2]};
+  return {us, issue[issue.size() / 2]};
 }
 
 // Per-call microseconds of fn(0..chain-1) captured into one CUDA graph, replayed `reps`
@@ -123,26 +133,11 @@ double GraphUs(cudaStream_t stream, int reps, int chain, const std::function<voi
   }
   cudaGraphExec_t exec = nullptr;
   CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
   for (int i = 0; i < 2; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    CHECK_CUDA(cudaEventRecord(e0, stream));
-    CHECK_CUDA(cudaGraphLaunch(exec, stream));
-    CHECK_CUDA(cudaEventRecord(e1, stream));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1000.0 / chain);
-  }
-  CHECK_CUDA(cudaEventDestroy(e0));
-  CHECK_CUDA(cudaEventDestroy(e1));
+  const double us = EventMedianUs(stream, reps, chain, [&](int) { CHECK_CUDA(cudaGraphLaunch(exec, stream)); });
   CHECK_CUDA(cudaGraphExecDestroy(exec));
   CHECK_CUDA(cudaGraphDestroy(graph));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return us;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <random>
 #include <vector>
@@ -77,77 +78,73 @@ vt::Tensor OnesBf16(int64_t n) {
   return w;
 }
 
-// args: isa level, threads, fused (1) or as two ops (0). RmsNorm with residual.
+// The loop of the fused-recipe benchmarks (args: isa level, threads, fused (1) or as two
+// ops (0)): make(q) sets the operands up and returns {fused call, two-op call, input bytes
+// per call}.
+struct Recipe {
+  std::function<void()> fused, two_ops;
+  int64_t bytes;
+};
+void RunRecipe(benchmark::State& state, const std::function<Recipe(const vt::Queue&)>& make) {
+  const auto isa = static_cast<vt::CpuIsa>(state.range(0));
+  if (isa > vt::DetectCpuIsa()) return state.SkipWithError("ISA not available on this CPU");
+  const vt::Queue q = vt::Queue::Cpu(static_cast<int>(state.range(1)), isa);
+  const bool fused = state.range(2) != 0;
+  const Recipe r = make(q);
+  for (auto _ : state) (fused ? r.fused : r.two_ops)();
+  state.SetBytesProcessed(state.iterations() * r.bytes);
+  state.SetLabel(std::string(vt::CpuIsaName(isa)) + (fused ? " fused" : " two ops"));
+}
+
+// RmsNorm with residual, then quantization.
 void BM_RmsNormThenQuant(benchmark::State& state) {
-  const auto isa = static_cast<vt::CpuIsa>(state.range(0));
-  if (isa > vt::DetectCpuIsa()) return state.SkipWithError("ISA not available on this CPU");
-  vt::Queue q = vt::Queue::Cpu(static_cast<int>(state.range(1)), isa);
-  const bool fused = state.range(2) != 0;
-  const int64_t R = kBytes / 2 / kWidth;
-  const vt::Tensor x = Input(vt::DType::kBF16).View({R, kWidth});
-  vt::Tensor res = Input(vt::DType::kBF16).View({R, kWidth});
-  const vt::Tensor w = OnesBf16(kWidth);
-  vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
-  vt::Tensor normed = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
-  for (auto _ : state) {
-    if (fused) {
-      vt::RmsNormQuantFp8(q, out, x, w, 1e-6f, 0.0137f, &res);
-    } else {
-      vt::RmsNorm(q, normed, x, w, 1e-6f, &res);
-      vt::QuantFp8Static(q, out, normed, 0.0137f);
-    }
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(x.nbytes()));
-  state.SetLabel(std::string(vt::CpuIsaName(isa)) + (fused ? " fused" : " two ops"));
+  RunRecipe(state, [](const vt::Queue& q) {
+    const int64_t R = kBytes / 2 / kWidth;
+    const vt::Tensor x = Input(vt::DType::kBF16).View({R, kWidth});
+    const vt::Tensor res = Input(vt::DType::kBF16).View({R, kWidth});
+    const vt::Tensor w = OnesBf16(kWidth);
+    const vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
+    const vt::Tensor normed = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
+    return Recipe{[=] { vt::RmsNormQuantFp8(q, out, x, w, 1e-6f, 0.0137f, &res); },
+                  [=] {
+                    vt::RmsNorm(q, normed, x, w, 1e-6f, &res);
+                    vt::QuantFp8Static(q, out, normed, 0.0137f);
+                  },
+                  static_cast<int64_t>(x.nbytes())};
+  });
 }
 
-// args: isa level, threads, fused (1) or as two ops (0).
 void BM_RmsNormGatedQuantFp8(benchmark::State& state) {
-  const auto isa = static_cast<vt::CpuIsa>(state.range(0));
-  if (isa > vt::DetectCpuIsa()) return state.SkipWithError("ISA not available on this CPU");
-  vt::Queue q = vt::Queue::Cpu(static_cast<int>(state.range(1)), isa);
-  const bool fused = state.range(2) != 0;
-  const int64_t R = kBytes / 2 / kWidth;
-  const vt::Tensor x = Input(vt::DType::kBF16).View({R, kWidth});
-  const vt::Tensor gate = Input(vt::DType::kBF16).View({R, kWidth});
-  const vt::Tensor w = OnesBf16(kWidth);
-  vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
-  vt::Tensor normed = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
-  for (auto _ : state) {
-    if (fused) {
-      vt::RmsNormGatedQuantFp8(q, out, x, gate, w, 1e-6f, 0.0137f);
-    } else {
-      vt::RmsNormGated(q, normed, x, gate, w, 1e-6f);
-      vt::QuantFp8Static(q, out, normed, 0.0137f);
-    }
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(x.nbytes() + gate.nbytes()));
-  state.SetLabel(std::string(vt::CpuIsaName(isa)) + (fused ? " fused" : " two ops"));
+  RunRecipe(state, [](const vt::Queue& q) {
+    const int64_t R = kBytes / 2 / kWidth;
+    const vt::Tensor x = Input(vt::DType::kBF16).View({R, kWidth});
+    const vt::Tensor gate = Input(vt::DType::kBF16).View({R, kWidth});
+    const vt::Tensor w = OnesBf16(kWidth);
+    const vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
+    const vt::Tensor normed = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
+    return Recipe{[=] { vt::RmsNormGatedQuantFp8(q, out, x, gate, w, 1e-6f, 0.0137f); },
+                  [=] {
+                    vt::RmsNormGated(q, normed, x, gate, w, 1e-6f);
+                    vt::QuantFp8Static(q, out, normed, 0.0137f);
+                  },
+                  static_cast<int64_t>(x.nbytes() + gate.nbytes())};
+  });
 }
 
-// args: isa level, threads, fused (1) or as two ops (0). x is [R, 2 * 4096] = [gate | up].
+// x is [R, 2 * 4096] = [gate | up].
 void BM_SiluMulQuantFp8(benchmark::State& state) {
-  const auto isa = static_cast<vt::CpuIsa>(state.range(0));
-  if (isa > vt::DetectCpuIsa()) return state.SkipWithError("ISA not available on this CPU");
-  vt::Queue q = vt::Queue::Cpu(static_cast<int>(state.range(1)), isa);
-  const bool fused = state.range(2) != 0;
-  const int64_t R = kBytes / 2 / (2 * kWidth);
-  const vt::Tensor x = Input(vt::DType::kBF16).View({R, 2 * kWidth});
-  vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
-  vt::Tensor act = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
-  for (auto _ : state) {
-    if (fused) {
-      vt::SiluMulQuantFp8(q, out, x, 0.0137f);
-    } else {
-      vt::SiluMul(q, act, x);
-      vt::QuantFp8Static(q, out, act, 0.0137f);
-    }
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(x.nbytes()));
-  state.SetLabel(std::string(vt::CpuIsaName(isa)) + (fused ? " fused" : " two ops"));
+  RunRecipe(state, [](const vt::Queue& q) {
+    const int64_t R = kBytes / 2 / (2 * kWidth);
+    const vt::Tensor x = Input(vt::DType::kBF16).View({R, 2 * kWidth});
+    const vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
+    const vt::Tensor act = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
+    return Recipe{[=] { vt::SiluMulQuantFp8(q, out, x, 0.0137f); },
+                  [=] {
+                    vt::SiluMul(q, act, x);
+                    vt::QuantFp8Static(q, out, act, 0.0137f);
+                  },
+                  static_cast<int64_t>(x.nbytes())};
+  });
 }
 
 // Reading the same number of bytes, summed as 64-bit integers on `threads` threads.

@@ -1,9 +1,16 @@
 // Helpers of the kernel files compiled with AVX-512 (matmul_avx512.cpp, matmul_amx.cpp),
 // and only for them: fp8 (e4m3fn) -> BF16 decoding in registers, lane masks. Internal linkage on
-// purpose, as in matmul_local.h: each ISA file gets its own copy.
+// purpose, as in matmul_local.h: each ISA file gets its own copy. Include it first.
 #pragma once
 
 #include <immintrin.h>
+
+// GCC 12's AVX-512 intrinsics build "undefined" vectors by self-initialisation, which
+// -Wuninitialized reports wherever they are inlined (here and in the including file).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <cstdint>
 

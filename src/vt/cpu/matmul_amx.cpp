@@ -18,19 +18,13 @@
 // Numerics: every product of two BF16 values is exact in f32 and is added with round-to-
 // nearest-even; BF16 denormal inputs count as zero and denormal sums are flushed (as
 // vdpbf16ps does; fp8 values and their products never come near that range).
-#include <immintrin.h>
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "vt/cpu/avx512_common.h"  // first: intrinsics and their warning settings
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <new>
 
-#include "vt/cpu/avx512_common.h"
 #include "vt/cpu/matmul_kernels.h"
 #include "vt/cpu/matmul_local.h"
 

@@ -12,19 +12,11 @@
 // instead of 15) and whose mantissa holds the 3 e4m3 mantissa bits: exactly value * 2^-8,
 // subnormals included, converted to f32 by vcvtph2ps. The NaN codes (S.1111.111) are
 // mapped to a half NaN. The driver multiplies results by 2^8 per fp8 operand.
-#include <immintrin.h>
-
-// GCC 12's AVX-512 intrinsics build "undefined" vectors by self-initialisation, which
-// -Wuninitialized reports wherever they are inlined.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "vt/cpu/avx512_common.h"  // first: intrinsics and their warning settings
 
 #include <algorithm>
 #include <cstring>
 
-#include "vt/cpu/avx512_common.h"
 #include "vt/cpu/matmul_kernels.h"
 #include "vt/cpu/matmul_local.h"
 
@@ -209,6 +201,21 @@ static_assert(kRowsA == 4, "GemmBlocks dispatches tiles of 1..4 rows");
 // as is), against a's packed rows (L1). No panel is written; each weight byte is read
 // once. The fp8 decode permutes K within 64-blocks exactly as PackBf16 does for a.
 
+// acc[i][j] += the 64-value K step k of row i of a (packed, lda apart) times the NR weight
+// rows' step, already in BF16 as w[j][0..1]: each row of a is loaded once for all NR rows.
+template <int MR, int NR>
+__attribute__((always_inline)) inline void MultiplyStep(const uint16_t* a, int64_t lda, int64_t k,
+                                                        const __m512bh (&w)[NR][2], __m512 (&acc)[MR][NR]) {
+  for (int i = 0; i < MR; ++i) {
+    const __m512bh a0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k));
+    const __m512bh a1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k + 32));
+    for (int j = 0; j < NR; ++j) {
+      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][0], a0);
+      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][1], a1);
+    }
+  }
+}
+
 // One 64-value K step of NR fp8 weight rows (masked: the row's tail) against MR rows of a,
 // prefetching `ahead` bytes on from each row's position. The NR rows are decoded first and
 // each row of a is then loaded once for them (so MR x NR accumulators + 2 NR weight
@@ -232,24 +239,17 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Step(
     w[j][0] = reinterpret_cast<__m512bh>(w0);
     w[j][1] = reinterpret_cast<__m512bh>(w1);
   }
-  for (int i = 0; i < MR; ++i) {
-    const __m512bh a0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k));
-    const __m512bh a1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k + 32));
-    for (int j = 0; j < NR; ++j) {
-      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][0], a0);
-      acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][1], a1);
-    }
-  }
+  MultiplyStep<MR, NR>(a, lda, k, w, acc);
 }
 
 // c[i * ldc + j * cs] = the lane sum of acc[i][j], for i < MR, j < NR.
 template <int MR, int NR>
 __attribute__((always_inline)) inline void StoreSums(__m512 (&acc)[MR][NR], float* c, int64_t ldc, int64_t cs) {
-  const __m512 zero = _mm512_setzero_ps();
   for (int i = 0; i < MR; ++i) {
+    __m512 r[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int j = 0; j < NR; ++j) r[j] = acc[i][j];
     alignas(16) float v[4];
-    _mm_store_ps(v, Hsum4(acc[i][0], NR > 1 ? acc[i][NR > 1 ? 1 : 0] : zero, NR > 2 ? acc[i][NR > 2 ? 2 : 0] : zero,
-                          NR > 3 ? acc[i][NR > 3 ? 3 : 0] : zero));
+    _mm_store_ps(v, Hsum4(r[0], r[1], r[2], r[3]));
     for (int j = 0; j < NR; ++j) c[i * ldc + j * cs] = v[j];
   }
 }
@@ -293,14 +293,7 @@ __attribute__((always_inline)) inline void StreamBf16Tile(const uint16_t* a, int
         w[j][1] = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m1, p + 32));
       }
     }
-    for (int i = 0; i < MR; ++i) {
-      const __m512bh a0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k));
-      const __m512bh a1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + i * lda + k + 32));
-      for (int j = 0; j < NR; ++j) {
-        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][0], a0);
-        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][1], a1);
-      }
-    }
+    MultiplyStep<MR, NR>(a, lda, k, w, acc);
   };
   int64_t k = 0;
   for (; k + 64 <= K; k += 64) step(k, 0, 0, true);
