@@ -6,6 +6,8 @@
 // recipes' BF16 intermediate, so the bytes equal the reference's and the composite's.
 #pragma once
 
+#include <type_traits>
+
 #include "vt/cpu/elementwise_kernels.h"
 #include "vt/cpu/simd_vec.h"
 
@@ -14,12 +16,12 @@ namespace {
 
 using elementwise::RowArgs;
 
-inline int TailLanes(int64_t remaining) { return remaining < kLanes ? static_cast<int>(remaining) : kLanes; }
+VT_INLINE int TailLanes(int64_t remaining) { return remaining < kLanes ? static_cast<int>(remaining) : kLanes; }
 
 // ---- QuantFp8Static ----------------------------------------------------------------------
 
 template <DType D>
-inline V LoadAs(const void* base, int64_t i) {
+VT_INLINE V LoadAs(const void* base, int64_t i) {
   if constexpr (D == DType::kF32) return LoadF32(static_cast<const float*>(base) + i);
   if constexpr (D == DType::kBF16) return Bf16BitsToFloat(LoadU16(static_cast<const uint16_t*>(base) + i));
   if constexpr (D == DType::kF16) return HalfToFloat(static_cast<const uint16_t*>(base) + i);
@@ -70,89 +72,186 @@ void Cast(const void* x, DType xd, void* out, DType od, int64_t begin, int64_t e
 }
 
 // ---- norms and activations ---------------------------------------------------------------
+//
+// Each row is walked in whole vectors first and then one partial vector. The whole-vector
+// body is instantiated with n = kLanes as a constant, so its loads and stores fold to plain
+// vector moves and the loop holds no call (a call would clobber every vector register and
+// make the compiler rebuild the kernels' constants on each step).
 
-// The last step of every row kernel: the op's rounding and store, or, for a fused recipe,
-// the BF16 intermediate (optionally stored) quantized to fp8.
-inline void Emit(const RowArgs& a, const Fp8Scale& s, int64_t i, V y, int n) {
-  if (a.fp8_out == nullptr) return StoreN(a.out, a.out_dtype, i, y, n);
-  y = Bf16Round(y);
-  if (a.out != nullptr) StoreN(a.out, DType::kBF16, i, y, n);
-  StoreFp8N(a.fp8_out, i, QuantizeFp8(y, s), n);
+using Full = std::integral_constant<int, kLanes>;
+
+// Stores value(c, n) of the row's columns [0, width) in vectors: store(c, y, n) with n
+// Full{} for whole vectors, then the int count of the last partial vector. Four vectors'
+// values are formed before any of them is stored, so no store stands between one vector's
+// loads and the next one's (the compiler must assume a store may alias them) and the
+// four dependency chains overlap.
+template <typename Value, typename Store>
+VT_INLINE void ForVectors(int64_t width, Value&& value, Store&& store) {
+  int64_t c = 0;
+  for (; c + 4 * kLanes <= width; c += 4 * kLanes) {
+    V y[4];
+    for (int j = 0; j < 4; ++j) y[j] = value(c + j * kLanes, Full{});
+    for (int j = 0; j < 4; ++j) store(c + j * kLanes, y[j], Full{});
+  }
+  for (; c + kLanes <= width; c += kLanes) store(c, value(c, Full{}), Full{});
+  if (c < width) store(c, value(c, static_cast<int>(width - c)), static_cast<int>(width - c));
 }
 
-// The dtype the row is rounded to between steps.
-inline DType StepDType(const RowArgs& a) { return a.fp8_out != nullptr ? DType::kBF16 : a.out_dtype; }
+// How a row kernel reads its arguments' dtypes. AnyRows reads them at run time; Bf16Rows
+// fixes the common model case (BF16 input, weight, gate and output) at compile time, so
+// the loop bodies carry no dtype branch. Both compute the same bytes.
+struct AnyRows {
+  static DType X(const RowArgs& a) { return a.x_dtype; }
+  static DType W(const RowArgs& a) { return a.weight_dtype; }
+  static DType G(const RowArgs& a) { return a.gate_dtype; }
+  // The row's output dtype, which is also the dtype it is rounded to between steps: BF16,
+  // the recipe's intermediate, for a fused recipe.
+  static DType Out(const RowArgs& a) { return a.fp8_out != nullptr ? DType::kBF16 : a.out_dtype; }
+};
+
+struct Bf16Rows {
+  static constexpr DType X(const RowArgs&) { return DType::kBF16; }
+  static constexpr DType W(const RowArgs&) { return DType::kBF16; }
+  static constexpr DType G(const RowArgs&) { return DType::kBF16; }
+  static constexpr DType Out(const RowArgs&) { return DType::kBF16; }
+};
+
+// Runs kernel(format): Bf16Rows when every dtype the kernel reads (x, and the weight and
+// gate where it has them) and its output are BF16; AnyRows otherwise.
+template <typename Kernel>
+VT_INLINE void WithRowFormat(const RowArgs& a, Kernel&& kernel) {
+  const auto bf16 = [](const void* p, DType d) { return p == nullptr || d == DType::kBF16; };
+  if (a.x_dtype == DType::kBF16 && bf16(a.weight, a.weight_dtype) && bf16(a.gate, a.gate_dtype) &&
+      AnyRows::Out(a) == DType::kBF16)
+    return kernel(Bf16Rows{});
+  kernel(AnyRows{});
+}
+
+// Columns per block of a fused recipe: the block's BF16 intermediate stays in L1.
+constexpr int64_t kFusedBlock = 1024;
+
+// The last step of every row kernel: stores value(c, n) for the row's columns [0, width),
+// rounded to the output dtype, at element base + c of out. A fused recipe runs it block by
+// block into the BF16 intermediate (the side output where there is one, else a buffer in
+// L1) and quantizes each block with QuantLoop right after: the same roundings as one
+// kernel doing both per vector, but two short loops whose vectors the processor overlaps,
+// where one long dependency chain per vector would leave it waiting.
+template <typename F, typename Value>
+VT_INLINE void EmitRow(const RowArgs& a, const Fp8Scale& s, int64_t base, int64_t width, Value&& value) {
+  const DType od = F::Out(a);
+  if (a.fp8_out == nullptr) {
+    ForVectors(width, value, [&](int64_t c, V y, auto n) VT_ALWAYS_INLINE { StoreN(a.out, od, base + c, y, n); });
+    return;
+  }
+  alignas(64) uint16_t buffer[kFusedBlock];
+  for (int64_t c0 = 0; c0 < width; c0 += kFusedBlock) {
+    const int64_t w = width - c0 < kFusedBlock ? width - c0 : kFusedBlock;
+    uint16_t* bf16 = a.out != nullptr ? static_cast<uint16_t*>(a.out) + base + c0 : buffer;
+    ForVectors(
+        w, [&](int64_t c, auto n) VT_ALWAYS_INLINE { return value(c0 + c, n); },
+        [&](int64_t c, V y, auto n) VT_ALWAYS_INLINE { StoreN(bf16, od, c, y, n); });
+    QuantLoop<DType::kBF16>(bf16, a.fp8_out + base + c0, 0, w, s);
+  }
+}
 
 // numerics::RmsInverse.
-inline float RmsInverse(float sum_sq, int64_t n, float eps) {
+VT_INLINE float RmsInverse(float sum_sq, int64_t n, float eps) {
   return 1.0f / __builtin_sqrtf(sum_sq / static_cast<float>(n) + eps);
 }
 
-// Accumulates v * v into the canonical lane of element c (a multiple of kLanes).
-inline void AccumulateSquares(V (&acc)[kAccs], int64_t c, V v) {
-  const int k = static_cast<int>((c & 31) / kLanes);
-  acc[k] = Fma(v, v, acc[k]);
+// The canonical 32-lane sum of squares of the row's values value(c, n): lane j holds the
+// elements at j mod 32, in column order. Blocks of 32 columns keep every accumulator's
+// index constant; the last block's vectors go to the lane of their column.
+template <typename Value>
+VT_INLINE float SumOfSquares(int64_t width, Value&& value) {
+  V acc[kAccs];
+  for (V& v : acc) v = Zero();
+  int64_t c = 0;
+  for (; c + 32 <= width; c += 32) {
+    for (int k = 0; k < kAccs; ++k) {
+      const V v = value(c + k * kLanes, Full{});
+      acc[k] = Fma(v, v, acc[k]);
+    }
+  }
+  for (; c < width; c += kLanes) {
+    const V v = c + kLanes <= width ? value(c, Full{}) : value(c, static_cast<int>(width - c));
+    const int k = static_cast<int>((c & 31) / kLanes);
+    acc[k] = Fma(v, v, acc[k]);
+  }
+  return CombineLanes(acc);
 }
 
-void RmsNormRows(const RowArgs& a, int64_t row0, int64_t row1) {
+template <typename F>
+void RmsNormRowsOf(const RowArgs& a, int64_t row0, int64_t row1) {
   const int64_t H = a.width;
-  const DType xd = a.x_dtype, td = StepDType(a);
+  const DType xd = F::X(a), wd = F::W(a), td = F::Out(a);
   const Fp8Scale s(a.input_scale);
   for (int64_t r = row0; r < row1; ++r) {
     const int64_t base = r * H;
-    V acc[kAccs];
-    for (V& v : acc) v = Zero();
-    for (int64_t c = 0; c < H; c += kLanes) {
-      const int n = TailLanes(H - c);
-      V v = LoadN(a.x, xd, base + c, n);
-      if (a.residual != nullptr) {
-        v = RoundTo(xd, Add(v, LoadN(a.residual, xd, base + c, n)));
+    float sum_sq;
+    if (a.residual != nullptr) {
+      sum_sq = SumOfSquares(H, [&](int64_t c, auto n) VT_ALWAYS_INLINE {
+        const V v = RoundTo(xd, Add(LoadN(a.x, xd, base + c, n), LoadN(a.residual, xd, base + c, n)));
         StoreN(a.residual, xd, base + c, v, n);
-      }
-      AccumulateSquares(acc, c, v);
+        return v;
+      });
+    } else {
+      sum_sq = SumOfSquares(H, [&](int64_t c, auto n) VT_ALWAYS_INLINE { return LoadN(a.x, xd, base + c, n); });
     }
-    const V inv = Set1(RmsInverse(CombineLanes(acc), H, a.eps));
+    const V inv = Set1(RmsInverse(sum_sq, H, a.eps));
     // With a residual the normalised value is the sum just written back (exact in xd).
     const void* src = a.residual != nullptr ? a.residual : a.x;
-    for (int64_t c = 0; c < H; c += kLanes) {
-      const int n = TailLanes(H - c);
+    EmitRow<F>(a, s, base, H, [&](int64_t c, auto n) VT_ALWAYS_INLINE {
       const V t = RoundTo(td, Mul(LoadN(src, xd, base + c, n), inv));
-      Emit(a, s, base + c, Mul(t, LoadN(a.weight, a.weight_dtype, c, n)), n);
-    }
+      return Mul(t, LoadN(a.weight, wd, c, n));
+    });
   }
 }
 
-void RmsNormGatedRows(const RowArgs& a, int64_t row0, int64_t row1) {
+template <typename F>
+void RmsNormGatedRowsOf(const RowArgs& a, int64_t row0, int64_t row1) {
   const int64_t H = a.width;
-  const DType xd = a.x_dtype, td = StepDType(a);
+  const DType xd = F::X(a), wd = F::W(a), gd = F::G(a), td = F::Out(a);
   const Fp8Scale s(a.input_scale);
   for (int64_t r = row0; r < row1; ++r) {
     const int64_t base = r * H;
-    V acc[kAccs];
-    for (V& v : acc) v = Zero();
-    for (int64_t c = 0; c < H; c += kLanes) AccumulateSquares(acc, c, LoadN(a.x, xd, base + c, TailLanes(H - c)));
-    const V inv = Set1(RmsInverse(CombineLanes(acc), H, a.eps));
-    for (int64_t c = 0; c < H; c += kLanes) {
-      const int n = TailLanes(H - c);
+    const float sum_sq = SumOfSquares(H, [&](int64_t c, auto n) VT_ALWAYS_INLINE { return LoadN(a.x, xd, base + c, n); });
+    const V inv = Set1(RmsInverse(sum_sq, H, a.eps));
+    EmitRow<F>(a, s, base, H, [&](int64_t c, auto n) VT_ALWAYS_INLINE {
       const V t = RoundTo(td, Mul(LoadN(a.x, xd, base + c, n), inv));
-      const V u = RoundTo(td, Mul(t, LoadN(a.weight, a.weight_dtype, c, n)));
-      const V g = Silu(LoadN(a.gate, a.gate_dtype, base + c, n));
-      Emit(a, s, base + c, Mul(u, g), n);
-    }
+      const V u = RoundTo(td, Mul(t, LoadN(a.weight, wd, c, n)));
+      return Mul(u, Silu(LoadN(a.gate, gd, base + c, n)));
+    });
   }
 }
 
-void SiluMulRows(const RowArgs& a, int64_t row0, int64_t row1) {
+template <typename F>
+void SiluMulRowsOf(const RowArgs& a, int64_t row0, int64_t row1) {
   const int64_t I = a.width;
+  const DType xd = F::X(a);
   const Fp8Scale s(a.input_scale);
   for (int64_t r = row0; r < row1; ++r) {
-    for (int64_t c = 0; c < I; c += kLanes) {
-      const int n = TailLanes(I - c);
-      const V g = LoadN(a.x, a.x_dtype, r * 2 * I + c, n);
-      const V u = LoadN(a.x, a.x_dtype, r * 2 * I + I + c, n);
-      Emit(a, s, r * I + c, Mul(Silu(g), u), n);
-    }
+    EmitRow<F>(a, s, r * I, I, [&](int64_t c, auto n) VT_ALWAYS_INLINE {
+      return Mul(Silu(LoadN(a.x, xd, r * 2 * I + c, n)), LoadN(a.x, xd, r * 2 * I + I + c, n));
+    });
   }
+}
+
+// The kernels take a copy of the arguments: the fp8 (char) stores could otherwise alias
+// them and force every field to be reloaded inside the loops.
+void RmsNormRows(const RowArgs& args, int64_t row0, int64_t row1) {
+  const RowArgs a = args;
+  WithRowFormat(a, [&](auto f) { RmsNormRowsOf<decltype(f)>(a, row0, row1); });
+}
+
+void RmsNormGatedRows(const RowArgs& args, int64_t row0, int64_t row1) {
+  const RowArgs a = args;
+  WithRowFormat(a, [&](auto f) { RmsNormGatedRowsOf<decltype(f)>(a, row0, row1); });
+}
+
+void SiluMulRows(const RowArgs& args, int64_t row0, int64_t row1) {
+  const RowArgs a = args;
+  WithRowFormat(a, [&](auto f) { SiluMulRowsOf<decltype(f)>(a, row0, row1); });
 }
 
 }  // namespace

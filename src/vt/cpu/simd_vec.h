@@ -20,9 +20,10 @@
 #include "vt/dtype.h"
 
 // GCC 12 reports the deliberately undefined registers inside its AVX-512 intrinsics
-// (_mm512_undefined_ps) as "may be used uninitialized" once they are inlined here.
+// (_mm512_undefined_ps) as "(may be) used uninitialized" once they are inlined here.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #if defined(__AVX512F__)
@@ -32,6 +33,13 @@
 #else
 #error "simd_vec.h needs -mavx2 or -mavx512f"
 #endif
+
+// Every primitive here is forced inline, and so are the loop bodies written as lambdas:
+// past GCC's inlining budget a kernel would otherwise call Exp or the fp8 rounding out of
+// line once per vector, and each call clobbers every vector register (all are
+// caller-saved), so the kernel's constants are rebuilt around it.
+#define VT_ALWAYS_INLINE __attribute__((always_inline))
+#define VT_INLINE inline __attribute__((always_inline))
 
 namespace vt::cpu::VT_SIMD_NS {
 namespace {
@@ -45,63 +53,63 @@ using V = __m512;
 using VI = __m512i;
 using M = __mmask16;
 
-inline V Set1(float f) { return _mm512_set1_ps(f); }
-inline VI Set1I(int32_t i) { return _mm512_set1_epi32(i); }
-inline V Add(V a, V b) { return _mm512_add_ps(a, b); }
-inline V Sub(V a, V b) { return _mm512_sub_ps(a, b); }
-inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
-inline V Div(V a, V b) { return _mm512_div_ps(a, b); }
-inline V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+VT_INLINE V Set1(float f) { return _mm512_set1_ps(f); }
+VT_INLINE VI Set1I(int32_t i) { return _mm512_set1_epi32(i); }
+VT_INLINE V Add(V a, V b) { return _mm512_add_ps(a, b); }
+VT_INLINE V Sub(V a, V b) { return _mm512_sub_ps(a, b); }
+VT_INLINE V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
+VT_INLINE V Div(V a, V b) { return _mm512_div_ps(a, b); }
+VT_INLINE V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 // min(a, b) = a < b ? a : b and max(a, b) = a > b ? a : b: a NaN in b passes through.
-inline V Min(V a, V b) { return _mm512_min_ps(a, b); }
-inline V Max(V a, V b) { return _mm512_max_ps(a, b); }
-inline V AsF(VI i) { return _mm512_castsi512_ps(i); }
-inline VI AsI(V f) { return _mm512_castps_si512(f); }
-inline VI AddI(VI a, VI b) { return _mm512_add_epi32(a, b); }
-inline VI SubI(VI a, VI b) { return _mm512_sub_epi32(a, b); }
-inline VI AndI(VI a, VI b) { return _mm512_and_si512(a, b); }
-inline VI OrI(VI a, VI b) { return _mm512_or_si512(a, b); }
-inline VI XorI(VI a, VI b) { return _mm512_xor_si512(a, b); }
-template <int N> VI Srl(VI a) { return _mm512_srli_epi32(a, N); }
-template <int N> VI Sra(VI a) { return _mm512_srai_epi32(a, N); }
-template <int N> VI Sll(VI a) { return _mm512_slli_epi32(a, N); }
-inline VI CvtI(V a) { return _mm512_cvtps_epi32(a); }   // current rounding (nearest)
-inline VI CvttI(V a) { return _mm512_cvttps_epi32(a); }  // truncation
-inline M LtI(VI a, VI b) { return _mm512_cmplt_epi32_mask(a, b); }
-inline M GtI(VI a, VI b) { return _mm512_cmpgt_epi32_mask(a, b); }
-inline M GeI(VI a, VI b) { return _mm512_cmpge_epi32_mask(a, b); }
-inline M GtF(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
-inline M LtF(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
-inline M IsNan(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
-inline V Select(M m, V yes, V no) { return _mm512_mask_blend_ps(m, no, yes); }
-inline VI SelectI(M m, VI yes, VI no) { return _mm512_mask_blend_epi32(m, no, yes); }
+VT_INLINE V Min(V a, V b) { return _mm512_min_ps(a, b); }
+VT_INLINE V Max(V a, V b) { return _mm512_max_ps(a, b); }
+VT_INLINE V AsF(VI i) { return _mm512_castsi512_ps(i); }
+VT_INLINE VI AsI(V f) { return _mm512_castps_si512(f); }
+VT_INLINE VI AddI(VI a, VI b) { return _mm512_add_epi32(a, b); }
+VT_INLINE VI SubI(VI a, VI b) { return _mm512_sub_epi32(a, b); }
+VT_INLINE VI AndI(VI a, VI b) { return _mm512_and_si512(a, b); }
+VT_INLINE VI OrI(VI a, VI b) { return _mm512_or_si512(a, b); }
+VT_INLINE VI XorI(VI a, VI b) { return _mm512_xor_si512(a, b); }
+template <int N> VT_INLINE VI Srl(VI a) { return _mm512_srli_epi32(a, N); }
+template <int N> VT_INLINE VI Sra(VI a) { return _mm512_srai_epi32(a, N); }
+template <int N> VT_INLINE VI Sll(VI a) { return _mm512_slli_epi32(a, N); }
+VT_INLINE VI CvtI(V a) { return _mm512_cvtps_epi32(a); }   // current rounding (nearest)
+VT_INLINE VI CvttI(V a) { return _mm512_cvttps_epi32(a); }  // truncation
+VT_INLINE M LtI(VI a, VI b) { return _mm512_cmplt_epi32_mask(a, b); }
+VT_INLINE M GtI(VI a, VI b) { return _mm512_cmpgt_epi32_mask(a, b); }
+VT_INLINE M GeI(VI a, VI b) { return _mm512_cmpge_epi32_mask(a, b); }
+VT_INLINE M GtF(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+VT_INLINE M LtF(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+VT_INLINE M IsNan(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
+VT_INLINE V Select(M m, V yes, V no) { return _mm512_mask_blend_ps(m, no, yes); }
+VT_INLINE VI SelectI(M m, VI yes, VI no) { return _mm512_mask_blend_epi32(m, no, yes); }
 
-inline V LoadF32(const float* p) { return _mm512_loadu_ps(p); }
-inline VI LoadU16(const uint16_t* p) {
+VT_INLINE V LoadF32(const float* p) { return _mm512_loadu_ps(p); }
+VT_INLINE VI LoadU16(const uint16_t* p) {
   return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-inline VI LoadU8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-inline V CvtIToF(VI a) { return _mm512_cvtepi32_ps(a); }  // exact below 2^24
+VT_INLINE VI LoadU8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+VT_INLINE V CvtIToF(VI a) { return _mm512_cvtepi32_ps(a); }  // exact below 2^24
 // F16 -> F32 by the converter instruction; NaN lanes are redone in integers below.
-inline V HalfToFloatHw(const uint16_t* p) {
+VT_INLINE V HalfToFloatHw(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-inline void StoreF32(float* p, V v) { _mm512_storeu_ps(p, v); }
+VT_INLINE void StoreF32(float* p, V v) { _mm512_storeu_ps(p, v); }
 // Low 16 bits of each lane.
-inline void StoreU16(uint16_t* p, VI v) {
+VT_INLINE void StoreU16(uint16_t* p, VI v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
 }
 // Low 8 bits of each lane.
-inline void StoreU8(uint8_t* p, VI v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v)); }
-inline void StoreF16(uint16_t* p, V v) {
+VT_INLINE void StoreU8(uint8_t* p, VI v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v)); }
+VT_INLINE void StoreF16(uint16_t* p, V v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
-inline V RoundTripF16Hw(V v) { return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+VT_INLINE V RoundTripF16Hw(V v) { return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
 
 // Canonical lanes 0-15 and 16-31 of the 32-lane sum of squares.
 constexpr int kAccs = 2;
 // lane[j] += lane[j + off] for off = 16, 8, 4, 2, 1; returns lane 0.
-inline float CombineLanes(const V (&acc)[kAccs]) {
+VT_INLINE float CombineLanes(const V (&acc)[kAccs]) {
   const V s16 = Add(acc[0], acc[1]);
   const __m256 lo = _mm512_castps512_ps256(s16);
   const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1));
@@ -119,64 +127,64 @@ using V = __m256;
 using VI = __m256i;
 using M = __m256i;  // all-ones lanes where true
 
-inline V Set1(float f) { return _mm256_set1_ps(f); }
-inline VI Set1I(int32_t i) { return _mm256_set1_epi32(i); }
-inline V Add(V a, V b) { return _mm256_add_ps(a, b); }
-inline V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
-inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
-inline V Div(V a, V b) { return _mm256_div_ps(a, b); }
-inline V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-inline V Min(V a, V b) { return _mm256_min_ps(a, b); }
-inline V Max(V a, V b) { return _mm256_max_ps(a, b); }
-inline V AsF(VI i) { return _mm256_castsi256_ps(i); }
-inline VI AsI(V f) { return _mm256_castps_si256(f); }
-inline VI AddI(VI a, VI b) { return _mm256_add_epi32(a, b); }
-inline VI SubI(VI a, VI b) { return _mm256_sub_epi32(a, b); }
-inline VI AndI(VI a, VI b) { return _mm256_and_si256(a, b); }
-inline VI OrI(VI a, VI b) { return _mm256_or_si256(a, b); }
-inline VI XorI(VI a, VI b) { return _mm256_xor_si256(a, b); }
-template <int N> VI Srl(VI a) { return _mm256_srli_epi32(a, N); }
-template <int N> VI Sra(VI a) { return _mm256_srai_epi32(a, N); }
-template <int N> VI Sll(VI a) { return _mm256_slli_epi32(a, N); }
-inline VI CvtI(V a) { return _mm256_cvtps_epi32(a); }
-inline VI CvttI(V a) { return _mm256_cvttps_epi32(a); }
-inline M LtI(VI a, VI b) { return _mm256_cmpgt_epi32(b, a); }
-inline M GtI(VI a, VI b) { return _mm256_cmpgt_epi32(a, b); }
-inline M GeI(VI a, VI b) { return _mm256_xor_si256(_mm256_cmpgt_epi32(b, a), _mm256_set1_epi32(-1)); }
-inline M GtF(V a, V b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GT_OQ)); }
-inline M LtF(V a, V b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
-inline M IsNan(V a) { return _mm256_castps_si256(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)); }
-inline V Select(M m, V yes, V no) { return _mm256_blendv_ps(no, yes, _mm256_castsi256_ps(m)); }
-inline VI SelectI(M m, VI yes, VI no) { return _mm256_blendv_epi8(no, yes, m); }
+VT_INLINE V Set1(float f) { return _mm256_set1_ps(f); }
+VT_INLINE VI Set1I(int32_t i) { return _mm256_set1_epi32(i); }
+VT_INLINE V Add(V a, V b) { return _mm256_add_ps(a, b); }
+VT_INLINE V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
+VT_INLINE V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+VT_INLINE V Div(V a, V b) { return _mm256_div_ps(a, b); }
+VT_INLINE V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+VT_INLINE V Min(V a, V b) { return _mm256_min_ps(a, b); }
+VT_INLINE V Max(V a, V b) { return _mm256_max_ps(a, b); }
+VT_INLINE V AsF(VI i) { return _mm256_castsi256_ps(i); }
+VT_INLINE VI AsI(V f) { return _mm256_castps_si256(f); }
+VT_INLINE VI AddI(VI a, VI b) { return _mm256_add_epi32(a, b); }
+VT_INLINE VI SubI(VI a, VI b) { return _mm256_sub_epi32(a, b); }
+VT_INLINE VI AndI(VI a, VI b) { return _mm256_and_si256(a, b); }
+VT_INLINE VI OrI(VI a, VI b) { return _mm256_or_si256(a, b); }
+VT_INLINE VI XorI(VI a, VI b) { return _mm256_xor_si256(a, b); }
+template <int N> VT_INLINE VI Srl(VI a) { return _mm256_srli_epi32(a, N); }
+template <int N> VT_INLINE VI Sra(VI a) { return _mm256_srai_epi32(a, N); }
+template <int N> VT_INLINE VI Sll(VI a) { return _mm256_slli_epi32(a, N); }
+VT_INLINE VI CvtI(V a) { return _mm256_cvtps_epi32(a); }
+VT_INLINE VI CvttI(V a) { return _mm256_cvttps_epi32(a); }
+VT_INLINE M LtI(VI a, VI b) { return _mm256_cmpgt_epi32(b, a); }
+VT_INLINE M GtI(VI a, VI b) { return _mm256_cmpgt_epi32(a, b); }
+VT_INLINE M GeI(VI a, VI b) { return _mm256_xor_si256(_mm256_cmpgt_epi32(b, a), _mm256_set1_epi32(-1)); }
+VT_INLINE M GtF(V a, V b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GT_OQ)); }
+VT_INLINE M LtF(V a, V b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+VT_INLINE M IsNan(V a) { return _mm256_castps_si256(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)); }
+VT_INLINE V Select(M m, V yes, V no) { return _mm256_blendv_ps(no, yes, _mm256_castsi256_ps(m)); }
+VT_INLINE VI SelectI(M m, VI yes, VI no) { return _mm256_blendv_epi8(no, yes, m); }
 
-inline V LoadF32(const float* p) { return _mm256_loadu_ps(p); }
-inline VI LoadU16(const uint16_t* p) {
+VT_INLINE V LoadF32(const float* p) { return _mm256_loadu_ps(p); }
+VT_INLINE VI LoadU16(const uint16_t* p) {
   return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
-inline VI LoadU8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-inline V CvtIToF(VI a) { return _mm256_cvtepi32_ps(a); }  // exact below 2^24
-inline V HalfToFloatHw(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-inline void StoreF32(float* p, V v) { _mm256_storeu_ps(p, v); }
-inline void StoreU16(uint16_t* p, VI v) {
+VT_INLINE VI LoadU8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+VT_INLINE V CvtIToF(VI a) { return _mm256_cvtepi32_ps(a); }  // exact below 2^24
+VT_INLINE V HalfToFloatHw(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+VT_INLINE void StoreF32(float* p, V v) { _mm256_storeu_ps(p, v); }
+VT_INLINE void StoreU16(uint16_t* p, VI v) {
   // packus works per 128-bit half: [v0..v3 v0..v3 | v4..v7 v4..v7]; gather quadwords 0 and 2.
   const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
 }
-inline void StoreU8(uint8_t* p, VI v) {
+VT_INLINE void StoreU8(uint8_t* p, VI v) {
   const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
                                         0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
   const __m256i b = _mm256_shuffle_epi8(v, pick);
   const __m128i bytes = _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
   _mm_storel_epi64(reinterpret_cast<__m128i*>(p), bytes);
 }
-inline void StoreF16(uint16_t* p, V v) {
+VT_INLINE void StoreF16(uint16_t* p, V v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
-inline V RoundTripF16Hw(V v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+VT_INLINE V RoundTripF16Hw(V v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
 
 // Canonical lanes 0-7, 8-15, 16-23 and 24-31.
 constexpr int kAccs = 4;
-inline float CombineLanes(const V (&acc)[kAccs]) {
+VT_INLINE float CombineLanes(const V (&acc)[kAccs]) {
   const V s16 = Add(acc[0], acc[2]);  // lanes 0-7 += 16-23
   const V t16 = Add(acc[1], acc[3]);  // lanes 8-15 += 24-31
   const V s8 = Add(s16, t16);         // lanes 0-7 += 8-15
@@ -190,14 +198,14 @@ inline float CombineLanes(const V (&acc)[kAccs]) {
 
 static_assert(kLanes * kAccs == 32, "the canonical sum of squares has 32 lanes");
 
-inline V Zero() { return Set1(0.0f); }
+VT_INLINE V Zero() { return Set1(0.0f); }
 
 // ---- conversions, as vt/dtype.h defines them --------------------------------------------
 
-inline V Bf16BitsToFloat(VI h) { return AsF(Sll<16>(h)); }
+VT_INLINE V Bf16BitsToFloat(VI h) { return AsF(Sll<16>(h)); }
 
 // F16 -> F32, exact; NaN keeps its payload unquietened as F16ToFloat does.
-inline V HalfToFloat(const uint16_t* p) {
+VT_INLINE V HalfToFloat(const uint16_t* p) {
   const V hw = HalfToFloatHw(p);
   const VI h = LoadU16(p);
   const M nan = GtI(AndI(h, Set1I(0x7FFF)), Set1I(0x7C00));
@@ -207,7 +215,7 @@ inline V HalfToFloat(const uint16_t* p) {
 
 // FloatToBf16: round to nearest even; NaN -> quiet NaN with its sign. Result in the low
 // 16 bits of each lane.
-inline VI FloatToBf16Bits(V v) {
+VT_INLINE VI FloatToBf16Bits(V v) {
   const VI u = AsI(v);
   const M nan = GtI(AndI(u, Set1I(0x7FFFFFFF)), Set1I(0x7F800000));
   const VI lsb = AndI(Srl<16>(u), Set1I(1));
@@ -216,17 +224,17 @@ inline VI FloatToBf16Bits(V v) {
 }
 
 // Bf16ToFloat(FloatToBf16(v)).
-inline V Bf16Round(V v) { return Bf16BitsToFloat(FloatToBf16Bits(v)); }
+VT_INLINE V Bf16Round(V v) { return Bf16BitsToFloat(FloatToBf16Bits(v)); }
 
 // F16ToFloat(FloatToF16(v)).
-inline V F16Round(V v) { return RoundTripF16Hw(v); }
+VT_INLINE V F16Round(V v) { return RoundTripF16Hw(v); }
 
 // FloatToFp8E4M3 for |v| <= 448 or NaN (QuantFp8Static's range after the clamp); larger
 // magnitudes and Inf give NaN as the scalar conversion does. Code in the low 8 bits.
-inline V RoundToInteger(V v) {  // v + 2^23 - 2^23: nearest integer, ties to even (v >= 0)
+VT_INLINE V RoundToInteger(V v) {  // v + 2^23 - 2^23: nearest integer, ties to even (v >= 0)
   return Sub(Add(v, Set1(0x1p23f)), Set1(0x1p23f));
 }
-inline VI FloatToFp8Bits(V v) {
+VT_INLINE VI FloatToFp8Bits(V v) {
   const VI u = AsI(v);
   const VI sign = AndI(Srl<24>(u), Set1I(0x80));
   const VI a = AndI(u, Set1I(0x7FFFFFFF));
@@ -246,7 +254,7 @@ struct Fp8Scale {
   V inv;    // 1.0f / input_scale, formed once in f32
   V scale;  // input_scale itself (never used to divide; kept for diagnostics and mutants)
 };
-inline VI QuantizeFp8(V x, const Fp8Scale& s) {
+VT_INLINE VI QuantizeFp8(V x, const Fp8Scale& s) {
   V v = Mul(x, s.inv);
   v = Min(Set1(448.0f), v);
   v = Max(Set1(-448.0f), v);
@@ -255,7 +263,7 @@ inline VI QuantizeFp8(V x, const Fp8Scale& s) {
 
 // ---- numerics::Exp and numerics::Silu ----------------------------------------------------
 
-inline V Exp(V x) {
+VT_INLINE V Exp(V x) {
   // numerics::RoundEven: + 1.5 * 2^23 - 1.5 * 2^23 rounds either sign to nearest even.
   const V n = Sub(Add(Mul(x, Set1(1.44269502162933349609375f)), Set1(12582912.0f)), Set1(12582912.0f));
   V r = Fma(n, Set1(-0.693145751953125f), x);
@@ -279,16 +287,16 @@ inline V Exp(V x) {
   return Select(IsNan(x), x, e);
 }
 
-inline V Neg(V x) { return AsF(XorI(AsI(x), Set1I(static_cast<int32_t>(0x80000000u)))); }
+VT_INLINE V Neg(V x) { return AsF(XorI(AsI(x), Set1I(static_cast<int32_t>(0x80000000u)))); }
 
-inline V Silu(V x) { return Div(x, Add(Set1(1.0f), Exp(Neg(x)))); }
+VT_INLINE V Silu(V x) { return Div(x, Add(Set1(1.0f), Exp(Neg(x)))); }
 
 // ---- loads and stores by dtype (F32, BF16, F16 values; fp8 codes) ------------------------
 
 // e4m3fn codes (one per lane) -> their exact values, as Fp8E4M3ToFloat: normal codes by
 // rebiasing the exponent into the float's bits, subnormals as m * 2^-9, S.1111.111 as a
 // quiet NaN with the code's sign.
-inline V DecodeFp8(VI c) {
+VT_INLINE V DecodeFp8(VI c) {
   const VI e = AndI(Srl<3>(c), Set1I(15));
   const VI m = AndI(c, Set1I(7));
   const VI normal = OrI(Sll<23>(AddI(e, Set1I(120))), Sll<20>(m));
@@ -299,14 +307,14 @@ inline V DecodeFp8(VI c) {
 }
 
 // n (<= kLanes) fp8 codes at element i, decoded; missing lanes read as code 0 (+0).
-inline V LoadFp8N(const uint8_t* base, int64_t i, int n) {
+VT_INLINE V LoadFp8N(const uint8_t* base, int64_t i, int n) {
   if (n == kLanes) return DecodeFp8(LoadU8(base + i));
   alignas(64) uint8_t buf[16] = {};
   std::memcpy(buf, base + i, static_cast<size_t>(n));
   return DecodeFp8(LoadU8(buf));
 }
 
-inline V Load(const void* base, DType d, int64_t i) {
+VT_INLINE V Load(const void* base, DType d, int64_t i) {
   switch (d) {
     case DType::kF32: return LoadF32(static_cast<const float*>(base) + i);
     case DType::kBF16: return Bf16BitsToFloat(LoadU16(static_cast<const uint16_t*>(base) + i));
@@ -314,7 +322,7 @@ inline V Load(const void* base, DType d, int64_t i) {
   }
 }
 
-inline void Store(void* base, DType d, int64_t i, V v) {
+VT_INLINE void Store(void* base, DType d, int64_t i, V v) {
   switch (d) {
     case DType::kF32: StoreF32(static_cast<float*>(base) + i, v); return;
     case DType::kBF16: StoreU16(static_cast<uint16_t*>(base) + i, FloatToBf16Bits(v)); return;
@@ -322,11 +330,13 @@ inline void Store(void* base, DType d, int64_t i, V v) {
   }
 }
 
-inline size_t ElemSize(DType d) { return d == DType::kF32 ? 4 : 2; }
+VT_INLINE size_t ElemSize(DType d) { return d == DType::kF32 ? 4 : 2; }
 
 // n elements (n <= kLanes) at element i; missing lanes read as +0. Tails go through a
-// zeroed buffer so no load or store touches memory past the end.
-inline V LoadN(const void* base, DType d, int64_t i, int n) {
+// zeroed buffer so no load or store touches memory past the end. n may be
+// std::integral_constant<int, kLanes>: that instantiation is the whole-vector move alone.
+template <typename N>
+VT_INLINE V LoadN(const void* base, DType d, int64_t i, N n) {
   if (n == kLanes) return Load(base, d, i);
   const size_t es = ElemSize(d);
   alignas(64) unsigned char buf[kLanes * 4] = {};
@@ -334,7 +344,8 @@ inline V LoadN(const void* base, DType d, int64_t i, int n) {
   return Load(buf, d, 0);
 }
 
-inline void StoreN(void* base, DType d, int64_t i, V v, int n) {
+template <typename N>
+VT_INLINE void StoreN(void* base, DType d, int64_t i, V v, N n) {
   if (n == kLanes) return Store(base, d, i, v);
   const size_t es = ElemSize(d);
   alignas(64) unsigned char buf[kLanes * 4];
@@ -342,7 +353,8 @@ inline void StoreN(void* base, DType d, int64_t i, V v, int n) {
   std::memcpy(static_cast<unsigned char*>(base) + static_cast<size_t>(i) * es, buf, static_cast<size_t>(n) * es);
 }
 
-inline void StoreFp8N(uint8_t* base, int64_t i, VI codes, int n) {
+template <typename N>
+VT_INLINE void StoreFp8N(uint8_t* base, int64_t i, VI codes, N n) {
   if (n == kLanes) return StoreU8(base + i, codes);
   alignas(64) uint8_t buf[kLanes];
   StoreU8(buf, codes);
@@ -350,7 +362,7 @@ inline void StoreFp8N(uint8_t* base, int64_t i, VI codes, int n) {
 }
 
 // v rounded to `d` and widened back (identity for F32), as cpu::RoundTo.
-inline V RoundTo(DType d, V v) {
+VT_INLINE V RoundTo(DType d, V v) {
   switch (d) {
     case DType::kF32: return v;
     case DType::kBF16: return Bf16Round(v);
