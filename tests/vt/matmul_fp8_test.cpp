@@ -107,8 +107,9 @@ TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
       // weight tiles per group) with 1..7 rows left, long rows past the prefetch distance.
       {4, 8, 128}, {8, 13, 64}, {15, 6, 192}, {9, 11, 1600}, {12, 9, 130}, {16, 10, 3000},
       // AMX wide path: 16-row blocks of a in pairs and alone, super-blocks of 256 rows
-      // with a remainder, 16-row weight blocks with a remainder, long rows.
-      {300, 21, 130}, {33, 17, 64}, {20, 5, 5000}, {70, 33, 4500},
+      // with a remainder, 16-row weight blocks with a remainder, long rows in K blocks of
+      // 1024 with a partial last block, and both super-blocks and K blocks at once.
+      {300, 21, 130}, {33, 17, 64}, {20, 5, 5000}, {70, 33, 4500}, {300, 19, 2100},
   };
   std::mt19937 rng(1234);
   const float alpha = 0.0123f;

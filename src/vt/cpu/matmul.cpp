@@ -62,6 +62,10 @@ Scratch& ARowsScratch() {
   thread_local Scratch s;
   return s;
 }
+Scratch& StreamAScratch() {
+  thread_local Scratch s;
+  return s;
+}
 
 struct Gemm {
   int64_t M, N, K;
@@ -198,7 +202,15 @@ void RunGemm(const Queue& q, const Gemm& g) {
   const bool stream = ks.stream != nullptr && g.M <= ks.stream_max_m && g.a_dtype == g.b_dtype;
   t_last_gemm = matmul::LastGemm{ks.name, stream};
   if (stream) {
-    cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunStream(ks, g, bl, ap, n0, n1); });
+    const std::byte* as = ap;
+    const size_t prepared = ks.stream_a_bytes != nullptr ? ks.stream_a_bytes(bl.kp, g.M) : 0;
+    if (prepared > 0) {
+      auto* dst = static_cast<std::byte*>(StreamAScratch().Get(prepared));
+      const int64_t blocks = (g.M + matmul::kStreamABlockRows - 1) / matmul::kStreamABlockRows;
+      cq.pool.ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) { ks.prepare_stream_a(ap, bl.kp, g.M, b0, b1, dst); });
+      as = dst;
+    }
+    cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunStream(ks, g, bl, as, n0, n1); });
   } else if (g.N >= static_cast<int64_t>(threads) * 4 * kPanelRows || g.M < 64) {
     cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunTile(ks, g, bl, ap, 0, g.M, n0, n1); });
   } else {

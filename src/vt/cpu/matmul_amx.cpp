@@ -11,9 +11,11 @@
 // is ever transposed: per 16 weight rows and 64-value K step, the fp8 rows are decoded to
 // BF16 by the same table as the AVX-512 set (so K is permuted within the 64-block exactly
 // as a's packed rows are) and staged as two 16 x 32 tiles; BF16 rows load as tiles
-// straight from the weight. a is rearranged once per call into the pair-interleaved
-// ("VNNI") layout tdpbf16ps takes on its right: for each 32-value K slice, 16 K pairs by M
-// rows. The 16 x M f32 sums stay in a tile across K and are stored transposed into c.
+// straight from the weight. a is rearranged once per matmul (the driver calls
+// PrepareStreamA, which the stream calls of every thread then share) into the pair-
+// interleaved ("VNNI") layout tdpbf16ps takes on its right: per block of 16 rows of a and
+// 32-value K slice, 16 K pairs by 16 rows (zero past M). The 16 x M f32 sums stay in a tile
+// across K and are stored transposed into c.
 //
 // Numerics: every product of two BF16 values is exact in f32 and is added with round-to-
 // nearest-even; BF16 denormal inputs count as zero and denormal sums are flushed (as
@@ -33,6 +35,7 @@ namespace vt::cpu::matmul {
 namespace {
 
 constexpr int kTileRows = 16;  // weight rows per tile block (the AMX maximum)
+static_assert(kStreamABlockRows == 16, "a prepared block of rows is one 16-column tile");
 constexpr int kMaxM = 16;      // rows of a per call: the columns of one sums tile
 // Fewer rows of a take the AVX-512 set's vdpbf16ps stream: measured on 2 threads of the
 // H200 host's Xeon (AMX-BF16; vt_kernels_bench), fp8 at M = 1 streamed at 19-21 GB/s there
@@ -81,46 +84,18 @@ inline __m512i GatherPair(const uint16_t* a, __m512i row_words, __mmask16 rows, 
                                      reinterpret_cast<const int*>(a) + 16 * s + r, 4);
 }
 
-// vnni[s][r][m] = the K pair r of slice s of row m of a, as one 32-bit word; a holds M
-// (<= 16) packed rows of lda BF16 values (lda a multiple of 64).
-void PairInterleave(const uint16_t* a, int64_t lda, int64_t M, uint32_t* vnni) {
-  const __m512i rw = RowWords(lda);
-  const auto rows = static_cast<__mmask16>((1u << M) - 1);
-  for (int64_t s = 0; s < lda / 32; ++s)
-    for (int64_t r = 0; r < 16; ++r)
-      _mm512_mask_storeu_epi32(vnni + (s * 16 + r) * M, rows, GatherPair(a, rw, rows, s, r));
-}
-
-// a's pair-interleaved copy, per thread. A plain array on purpose: a std::vector
-// instantiated here would be compiled for AMX/AVX-512, and the linker may keep that copy
-// of its inline members for code meant to run anywhere.
-struct PairBuffer {
-  uint32_t* data = nullptr;
-  size_t size = 0;
-  uint32_t* Get(size_t n) {
-    if (n > size) {
-      delete[] data;
-      data = new uint32_t[n];
-      size = n;
-    }
-    return data;
-  }
-  ~PairBuffer() { delete[] data; }
-};
-
 struct alignas(64) Staging {
   uint16_t half[2][kTileRows * 32];  // the two weight slices of a K step, rows 64 bytes apart
   float sums[2][kTileRows * kMaxM];
 };
 
-// One block of `rows` (<= 16) weight rows of length K against the M rows of a (in vnni),
-// into c[m * ldc + j] for j < rows. Per 64-value K step: the first 32 values (tmm0 x tmm2)
-// add into tmm4, the second (tmm1 x tmm3) into tmm5.
+// One block of `rows` (<= 16) weight rows of length K against the M rows of a (block 0 of
+// the prepared vnni), into c[m * ldc + j] for j < rows. Per 64-value K step: the first 32
+// values (tmm0 x tmm2) add into tmm4, the second (tmm1 x tmm3) into tmm5.
 __attribute__((target("avx512vbmi"))) void Block(const Fp8ToBf16Lut& lut, DType dt, const void* b, int64_t K,
                                                  int64_t rows, const uint32_t* vnni, int64_t M, Staging& st,
                                                  float* c, int64_t ldc) {
   const int64_t m_bytes = M * 4;
-  const int64_t slice = 16 * M;  // words of vnni per 32-value K slice
   // Rows past the block's end stay zero in the staging tiles.
   if (rows < kTileRows)
     for (auto& h : st.half) std::memset(h + rows * 32, 0, static_cast<size_t>((kTileRows - rows) * 64));
@@ -169,8 +144,8 @@ __attribute__((target("avx512vbmi"))) void Block(const Fp8ToBf16Lut& lut, DType 
         _tile_loadd(1, st.half[1], 64);
       }
     }
-    _tile_loadd(2, vnni + (k / 32) * slice, m_bytes);
-    _tile_loadd(3, vnni + (k / 32 + 1) * slice, m_bytes);
+    _tile_loadd(2, vnni + (k / 32) * 256, 64);
+    _tile_loadd(3, vnni + (k / 32 + 1) * 256, 64);
     _tile_dpbf16ps(4, 0, 2);
     _tile_dpbf16ps(5, 1, 3);
   }
@@ -182,18 +157,18 @@ __attribute__((target("avx512vbmi"))) void Block(const Fp8ToBf16Lut& lut, DType 
 
 // ---- Many rows of a (prefill) ---------------------------------------------------------
 //
-// Rows of a in super-blocks, each cut into blocks of 16 (the last padded with zero rows)
-// and pair-interleaved once, sized so that the interleaved copy stays in L2 (it is read
-// again for every weight block); weight rows in pairs of 16-row blocks, decoded once per
-// super-block into a BF16 staging area of lda values per row. Each 32-value K slice loads
-// two weight tiles (tmm0, tmm1) and two a tiles (tmm2, tmm3) for four tdpbf16ps into
-// tmm4..tmm7: four multiplies per four tile loads.
+// Rows of a in super-blocks of its prepared blocks of 16, and K in blocks, sized so that a
+// super-block's K block of a stays in L2 (it is read again for every weight block); per K
+// block, weight rows in pairs of 16-row blocks are decoded once per super-block into a
+// BF16 staging area. Each 32-value K slice loads two weight tiles (tmm0, tmm1) and two a
+// tiles (tmm2, tmm3) for four tdpbf16ps into tmm4..tmm7: four multiplies per four tile
+// loads. Between K blocks the f32 sums wait in memory (stored and loaded as they are, so
+// the additions happen in the same order as without K blocks).
 
-constexpr int64_t kWideABytes = 512 << 10;  // the interleaved a of a super-block
-
-int64_t SuperRows(int64_t lda) {
-  return std::min<int64_t>(256, std::max<int64_t>(32, kWideABytes / (lda * 2) / 32 * 32));
-}
+constexpr int64_t kWideABytes = 512 << 10;  // a super-block's K block of interleaved a
+constexpr int64_t kWideSuperRows = 256;     // rows of a per super-block
+constexpr int64_t kWideKBlock = kWideABytes / (kWideSuperRows * 2);  // K values per block
+static_assert(kWideKBlock % 64 == 0, "K blocks hold whole 64-value decode steps");
 
 // All eight tiles 16 rows x 64 bytes (a blocks are full 16-column tiles).
 TileConfig WideConfig() {
@@ -203,11 +178,14 @@ TileConfig WideConfig() {
 }
 
 // vnni[(b * slices + s) * 256 + r * 16 + m] = pair r of slice s of row 16b + m of a (zero for
-// rows past M): `blocks` blocks of 16 rows.
-void PairInterleaveBlocks(const uint16_t* a, int64_t lda, int64_t M, int64_t blocks, uint32_t* vnni) {
+// rows past M), for the blocks b in [block0, block1); a holds M packed rows of lda BF16
+// values (lda a multiple of 64). The set's prepare_stream_a.
+void PairInterleaveBlocks(const void* av, int64_t lda, int64_t M, int64_t block0, int64_t block1, void* dst) {
+  const auto* a = static_cast<const uint16_t*>(av);
+  auto* vnni = static_cast<uint32_t*>(dst);
   const int64_t slices = lda / 32;
   const __m512i rw = RowWords(lda);
-  for (int64_t b = 0; b < blocks; ++b) {
+  for (int64_t b = block0; b < block1; ++b) {
     const int64_t n = std::min<int64_t>(16, M - 16 * b);
     const auto rows = static_cast<__mmask16>((1u << n) - 1);
     const uint16_t* ab = a + 16 * b * lda;
@@ -217,45 +195,48 @@ void PairInterleaveBlocks(const uint16_t* a, int64_t lda, int64_t M, int64_t blo
   }
 }
 
-// The weight rows of a block, decoded (fp8) or copied (BF16) to lda BF16 values each,
-// zero past K and for rows past `rows`.
-struct WideStaging {
-  uint16_t* w = nullptr;
+// 64-byte aligned scratch that grows and is kept per thread.
+template <typename T>
+struct AlignedBuffer {
+  T* p = nullptr;
   size_t size = 0;
-  uint16_t* Get(size_t n) {
+  T* Get(size_t n) {
     if (n > size) {
       Free();
-      w = static_cast<uint16_t*>(::operator new[](n * sizeof(uint16_t), std::align_val_t{64}));
+      p = static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
       size = n;
     }
-    return w;
+    return p;
   }
   void Free() {
-    if (w != nullptr) ::operator delete[](w, std::align_val_t{64});
-    w = nullptr;
+    if (p != nullptr) ::operator delete[](p, std::align_val_t{64});
+    p = nullptr;
   }
-  ~WideStaging() { Free(); }
+  ~AlignedBuffer() { Free(); }
 };
 
+// Values [k0, k0 + width) of 16 weight rows (K values each, `rows` real), decoded (fp8) or
+// copied (BF16) to `width` BF16 values per row at w: zero past K and for rows past `rows`.
 __attribute__((target("avx512vbmi"))) void StageRows(const Fp8ToBf16Lut& lut, DType dt, const void* b, int64_t K,
-                                                     int64_t rows, int64_t lda, uint16_t* w) {
+                                                     int64_t k0, int64_t width, int64_t rows, uint16_t* w) {
   for (int64_t j = 0; j < kTileRows; ++j) {
-    uint16_t* dst = w + j * lda;
+    uint16_t* dst = w + j * width;
     if (j >= rows) {
-      std::memset(dst, 0, static_cast<size_t>(lda) * 2);
+      std::memset(dst, 0, static_cast<size_t>(width) * 2);
       continue;
     }
     if (dt == DType::kF8E4M3) {
       const uint8_t* row = static_cast<const uint8_t*>(b) + j * K;
-      for (int64_t k = 0; k < lda; k += 64) {
+      for (int64_t k = 0; k < width; k += 64) {
         __m512i w0, w1;
-        lut.Decode(_mm512_maskz_loadu_epi8(Mask64(K - k), row + k), w0, w1);
+        lut.Decode(_mm512_maskz_loadu_epi8(Mask64(K - k0 - k), row + k0 + k), w0, w1);
         _mm512_store_si512(dst + k, w0);
         _mm512_store_si512(dst + k + 32, w1);
       }
     } else {
       const uint16_t* row = static_cast<const uint16_t*>(b) + j * K;
-      for (int64_t k = 0; k < lda; k += 32) _mm512_store_si512(dst + k, _mm512_maskz_loadu_epi16(Mask32(K - k), row + k));
+      for (int64_t k = 0; k < width; k += 32)
+        _mm512_store_si512(dst + k, _mm512_maskz_loadu_epi16(Mask32(K - k0 - k), row + k0 + k));
     }
   }
 }
@@ -267,66 +248,88 @@ void StoreTile(const float* sums, int64_t rows, int64_t mrows, float* c, int64_t
     for (int64_t m = 0; m < mrows; ++m) c[m * ldc + j] = sums[j * 16 + m];
 }
 
-__attribute__((target("avx512vbmi"))) void StreamWide(const Fp8ToBf16Lut& lut, DType dt, const uint16_t* a,
+__attribute__((target("avx512vbmi"))) void StreamWide(const Fp8ToBf16Lut& lut, DType dt, const uint32_t* vnni,
                                                       int64_t lda, int64_t M, const void* bv, int64_t K,
                                                       int64_t nrows, float* c, int64_t ldc) {
-  thread_local PairBuffer vnni;
-  thread_local WideStaging staging;
+  thread_local AlignedBuffer<uint16_t> staging;
+  thread_local AlignedBuffer<float> partial;
   alignas(64) float sums[256];
-  const int64_t slices = lda / 32, super = SuperRows(lda);
-  uint16_t* w0 = staging.Get(static_cast<size_t>(2 * kTileRows * lda));
-  uint16_t* w1 = w0 + kTileRows * lda;
+  const int64_t slices = lda / 32, kblock = std::min(lda, kWideKBlock);
+  const int64_t wblocks = (nrows + kTileRows - 1) / kTileRows;
+  uint16_t* w0 = staging.Get(static_cast<size_t>(2 * kTileRows * kblock));
+  uint16_t* w1 = w0 + kTileRows * kblock;
   const size_t row_bytes = static_cast<size_t>(K) * (dt == DType::kF8E4M3 ? 1 : 2);
   const auto* b = static_cast<const std::byte*>(bv);
   const TileConfig cfg = WideConfig();
   _tile_loadconfig(&cfg);
-  for (int64_t m0 = 0; m0 < M; m0 += super) {
-    const int64_t ms = std::min(super, M - m0);
+  for (int64_t m0 = 0; m0 < M; m0 += kWideSuperRows) {
+    const int64_t ms = std::min(kWideSuperRows, M - m0);
     const int64_t blocks = (ms + 15) / 16;
-    uint32_t* v = vnni.Get(static_cast<size_t>(blocks * slices * 256));
-    PairInterleaveBlocks(a + m0 * lda, lda, ms, blocks, v);
-    for (int64_t n = 0; n < nrows; n += 2 * kTileRows) {
-      const int64_t rows0 = std::min<int64_t>(kTileRows, nrows - n);
-      const int64_t rows1 = std::min<int64_t>(kTileRows, std::max<int64_t>(0, nrows - n - kTileRows));
-      const bool two_w = rows1 > 0;
-      StageRows(lut, dt, b + static_cast<size_t>(n) * row_bytes, K, rows0, lda, w0);
-      if (two_w) StageRows(lut, dt, b + static_cast<size_t>(n + kTileRows) * row_bytes, K, rows1, lda, w1);
-      for (int64_t blk = 0; blk < blocks; blk += 2) {
-        const bool two_a = blk + 1 < blocks;
-        const uint32_t* v0 = v + blk * slices * 256;
-        const uint32_t* v1 = v0 + slices * 256;
-        _tile_zero(4);
-        _tile_zero(5);
-        _tile_zero(6);
-        _tile_zero(7);
-        for (int64_t s = 0; s < slices; ++s) {
-          _tile_loadd(0, w0 + s * 32, lda * 2);
-          _tile_loadd(2, v0 + s * 256, 64);
-          _tile_dpbf16ps(4, 0, 2);
+    const uint32_t* v = vnni + (m0 / 16) * slices * 256;
+    // The sums of a block of a (i) and a weight block (j) between K blocks.
+    float* part = kblock < lda ? partial.Get(static_cast<size_t>(blocks * wblocks * 256)) : nullptr;
+    auto part_of = [&](int64_t i, int64_t j) { return part + (i * wblocks + j) * 256; };
+    for (int64_t k0 = 0; k0 < lda; k0 += kblock) {
+      const int64_t kw = std::min(kblock, lda - k0), s0 = k0 / 32;
+      const bool first = k0 == 0, last = k0 + kw >= lda;
+      for (int64_t n = 0; n < nrows; n += 2 * kTileRows) {
+        const int64_t rows0 = std::min<int64_t>(kTileRows, nrows - n);
+        const int64_t rows1 = std::min<int64_t>(kTileRows, std::max<int64_t>(0, nrows - n - kTileRows));
+        const bool two_w = rows1 > 0;
+        const int64_t j0 = n / kTileRows;
+        StageRows(lut, dt, b + static_cast<size_t>(n) * row_bytes, K, k0, kw, rows0, w0);
+        if (two_w) StageRows(lut, dt, b + static_cast<size_t>(n + kTileRows) * row_bytes, K, k0, kw, rows1, w1);
+        for (int64_t blk = 0; blk < blocks; blk += 2) {
+          const bool two_a = blk + 1 < blocks;
+          const uint32_t* v0 = v + blk * slices * 256;
+          const uint32_t* v1 = v0 + slices * 256;
+          if (first) {
+            _tile_zero(4);
+            _tile_zero(5);
+            _tile_zero(6);
+            _tile_zero(7);
+          } else {
+            _tile_loadd(4, part_of(blk, j0), 64);
+            if (two_a) _tile_loadd(5, part_of(blk + 1, j0), 64);
+            if (two_w) _tile_loadd(6, part_of(blk, j0 + 1), 64);
+            if (two_a && two_w) _tile_loadd(7, part_of(blk + 1, j0 + 1), 64);
+          }
+          for (int64_t s = 0; s < kw / 32; ++s) {
+            _tile_loadd(0, w0 + s * 32, kw * 2);
+            _tile_loadd(2, v0 + (s0 + s) * 256, 64);
+            _tile_dpbf16ps(4, 0, 2);
+            if (two_a) {
+              _tile_loadd(3, v1 + (s0 + s) * 256, 64);
+              _tile_dpbf16ps(5, 0, 3);
+            }
+            if (two_w) {
+              _tile_loadd(1, w1 + s * 32, kw * 2);
+              _tile_dpbf16ps(6, 1, 2);
+              if (two_a) _tile_dpbf16ps(7, 1, 3);
+            }
+          }
+          if (!last) {
+            _tile_stored(4, part_of(blk, j0), 64);
+            if (two_a) _tile_stored(5, part_of(blk + 1, j0), 64);
+            if (two_w) _tile_stored(6, part_of(blk, j0 + 1), 64);
+            if (two_a && two_w) _tile_stored(7, part_of(blk + 1, j0 + 1), 64);
+            continue;
+          }
+          const int64_t m_a0 = std::min<int64_t>(16, ms - 16 * blk), m_a1 = std::min<int64_t>(16, ms - 16 * (blk + 1));
+          float* c00 = c + (m0 + 16 * blk) * ldc + n;  // a block blk, weight block 0
+          _tile_stored(4, sums, 64);
+          StoreTile(sums, rows0, m_a0, c00, ldc);
           if (two_a) {
-            _tile_loadd(3, v1 + s * 256, 64);
-            _tile_dpbf16ps(5, 0, 3);
+            _tile_stored(5, sums, 64);
+            StoreTile(sums, rows0, m_a1, c00 + 16 * ldc, ldc);
           }
           if (two_w) {
-            _tile_loadd(1, w1 + s * 32, lda * 2);
-            _tile_dpbf16ps(6, 1, 2);
-            if (two_a) _tile_dpbf16ps(7, 1, 3);
-          }
-        }
-        const int64_t m_a0 = std::min<int64_t>(16, ms - 16 * blk), m_a1 = std::min<int64_t>(16, ms - 16 * (blk + 1));
-        float* c00 = c + (m0 + 16 * blk) * ldc + n;  // a block blk, weight block 0
-        _tile_stored(4, sums, 64);
-        StoreTile(sums, rows0, m_a0, c00, ldc);
-        if (two_a) {
-          _tile_stored(5, sums, 64);
-          StoreTile(sums, rows0, m_a1, c00 + 16 * ldc, ldc);
-        }
-        if (two_w) {
-          _tile_stored(6, sums, 64);
-          StoreTile(sums, rows1, m_a0, c00 + kTileRows, ldc);
-          if (two_a) {
-            _tile_stored(7, sums, 64);
-            StoreTile(sums, rows1, m_a1, c00 + 16 * ldc + kTileRows, ldc);
+            _tile_stored(6, sums, 64);
+            StoreTile(sums, rows1, m_a0, c00 + kTileRows, ldc);
+            if (two_a) {
+              _tile_stored(7, sums, 64);
+              StoreTile(sums, rows1, m_a1, c00 + 16 * ldc + kTileRows, ldc);
+            }
           }
         }
       }
@@ -335,7 +338,14 @@ __attribute__((target("avx512vbmi"))) void StreamWide(const Fp8ToBf16Lut& lut, D
   _tile_release();
 }
 
-// The set's stream entry: c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows.
+// The set's stream_a_bytes: the pair-interleaved blocks of a where the tiles take M.
+size_t StreamABytes(int64_t lda, int64_t M) {
+  if (M < kAmxMinM) return 0;
+  return static_cast<size_t>((M + 15) / 16 * (lda / 32) * 256) * sizeof(uint32_t);
+}
+
+// The set's stream entry: c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows; a is
+// the packed rows below kAmxMinM, their pair-interleaved blocks from it.
 __attribute__((target("avx512vbmi"))) void StreamAmx(DType dt, const void* av, int64_t lda, int64_t M,
                                                      const void* bv, int64_t K, int64_t nrows, float* c,
                                                      int64_t ldc) {
@@ -345,12 +355,11 @@ __attribute__((target("avx512vbmi"))) void StreamAmx(DType dt, const void* av, i
   }
   if (dt != DType::kF8E4M3 && dt != DType::kBF16) ThrowUnsupportedPack("amx stream", dt);
   g_amx_stream_calls.fetch_add(1, std::memory_order_relaxed);
+  const auto* vnni = static_cast<const uint32_t*>(av);  // prepared by PairInterleaveBlocks
   if (M > kMaxM) {
-    StreamWide(Fp8ToBf16Lut(), dt, static_cast<const uint16_t*>(av), lda, M, bv, K, nrows, c, ldc);
+    StreamWide(Fp8ToBf16Lut(), dt, vnni, lda, M, bv, K, nrows, c, ldc);
     return;
   }
-  thread_local PairBuffer vnni;
-  PairInterleave(static_cast<const uint16_t*>(av), lda, M, vnni.Get(static_cast<size_t>(lda / 2 * M)));
   thread_local Staging st;
   const TileConfig cfg = ConfigFor(M);
   _tile_loadconfig(&cfg);
@@ -358,7 +367,7 @@ __attribute__((target("avx512vbmi"))) void StreamAmx(DType dt, const void* av, i
   const size_t row_bytes = static_cast<size_t>(K) * (dt == DType::kF8E4M3 ? 1 : 2);
   for (int64_t n = 0; n < nrows; n += kTileRows)
     Block(lut, dt, static_cast<const std::byte*>(bv) + static_cast<size_t>(n) * row_bytes, K,
-          std::min<int64_t>(kTileRows, nrows - n), vnni.data, M, st, c + n, ldc);
+          std::min<int64_t>(kTileRows, nrows - n), vnni, M, st, c + n, ldc);
   _tile_release();
 }
 
@@ -370,6 +379,8 @@ const KernelSet& AmxKernels() {
     k.name = "amx-bf16";
     k.stream = &StreamAmx;
     k.stream_max_m = kStreamMaxM;
+    k.stream_a_bytes = &StreamABytes;
+    k.prepare_stream_a = &PairInterleaveBlocks;
     return k;
   }();
   return ks;

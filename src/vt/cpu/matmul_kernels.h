@@ -51,7 +51,16 @@ struct KernelSet {
   // Largest M that takes `stream`: past it, decoding each weight group once per few rows
   // of a costs more than packing a panel once (measured per set with vt_kernels_bench).
   int64_t stream_max_m = 0;
+  // Optional, with stream: a's packed rows rearranged once per call into the layout the
+  // stream path reads, so that its calls (one per block of weight rows and thread) do not
+  // each redo it. stream_a_bytes(lda, M) is 0 where stream reads the packed rows as they
+  // are; otherwise prepare_stream_a fills that many bytes at dst for the row blocks
+  // [block0, block1) (kStreamABlockRows rows each; blocks are independent, so threads
+  // may fill different ones), and stream receives dst as its a.
+  size_t (*stream_a_bytes)(int64_t lda, int64_t M) = nullptr;
+  void (*prepare_stream_a)(const void* a, int64_t lda, int64_t M, int64_t block0, int64_t block1, void* dst) = nullptr;
 };
+inline constexpr int64_t kStreamABlockRows = 16;
 
 // Throws vt::Error for a dtype a set's pack does not handle (defined in the portable
 // code: ISA-specific files construct no exceptions or shared inline functions, which the
