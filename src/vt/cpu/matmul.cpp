@@ -121,23 +121,38 @@ Blocking ChooseBlocking(const KernelSet& ks, int64_t M, int64_t K) {
 
 // Epilogue for out rows [m0, m0 + rows_m) x columns [nb, nb + rows) from f32 sums
 // c[m * ldc + j]: alpha and the packing unscale, bias, one rounding to the output dtype.
+// Branch-free inner loops over columns (the bias converted to f32 once per chunk), so the
+// compiler vectorizes them: a prefill GEMM stores M x N of these.
 void StoreRows(const Gemm& g, float unscale, const float* acc, int64_t ldc, int64_t m0, int64_t rows_m, int64_t nb,
                int64_t rows) {
-  for (int64_t m = 0; m < rows_m; ++m) {
-    const float* c = acc + m * ldc;
-    const int64_t o = (m0 + m) * g.N + nb;
-    for (int64_t j = 0; j < rows; ++j) {
-      float v = g.alpha * (c[j] * unscale);
-      if (g.bias != nullptr) v += LoadFloat(g.bias->data(), g.bias->dtype(), nb + j);
+  constexpr int64_t kChunk = 256;
+  float bias[kChunk];
+  const float alpha = g.alpha;
+  for (int64_t j0 = 0; j0 < rows; j0 += kChunk) {
+    const int64_t n = std::min(kChunk, rows - j0);
+    if (g.bias != nullptr)
+      for (int64_t j = 0; j < n; ++j) bias[j] = LoadFloat(g.bias->data(), g.bias->dtype(), nb + j0 + j);
+    for (int64_t m = 0; m < rows_m; ++m) {
+      const float* c = acc + m * ldc + j0;
+      const int64_t o = (m0 + m) * g.N + nb + j0;
+      // v = alpha * (c * unscale) [+ bias]: no bias adds nothing (not even +0, which
+      // would turn a -0 sum into +0).
       if (g.out_dtype == DType::kF32) {
-        static_cast<float*>(g.out)[o + j] = v;
+        float* dst = static_cast<float*>(g.out) + o;
+        if (g.bias != nullptr)
+          for (int64_t j = 0; j < n; ++j) dst[j] = alpha * (c[j] * unscale) + bias[j];
+        else
+          for (int64_t j = 0; j < n; ++j) dst[j] = alpha * (c[j] * unscale);
       } else {
-        static_cast<uint16_t*>(g.out)[o + j] = FloatToBf16(v);
+        uint16_t* dst = static_cast<uint16_t*>(g.out) + o;
+        if (g.bias != nullptr)
+          for (int64_t j = 0; j < n; ++j) dst[j] = FloatToBf16(alpha * (c[j] * unscale) + bias[j]);
+        else
+          for (int64_t j = 0; j < n; ++j) dst[j] = FloatToBf16(alpha * (c[j] * unscale));
       }
     }
   }
 }
-
 // out rows [m0, m1) x columns [n0, n1) from packed a rows `ap` (stride bl.kp).
 void RunTile(const KernelSet& ks, const Gemm& g, const Blocking& bl, const std::byte* ap, int64_t m0, int64_t m1,
              int64_t n0, int64_t n1) {

@@ -242,10 +242,36 @@ __attribute__((target("avx512vbmi"))) void StageRows(const Fp8ToBf16Lut& lut, DT
 }
 
 // c[m * ldc + j] for the rows of a block of a (16 rows from m0, `mrows` real) and j < rows,
-// from a 16 x 16 sums tile stored as sums[j * 16 + m].
+// from a 16 x 16 sums tile stored as sums[j * 16 + m] (64-byte aligned): a 16 x 16
+// transpose in registers (32-bit, then 64-bit interleaves within 128-bit lanes, then two
+// rounds of 128-bit lane shuffles), one masked store per row of a.
 void StoreTile(const float* sums, int64_t rows, int64_t mrows, float* c, int64_t ldc) {
-  for (int64_t j = 0; j < rows; ++j)
-    for (int64_t m = 0; m < mrows; ++m) c[m * ldc + j] = sums[j * 16 + m];
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    const __m512 r0 = _mm512_load_ps(sums + 32 * i), r1 = _mm512_load_ps(sums + 32 * i + 16);
+    t[2 * i] = _mm512_unpacklo_ps(r0, r1);  // per lane L: r0[4L], r1[4L], r0[4L+1], r1[4L+1]
+    t[2 * i + 1] = _mm512_unpackhi_ps(r0, r1);
+  }
+  const auto pd = [](__m512 x) { return _mm512_castps_pd(x); };
+  for (int q = 0; q < 4; ++q) {  // u[4q + e], lane L: element 4L + e of sums rows 4q..4q+3
+    const __m512* tq = t + 4 * q;
+    u[4 * q + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(tq[0]), pd(tq[2])));
+    u[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(tq[0]), pd(tq[2])));
+    u[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(tq[1]), pd(tq[3])));
+    u[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(tq[1]), pd(tq[3])));
+  }
+  const auto mask = static_cast<__mmask16>((1u << rows) - 1);
+  for (int e = 0; e < 4; ++e) {
+    const __m512 x02 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), x13 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xDD);
+    const __m512 y02 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88);
+    const __m512 y13 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xDD);
+    const __m512 col[4] = {_mm512_shuffle_f32x4(x02, y02, 0x88), _mm512_shuffle_f32x4(x13, y13, 0x88),
+                           _mm512_shuffle_f32x4(x02, y02, 0xDD), _mm512_shuffle_f32x4(x13, y13, 0xDD)};
+    for (int l = 0; l < 4; ++l) {  // row of a m = 4l + e: its 16 sums, lane j = weight row j
+      const int64_t m = 4 * l + e;
+      if (m < mrows) _mm512_mask_storeu_ps(c + m * ldc, mask, col[l]);
+    }
+  }
 }
 
 __attribute__((target("avx512vbmi"))) void StreamWide(const Fp8ToBf16Lut& lut, DType dt, const uint32_t* vnni,
