@@ -95,7 +95,9 @@ void AddBenchCommand(CLI::App& app) {
     const int64_t V = model->vocab_size();
     VT_CHECK(L + O <= model->config().max_position_embeddings, "bench latency: input + output length ", L + O,
              " exceeds the model's context ", model->config().max_position_embeddings);
-    model::KvCache cache = model->MakeKvCache(B * (L + O) + 1);
+    // Every sequence holds whole blocks: B sequences of L + O tokens, plus the warm-up's.
+    constexpr int64_t kBlock = 16;
+    model::KvCache cache = model->MakeKvCache(B * ((L + O + kBlock - 1) / kBlock * kBlock) + kBlock, kBlock);
     std::mt19937 rng(0);
     std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
 

@@ -7,6 +7,7 @@
 #include "model/quant_config.h"
 #include "vt/detail/numerics.h"
 #include "vt/error.h"
+#include "vt/ops/cast.h"
 #include "vt/ops/matmul.h"
 #include "vt/ops/quant.h"
 
@@ -111,12 +112,12 @@ void RequantizeFp8(const vt::Queue& host_queue, const vt::Tensor& out, const vt:
                    float new_scale) {
   VT_CHECK(weight.dtype() == vt::DType::kF8E4M3 && weight.is_contiguous() && weight.device().is_cpu(),
            "RequantizeFp8: weight must be a contiguous CPU F8E4M3 tensor, got ", weight.Describe());
+  // Exact values (the vector fp8 cast), times the old scale in f32, quantized with the new.
   vt::Tensor deq = vt::Tensor::Empty(weight.shape(), vt::DType::kF32, vt::Device::Cpu());
-  const auto* src = weight.data_as<uint8_t>();
-  float* dst = deq.data_as<float>();
-  const int64_t n = weight.numel();
-  host_queue.ParallelFor(n, 1 << 14, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) dst[i] = vt::Fp8E4M3ToFloat(src[i]) * scale;
+  vt::Cast(host_queue, deq, weight);
+  float* v = deq.data_as<float>();
+  host_queue.ParallelFor(weight.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) v[i] *= scale;
   });
   vt::QuantFp8Static(host_queue, out, deq, new_scale);
 }
