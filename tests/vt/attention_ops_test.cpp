@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "elementwise_test_util.h"  // IsaLevels
 #include "vt/vt.h"
 
 namespace vt {
@@ -119,25 +120,43 @@ double RunCase(const Queue& q, DType dtype, int64_t Hq, int64_t Hk, int64_t D, i
   return max_err;
 }
 
+// Every case runs at every CPU ISA level this processor has: the vector kernels where the
+// head size is a multiple of their width (scalar: always the portable loops).
 TEST(PagedAttentionOp, PrefillBatchGqaF32) {
   // Two sequences: a fresh prompt of 37 and a chunk of 5 after 20 cached tokens.
-  for (int threads : {1, 3}) {
-    Queue q = Queue::Cpu(threads);
-    EXPECT_LT(RunCase(q, DType::kF32, 4, 2, 16, 8, {{37, 37, {}}, {25, 5, {}}}, 1), 2e-6) << threads;
-  }
+  for (CpuIsa isa : vt_test::IsaLevels())
+    for (int threads : {1, 3}) {
+      Queue q = Queue::Cpu(threads, isa);
+      EXPECT_LT(RunCase(q, DType::kF32, 4, 2, 16, 8, {{37, 37, {}}, {25, 5, {}}}, 1), 2e-6)
+          << threads << " " << CpuIsaName(isa);
+    }
 }
 
 TEST(PagedAttentionOp, DecodeMqaAndMha) {
-  Queue q = Queue::Cpu(2);
-  EXPECT_LT(RunCase(q, DType::kF32, 8, 1, 32, 16, {{50, 1, {}}, {1, 1, {}}, {17, 1, {}}}, 2), 2e-6);
-  EXPECT_LT(RunCase(q, DType::kF32, 3, 3, 8, 4, {{9, 1, {}}}, 3), 2e-6);
+  for (CpuIsa isa : vt_test::IsaLevels()) {
+    Queue q = Queue::Cpu(2, isa);
+    EXPECT_LT(RunCase(q, DType::kF32, 8, 1, 32, 16, {{50, 1, {}}, {1, 1, {}}, {17, 1, {}}}, 2), 2e-6)
+        << CpuIsaName(isa);
+    EXPECT_LT(RunCase(q, DType::kF32, 3, 3, 8, 4, {{9, 1, {}}}, 3), 2e-6) << CpuIsaName(isa);
+  }
+}
+
+TEST(PagedAttentionOp, ModelHeadSizeAndLongBlocks) {
+  // D = 128 as in the models; blocks of 80 tokens, more keys than one pass of the vector
+  // kernel (64), so a block's keys take two passes with the running max carried between.
+  for (CpuIsa isa : vt_test::IsaLevels()) {
+    Queue q = Queue::Cpu(2, isa);
+    EXPECT_LT(RunCase(q, DType::kF32, 4, 2, 128, 80, {{200, 200, {}}, {90, 3, {}}}, 5), 2e-6) << CpuIsaName(isa);
+  }
 }
 
 TEST(PagedAttentionOp, Bf16RoundsTheResultOnce) {
   // Inputs are BF16; the f32 result is rounded once: error <= half a BF16 ulp of |out| <= ~4
   // (2^-8 * 4 / 2) plus the f32 arithmetic.
-  Queue q = Queue::Cpu(2);
-  EXPECT_LT(RunCase(q, DType::kBF16, 4, 2, 64, 16, {{70, 70, {}}, {33, 1, {}}}, 4), 8e-3);
+  for (CpuIsa isa : vt_test::IsaLevels()) {
+    Queue q = Queue::Cpu(2, isa);
+    EXPECT_LT(RunCase(q, DType::kBF16, 4, 2, 64, 16, {{70, 70, {}}, {33, 1, {}}}, 4), 8e-3) << CpuIsaName(isa);
+  }
 }
 
 TEST(KvCacheWriteOp, PlacesRowsBySlotAndSkipsNegativeSlots) {

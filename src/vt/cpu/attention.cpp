@@ -4,11 +4,14 @@
 // Work is split into items (sequence, KV head, group of query heads, chunk of query rows);
 // an item converts each cache block of its KV head to f32 once and uses it for every query
 // head of the group and every row of the chunk, so GQA reads the cache once per KV head.
+// Each (query row, block) step runs the queue's vector kernel (attention_kernels.h) where
+// the ISA and head size allow, else the portable loops below.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "vt/cpu/attention_kernels.h"
 #include "vt/cpu/backend.h"
 #include "vt/cpu/elem.h"
 #include "vt/ops/attention.h"
@@ -53,9 +56,9 @@ struct Geometry {
   DType dtype;
 };
 
-void RunItem(const WorkItem& w, const Geometry& g, const Tensor& out, const Tensor& query, const Tensor& key_cache,
-             const Tensor& value_cache, const int32_t* block_row, int64_t ctx, int64_t q_start, int64_t n_new,
-             float scale) {
+void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& g, const Tensor& out,
+             const Tensor& query, const Tensor& key_cache, const Tensor& value_cache, const int32_t* block_row,
+             int64_t ctx, int64_t q_start, int64_t n_new, float scale) {
   const int64_t D = g.D, heads = w.head1 - w.head0, rows = w.row1 - w.row0, nq = heads * rows;
   thread_local std::vector<float> qf, acc, m, l, kf, vf, score;
   qf.resize(nq * D);
@@ -94,6 +97,10 @@ void RunItem(const WorkItem& w, const Geometry& g, const Tensor& out, const Tens
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t qi = r * heads + h;
         const float* qv = &qf[qi * D];
+        if (ks != nullptr) {
+          ks->attend_block(qv, kf.data(), vf.data(), valid, D, &acc[qi * D], m[qi], l[qi]);
+          continue;
+        }
         float bm = -INFINITY;
         for (int64_t j = 0; j < valid; ++j) {
           score[j] = Dot(qv, &kf[j * D], D);
@@ -176,10 +183,11 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
           items.push_back({s, kh, h0, h0 + per, r0, std::min(n, r0 + kRowChunk)});
         }
   }
+  const attention::KernelSet* ks = attention::ForIsa(Cpu(q).isa, g.D);
   Cpu(q).pool.ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const WorkItem& w = items[i];
-      RunItem(w, g, out, query, key_cache, value_cache, tables + w.seq * g.max_blocks, lens[w.seq], qsl[w.seq],
+      RunItem(ks, w, g, out, query, key_cache, value_cache, tables + w.seq * g.max_blocks, lens[w.seq], qsl[w.seq],
               qsl[w.seq + 1] - qsl[w.seq], scale);
     }
   });

@@ -120,6 +120,9 @@ VT_INLINE float CombineLanes(const V (&acc)[kAccs]) {
   return _mm_cvtss_f32(s1);
 }
 
+// The sum of the lanes, in the instruction sequence's own order.
+VT_INLINE float SumLanes(V v) { return _mm512_reduce_add_ps(v); }
+
 #else  // AVX2
 
 constexpr int kLanes = 8;
@@ -192,6 +195,12 @@ VT_INLINE float CombineLanes(const V (&acc)[kAccs]) {
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
   return _mm_cvtss_f32(s1);
+}
+
+VT_INLINE float SumLanes(V v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
 #endif

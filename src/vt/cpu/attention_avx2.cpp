@@ -1,0 +1,17 @@
+// The attention vector kernel at avx2 width (see attention_simd.h).
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "vt/cpu/attention_simd.h"
+
+namespace vt::cpu::attention {
+
+const KernelSet* Avx2Kernels() {
+  static constexpr KernelSet kSet = {"avx2", avx2::kLanes, &avx2::AttendBlock};
+  return &kSet;
+}
+
+}  // namespace vt::cpu::attention
