@@ -9,7 +9,6 @@
 
 #include "vt/cpu/attention_kernels.h"
 #include "vt/cpu/simd_vec.h"
-#include "vt/detail/numerics.h"
 
 namespace vt::cpu::VT_SIMD_NS {
 namespace {
@@ -34,10 +33,12 @@ void AttendKeys(const float* q, const float* k, const float* v, int64_t n, int64
     bm = s[j] > bm ? s[j] : bm;
   }
   if (bm > m) {
-    const float rescale = numerics::Exp(m - bm);  // e^-inf = 0 on a row's first keys
-    const V r = Set1(rescale);
+    // e^-inf = 0 on a row's first keys. (The vector Exp, not the scalar numerics::Exp: an
+    // inline function with external linkage compiled here could be the copy the linker
+    // keeps for code meant to run on any processor.)
+    const V r = Exp(Set1(m - bm));
     for (int64_t i = 0; i < D; i += kLanes) StoreF32(acc + i, Mul(LoadF32(acc + i), r));
-    l *= rescale;
+    l *= FirstLane(r);
     m = bm;
   }
   const V mv = Set1(m);

@@ -122,6 +122,7 @@ VT_INLINE float CombineLanes(const V (&acc)[kAccs]) {
 
 // The sum of the lanes, in the instruction sequence's own order.
 VT_INLINE float SumLanes(V v) { return _mm512_reduce_add_ps(v); }
+VT_INLINE float FirstLane(V v) { return _mm512_cvtss_f32(v); }
 
 #else  // AVX2
 
@@ -197,6 +198,7 @@ VT_INLINE float CombineLanes(const V (&acc)[kAccs]) {
   return _mm_cvtss_f32(s1);
 }
 
+VT_INLINE float FirstLane(V v) { return _mm256_cvtss_f32(v); }
 VT_INLINE float SumLanes(V v) {
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
