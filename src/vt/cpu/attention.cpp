@@ -80,11 +80,29 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
   const int64_t first_pos = ctx - n_new;           // position of new row 0
   const int64_t last_pos = first_pos + w.row1 - 1;  // the furthest any row of the chunk sees
   const int64_t token_stride = g.Hk * D;            // between consecutive slots of a block
+  // This KV head's rows of a block are token_stride apart, too far apart for the hardware
+  // prefetchers: the next block's rows are prefetched while this one is converted and used.
+  const size_t row_bytes = static_cast<size_t>(D) * esize;
+  auto prefetch_block = [&](int64_t b) {
+    if (b * g.block_size > last_pos) return;
+    const size_t base = static_cast<size_t>((block_row[b] * g.block_size * g.Hk + w.kv_head) * D);
+    const int64_t count = std::min(g.block_size, last_pos + 1 - b * g.block_size);
+    for (int64_t j = 0; j < count; ++j) {
+      const char* k = static_cast<const char*>(key_cache.data()) + (base + j * token_stride) * esize;
+      const char* v = static_cast<const char*>(value_cache.data()) + (base + j * token_stride) * esize;
+      for (size_t o = 0; o < row_bytes; o += 64) {
+        __builtin_prefetch(k + o);
+        __builtin_prefetch(v + o);
+      }
+    }
+  };
+  prefetch_block(0);
   for (int64_t b = 0; b * g.block_size <= last_pos; ++b) {
     const int64_t tok0 = b * g.block_size;
     const int64_t count = std::min(g.block_size, last_pos + 1 - tok0);
     const int64_t block = block_row[b];
     const size_t base = static_cast<size_t>((block * g.block_size * g.Hk + w.kv_head) * D);
+    prefetch_block(b + 1);
     for (int64_t j = 0; j < count; ++j) {
       ToF32(&kf[j * D], static_cast<const char*>(key_cache.data()) + (base + j * token_stride) * esize, g.dtype, D);
       ToF32(&vf[j * D], static_cast<const char*>(value_cache.data()) + (base + j * token_stride) * esize, g.dtype,
