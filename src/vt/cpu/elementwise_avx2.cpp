@@ -1,13 +1,7 @@
 // The elementwise vector kernels at avx2 width (see elementwise_simd.h).
 //
-// Contraction is off: a multiply feeding an add must stay two roundings, as in the scalar
-// reference (the fused recipes promise the same bytes on every path).
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
+// simd_vec.h turns contraction off: a multiply feeding an add must stay two roundings, as
+// in the scalar reference (the fused recipes promise the same bytes on every path).
 #include "vt/cpu/elementwise_simd.h"
 
 namespace vt::cpu::elementwise {

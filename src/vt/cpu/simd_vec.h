@@ -8,9 +8,16 @@
 // instructions is ever shared with the portable code.
 //
 // Each function performs the IEEE operations of its scalar counterpart in the same order,
-// so results are bit-identical lane by lane. The including file must disable floating
-// point contraction (a multiply feeding an add must not become an fma).
+// so results are bit-identical lane by lane. Floating point contraction is off for the
+// rest of every file that includes this (a multiply feeding an add must not become an fma;
+// the project's -ffp-contract=off says so too, this keeps it true for any build).
 #pragma once
+
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 
 #include <immintrin.h>
 
