@@ -195,7 +195,9 @@ void PairInterleaveBlocks(const void* av, int64_t lda, int64_t M, int64_t block0
   }
 }
 
-// 64-byte aligned scratch that grows and is kept per thread.
+// 64-byte aligned scratch that grows and is kept per thread. (Not matmul.cpp's Scratch: its
+// unique_ptr members instantiated here would be compiled for AMX/AVX-512, and the linker
+// may keep that copy for code meant to run anywhere.)
 template <typename T>
 struct AlignedBuffer {
   T* p = nullptr;
