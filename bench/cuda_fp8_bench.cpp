@@ -13,7 +13,7 @@
 //    dependent launches stay overlapped as graph edges), with its GB/s.
 // Weights rotate through copies totalling >= 256 MiB so that they stream from HBM rather
 // than L2. The read roofline is a kernel that only streams a weight-sized buffer, timed
-// the same ways.
+// the same ways. `--gemv` measures M = 1 only (the decode kernels, a shorter run).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -144,7 +144,9 @@ double GraphUs(cudaStream_t stream, int reps, int chain, const std::function<voi
 
 void LaunchStreamRead(const void* p, int64_t bytes, uint32_t* sink, int sms, cudaStream_t stream);
 
-int main() {
+int main(int argc, char** argv) {
+  // --gemv: only M = 1 (cuBLASLt FP8, the dispatched kernel and every GEMV variant).
+  const bool gemv_only = argc > 1 && std::string(argv[1]) == "--gemv";
   if (vt::CudaDeviceCount() == 0) {
     std::printf("cuda_fp8_bench: no CUDA device, nothing measured\n");
     return 0;
@@ -204,7 +206,8 @@ int main() {
                             {"0.6B qkv 1024->4096", 4096, 1024},
                             {"0.6B o 2048->1024", 1024, 2048},
                             {"0.6B down 3072->1024", 1024, 3072}};
-  const int64_t Ms[] = {1, 4, 16, 64, 256, 4096};
+  const std::vector<int64_t> Ms =
+      gemv_only ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 4, 16, 64, 256, 4096};
   std::mt19937 rng(1);
   std::printf("%-30s %5s %-16s %9s %9s %9s %9s %10s %8s %9s %9s\n", "shape", "M", "kernel", "call_us", "chain_us",
               "issue_us", "TFLOP/s", "weightGB/s", "vs_lt", "graph_us", "graphGB/s");
@@ -270,6 +273,7 @@ int main() {
           });
         }
       }
+      if (gemv_only) continue;
       if (M <= 16)
         measure("vt-smallM", wb, [&](int i) { vt::cuda::MatmulFp8Small(q, out, a8, w8[i % copies], alpha, nullptr); });
       if (M <= 16)
