@@ -151,14 +151,19 @@ struct MultiplyRate {
 };
 #if defined(__x86_64__) || defined(_M_X64)
 // One function per instruction (vector types cannot cross into code compiled without
-// the ISA, so no shared template): 24 accumulators, `iters` rounds.
+// the ISA, so no shared template): 24 accumulators, `iters` rounds. The unroll pragma keeps
+// the accumulators in registers: without it GCC 12 kept them in a stack array and each
+// round loaded, multiplied twice into and stored every element, a latency-bound chain
+// that measured a third of the real rate (so the kernels looked faster than the limit).
 #define VT_BENCH_CHAINS(NAME, TARGET, VEC, ZERO, SEED, OP)                     \
   __attribute__((target(TARGET), noinline)) uint64_t NAME(int64_t iters) {     \
     const auto x = SEED;                                                       \
     VEC acc[24];                                                               \
     for (auto& a : acc) a = ZERO;                                              \
-    for (int64_t i = 0; i < iters; ++i)                                        \
-      for (auto& a : acc) a = OP(a, x, x);                                     \
+    for (int64_t i = 0; i < iters; ++i) {                                      \
+      _Pragma("GCC unroll 24") for (int c = 0; c < 24; ++c) acc[c] =           \
+          OP(acc[c], x, x);                                                    \
+    }                                                                          \
     uint64_t sum = 0;                                                          \
     for (auto& a : acc) {                                                      \
       uint64_t u;                                                              \
