@@ -18,6 +18,8 @@
 // (decode: fp8 and BF16 calls alternated, so both medians see the same machine state).
 //
 //   vt_kernels_bench [--quick] [--threads N] [--isa scalar|avx2|avx512|avx512bf16|amx]
+//                    [--fp8-decode half|f32-bits]   (the avx2/avx512 levels' fp8 stream decode;
+//                                                    default: f32-bits on AMD, half elsewhere)
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -37,6 +39,7 @@
 #include <immintrin.h>
 #endif
 
+#include "vt/cpu/matmul_kernels.h"
 #include "vt/vt.h"
 
 namespace {
@@ -266,8 +269,19 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "unknown --isa %s (scalar, avx2, avx512, avx512bf16 or amx)\n", name.c_str());
         return 2;
       }
+    } else if (arg == "--fp8-decode" && i + 1 < argc) {
+      const std::string name = argv[++i];
+      if (name != "half" && name != "f32-bits") {
+        std::fprintf(stderr, "unknown --fp8-decode %s (half or f32-bits)\n", name.c_str());
+        return 2;
+      }
+      vt::cpu::matmul::SetFp8StreamDecode(name == "half" ? vt::cpu::matmul::Fp8StreamDecode::kHalf
+                                                         : vt::cpu::matmul::Fp8StreamDecode::kF32Bits);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--threads N] [--isa scalar|avx2|avx512|avx512bf16|amx]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--quick] [--threads N] [--isa scalar|avx2|avx512|avx512bf16|amx] "
+                   "[--fp8-decode half|f32-bits]\n",
+                   argv[0]);
       return 2;
     }
   }

@@ -18,6 +18,9 @@
 #include <vector>
 
 #include "matmul_test_util.h"
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include "vt/cpu/matmul_kernels.h"
 #include "vt/vt.h"
 
@@ -165,8 +168,17 @@ TEST(MatmulFp8, EachIsaLevelRunsItsKernelSet) {
       const auto a = vt::Tensor::FromHost(RandomFp8(M * K, rng).data(), {M, K}, vt::DType::kF8E4M3);
       auto out = vt::Tensor::Empty({M, N}, vt::DType::kF32);
       const int64_t amx_before = vt::cpu::matmul::AmxStreamCalls();
+      const int64_t bits_before = vt::cpu::matmul::F32BitsStreamCalls();
       vt::MatmulFp8(q, out, a, b, 0.5f);
       const vt::cpu::matmul::LastGemm last = vt::cpu::matmul::LastGemmOnThisThread();
+#if defined(__x86_64__)
+      // The F32 sets' stream decodes fp8 into f32 bits on AMD processors (by default).
+      const bool f32_set = isa == vt::CpuIsa::kAvx2 || isa == vt::CpuIsa::kAvx512;
+      EXPECT_EQ(vt::cpu::matmul::F32BitsStreamCalls() > bits_before,
+                f32_set && last.stream && __builtin_cpu_is("amd"));
+#else
+      EXPECT_EQ(vt::cpu::matmul::F32BitsStreamCalls(), bits_before);
+#endif
       ASSERT_NE(last.set, nullptr);
       EXPECT_EQ(std::string(last.set), set_of.at(isa));
       // Streaming: M <= 4 on the F32 sets, M <= 16 on the vdpbf16ps set; the AMX set
@@ -226,6 +238,73 @@ TEST(MatmulFp8, NanCodesPropagate) {
       EXPECT_EQ(std::isnan(got[i]), i / N == 1 || i % N == 5 || i % N == 7) << vt::CpuIsaName(isa) << " element " << i;
   }
 }
+
+#if defined(__x86_64__)
+// The AVX2 stream's two fp8 decodes (Fp8StreamDecode in matmul_kernels.h), each forced in
+// turn at the AVX2 and AVX-512 F32 levels: uniform codes (1 in 16 subnormal), K tails, NaN
+// codes in a and in weight rows, and the caller's MXCSR set to denormals-are-zero and
+// flush-to-zero (the queue's threads, created after, inherit it). Within the bound, NaN
+// exactly where a NaN meets, and the counter says which decode ran.
+TEST(MatmulFp8, StreamDecodesWithinBound) {
+  namespace mm = vt::cpu::matmul;
+  std::vector<vt::CpuIsa> levels;
+  for (vt::CpuIsa isa : vt_test::IsaLevels())
+    if (isa == vt::CpuIsa::kAvx2 || isa == vt::CpuIsa::kAvx512) levels.push_back(isa);
+  if (levels.empty()) GTEST_SKIP() << "no AVX2 on this processor";
+  struct RestoreAuto {
+    ~RestoreAuto() { vt::cpu::matmul::SetFp8StreamDecode(vt::cpu::matmul::Fp8StreamDecode::kAuto); }
+  } restore;
+  // N = 24: every weight subnormal (where flushing them to zero would show).
+  const std::vector<vt_test::Shape3> shapes = {{1, 37, 16},  {1, 64, 1030}, {2, 19, 70},
+                                               {2, 24, 96}, {3, 40, 200},  {4, 33, 4104}};
+  std::mt19937 rng(2024);
+  int checked = 0;
+  for (bool daz : {false, true}) {
+    const unsigned csr = _mm_getcsr();
+    if (daz) _mm_setcsr(csr | 0x8040u);
+    for (mm::Fp8StreamDecode decode : {mm::Fp8StreamDecode::kHalf, mm::Fp8StreamDecode::kF32Bits}) {
+      mm::SetFp8StreamDecode(decode);
+      const bool bits = decode == mm::Fp8StreamDecode::kF32Bits;
+      for (vt::CpuIsa isa : levels) {
+        const vt::Queue q = vt::Queue::Cpu(3, isa);
+        for (const vt_test::Shape3& s : shapes) {
+          SCOPED_TRACE(vt::StrCat("isa=", vt::CpuIsaName(isa), " decode=", bits ? "f32-bits" : "half", " daz=", daz,
+                                  " M=", s.M, " N=", s.N, " K=", s.K));
+          auto a = RandomFp8(s.M * s.K, rng), b = RandomFp8(s.N * s.K, rng);
+          if (s.N == 24)
+            for (auto& c : b) c &= 0x87;
+          const bool nan = s.M == 3;
+          if (nan) {
+            a[1 * s.K + 7] = 0xFF;            // row 1 of a
+            b[5 * s.K + s.K - 1] = 0x7F;      // weight row 5, last code (the K tail when K % 16 != 0)
+            b[11 * s.K + 100] = 0xFF;         // weight row 11, mid-row
+          }
+          const Reference ref = ComputeReference(a, b, s.M, s.N, s.K);
+          auto out = vt::Tensor::Empty({s.M, s.N}, vt::DType::kF32);
+          const int64_t before = mm::F32BitsStreamCalls();
+          vt::MatmulFp8(q, out, vt::Tensor::FromHost(a.data(), {s.M, s.K}, vt::DType::kF8E4M3),
+                        vt::Tensor::FromHost(b.data(), {s.N, s.K}, vt::DType::kF8E4M3), 0.75f);
+          EXPECT_EQ(mm::F32BitsStreamCalls() > before, bits);
+          const auto got = ToFloats(out);
+          for (int64_t i = 0; i < s.M * s.N; ++i) {
+            const bool want_nan = nan && (i / s.N == 1 || i % s.N == 5 || i % s.N == 11);
+            if (want_nan) {
+              EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
+            } else {
+              const double want = 0.75 * ref.dot[i];
+              EXPECT_NEAR(got[i], want, vt_test::MatmulBound(want, ref.mag[i], 0.75, 0.0, s.K, vt::DType::kF32))
+                  << "element " << i;
+            }
+            ++checked;
+          }
+        }
+      }
+    }
+    _mm_setcsr(csr);
+  }
+  EXPECT_GT(checked, 0);
+}
+#endif
 
 // ---- cuBLASLt oracle --------------------------------------------------------------------
 

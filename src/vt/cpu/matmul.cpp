@@ -218,7 +218,7 @@ void RunGemm(const Queue& q, const Gemm& g) {
   t_last_gemm = matmul::LastGemm{ks.name, stream};
   if (stream) {
     const std::byte* as = ap;
-    const size_t prepared = ks.stream_a_bytes != nullptr ? ks.stream_a_bytes(bl.kp, g.M) : 0;
+    const size_t prepared = ks.stream_a_bytes != nullptr ? ks.stream_a_bytes(g.b_dtype, bl.kp, g.M) : 0;
     if (prepared > 0) {
       auto* dst = static_cast<std::byte*>(StreamAScratch().Get(prepared));
       const int64_t blocks = (g.M + matmul::kStreamABlockRows - 1) / matmul::kStreamABlockRows;
@@ -249,6 +249,8 @@ void MatmulCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor&
 matmul::LastGemm matmul::LastGemmOnThisThread() { return t_last_gemm; }
 #if !defined(VT_CPU_X86)
 int64_t matmul::AmxStreamCalls() { return 0; }
+void matmul::SetFp8StreamDecode(Fp8StreamDecode) {}
+int64_t matmul::F32BitsStreamCalls() { return 0; }
 #endif
 
 void RegisterMatmulKernels() {

@@ -367,7 +367,7 @@ __attribute__((target("avx512vbmi"))) void StreamWide(const Fp8ToBf16Lut& lut, D
 }
 
 // The set's stream_a_bytes: the pair-interleaved blocks of a where the tiles take M.
-size_t StreamABytes(int64_t lda, int64_t M) {
+size_t StreamABytes(DType, int64_t lda, int64_t M) {
   if (M < kAmxMinM) return 0;
   return static_cast<size_t>((M + 15) / 16 * (lda / 32) * 256) * sizeof(uint32_t);
 }

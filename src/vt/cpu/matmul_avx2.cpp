@@ -2,10 +2,12 @@
 // multiplied with FMA on 8 lanes. fp8 is decoded with the half trick described in
 // matmul_avx512.cpp (sign-extend, shift left by 7, clear bit 14: value * 2^-8 as an IEEE
 // half), then vcvtph2ps; the driver multiplies by 2^8 per fp8 operand. Small M streams
-// the weight rows straight into the FMAs (decoded in registers, no panel).
+// the weight rows straight into the FMAs (decoded in registers, no panel), on AMD
+// processors with the f32-bits decode (Fp8StreamDecode in matmul_kernels.h).
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "vt/cpu/matmul_kernels.h"
@@ -103,6 +105,52 @@ void Gemm(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, i
 
 // ---- Streaming decode (small M) -----------------------------------------------------
 
+std::atomic<int> g_decode{static_cast<int>(Fp8StreamDecode::kAuto)};
+std::atomic<int64_t> g_f32bits_calls{0};
+
+// Whether the stream decodes these weights as kF32Bits (and so reads prepared rows of a).
+bool UseF32Bits(DType b_dtype) {
+  if (b_dtype != DType::kF8E4M3) return false;
+  switch (static_cast<Fp8StreamDecode>(g_decode.load(std::memory_order_relaxed))) {
+    case Fp8StreamDecode::kHalf: return false;
+    case Fp8StreamDecode::kF32Bits: return true;
+    case Fp8StreamDecode::kAuto: break;
+  }
+  static const bool amd = __builtin_cpu_is("amd");
+  return amd;
+}
+
+// kF32Bits: the weights come out as value * 2^-120 (the half trick's 2^-8 times 2^-112),
+// so a is multiplied by 2^112 when prepared: every product is a·b·2^-16, as with the half
+// trick, exact and far from the f32 limits (|a·b| <= 448², fp8 products >= 2^-18).
+constexpr float kF32BitsAScale = 0x1p112f;
+// Prepared rows are padded to whole 16-value steps; within each step the even K offsets
+// come first, then the odd ones (the order the decode gives the weights in).
+int64_t F32BitsLda(int64_t lda) { return (lda + 15) / 16 * 16; }
+
+// 16 fp8 codes -> their values * 2^-120 as f32: w0 the even codes (0, 2, .., 14), w1 the
+// odd ones. Sign-extended to 16 bits, code 2i is the low half of 32-bit lane i and code
+// 2i+1 the high half; shifting the lane left by 20 (by 4) puts that code's 7 magnitude
+// bits at f32 bits 20..26 (exponent field low bits and mantissa top bits) and copies of
+// its sign over bits 27..31; the mask keeps bit 31 and bits 20..26. Exact for every code,
+// subnormals included (they become f32 subnormals). Without kNaN the NaN codes come out
+// as finite numbers (StreamTile notices them).
+template <bool kNaN>
+inline void Fp8ToF32BitsX16(__m128i x, __m256& w0, __m256& w1) {
+  const __m256i s = _mm256_cvtepi8_epi16(x);
+  const __m256i keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
+  __m256i e = _mm256_and_si256(_mm256_slli_epi32(s, 20), keep);
+  __m256i o = _mm256_and_si256(_mm256_slli_epi32(s, 4), keep);
+  if constexpr (kNaN) {
+    const __m256i mag = _mm256_set1_epi32(0x7FFFFFFF), nan_bits = _mm256_set1_epi32(0x07F00000);
+    const __m256i qnan = _mm256_set1_epi32(0x7FC00000);
+    e = _mm256_blendv_epi8(e, qnan, _mm256_cmpeq_epi32(_mm256_and_si256(e, mag), nan_bits));
+    o = _mm256_blendv_epi8(o, qnan, _mm256_cmpeq_epi32(_mm256_and_si256(o, mag), nan_bits));
+  }
+  w0 = _mm256_castsi256_ps(e);
+  w1 = _mm256_castsi256_ps(o);
+}
+
 // 16 fp8 codes -> 16 f32 (value * 2^-8) in w0 (codes 0..7) and w1 (8..15). Without kNaN
 // the NaN codes (S.1111.111) come out as finite numbers (StreamTile notices them).
 template <bool kNaN>
@@ -130,8 +178,9 @@ inline void Bf16ToF32x16(const uint16_t* p, __m256& w0, __m256& w1) {
 // goes through zero-padded copies, so no load passes a row's end or a's padding. fp8 rows
 // run first without the NaN fix-up of the decode, keeping the largest code magnitude
 // seen (two instructions per 16 codes instead of four); if that is the NaN magnitude
-// (rare: checkpoints hold no NaN weights) the tile runs again with it.
-template <typename W, int MR, int NR>
+// (rare: checkpoints hold no NaN weights) the tile runs again with it. kBits: fp8 decoded
+// as kF32Bits against prepared rows of a (each step's 8 even K values, then the 8 odd).
+template <typename W, int MR, int NR, bool kBits = false>
 void StreamTile(const float* a, int64_t lda, const W* b, int64_t ldb, int64_t K, float* c, int64_t ldc,
                 int64_t cs) {
   constexpr int64_t kElt = sizeof(W);
@@ -148,7 +197,10 @@ void StreamTile(const float* a, int64_t lda, const W* b, int64_t ldb, int64_t K,
       if constexpr (kElt == 1) {
         const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(br[j]));
         if constexpr (!kNaN) seen = _mm_max_epu8(seen, _mm_and_si128(x, _mm_set1_epi8(0x7F)));
-        Fp8ToF32x16<kNaN>(x, w0, w1);
+        if constexpr (kBits)
+          Fp8ToF32BitsX16<kNaN>(x, w0, w1);
+        else
+          Fp8ToF32x16<kNaN>(x, w0, w1);
       } else if constexpr (kElt == 2) {
         Bf16ToF32x16(br[j], w0, w1);
       } else {
@@ -207,36 +259,63 @@ void StreamTile(const float* a, int64_t lda, const W* b, int64_t ldb, int64_t K,
 }
 
 // The group against all M rows of a, in pairs: the group's rows stay in L1 after the first.
-template <typename W, int NR>
+template <typename W, int NR, bool kBits>
 void StreamGroup(const float* a, int64_t lda, int64_t M, const W* b, int64_t ldb, int64_t K, float* c, int64_t ldc,
                  int64_t cs) {
   for (int64_t m = 0; m < M; m += kRowsA) {
     if (M - m >= kRowsA)
-      StreamTile<W, kRowsA, NR>(a + m * lda, lda, b, ldb, K, c + m * ldc, ldc, cs);
+      StreamTile<W, kRowsA, NR, kBits>(a + m * lda, lda, b, ldb, K, c + m * ldc, ldc, cs);
     else
-      StreamTile<W, 1, NR>(a + m * lda, lda, b, ldb, K, c + m * ldc, ldc, cs);
+      StreamTile<W, 1, NR, kBits>(a + m * lda, lda, b, ldb, K, c + m * ldc, ldc, cs);
   }
 }
 
 // c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows; a packed as by Pack (F32,
-// zero from K to lda), b the raw [nrows, K] weight rows; groups laid out as
-// matmul_local.h describes.
-template <typename W>
+// zero from K to lda; with kBits prepared by PrepareStreamAF32Avx2), b the raw [nrows, K]
+// weight rows; groups laid out as matmul_local.h describes.
+template <typename W, bool kBits = false>
 void StreamAll(const float* a, int64_t lda, int64_t M, const W* b, int64_t K, int64_t nrows, float* c,
                int64_t ldc) {
   const StreamGroups gs = GroupsFor(M, nrows);
   for (int64_t g = 0; g < gs.groups; ++g)
-    StreamGroup<W, kPanelRows>(a, lda, M, b + g * gs.first * K, gs.stride * K, K, c + g * gs.first, ldc, gs.stride);
+    StreamGroup<W, kPanelRows, kBits>(a, lda, M, b + g * gs.first * K, gs.stride * K, K, c + g * gs.first, ldc,
+                                      gs.stride);
   for (int64_t n = kPanelRows * gs.groups; n < nrows; ++n)
-    StreamGroup<W, 1>(a, lda, M, b + n * K, K, K, c + n, ldc, 1);
+    StreamGroup<W, 1, kBits>(a, lda, M, b + n * K, K, K, c + n, ldc, 1);
 }
 
 }  // namespace
 
+void SetFp8StreamDecode(Fp8StreamDecode decode) { g_decode.store(static_cast<int>(decode)); }
+int64_t F32BitsStreamCalls() { return g_f32bits_calls.load(std::memory_order_relaxed); }
+
+size_t StreamABytesF32Avx2(DType b_dtype, int64_t lda, int64_t M) {
+  return UseF32Bits(b_dtype) ? static_cast<size_t>(M * F32BitsLda(lda)) * sizeof(float) : 0;
+}
+
+void PrepareStreamAF32Avx2(const void* av, int64_t lda, int64_t M, int64_t block0, int64_t block1, void* dst) {
+  const auto* a = static_cast<const float*>(av);
+  auto* d = static_cast<float*>(dst);
+  const int64_t ldp = F32BitsLda(lda), m1 = std::min(M, block1 * kStreamABlockRows);
+  for (int64_t m = block0 * kStreamABlockRows; m < m1; ++m)
+    for (int64_t k = 0; k < ldp; k += 16)
+      for (int64_t j = 0; j < 16; ++j)
+        d[m * ldp + k + (j % 2) * 8 + j / 2] = k + j < lda ? a[m * lda + k + j] * kF32BitsAScale : 0.0f;
+}
+
 void StreamF32Avx2(DType dt, const void* a, int64_t lda, int64_t M, const void* b, int64_t K, int64_t nrows,
                    float* c, int64_t ldc) {
   const auto* af = static_cast<const float*>(a);
-  if (dt == DType::kF8E4M3)
+  if (UseF32Bits(dt)) {
+    // IEEE arithmetic whatever the caller's MXCSR: with denormals-are-zero set, the
+    // subnormal weights would count as 0 (the half trick never makes subnormal floats).
+    const unsigned csr = _mm_getcsr();
+    constexpr unsigned kDazFtz = 0x8040;
+    if ((csr & kDazFtz) != 0) _mm_setcsr(csr & ~kDazFtz);
+    g_f32bits_calls.fetch_add(1, std::memory_order_relaxed);
+    StreamAll<uint8_t, true>(af, F32BitsLda(lda), M, static_cast<const uint8_t*>(b), K, nrows, c, ldc);
+    if ((csr & kDazFtz) != 0) _mm_setcsr(csr);
+  } else if (dt == DType::kF8E4M3)
     StreamAll(af, lda, M, static_cast<const uint8_t*>(b), K, nrows, c, ldc);
   else if (dt == DType::kBF16)
     StreamAll(af, lda, M, static_cast<const uint16_t*>(b), K, nrows, c, ldc);
@@ -248,7 +327,7 @@ void StreamF32Avx2(DType dt, const void* a, int64_t lda, int64_t M, const void* 
 
 const KernelSet& Avx2Kernels() {
   static const KernelSet ks{"avx2-f32", kLanes, 4, 256.0f, &Accepts, &Pack, &Gemm, &StreamF32Avx2,
-                            kStreamMaxMF32};
+                            kStreamMaxMF32, &StreamABytesF32Avx2, &PrepareStreamAF32Avx2};
   return ks;
 }
 

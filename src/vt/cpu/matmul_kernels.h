@@ -53,11 +53,11 @@ struct KernelSet {
   int64_t stream_max_m = 0;
   // Optional, with stream: a's packed rows rearranged once per call into the layout the
   // stream path reads, so that its calls (one per block of weight rows and thread) do not
-  // each redo it. stream_a_bytes(lda, M) is 0 where stream reads the packed rows as they
-  // are; otherwise prepare_stream_a fills that many bytes at dst for the row blocks
+  // each redo it. stream_a_bytes(b_dtype, lda, M) is 0 where stream reads the packed rows
+  // as they are; otherwise prepare_stream_a fills that many bytes at dst for the row blocks
   // [block0, block1) (kStreamABlockRows rows each; blocks are independent, so threads
   // may fill different ones), and stream receives dst as its a.
-  size_t (*stream_a_bytes)(int64_t lda, int64_t M) = nullptr;
+  size_t (*stream_a_bytes)(DType b_dtype, int64_t lda, int64_t M) = nullptr;
   void (*prepare_stream_a)(const void* a, int64_t lda, int64_t M, int64_t block0, int64_t block1, void* dst) = nullptr;
 };
 inline constexpr int64_t kStreamABlockRows = 16;
@@ -77,6 +77,20 @@ LastGemm LastGemmOnThisThread();
 // Calls of the AMX streaming path in this process (0 where it is not built).
 int64_t AmxStreamCalls();
 
+// How the AVX2 streaming path (also the AVX-512 F32 set's) decodes fp8 weights:
+//  - kHalf: the half trick (value * 2^-8 as an IEEE half, then vcvtph2ps);
+//  - kF32Bits: the code's bits placed straight into f32 bits (value * 2^-120, five integer
+//    instructions per 16 codes), against rows of a prepared once per call. fp8 subnormals
+//    become f32 subnormals, which AMD cores multiply at full speed and Intel cores through
+//    microcode assists (17x slower measured on a Sapphire Rapids Xeon with random codes);
+//  - kAuto (the default): kF32Bits on AMD processors, kHalf elsewhere.
+// Both give results within the DESIGN bound; the lanes sum the K values in a different
+// order, so the bits may differ. Set for tests and benchmarks; not thread-safe with calls.
+enum class Fp8StreamDecode { kAuto, kHalf, kF32Bits };
+void SetFp8StreamDecode(Fp8StreamDecode decode);
+// Calls of the AVX2 streaming path that decoded fp8 as kF32Bits (0 where it is not built).
+int64_t F32BitsStreamCalls();
+
 // The portable set (plain C++ the compiler vectorizes); always available.
 const KernelSet& ScalarKernels();
 #if defined(VT_CPU_X86)
@@ -92,6 +106,9 @@ const KernelSet& AmxKernels();         // the BF16-pairs set, GEMMs of 4..4096 r
 inline constexpr int64_t kStreamMaxMF32 = 4;
 void StreamF32Avx2(DType b_dtype, const void* a, int64_t lda, int64_t M, const void* b, int64_t K, int64_t nrows,
                    float* c, int64_t ldc);
+// Its stream_a_bytes and prepare_stream_a (the rows of a for the kF32Bits decode).
+size_t StreamABytesF32Avx2(DType b_dtype, int64_t lda, int64_t M);
+void PrepareStreamAF32Avx2(const void* a, int64_t lda, int64_t M, int64_t block0, int64_t block1, void* dst);
 #endif
 
 }  // namespace vt::cpu::matmul
