@@ -82,7 +82,9 @@ int64_t AmxStreamCalls();
 //  - kF32Bits: the code's bits placed straight into f32 bits (value * 2^-120, five integer
 //    instructions per 16 codes), against rows of a prepared once per call. fp8 subnormals
 //    become f32 subnormals, which AMD cores multiply at full speed and Intel cores through
-//    microcode assists (17x slower measured on a Sapphire Rapids Xeon with random codes);
+//    microcode assists (vt_kernels_bench --isa avx2 on random codes, the H200 host's AMX
+//    Xeon, 2 threads: 0.7 GB/s against 12.5-18.2 with kHalf; this Zen 5 VM: 34-36 against
+//    25-28);
 //  - kAuto (the default): kF32Bits on AMD processors, kHalf elsewhere.
 // Both give results within the DESIGN bound; the lanes sum the K values in a different
 // order, so the bits may differ. Set for tests and benchmarks; not thread-safe with calls.
