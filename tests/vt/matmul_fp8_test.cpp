@@ -109,6 +109,8 @@ TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
       // plus a tail, M on and between multiples of 4; blocks of 8 rows of a (two 2-row
       // weight tiles per group) with 1..7 rows left, long rows past the prefetch distance.
       {4, 8, 128}, {8, 13, 64}, {15, 6, 192}, {9, 11, 1600}, {12, 9, 130}, {16, 10, 3000},
+      // Quarter streams (M <= 4): many groups, rows left over, long rows with a K tail.
+      {2, 70, 2100}, {4, 37, 1600},
       // AMX wide path: 16-row blocks of a in pairs and alone, super-blocks of 256 rows
       // with a remainder, 16-row weight blocks with a remainder, long rows in K blocks of
       // 1024 with a partial last block, and both super-blocks and K blocks at once.

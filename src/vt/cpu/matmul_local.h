@@ -16,14 +16,16 @@ namespace {
 constexpr int64_t kStreamPrefetch = 1536;
 
 // The layouts of the streaming decode paths' groups of kPanelRows weight rows:
-//  - quarters (M = 1): the rows are cut into 4 contiguous quarters and group g takes row g
+//  - quarters (M <= 4): the rows are cut into 4 contiguous quarters and group g takes row g
 //    of each, so every row a step reads continues one of 4 sequential streams, whatever K
 //    is, and the prefetch target is a plain distance ahead. With 1-KiB rows (Qwen3-0.6B)
 //    adjacent groups read 4 interleaved strided streams per page and fp8 ran at ~17 GB/s
-//    per thread against ~30 in quarters.
-//  - adjacent (M > 1): group g is rows 4g..4g+3. For M = 4 quarters measured slower on
-//    4096-wide rows (fp8 24-26 against 41 GB/s, 2 threads), adjacent groups as fast or
-//    faster elsewhere.
+//    per thread against ~30 in quarters. At M = 2 and 3 quarters also won on every
+//    benchmarked shape (avx512bf16, 2 threads, from memory: M = 2 45-72 against 31-50
+//    GB/s, M = 3 44-58 against 28-48), at M = 4 they were as fast or faster (32 -> 48 GB/s
+//    on 3072 -> 1024).
+//  - adjacent (M > 4): group g is rows 4g..4g+3. At M = 8 and 16, where the multiplies
+//    bound the stream, quarters measured 15% slower to 20% faster depending on the shape.
 // Byte offset from a row's current position (element k of rows of `ld` elements of `elt`
 // bytes) to prefetch in the adjacent layout: row j of a group is followed by row j of the
 // next group, so long rows prefetch kStreamPrefetch bytes ahead in the row and, past its
@@ -37,13 +39,13 @@ constexpr int64_t kStreamPrefetch = 1536;
 
 // Group g of a stream over nrows weight rows starts at row g * first and takes every
 // stride-th row from there (kPanelRows of them); rows past groups * kPanelRows go one by
-// one. Quarters for one row of a (first 1, stride = groups), adjacent otherwise.
+// one. Quarters up to 4 rows of a (first 1, stride = groups), adjacent otherwise.
 struct StreamGroups {
   int64_t groups, first, stride;
 };
 [[maybe_unused]] inline StreamGroups GroupsFor(int64_t M, int64_t nrows) {
   const int64_t groups = nrows / kPanelRows;
-  return M == 1 ? StreamGroups{groups, 1, groups} : StreamGroups{groups, kPanelRows, 1};
+  return M <= 4 ? StreamGroups{groups, 1, groups} : StreamGroups{groups, kPanelRows, 1};
 }
 
 // Bytes ahead of a row's position k to prefetch, for a group whose rows are ldb elements
