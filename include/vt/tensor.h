@@ -4,6 +4,7 @@
 // vt) or borrowed from something kept alive by an owner handle (an mmapped checkpoint).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@ struct Storage {
   size_t nbytes = 0;
   Device device;
   std::shared_ptr<void> owner;  // releases the bytes when the last tensor goes
+  std::atomic<bool> read_only{false};  // see Tensor::SetReadOnly
 };
 
 class Tensor {
@@ -42,6 +44,16 @@ class Tensor {
   void CopyFrom(const Tensor& src);
   // A contiguous copy on `device`.
   Tensor To(Device device) const;
+
+  // Marks the bytes behind this tensor (every tensor sharing its storage) read-only for
+  // good, as a model does with its weights once they are loaded. First waits until every
+  // write already issued to the device is complete. From then on vt ops refuse the tensor
+  // as an output and CopyFrom refuses it as a destination (vt::Error naming the op and
+  // argument), and kernels may read it before earlier work on the queue has finished: the
+  // CUDA decode GEMV loads such a weight while the kernel before it still runs. Writing the
+  // bytes through data() after this breaks that contract.
+  void SetReadOnly() const;
+  bool read_only() const { return storage_ != nullptr && storage_->read_only; }
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

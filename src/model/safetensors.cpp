@@ -237,11 +237,14 @@ vt::Tensor SafetensorsFile::Get(std::string_view name) const {
   const unsigned char* data = mapping_->bytes() + data_offset_ + info->begin;
   // The header's length is arbitrary, so a tensor's bytes may be misaligned for its dtype
   // (writers pad to 8, but not all do); those few get copied so kernels see aligned data.
-  if (reinterpret_cast<uintptr_t>(data) % vt::DTypeSize(info->dtype) != 0)
-    return vt::Tensor::FromHost(data, info->shape, info->dtype, vt::Device::Cpu());
-  // The mapping is PROT_READ: the tensor is read-only.
-  return vt::Tensor::Borrow(const_cast<unsigned char*>(data), info->shape, info->dtype,
-                            vt::Device::Cpu(), mapping_);
+  // Either way the tensor is read-only: the mapping is PROT_READ, so an op asked to write it
+  // refuses by name instead of faulting (and a copy behaves the same).
+  vt::Tensor t = reinterpret_cast<uintptr_t>(data) % vt::DTypeSize(info->dtype) != 0
+                     ? vt::Tensor::FromHost(data, info->shape, info->dtype, vt::Device::Cpu())
+                     : vt::Tensor::Borrow(const_cast<unsigned char*>(data), info->shape, info->dtype,
+                                          vt::Device::Cpu(), mapping_);
+  t.SetReadOnly();
+  return t;
 }
 
 }  // namespace vtllm::model

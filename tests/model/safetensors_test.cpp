@@ -4,10 +4,12 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "loader_test_util.h"
 #include "model/safetensors.h"
 #include "model/safetensors_writer.h"
+#include "vt/vt.h"
 
 namespace vtllm::model {
 namespace {
@@ -77,6 +79,20 @@ TEST(Safetensors, TensorsBorrowTheMappingAndOutliveTheFileObject) {
   std::vector<float> back(6);
   t1.CopyToHost(back.data());
   EXPECT_EQ(back, a);
+  // The mapping is read-only memory: an op asked to write it refuses by name (no fault),
+  // and the bytes stay as they were.
+  EXPECT_TRUE(t1.read_only());
+  const vt::Tensor src = vt::Tensor::FromHost(a.data(), {6}, vt::DType::kF32);
+  vt::Queue q = vt::Queue::Cpu(1);
+  try {
+    vt::Cast(q, t1, src);
+    ADD_FAILURE() << "Cast into a mapped checkpoint tensor did not throw";
+  } catch (const vt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Cast: out"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
+  }
+  t1.CopyToHost(back.data());
+  EXPECT_EQ(back, a);
 }
 
 TEST(Safetensors, MisalignedTensorsAreCopiedNotMisread) {
@@ -89,6 +105,7 @@ TEST(Safetensors, MisalignedTensorsAreCopiedNotMisread) {
   const auto f = SafetensorsFile::Open(tmp / "m.safetensors");
   const vt::Tensor t = f->Get("a");
   EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % 4, 0u);
+  EXPECT_TRUE(t.read_only());  // like the mapped tensors
   EXPECT_EQ(t.data_as<float>()[0], 0.5f);
   EXPECT_EQ(t.data_as<float>()[1], -0.25f);
 }

@@ -3,7 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "elementwise_test_util.h"
 #include "vt/vt.h"
@@ -193,6 +198,93 @@ TEST(Validation, NormsActivationsAndFusedRejectBadArguments) {
   ExpectErrorWith([&] { vt::RmsNormQuantFp8(q, q8, wide.Slice(1, 0, 8), w, 1e-6f, 1.0f); },
                   {"RmsNormQuantFp8", "x", "contiguous"});
   ExpectErrorWith([&] { vt::SiluMulQuantFp8(q, q8, x, 1.0f); }, {"SiluMulQuantFp8", "out", "[4, 4]"});
+}
+
+// Tensor::SetReadOnly: every op refuses a read-only tensor where it writes (by op and
+// argument name, leaving the bytes as they were), reads it like any other, and the flag
+// belongs to the bytes (views and slices share it; a copy is writable).
+TEST(Validation, ReadOnlyTensorsAreRefusedAsOutputs) {
+  vt::Queue q = vt::Queue::Cpu(1);
+  auto ro = [](vt::Tensor t) {
+    std::memset(t.data(), 0x11, t.nbytes());
+    t.SetReadOnly();
+    return t;
+  };
+  vt::Tensor x = vt::Tensor::Empty({4, 8}, vt::DType::kBF16);
+  for (int i = 0; i < 32; ++i) x.data_as<uint16_t>()[i] = vt::FloatToBf16(0.25f * static_cast<float>(i % 7) - 0.5f);
+  vt::Tensor w = vt::Tensor::Empty({8}, vt::DType::kBF16);
+  for (int i = 0; i < 8; ++i) w.data_as<uint16_t>()[i] = vt::FloatToBf16(1.0f);
+  vt::Tensor y = vt::Tensor::Empty({4, 8}, vt::DType::kBF16);
+  vt::Tensor q8 = vt::Tensor::Empty({4, 8}, vt::DType::kF8E4M3);
+
+  vt::Tensor y_ro = ro(vt::Tensor::Empty({4, 8}, vt::DType::kBF16));
+  vt::Tensor q8_ro = ro(vt::Tensor::Empty({4, 8}, vt::DType::kF8E4M3));
+  vt::Tensor half_ro = ro(vt::Tensor::Empty({4, 4}, vt::DType::kBF16));
+  vt::Tensor half8_ro = ro(vt::Tensor::Empty({4, 4}, vt::DType::kF8E4M3));
+  const std::vector<std::pair<std::function<void()>, std::vector<std::string>>> refused = {
+      {[&] { vt::QuantFp8Static(q, q8_ro, x, 1.0f); }, {"QuantFp8Static", "out", "read-only"}},
+      {[&] { vt::Cast(q, y_ro, x); }, {"Cast", "out", "read-only"}},
+      {[&] { vt::RmsNorm(q, y_ro, x, w, 1e-6f); }, {"RmsNorm", "out", "read-only"}},
+      {[&] { vt::RmsNorm(q, y, x, w, 1e-6f, &y_ro); }, {"RmsNorm", "residual", "read-only"}},
+      {[&] { vt::RmsNormGated(q, y_ro, x, x, w, 1e-6f); }, {"RmsNormGated", "out", "read-only"}},
+      {[&] { vt::SiluMul(q, half_ro, x); }, {"SiluMul", "out", "read-only"}},
+      {[&] { vt::RmsNormQuantFp8(q, q8_ro, x, w, 1e-6f, 1.0f); }, {"RmsNormQuantFp8", "out", "read-only"}},
+      {[&] { vt::RmsNormQuantFp8(q, q8, x, w, 1e-6f, 1.0f, &y_ro); }, {"RmsNormQuantFp8", "residual", "read-only"}},
+      {[&] { vt::RmsNormQuantFp8(q, q8, x, w, 1e-6f, 1.0f, nullptr, &y_ro); },
+       {"RmsNormQuantFp8", "normed_out", "read-only"}},
+      {[&] { vt::RmsNormGatedQuantFp8(q, q8_ro, x, x, w, 1e-6f, 1.0f); }, {"RmsNormGatedQuantFp8", "out", "read-only"}},
+      {[&] { vt::SiluMulQuantFp8(q, half8_ro, x, 1.0f); }, {"SiluMulQuantFp8", "out", "read-only"}},
+      {[&] { vt::MatmulFp8(q, ro(vt::Tensor::Empty({4, 4}, vt::DType::kF32)), q8, q8.View({4, 8}), 1.0f); },
+       {"MatmulFp8", "out", "read-only"}},
+      {[&] { vt::Matmul(q, ro(vt::Tensor::Empty({4, 4}, vt::DType::kF32)), x, x); }, {"Matmul", "out", "read-only"}},
+      {[&] {
+         vt::Tensor ids = vt::Tensor::Empty({2}, vt::DType::kI32);
+         ids.data_as<int32_t>()[0] = 1;
+         ids.data_as<int32_t>()[1] = 3;
+         vt::Embedding(q, ro(vt::Tensor::Empty({2, 8}, vt::DType::kBF16)), x, ids);
+       },
+       {"Embedding", "out", "read-only"}},
+      {[&] {
+         vt::Tensor pos = vt::Tensor::Empty({4}, vt::DType::kI64);
+         for (int i = 0; i < 4; ++i) pos.data_as<int64_t>()[i] = i;
+         vt::Tensor cs = vt::Tensor::Empty({8, 8}, vt::DType::kF32);
+         vt::RotaryEmbedding(q, pos, y_ro, nullptr, cs, 8);
+       },
+       {"RotaryEmbedding", "query", "read-only"}},
+      {[&] {
+         vt::Tensor cache = vt::Tensor::Empty({2, 4, 1, 8}, vt::DType::kBF16);
+         vt::Tensor slots = vt::Tensor::Empty({4}, vt::DType::kI64);
+         for (int i = 0; i < 4; ++i) slots.data_as<int64_t>()[i] = i;
+         vt::KvCacheWrite(q, x, x, ro(vt::Tensor::Empty({2, 4, 1, 8}, vt::DType::kBF16)), cache, slots);
+       },
+       {"KvCacheWrite", "key_cache", "read-only"}},
+      {[&] { y_ro.CopyFrom(x); }, {"CopyFrom", "read-only"}},
+  };
+  for (const auto& [fn, words] : refused) ExpectErrorWith(fn, words);
+  // The refused calls left the read-only bytes alone.
+  for (const vt::Tensor* t : {&y_ro, &q8_ro, &half_ro, &half8_ro})
+    for (size_t i = 0; i < t->nbytes(); ++i) ASSERT_EQ(static_cast<const uint8_t*>(t->data())[i], 0x11) << i;
+
+  // Read-only operands are read like any other: same bytes out as from a writable copy.
+  vt::Tensor x_ro = ro(vt::Tensor::Empty({4, 8}, vt::DType::kBF16));
+  vt::Tensor x_rw = x_ro.To(vt::Device::Cpu());
+  EXPECT_TRUE(x_ro.read_only());
+  EXPECT_FALSE(x_rw.read_only());
+  EXPECT_TRUE(x_ro.View({8, 4}).read_only());
+  EXPECT_TRUE(x_ro.Slice(0, 1, 3).read_only());
+  vt::Tensor out_ro = vt::Tensor::Empty({4, 8}, vt::DType::kF8E4M3), out_rw = vt::Tensor::Empty({4, 8}, vt::DType::kF8E4M3);
+  vt::RmsNormQuantFp8(q, out_ro, x_ro, w, 1e-6f, 0.5f);
+  vt::RmsNormQuantFp8(q, out_rw, x_rw, w, 1e-6f, 0.5f);
+  EXPECT_EQ(std::memcmp(out_ro.data(), out_rw.data(), out_rw.nbytes()), 0);
+  vt::Tensor mm_ro = vt::Tensor::Empty({4, 4}, vt::DType::kF32), mm_rw = vt::Tensor::Empty({4, 4}, vt::DType::kF32);
+  vt::Tensor b8 = vt::Tensor::Empty({4, 8}, vt::DType::kF8E4M3);
+  std::memcpy(b8.data(), out_rw.data(), b8.nbytes());
+  vt::Tensor b8_ro = b8.To(vt::Device::Cpu());
+  b8_ro.SetReadOnly();
+  vt::MatmulFp8(q, mm_ro, out_rw, b8_ro, 0.5f);
+  vt::MatmulFp8(q, mm_rw, out_rw, b8, 0.5f);
+  EXPECT_EQ(std::memcmp(mm_ro.data(), mm_rw.data(), mm_rw.nbytes()), 0);
+  y.CopyFrom(x_ro);  // a read-only tensor is a fine source
 }
 
 }  // namespace

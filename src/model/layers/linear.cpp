@@ -31,7 +31,13 @@ vt::Tensor StackRows(const std::vector<vt::Tensor>& parts) {
   return out;
 }
 
-vt::Tensor ToDevice(const vt::Tensor& t, vt::Device device) { return t.device() == device ? t : t.To(device); }
+// A loaded weight (or bias) on `device`, marked read-only: no op may write it, and the CUDA
+// decode GEMV may start loading it before the kernel ahead of it finishes.
+vt::Tensor ToDevice(const vt::Tensor& t, vt::Device device) {
+  vt::Tensor w = t.device() == device ? t : t.To(device);
+  w.SetReadOnly();
+  return w;
+}
 
 class UnquantizedLinearMethod final : public LinearMethod {
  public:

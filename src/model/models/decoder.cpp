@@ -29,7 +29,9 @@ Tensor LoadVector(const Checkpoint& ckpt, const std::string& name, int64_t n, vt
   VT_CHECK(dt == DType::kF32 || dt == DType::kBF16 || dt == DType::kF16, ckpt.FileOf(name), ": tensor '", name, "' is ",
            vt::DTypeName(dt), " but must be F32, BF16 or F16");
   Tensor t = ckpt.GetAs(name, dt, {n});
-  return t.device() == device ? t : t.To(device);
+  Tensor w = t.device() == device ? t : t.To(device);
+  w.SetReadOnly();
+  return w;
 }
 
 uint64_t PrefixBytes(const Checkpoint& ckpt, const std::string& prefix) {
@@ -286,7 +288,9 @@ class Decoder final : public CausalLM {
     VT_CHECK(dt == DType::kF32 || dt == DType::kBF16 || dt == DType::kF16, ckpt.FileOf(name), ": tensor '", name,
              "' is ", vt::DTypeName(dt), " but must be F32, BF16 or F16");
     Tensor t = ckpt.GetAs(name, dt, {rows, cols});
-    return t.device() == device_ ? t : t.To(device_);
+    Tensor w = t.device() == device_ ? t : t.To(device_);
+    w.SetReadOnly();
+    return w;
   }
 
   DecoderOptions opt_;

@@ -49,4 +49,13 @@ void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device,
 #endif
 }
 
+void FinishWrites(Device device) {
+  if (device.is_cpu()) return;  // CPU queues finish their work before an op returns
+#ifdef VT_WITH_CUDA
+  cuda::SynchronizeDevice(device.index);
+#else
+  ThrowNoCuda("Tensor::SetReadOnly on cuda");
+#endif
+}
+
 }  // namespace vt::detail

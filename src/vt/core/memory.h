@@ -16,4 +16,7 @@ std::shared_ptr<Storage> AllocateStorage(Device device, size_t nbytes);
 // Copies n bytes between any two devices; returns when the copy is complete.
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n);
 
+// Returns when every write already issued to `device` (by any queue or copy) is complete.
+void FinishWrites(Device device);
+
 }  // namespace vt::detail

@@ -80,11 +80,19 @@ void Tensor::CopyToHost(void* dst) const {
 
 void Tensor::CopyFrom(const Tensor& src) {
   VT_CHECK(defined() && src.defined(), "CopyFrom: undefined tensor");
+  VT_CHECK(!read_only(), "CopyFrom: destination ", Describe(), " is read-only (Tensor::SetReadOnly)");
   VT_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, "CopyFrom: destination ", Describe(),
            " does not match source ", src.Describe());
   VT_CHECK(is_contiguous() && src.is_contiguous(), "CopyFrom: both tensors must be contiguous (",
            Describe(), " <- ", src.Describe(), ")");
   detail::CopyBytes(data(), device(), src.data(), src.device(), nbytes());
+}
+
+void Tensor::SetReadOnly() const {
+  VT_CHECK(defined(), "SetReadOnly: undefined tensor");
+  if (storage_->read_only) return;
+  detail::FinishWrites(device());
+  storage_->read_only = true;
 }
 
 Tensor Tensor::To(Device device) const {

@@ -279,6 +279,11 @@ void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device,
   }
 }
 
+void SynchronizeDevice(int device) {
+  DeviceGuard guard(device);
+  VT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // ---- queues ------------------------------------------------------------------------------
 
 CudaQueue::CudaQueue(int index) : Queue::Impl(Device::Cuda(index)) {

@@ -20,6 +20,9 @@ std::shared_ptr<Storage> AllocateStorage(int device, size_t nbytes);
 // Large host-to-device copies go through pinned staging buffers.
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n);
 
+// Returns when all work issued to CUDA device `device` is complete.
+void SynchronizeDevice(int device);
+
 // A queue owning a stream, a cuBLASLt handle and its workspace on device `index`.
 // Throws vt::Error naming the device when it is absent.
 std::shared_ptr<Queue::Impl> MakeQueue(int index);

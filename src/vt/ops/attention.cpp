@@ -5,10 +5,16 @@
 namespace vt {
 
 namespace {
-// key_cache and value_cache: [num_blocks, block_size, Hk, D], same shape and dtype.
-void CheckCaches(std::string_view op, const Queue& q, const Tensor& key_cache, const Tensor& value_cache) {
+// key_cache and value_cache: [num_blocks, block_size, Hk, D], same shape and dtype; `written`
+// when the op writes them.
+void CheckCaches(std::string_view op, const Queue& q, const Tensor& key_cache, const Tensor& value_cache,
+                 bool written) {
   check::Operand(op, q, "key_cache", key_cache, check::kFloat16Or32);
   check::Operand(op, q, "value_cache", value_cache, {key_cache.dtype()});
+  if (written) {
+    check::Writable(op, "key_cache", key_cache);
+    check::Writable(op, "value_cache", value_cache);
+  }
   check::NDim(op, "key_cache", key_cache, 4);
   check::ShapeIs(op, "value_cache", value_cache, key_cache.shape());
 }
@@ -17,7 +23,7 @@ void CheckCaches(std::string_view op, const Queue& q, const Tensor& key_cache, c
 void KvCacheWrite(const Queue& q, const Tensor& key, const Tensor& value, const Tensor& key_cache,
                   const Tensor& value_cache, const Tensor& slot_mapping) {
   constexpr std::string_view op = "KvCacheWrite";
-  CheckCaches(op, q, key_cache, value_cache);
+  CheckCaches(op, q, key_cache, value_cache, true);
   check::Operand(op, q, "key", key, {key_cache.dtype()});
   check::Operand(op, q, "value", value, {key_cache.dtype()});
   check::Operand(op, q, "slot_mapping", slot_mapping, {DType::kI64});
@@ -33,9 +39,9 @@ void PagedAttention(const Queue& q, const Tensor& out, const Tensor& query, cons
                     const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
                     const Tensor& query_start_loc, float scale) {
   constexpr std::string_view op = "PagedAttention";
-  CheckCaches(op, q, key_cache, value_cache);
+  CheckCaches(op, q, key_cache, value_cache, false);
   check::Operand(op, q, "query", query, {key_cache.dtype()});
-  check::Operand(op, q, "out", out, {key_cache.dtype()});
+  check::Output(op, q, "out", out, {key_cache.dtype()});
   check::Operand(op, q, "block_tables", block_tables, {DType::kI32});
   check::Operand(op, q, "seq_lens", seq_lens, {DType::kI32});
   check::Operand(op, q, "query_start_loc", query_start_loc, {DType::kI32});

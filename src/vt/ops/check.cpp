@@ -11,6 +11,10 @@ void OnQueue(std::string_view op, const Queue& q, std::string_view arg, const Te
            ToString(q.device()), " (no cross-device fallback; move the tensor first)");
 }
 
+void Writable(std::string_view op, std::string_view arg, const Tensor& t) {
+  VT_CHECK(!t.read_only(), op, ": ", arg, " ", t.Describe(), " is read-only (Tensor::SetReadOnly) but the op writes it");
+}
+
 void Contiguous(std::string_view op, std::string_view arg, const Tensor& t) {
   VT_CHECK(t.is_contiguous(), op, ": ", arg, " ", t.Describe(), " must be contiguous (strides ",
            ShapeToString(t.strides()), ")");

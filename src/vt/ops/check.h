@@ -26,12 +26,22 @@ void PositiveFinite(std::string_view op, std::string_view arg, float value);
 // A value is finite.
 void Finite(std::string_view op, std::string_view arg, float value);
 
+// The tensor may be written: not marked read-only (Tensor::SetReadOnly).
+void Writable(std::string_view op, std::string_view arg, const Tensor& t);
+
 // All of: on the queue, contiguous, dtype allowed.
 inline void Operand(std::string_view op, const Queue& q, std::string_view arg, const Tensor& t,
                     std::initializer_list<DType> allowed) {
   OnQueue(op, q, arg, t);
   Contiguous(op, arg, t);
   DTypeIn(op, arg, t, allowed);
+}
+
+// An operand the op writes: Operand and Writable.
+inline void Output(std::string_view op, const Queue& q, std::string_view arg, const Tensor& t,
+                   std::initializer_list<DType> allowed) {
+  Operand(op, q, arg, t, allowed);
+  Writable(op, arg, t);
 }
 
 inline constexpr std::initializer_list<DType> kFloat16Or32 = {DType::kF32, DType::kBF16, DType::kF16};

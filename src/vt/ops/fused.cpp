@@ -46,18 +46,18 @@ void RmsNormQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, const T
   constexpr std::string_view op = "RmsNormQuantFp8";
   check::Operand(op, q, "x", x, check::kFloat16Or32);
   check::Operand(op, q, "weight", weight, check::kFloat16Or32);
-  check::Operand(op, q, "out", out, {DType::kF8E4M3});
+  check::Output(op, q, "out", out, {DType::kF8E4M3});
   VT_CHECK(x.ndim() >= 1 && x.dim(-1) > 0, op, ": x is ", x.Describe(), "; need a non-empty last dimension");
   check::ShapeIs(op, "out", out, x.shape());
   check::ShapeIs(op, "weight", weight, {x.dim(-1)});
   check::Finite(op, "eps", eps);
   check::PositiveFinite(op, "input_scale", input_scale);
   if (residual != nullptr) {
-    check::Operand(op, q, "residual", *residual, {x.dtype()});
+    check::Output(op, q, "residual", *residual, {x.dtype()});
     check::ShapeIs(op, "residual", *residual, x.shape());
   }
   if (normed_out != nullptr) {
-    check::Operand(op, q, "normed_out", *normed_out, {DType::kBF16});
+    check::Output(op, q, "normed_out", *normed_out, {DType::kBF16});
     check::ShapeIs(op, "normed_out", *normed_out, x.shape());
   }
   Kernel<OpId::kRmsNormQuantFp8>(q.device().type)(q, out, x, weight, eps, input_scale, residual, normed_out);
@@ -69,7 +69,7 @@ void RmsNormGatedQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, co
   check::Operand(op, q, "x", x, check::kFloat16Or32);
   check::Operand(op, q, "gate", gate, check::kFloat16Or32);
   check::Operand(op, q, "weight", weight, check::kFloat16Or32);
-  check::Operand(op, q, "out", out, {DType::kF8E4M3});
+  check::Output(op, q, "out", out, {DType::kF8E4M3});
   VT_CHECK(x.ndim() >= 1 && x.dim(-1) > 0, op, ": x is ", x.Describe(), "; need a non-empty last dimension");
   check::ShapeIs(op, "out", out, x.shape());
   check::ShapeIs(op, "gate", gate, x.shape());
@@ -82,7 +82,7 @@ void RmsNormGatedQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, co
 void SiluMulQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, float input_scale) {
   constexpr std::string_view op = "SiluMulQuantFp8";
   check::Operand(op, q, "x", x, check::kFloat16Or32);
-  check::Operand(op, q, "out", out, {DType::kF8E4M3});
+  check::Output(op, q, "out", out, {DType::kF8E4M3});
   VT_CHECK(x.ndim() >= 1 && x.dim(-1) % 2 == 0, op, ": x is ", x.Describe(),
            "; its last dimension must be even ([gate | up])");
   Shape half = x.shape();

@@ -13,7 +13,7 @@ void CheckMatmulShapes(std::string_view op, const Queue& q, const Tensor& out, c
   VT_CHECK(b.dim(1) == a.dim(1), op, ": b is ", b.Describe(), " but a has K=", a.dim(1), " (a is ", a.Describe(),
            ")");
   check::ShapeIs(op, "out", out, {a.dim(0), b.dim(0)});
-  check::Operand(op, q, "out", out, {DType::kBF16, DType::kF32});
+  check::Output(op, q, "out", out, {DType::kBF16, DType::kF32});
   if (bias != nullptr) {
     check::Operand(op, q, "bias", *bias, {DType::kF32, DType::kBF16});
     check::ShapeIs(op, "bias", *bias, {b.dim(0)});

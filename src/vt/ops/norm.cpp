@@ -7,7 +7,7 @@ namespace vt {
 namespace {
 void CheckRows(std::string_view op, const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight) {
   check::Operand(op, q, "x", x, check::kFloat16Or32);
-  check::Operand(op, q, "out", out, check::kFloat16Or32);
+  check::Output(op, q, "out", out, check::kFloat16Or32);
   check::Operand(op, q, "weight", weight, check::kFloat16Or32);
   VT_CHECK(x.ndim() >= 1 && x.dim(-1) > 0, op, ": x is ", x.Describe(), "; need a non-empty last dimension");
   check::ShapeIs(op, "out", out, x.shape());
@@ -21,7 +21,7 @@ void RmsNorm(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& w
   CheckRows(op, q, out, x, weight);
   check::Finite(op, "eps", eps);
   if (residual != nullptr) {
-    check::Operand(op, q, "residual", *residual, {x.dtype()});
+    check::Output(op, q, "residual", *residual, {x.dtype()});
     check::ShapeIs(op, "residual", *residual, x.shape());
   }
   Kernel<OpId::kRmsNorm>(q.device().type)(q, out, x, weight, eps, residual);

@@ -8,7 +8,7 @@ void RotaryEmbedding(const Queue& q, const Tensor& positions, const Tensor& quer
                      const Tensor& cos_sin_cache, int64_t head_size) {
   constexpr std::string_view op = "RotaryEmbedding";
   check::Operand(op, q, "positions", positions, {DType::kI32, DType::kI64});
-  check::Operand(op, q, "query", query, check::kFloat16Or32);
+  check::Output(op, q, "query", query, check::kFloat16Or32);
   check::Operand(op, q, "cos_sin_cache", cos_sin_cache, {DType::kF32});
   check::NDim(op, "positions", positions, 1);
   check::NDim(op, "query", query, 2);
@@ -20,7 +20,7 @@ void RotaryEmbedding(const Queue& q, const Tensor& positions, const Tensor& quer
   VT_CHECK(query.dim(0) == T && query.dim(1) % head_size == 0, op, ": query is ", query.Describe(), " but need [",
            T, ", heads * ", head_size, "] for ", T, " positions");
   if (key != nullptr) {
-    check::Operand(op, q, "key", *key, {query.dtype()});
+    check::Output(op, q, "key", *key, {query.dtype()});
     check::NDim(op, "key", *key, 2);
     VT_CHECK(key->dim(0) == T && key->dim(1) % head_size == 0, op, ": key is ", key->Describe(), " but need [", T,
              ", heads * ", head_size, "] for ", T, " positions");
