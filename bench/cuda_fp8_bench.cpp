@@ -220,6 +220,7 @@ int main(int argc, char** argv) {
     vt::Tensor w8_0 = vt::Tensor::FromHost(wh.data(), {N, K}, vt::DType::kF8E4M3, vt::Device::Cuda(0));
     for (int c = 0; c < copies; ++c) {
       w8.push_back(w8_0.To(vt::Device::Cuda(0)));
+      w8.back().SetReadOnly();  // as a model marks its weights
       vt::Tensor b16 = vt::Tensor::Empty({N, K}, vt::DType::kBF16, vt::Device::Cuda(0));
       vt::Cast(q, b16, w8.back());
       w16.push_back(b16);
@@ -254,23 +255,29 @@ int main(int argc, char** argv) {
       lt_us = measure("cublasLt-fp8", wb, [&](int i) { vt::cuda::MatmulFp8Lt(q, out, a8, w8[i % copies], alpha, nullptr); });
       measure("vt-MatmulFp8", wb, [&](int i) { vt::MatmulFp8(q, out, a8, w8[i % copies], alpha); });
       if (M == 1) {
+        // The weights are read-only (as a model's are), so MatmulFp8Gemv loads them early;
+        // the other launches of the same kernel for comparison.
         measure("vt-gemv", wb, [&](int i) { vt::cuda::MatmulFp8Gemv(q, out, a8, w8[i % copies], alpha, nullptr); });
-        measure("vt-gemv-plain", wb, [&](int i) {
-          vt::cuda::MatmulFp8GemvVariant(q, out, a8, w8[i % copies], alpha, nullptr, -1, {});
-        });
-        for (uint32_t kib : {4u, 64u}) {
-          const vt::cuda::GemvLaunch how{kib << 10};
-          const std::string name = vt::StrCat("gemv-pf", kib, "k");
-          measure(name.c_str(), wb, [&](int i) {
+        const std::pair<const char*, vt::cuda::GemvLaunch> launches[] = {
+            {"gemv-writable", vt::cuda::kGemvDefaultLaunch},          // a weight that is not read-only
+            {"gemv-early+l2pf", {true, 16u << 10, true}},             // early loads and the L2 prefetch
+            {"gemv-pdl-only", {true, 0, false}},                      // overlapped, nothing before the wait
+            {"vt-gemv-plain", {}}};                                   // an ordinary launch
+        for (const auto& [name, how] : launches)
+          measure(name, wb, [&, how = how](int i) {
             vt::cuda::MatmulFp8GemvVariant(q, out, a8, w8[i % copies], alpha, nullptr, -1, how);
           });
-        }
+        // Each tuning with early loads, and with the launch for a weight that is not read-only.
         for (int v = 0; v < vt::cuda::GemvVariantCount(); ++v) {
-          if (K > vt::cuda::GemvVariantMaxK(v)) continue;
-          const std::string name = vt::cuda::GemvVariantName(v);
-          measure(name.c_str(), wb, [&](int i) {
-            vt::cuda::MatmulFp8GemvVariant(q, out, a8, w8[i % copies], alpha, nullptr, v, {});
-          });
+          // (skipping tunings that would leave three quarters of their threads idle)
+          if (K > vt::cuda::GemvVariantMaxK(v) || vt::cuda::GemvVariantMaxK(v) >= 4 * K) continue;
+          for (const bool early : {true, false}) {
+            const std::string name = vt::cuda::GemvVariantName(v) + (early ? "" : "-l2pf");
+            const vt::cuda::GemvLaunch how = early ? vt::cuda::kGemvReadOnlyLaunch : vt::cuda::kGemvDefaultLaunch;
+            measure(name.c_str(), wb, [&](int i) {
+              vt::cuda::MatmulFp8GemvVariant(q, out, a8, w8[i % copies], alpha, nullptr, v, how);
+            });
+          }
         }
       }
       if (gemv_only) continue;

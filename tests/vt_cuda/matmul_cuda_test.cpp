@@ -157,15 +157,17 @@ TEST(CudaMatmulFp8, GemvKernelWithinBound) {
 // writes the weight and the activation the GEMV reads, the GEMV must still see the new
 // values. A quantizer kernel rewrites b and a right before each product (same stream);
 // each product must match the reference of the values just written, not the previous ones.
+// Rounds 2 and 3 mark b read-only once written (as a model does with its weights), so the
+// GEMV loads b before the quantizer of a ends (counted), while a must still be the new a.
 TEST(CudaMatmulFp8, OverlappedGemvSeesThePreviousKernelsWrites) {
   VT_REQUIRE_CUDA();
   vt::Queue gpu = vt::Queue::Cuda(0);
   const int64_t N = 3000, K = 4096;
   vt::Tensor at = vt::Tensor::Empty({1, K}, DType::kF8E4M3, vtt::kCuda);
-  vt::Tensor bt = vt::Tensor::Empty({N, K}, DType::kF8E4M3, vtt::kCuda);
   vt::Tensor out = vt::Tensor::Empty({1, N}, DType::kF32, vtt::kCuda);
   std::mt19937 rng(5);
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 4; ++round) {
+    vt::Tensor bt = vt::Tensor::Empty({N, K}, DType::kF8E4M3, vtt::kCuda);
     // Values exactly representable in e4m3, so quantizing with scale 1 reproduces them.
     const auto a8 = RandomFp8(K, rng), b8 = RandomFp8(N * K, rng);
     std::vector<float> af(K), bf(N * K);
@@ -173,14 +175,25 @@ TEST(CudaMatmulFp8, OverlappedGemvSeesThePreviousKernelsWrites) {
     for (int64_t i = 0; i < N * K; ++i) bf[i] = vt::Fp8E4M3ToFloat(b8[i]);
     vt::Tensor af_t = vt::Tensor::FromHost(af.data(), {1, K}, DType::kF32, vtt::kCuda);
     vt::Tensor bf_t = vt::Tensor::FromHost(bf.data(), {N, K}, DType::kF32, vtt::kCuda);
-    if (round % 2 == 0) {
+    const bool read_only = round >= 2;
+    if (round == 0) {
       vt::QuantFp8Static(gpu, bt, bf_t, 1.0f);
       vt::QuantFp8Static(gpu, at, af_t, 1.0f);  // a: written by the kernel right before the GEMV
-    } else {
+    } else if (round == 1) {
       vt::QuantFp8Static(gpu, at, af_t, 1.0f);
       vt::QuantFp8Static(gpu, bt, bf_t, 1.0f);  // b, whose head the GEMV prefetches early
+    } else {
+      vt::QuantFp8Static(gpu, bt, bf_t, 1.0f);
+      bt.SetReadOnly();
+      vt::QuantFp8Static(gpu, at, af_t, 1.0f);  // a, right before the GEMV that loads b early
     }
-    vt::cuda::MatmulFp8Gemv(gpu, out, at, bt, 0.01f, nullptr);
+    EXPECT_EQ(bt.read_only(), read_only);
+    const int64_t early0 = vt::cuda::GemvEarlyLoadLaunches();
+    if (round == 3)
+      vt::MatmulFp8(gpu, out, at, bt, 0.01f);  // the op as models call it picks the same launch
+    else
+      vt::cuda::MatmulFp8Gemv(gpu, out, at, bt, 0.01f, nullptr);
+    EXPECT_EQ(vt::cuda::GemvEarlyLoadLaunches() - early0, read_only ? 1 : 0) << "round " << round;
     const Ref ref = Reference(a8, b8, 1, N, K, 0.01f, nullptr);
     EXPECT_EQ(CheckBound(out, ref, K, "overlapped gemv round " + std::to_string(round)), 0);
   }
@@ -191,6 +204,8 @@ TEST(CudaMatmulFp8, GemvVariantsWithinBound) {
   VT_REQUIRE_CUDA();
   vt::Queue gpu = vt::Queue::Cuda(0);
   ASSERT_GT(vt::cuda::GemvVariantCount(), 0);
+  const int64_t early0 = vt::cuda::GemvEarlyLoadLaunches();
+  int64_t early_asked = 0;
   for (int v = 0; v < vt::cuda::GemvVariantCount(); ++v) {
     int ran = 0;
     for (int64_t K : {int64_t{1024}, int64_t{1040}, int64_t{2048}, int64_t{3072}, int64_t{4096}, int64_t{4112},
@@ -198,8 +213,13 @@ TEST(CudaMatmulFp8, GemvVariantsWithinBound) {
       if (K > vt::cuda::GemvVariantMaxK(v)) continue;
       Variant run = [&](const vt::Queue& q, const vt::Tensor& o, const vt::Tensor& a, const vt::Tensor& b, float al,
                         const vt::Tensor* bias) {
-        EXPECT_TRUE(vt::cuda::MatmulFp8GemvVariant(
-            q, o, a, b, al, bias, v, v % 2 == 0 ? vt::cuda::kGemvDefaultLaunch : vt::cuda::GemvLaunch{}));
+        // Each launch mode in turn (the weight is copied from the host, never written by a
+        // kernel, so loading it early is allowed whether or not it is marked read-only).
+        const vt::cuda::GemvLaunch launches[] = {vt::cuda::kGemvDefaultLaunch, vt::cuda::kGemvReadOnlyLaunch,
+                                                 vt::cuda::GemvLaunch{}, vt::cuda::GemvLaunch{true, 16u << 10, true}};
+        const vt::cuda::GemvLaunch how = launches[(v + ran) % 4];
+        early_asked += how.early_weight_loads;
+        EXPECT_TRUE(vt::cuda::MatmulFp8GemvVariant(q, o, a, b, al, bias, v, how));
       };
       for (int64_t N : {3, 37, 1000}) {
         RunCase(gpu, run, vt::cuda::GemvVariantName(v), 1, N, K, N == 37 ? DType::kF32 : DType::kBF16, N == 3,
@@ -209,6 +229,9 @@ TEST(CudaMatmulFp8, GemvVariantsWithinBound) {
     }
     EXPECT_GT(ran, 0) << vt::cuda::GemvVariantName(v) << " covered no K";
   }
+  // Every launch that asked for early loads made them (the kernels are built for sm_90).
+  EXPECT_GT(early_asked, 0);
+  EXPECT_EQ(vt::cuda::GemvEarlyLoadLaunches() - early0, early_asked);
 }
 
 TEST(CudaMatmulFp8, SplitKKernelWithinBound) {

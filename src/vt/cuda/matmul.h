@@ -40,16 +40,34 @@ void MatmulFp8Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Ten
                    const Tensor* bias);
 // M = 1, kGemvMinK <= K <= kGemvMaxK, K % 16 == 0, a and b 16-byte aligned.
 bool GemvFits(const Tensor& a, const Tensor& b);
-// How the GEMV kernel is launched. overlap_prefetch > 0: as a programmatic dependent launch
-// (sm_90+) whose CTAs first prefetch at least that many bytes (and at least one group of
-// rows) of their weight share into L2 and let the next kernel launch, then wait for the
-// previous kernel in the stream to finish; 0: an ordinary launch. Measured on the H200
-// (chained M = 1 calls): 16 KiB streamed 1.10-1.23x faster than the ordinary launch, and
-// larger prefetches (64-256 KiB) were no better or worse.
+// How the GEMV kernel is launched.
+//  - overlap: as a programmatic dependent launch (sm_90+): the kernel lets the next kernel
+//    in the stream launch at once, and waits for the previous kernel's completion
+//    (griddepcontrol.wait) before it reads a or writes out. false: an ordinary launch.
+//  - l2_prefetch (with overlap): before that wait each CTA prefetches this many bytes (at
+//    least one group of rows) of its weight share into L2; L2 is coherent, so a weight the
+//    previous kernel writes is still read correctly.
+//  - early_weight_loads (with overlap): before that wait each CTA loads its first group of
+//    weight rows into registers. Only for a weight that no kernel still running can write:
+//    MatmulFp8Gemv does it exactly when b.read_only() (Tensor::SetReadOnly).
+// Measured on the H200 (cuda_fp8_bench --gemv, M = 1): the L2 prefetch of 16 KiB streamed
+// 1.10-1.23x faster than the ordinary launch (chained calls); early loads instead of it
+// faster again on 4096 x 4096: 3024-3054 against 2743-2754 GB/s chained, 3223-3229 against
+// 2975-2979 replayed from a CUDA graph (two runs); 1.03x chained and 1.04-1.05x replayed
+// on 12288 x 4096 and 6144 x 4096; on 4096 x 12288 (one 768-thread CTA per SM) 0.95x
+// chained and 1.00x replayed.
 struct GemvLaunch {
-  uint32_t overlap_prefetch = 0;
+  bool overlap = false;
+  uint32_t l2_prefetch = 0;
+  bool early_weight_loads = false;
 };
-inline constexpr GemvLaunch kGemvDefaultLaunch{16 << 10};
+inline constexpr GemvLaunch kGemvDefaultLaunch{true, 16 << 10, false};
+inline constexpr GemvLaunch kGemvReadOnlyLaunch{true, 0, true};
+// MatmulFp8Gemv's launch for weight b: kGemvReadOnlyLaunch when b is read-only.
+GemvLaunch GemvLaunchFor(const Tensor& b);
+// How many GEMV launches so far loaded weights before the previous kernel finished (all
+// queues, all devices): lets tests prove which launch ran.
+int64_t GemvEarlyLoadLaunches();
 
 // The GEMV kernel's instantiated tunings (threads per CTA, vectors per thread and row,
 // rows per group), for benchmarks and tests: variant -1 is MatmulFp8Gemv's choice for

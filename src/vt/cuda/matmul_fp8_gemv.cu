@@ -11,6 +11,14 @@
 // order; each warp combines its lanes with xor shuffles, and the 8 warp partials are
 // summed in warp order (deterministic); alpha and bias are applied once at the end.
 //
+// Launched overlapped (programmatic dependent launch, see GemvLaunch), a CTA of a weight
+// marked read-only loads its first group of rows before it waits for the previous kernel,
+// so the weight stream starts during that kernel's tail. H200, 4096 x 4096 (16 MiB),
+// cuda_fp8_bench --gemv, chained / graph replay GB/s: 3058-3112 / 3239-3253 this way,
+// 2781 / 2970 with the L2 prefetch of a writable weight instead; the plain read roofline of
+// a 16 MiB buffer in the same runs 2494-2509 / 3054-3075. Before the 4-row tuning was held
+// to 64 registers, the dispatched kernel ran 2670-2723 / 2836-2919.
+//
 // Tried and dropped: weight rows brought into shared memory by bulk copies (cp.async.bulk
 // into a ring of 16 KiB stages, one or two CTAs per SM, so that the next kernel's CTAs fit
 // beside them and prefetch while this one streams). Same sums bit for bit, but on the H200
@@ -19,6 +27,7 @@
 // 12288: each SM's bulk copies ran at 16-24 GB/s, and more, smaller copies were slower.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <iterator>
 #include <string>
 
@@ -43,10 +52,18 @@ __device__ __forceinline__ void LoadGroup(uint4 (&w)[U][RB], const uint8_t* __re
     }
 }
 
+// CTAs per SM the register budget must allow for the one-vector tunings: 1024 threads per
+// SM (64 registers a thread) for CTAs of up to 512 threads. A build of the 256-thread,
+// 4-row tuning that took 78 registers (3 CTAs per SM) streamed 16 MiB at 0.88x of one that
+// took 61 (4 CTAs per SM), both with early weight loads (H200, chained and graph replay).
+constexpr int MinCtasPerSm(int threads, int vectors) { return vectors == 1 && threads <= 512 ? 1024 / threads : 1; }
+
+// Launch modes (GemvLaunch): overlap 0/1, prefetch_bytes of L2 prefetch, early 0/1.
 template <int T, int U, int RB>
-__global__ void __launch_bounds__(T)
+__global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
     GemvKernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ b, void* __restrict__ out, DType od,
-               const void* __restrict__ bias, DType bd, float alpha, int N, int K, uint32_t prefetch_bytes) {
+               const void* __restrict__ bias, DType bd, float alpha, int N, int K, int overlap,
+               uint32_t prefetch_bytes, int early) {
   constexpr int kWarps = T / 32;
   __shared__ float part[2][kWarps][RB];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -55,27 +72,33 @@ __global__ void __launch_bounds__(T)
   const int r1 = static_cast<int>(static_cast<int64_t>(N) * (blockIdx.x + 1) / gridDim.x);
   if (r0 >= r1) return;  // uniform across the CTA
 
+  uint4 cur[U][RB], nxt[U][RB];
+  bool loaded = false;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (prefetch_bytes > 0) {
-    // Overlapped launch (programmatic dependent launch): start pulling the head of this
-    // CTA's weight share into L2 while the previous kernel in the stream may still run,
-    // and let the next kernel launch early too. L2 is coherent, so a weight the previous
-    // kernel writes is still read correctly; everything else (a, the weight loads into
-    // registers, out) waits for the previous kernel's completion at griddepcontrol.wait.
-    if (tid == 0) {
+  if (overlap) {
+    // Overlapped launch (programmatic dependent launch): this CTA may run while the previous
+    // kernel in the stream still does. It may pull the head of its weight share into L2
+    // (coherent, so a weight the previous kernel writes is still read correctly) or, for a
+    // read-only weight, load its first group of rows into registers; then it lets the next
+    // kernel launch early too. Everything else (a, the other weight loads, out) waits for
+    // the previous kernel's completion at griddepcontrol.wait.
+    if (prefetch_bytes > 0 && tid == 0) {
       const size_t share = static_cast<size_t>(r1 - r0) * K;
       const uint32_t n = static_cast<uint32_t>(share < prefetch_bytes ? share : prefetch_bytes) & ~15u;
       if (n > 0)
         asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b + static_cast<size_t>(r0) * K), "r"(n)
                      : "memory");
     }
+    if (early) {
+      LoadGroup<T, U, RB>(cur, b, r0, r1, tid, kv, K);
+      loaded = true;
+    }
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     asm volatile("griddepcontrol.wait;" ::: "memory");
   }
 #endif
 
-  uint4 cur[U][RB], nxt[U][RB];
-  LoadGroup<T, U, RB>(cur, b, r0, r1, tid, kv, K);
+  if (!loaded) LoadGroup<T, U, RB>(cur, b, r0, r1, tid, kv, K);
   float af[U][16];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
@@ -132,6 +155,8 @@ __global__ void __launch_bounds__(T)
   }
 }
 
+std::atomic<int64_t> g_early_load_launches{0};
+
 template <int T, int U, int RB>
 int ResidentCtas() {
   static const int n = [] {
@@ -154,7 +179,7 @@ void Launch(CudaQueue& cq, const Tensor& out, const Tensor& a, const Tensor& b, 
   // prefetch cap (each CTA's whole share) instead of 16 KiB 0.85x and 0.81x.)
   const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * ResidentCtas<T, U, RB>();
   const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wave, N / RB)));
-  const bool overlap = how.overlap_prefetch > 0 && cq.cc_major >= 9;
+  const bool overlap = how.overlap && cq.cc_major >= 9;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(T);
@@ -168,44 +193,44 @@ void Launch(CudaQueue& cq, const Tensor& out, const Tensor& a, const Tensor& b, 
   VT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, GemvKernel<T, U, RB>, a.data_as<uint8_t>(), b.data_as<uint8_t>(),
                                    out.data(), out.dtype(), bias ? bias->data() : nullptr,
                                    bias ? bias->dtype() : DType::kF32, alpha, N, K,
-                                   overlap ? std::max<uint32_t>(how.overlap_prefetch, RB * K) : uint32_t{0}));
+                                   overlap ? 1 : 0,
+                                   overlap && how.l2_prefetch > 0 ? std::max<uint32_t>(how.l2_prefetch, RB * K) : 0u,
+                                   overlap && how.early_weight_loads ? 1 : 0));
+  if (overlap && how.early_weight_loads) g_early_load_launches.fetch_add(1, std::memory_order_relaxed);
   VT_CUDA_CHECK_LAUNCH("GemvKernel");
 }
 
 struct Variant {
   int threads, vectors, rows;
   void (*launch)(CudaQueue&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor*, GemvLaunch);
-  int (*resident)();  // CTAs per SM
 };
 
 // The instantiated tunings: threads per CTA, 16-byte vectors per thread and row (so K up
 // to threads * vectors * 16), rows per group. Measured on the H200 (cuda_fp8_bench, M = 1,
 // chained calls): no thread should be idle (a 256 x 2 tuning on K = 4096 ran at 0.66x of
 // 256 x 1), one vector per thread beats several (K = 12288: 768 x 1 at 3273 GB/s, 256 x 3
-// at 3141), and groups of 4 rows beat 8 and 16; 2 rows win when each CTA gets only a few
-// groups (4096 x 4096: 2202 vs 2081 GB/s).
+// at 3141), and groups of 4 rows beat 8 and 16. Groups of 2 rows, which won on 4096 x 4096
+// while the 4-row tuning took 78 registers, lost everywhere once it was held to 64
+// (cuda_fp8_bench --gemv, chained / graph replay GB/s, early loads): 4096 x 4096 3112 /
+// 3247 with 4 rows against 2705 / 2932 with 2, 6144 x 4096 3280 / 3536 against 3108 /
+// 3366, 6144 x 1024 1752 / 2065 against 1224 / 1572; with the L2-prefetch launch of a
+// writable weight too (4096 x 4096 2781 / 2970 against 2359 / 2486).
 template <int T, int U, int RB>
 constexpr Variant V() {
-  return {T, U, RB, &Launch<T, U, RB>, &ResidentCtas<T, U, RB>};
+  return {T, U, RB, &Launch<T, U, RB>};
 }
 
 constexpr Variant kVariants[] = {
-    V<64, 1, 4>(),  V<64, 1, 2>(),  V<128, 1, 4>(), V<128, 1, 2>(), V<192, 1, 4>(), V<192, 1, 2>(),
-    V<256, 1, 4>(), V<256, 1, 2>(), V<512, 1, 4>(), V<512, 1, 2>(), V<768, 1, 4>(), V<768, 1, 2>(),
-    V<512, 2, 4>(), V<512, 2, 2>(),
+    V<64, 1, 4>(), V<128, 1, 4>(), V<192, 1, 4>(), V<256, 1, 4>(), V<512, 1, 4>(), V<768, 1, 4>(), V<512, 2, 4>(),
 };
 
-// MatmulFp8Gemv's tuning for [N, K]: the fewest threads x vectors that cover the row (in
-// the order above), with groups of 4 rows unless a CTA of one wave gets fewer than 12 rows.
-const Variant& ChooseVariant(const CudaQueue& cq, int64_t N, int64_t K) {
+// MatmulFp8Gemv's tuning for rows of K: the fewest threads x vectors that cover the row (in
+// the order above).
+const Variant& ChooseVariant(int64_t K) {
   const int64_t kv = K / 16;
-  int pick = -1;
-  for (int i = 0; i < static_cast<int>(std::size(kVariants)) && pick < 0; i += 2)
-    if (kv <= int64_t{kVariants[i].threads} * kVariants[i].vectors) pick = i;
-  if (pick < 0) pick = static_cast<int>(std::size(kVariants)) - 2;
-  const Variant& four = kVariants[pick];
-  const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * four.resident();
-  return N / wave >= 12 ? four : kVariants[pick + 1];
+  for (const Variant& v : kVariants)
+    if (kv <= int64_t{v.threads} * v.vectors) return v;
+  return kVariants[std::size(kVariants) - 1];
 }
 
 }  // namespace
@@ -216,9 +241,13 @@ bool GemvFits(const Tensor& a, const Tensor& b) {
          reinterpret_cast<uintptr_t>(a.data()) % 16 == 0 && reinterpret_cast<uintptr_t>(b.data()) % 16 == 0;
 }
 
+GemvLaunch GemvLaunchFor(const Tensor& b) { return b.read_only() ? kGemvReadOnlyLaunch : kGemvDefaultLaunch; }
+
+int64_t GemvEarlyLoadLaunches() { return g_early_load_launches.load(std::memory_order_relaxed); }
+
 void MatmulFp8Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                    const Tensor* bias) {
-  MatmulFp8GemvVariant(q, out, a, b, alpha, bias, -1, kGemvDefaultLaunch);
+  MatmulFp8GemvVariant(q, out, a, b, alpha, bias, -1, GemvLaunchFor(b));
 }
 
 int GemvVariantCount() { return static_cast<int>(std::size(kVariants)); }
@@ -238,7 +267,7 @@ bool MatmulFp8GemvVariant(const Queue& q, const Tensor& out, const Tensor& a, co
     return variant < 0;
   }
   CudaQueue& cq = Cuda(q);
-  const Variant& v = variant < 0 ? ChooseVariant(cq, b.dim(0), b.dim(1)) : kVariants[variant];
+  const Variant& v = variant < 0 ? ChooseVariant(b.dim(1)) : kVariants[variant];
   if (b.dim(1) > int64_t{16} * v.threads * v.vectors) return false;
   DeviceGuard guard(cq.device.index);
   v.launch(cq, out, a, b, alpha, bias, how);
