@@ -175,6 +175,12 @@ float Checkpoint::GetScaleF32(std::string_view name) const {
   return ValidateScale(v, vt::StrCat(FileOf(name), ": tensor '", name, "'"));
 }
 
+vt::Tensor WeightOnDevice(const vt::Tensor& t, vt::Device device) {
+  vt::Tensor w = t.device() == device ? t : t.To(device);
+  w.SetReadOnly();
+  return w;
+}
+
 std::string Checkpoint::FileOf(std::string_view name) const { return Lookup(name).file->path(); }
 
 std::vector<std::string> Checkpoint::names() const {

@@ -56,4 +56,9 @@ class Checkpoint {
 // LoadError naming `what` (e.g. "FILE: tensor 'model.layers.0.mlp.up_proj.input_scale'").
 float ValidateScale(float value, std::string_view what);
 
+// A loaded weight on `device` (copied there unless it already is), marked read-only
+// (vt::Tensor::SetReadOnly): no op may write it, and the CUDA decode GEMV may start
+// loading it before the kernel ahead of it finishes.
+vt::Tensor WeightOnDevice(const vt::Tensor& t, vt::Device device);
+
 }  // namespace vtllm::model

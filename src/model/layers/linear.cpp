@@ -31,14 +31,6 @@ vt::Tensor StackRows(const std::vector<vt::Tensor>& parts) {
   return out;
 }
 
-// A loaded weight (or bias) on `device`, marked read-only: no op may write it, and the CUDA
-// decode GEMV may start loading it before the kernel ahead of it finishes.
-vt::Tensor ToDevice(const vt::Tensor& t, vt::Device device) {
-  vt::Tensor w = t.device() == device ? t : t.To(device);
-  w.SetReadOnly();
-  return w;
-}
-
 class UnquantizedLinearMethod final : public LinearMethod {
  public:
   void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
@@ -53,7 +45,7 @@ class UnquantizedLinearMethod final : public LinearMethod {
     for (const vt::Tensor& p : parts_)
       VT_CHECK(p.dtype() == parts_[0].dtype(), "linear: merged shards have different dtypes (",
                p.Describe(), " vs ", parts_[0].Describe(), ")");
-    weight_ = ToDevice(StackRows(parts_), device);
+    weight_ = WeightOnDevice(StackRows(parts_), device);
     parts_.clear();
   }
   void Apply(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x, int64_t n0, int64_t n1,
@@ -89,7 +81,7 @@ class Fp8StaticLinearMethod final : public LinearMethod {
       parts_[i] = re;
     }
     weight_scale_ = max_ws;
-    weight_ = ToDevice(StackRows(parts_), device);
+    weight_ = WeightOnDevice(StackRows(parts_), device);
     parts_.clear();
   }
   void Apply(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x8, int64_t n0, int64_t n1,
@@ -153,7 +145,7 @@ Linear Linear::Load(const LinearContext& ctx, std::vector<LinearShard> shards, i
     }
     for (const vt::Tensor& p : parts)
       VT_CHECK(p.dtype() == parts[0].dtype(), "linear ", shards[0].prefix, ": shard biases have different dtypes");
-    lin.bias_ = ToDevice(StackRows(parts), ctx.device);
+    lin.bias_ = WeightOnDevice(StackRows(parts), ctx.device);
   }
   return lin;
 }

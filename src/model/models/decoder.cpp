@@ -23,15 +23,13 @@ namespace {
 using vt::DType;
 using vt::Tensor;
 
-// A norm weight [n] as stored (F32/BF16/F16), on the device.
-Tensor LoadVector(const Checkpoint& ckpt, const std::string& name, int64_t n, vt::Device device) {
+// A float weight (norm weights, embeddings) of `shape` as stored (F32/BF16/F16), on the
+// device, read-only.
+Tensor LoadFloatWeight(const Checkpoint& ckpt, const std::string& name, const vt::Shape& shape, vt::Device device) {
   const DType dt = ckpt.Info(name).dtype;
   VT_CHECK(dt == DType::kF32 || dt == DType::kBF16 || dt == DType::kF16, ckpt.FileOf(name), ": tensor '", name, "' is ",
            vt::DTypeName(dt), " but must be F32, BF16 or F16");
-  Tensor t = ckpt.GetAs(name, dt, {n});
-  Tensor w = t.device() == device ? t : t.To(device);
-  w.SetReadOnly();
-  return w;
+  return WeightOnDevice(ckpt.GetAs(name, dt, shape), device);
 }
 
 uint64_t PrefixBytes(const Checkpoint& ckpt, const std::string& prefix) {
@@ -102,7 +100,7 @@ class Decoder final : public CausalLM {
     fuse_quant_ = act_ == DType::kBF16;
     scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D_)));
 
-    embed_ = LoadVector2D(ckpt, "model.embed_tokens.weight", V_, H_);
+    embed_ = LoadFloatWeight(ckpt, "model.embed_tokens.weight", {V_, H_}, device_);
     if (ctx.progress) ctx.progress->Advance(ckpt.Info("model.embed_tokens.weight").nbytes());
     RopeParams rope;
     rope.head_dim = D_;
@@ -118,11 +116,11 @@ class Decoder final : public CausalLM {
     for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
       Layer L;
-      L.input_norm = LoadVector(ckpt, p + "input_layernorm.weight", H_, device_);
-      L.post_norm = LoadVector(ckpt, p + "post_attention_layernorm.weight", H_, device_);
+      L.input_norm = LoadFloatWeight(ckpt, p + "input_layernorm.weight", {H_}, device_);
+      L.post_norm = LoadFloatWeight(ckpt, p + "post_attention_layernorm.weight", {H_}, device_);
       if (opt_.qk_norm) {
-        L.q_norm = LoadVector(ckpt, p + "self_attn.q_norm.weight", D_, device_);
-        L.k_norm = LoadVector(ckpt, p + "self_attn.k_norm.weight", D_, device_);
+        L.q_norm = LoadFloatWeight(ckpt, p + "self_attn.q_norm.weight", {D_}, device_);
+        L.k_norm = LoadFloatWeight(ckpt, p + "self_attn.k_norm.weight", {D_}, device_);
       }
       L.qkv = Linear::Load(
           lc,
@@ -134,7 +132,7 @@ class Decoder final : public CausalLM {
       layers_.push_back(std::move(L));
       if (ctx.progress) ctx.progress->Advance(PrefixBytes(ckpt, p));
     }
-    final_norm_ = LoadVector(ckpt, "model.norm.weight", H_, device_);
+    final_norm_ = LoadFloatWeight(ckpt, "model.norm.weight", {H_}, device_);
     // lm_head stays unquantized unless the checkpoint stores it in FP8 and the config agrees.
     const bool tied = cfg_.tie_word_embeddings || !ckpt.Has("lm_head.weight");
     const std::string head = tied ? "model.embed_tokens" : "lm_head";
@@ -281,16 +279,6 @@ class Decoder final : public CausalLM {
     }
     vt::RmsNorm(q, normed, x, weight, eps_, residual);
     return normed;
-  }
-
-  Tensor LoadVector2D(const Checkpoint& ckpt, const std::string& name, int64_t rows, int64_t cols) {
-    const DType dt = ckpt.Info(name).dtype;
-    VT_CHECK(dt == DType::kF32 || dt == DType::kBF16 || dt == DType::kF16, ckpt.FileOf(name), ": tensor '", name,
-             "' is ", vt::DTypeName(dt), " but must be F32, BF16 or F16");
-    Tensor t = ckpt.GetAs(name, dt, {rows, cols});
-    Tensor w = t.device() == device_ ? t : t.To(device_);
-    w.SetReadOnly();
-    return w;
   }
 
   DecoderOptions opt_;
