@@ -6,8 +6,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "vt/device.h"
@@ -24,6 +28,9 @@ struct Storage {
   Device device;
   std::shared_ptr<void> owner;  // releases the bytes when the last tensor goes
   std::atomic<bool> read_only{false};  // see Tensor::SetReadOnly
+  // Objects kernels derived from read-only bytes, by key (see Tensor::DerivedData).
+  std::mutex derived_mutex;
+  std::vector<std::pair<std::string, std::shared_ptr<const void>>> derived;
 };
 
 class Tensor {
@@ -54,6 +61,13 @@ class Tensor {
   // bytes through data() after this breaks that contract.
   void SetReadOnly() const;
   bool read_only() const { return storage_ != nullptr && storage_->read_only; }
+  // For kernels: an object built from this read-only tensor's bytes (a weight re-laid out
+  // for a kernel), made by `make` on the first call for this view (offset, shape, strides,
+  // dtype) and `kind`, then kept with the storage (freed with the last tensor sharing it)
+  // and returned by later calls. Calls for one storage are serialised; `make` runs once.
+  // Throws vt::Error unless read_only(): writable bytes could change under the copy.
+  std::shared_ptr<const void> DerivedData(std::string_view kind,
+                                          const std::function<std::shared_ptr<const void>()>& make) const;
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

@@ -306,6 +306,113 @@ TEST(MatmulFp8, StreamDecodesWithinBound) {
 }
 #endif
 
+// Read-only weights (as a model marks them) take the outer-product kernel on a copy laid
+// out once (PackedFp8Kernels) where the set has one: every block/row tail of that layout
+// (N around multiples of 16, K around multiples of 4 and 64, rows of a around its tiles of
+// 4 and 8 and past 16, where the rows go in passes), NaN codes in a and in weight rows,
+// bias and both output dtypes, 1 and 3 threads, against the float64 reference. The
+// counter and LastGemm show the kernel ran on the levels that have it and nowhere else;
+// a second call finds the copy (the same result bits without packing again).
+TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
+  namespace mm = vt::cpu::matmul;
+  const std::vector<vt_test::Shape3> shapes = {
+      {1, 16, 4},   {1, 17, 5},    {2, 15, 3},    {3, 33, 64},   {4, 47, 65},   {5, 64, 63},   {7, 31, 130},
+      {8, 48, 17},  {9, 100, 16},  {12, 1, 1},    {16, 301, 257}, {17, 40, 1000}, {33, 70, 99}, {100, 35, 260},
+      {4, 129, 2500}, {1, 200, 4100}};
+  std::mt19937 rng(4321);
+  const float alpha = 0.031f;
+  int checked = 0;
+  for (const vt_test::Shape3& s : shapes) {
+    auto a = RandomFp8(s.M * s.K, rng);
+    auto b = RandomFp8(s.N * s.K, rng);
+    const bool nan = s.M == 7 || s.M == 16;
+    if (nan) {
+      a[2 * s.K + s.K / 2] = 0xFF;     // row 2 of a
+      b[13 * s.K + s.K - 1] = 0x7F;    // weight row 13, last code (a K tail when K % 4 != 0)
+      b[(s.N - 1) * s.K] = 0xFF;       // the last weight row (in the last block)
+    }
+    std::vector<float> bias_f(s.N);
+    std::normal_distribution<float> nd(0.0f, 20.0f);
+    for (auto& x : bias_f) x = nd(rng);
+    const Reference ref = ComputeReference(a, b, s.M, s.N, s.K);
+    const auto ta = vt::Tensor::FromHost(a.data(), {s.M, s.K}, vt::DType::kF8E4M3);
+    const auto tb = vt::Tensor::FromHost(b.data(), {s.N, s.K}, vt::DType::kF8E4M3);
+    tb.SetReadOnly();
+    const auto tbias = vt::Tensor::FromHost(bias_f.data(), {s.N}, vt::DType::kF32);
+    for (vt::CpuIsa isa : vt_test::IsaLevels()) {
+#if defined(__x86_64__)
+      const bool packed_level = isa == vt::CpuIsa::kAvx512Bf16 && __builtin_cpu_supports("avx512vbmi");
+#else
+      const bool packed_level = false;
+#endif
+      for (int threads : {1, 3}) {
+        const vt::Queue q = vt::Queue::Cpu(threads, isa);
+        for (vt::DType od : {vt::DType::kF32, vt::DType::kBF16}) {
+          for (bool with_bias : {false, true}) {
+            SCOPED_TRACE(vt::StrCat("M=", s.M, " N=", s.N, " K=", s.K, " isa=", vt::CpuIsaName(q.cpu_isa()),
+                                    " threads=", threads, " out=", vt::DTypeName(od), " bias=", with_bias));
+            auto out = vt::Tensor::Empty({s.M, s.N}, od);
+            const int64_t before = mm::PackedGemmCalls();
+            vt::MatmulFp8(q, out, ta, tb, alpha, with_bias ? &tbias : nullptr);
+            EXPECT_EQ(mm::PackedGemmCalls() > before, packed_level);
+            EXPECT_EQ(mm::LastGemmOnThisThread().packed, packed_level);
+            const auto got = ToFloats(out);
+            auto bias_at = [&](int64_t i) { return with_bias ? static_cast<double>(bias_f[i % s.N]) : 0.0; };
+            auto want = [&](int64_t i) { return static_cast<double>(alpha) * ref.dot[i] + bias_at(i); };
+            for (int64_t i = 0; i < s.M * s.N; ++i) {
+              const bool want_nan = nan && (i / s.N == 2 || i % s.N == 13 || i % s.N == s.N - 1);
+              if (want_nan) {
+                EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
+              } else {
+                EXPECT_NEAR(got[i], want(i), vt_test::MatmulBound(want(i), ref.mag[i], alpha, bias_at(i), s.K, od))
+                    << "element " << i;
+              }
+              ++checked;
+            }
+            // Again: the copy is found, and the same kernel gives the same bits.
+            auto again = vt::Tensor::Empty({s.M, s.N}, od);
+            vt::MatmulFp8(q, again, ta, tb, alpha, with_bias ? &tbias : nullptr);
+            const auto got_again = ToFloats(again);
+            EXPECT_EQ(0, std::memcmp(got.data(), got_again.data(), got.size() * sizeof(float)));
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+  if (vt::DetectCpuIsa() < vt::CpuIsa::kAvx512Bf16)
+    std::cout << "[ packed fp8 ] no AVX512-BF16 on this processor: the outer-product kernel is compiled, not run\n";
+}
+
+// The copy is made once per weight view and kept with the weight: a slice of the same
+// storage gets its own copy and the right rows.
+TEST(MatmulFp8, ReadOnlyWeightSlicesGetTheirOwnCopy) {
+  if (vt::DetectCpuIsa() < vt::CpuIsa::kAvx512Bf16) GTEST_SKIP() << "no AVX512-BF16: no packed kernel to run";
+  namespace mm = vt::cpu::matmul;
+  const int64_t M = 3, N = 64, K = 96;
+  std::mt19937 rng(99);
+  const auto a = RandomFp8(M * K, rng), b = RandomFp8(N * K, rng);
+  const auto ta = vt::Tensor::FromHost(a.data(), {M, K}, vt::DType::kF8E4M3);
+  const auto tb = vt::Tensor::FromHost(b.data(), {N, K}, vt::DType::kF8E4M3);
+  tb.SetReadOnly();
+  const vt::Queue q = vt::Queue::Cpu(2, vt::CpuIsa::kAvx512Bf16);
+  const Reference ref = ComputeReference(a, b, M, N, K);
+  for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 64}, {16, 40}, {40, 64}, {0, 64}}) {
+    const vt::Tensor slice = tb.Slice(0, n0, n1);
+    auto out = vt::Tensor::Empty({M, n1 - n0}, vt::DType::kF32);
+    vt::MatmulFp8(q, out, ta, slice, 1.0f);
+    EXPECT_TRUE(mm::LastGemmOnThisThread().packed);
+    const auto got = ToFloats(out);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = n0; n < n1; ++n) {
+        const double want = ref.dot[m * N + n];
+        EXPECT_NEAR(got[m * (n1 - n0) + n - n0], want,
+                    vt_test::MatmulBound(want, ref.mag[m * N + n], 1.0, 0.0, K, vt::DType::kF32))
+            << "rows " << n0 << ".." << n1 << " m=" << m << " n=" << n;
+      }
+  }
+}
+
 // ---- cuBLASLt oracle --------------------------------------------------------------------
 
 std::vector<char> ReadFile(const std::string& path) {

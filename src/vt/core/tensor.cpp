@@ -95,6 +95,20 @@ void Tensor::SetReadOnly() const {
   storage_->read_only = true;
 }
 
+std::shared_ptr<const void> Tensor::DerivedData(std::string_view kind,
+                                                const std::function<std::shared_ptr<const void>()>& make) const {
+  VT_CHECK(read_only(), "DerivedData(", kind, "): ", Describe(),
+           " is writable; only read-only tensors (Tensor::SetReadOnly) may have derived data");
+  std::string key = StrCat(kind, "@", offset_, ":", ShapeToString(shape_), ShapeToString(strides_), DTypeName(dtype_));
+  std::lock_guard<std::mutex> lock(storage_->derived_mutex);
+  for (const auto& [k, v] : storage_->derived)
+    if (k == key) return v;
+  std::shared_ptr<const void> made = make();
+  VT_CHECK(made != nullptr, "DerivedData(", kind, "): nothing was made for ", Describe());
+  storage_->derived.emplace_back(std::move(key), made);
+  return made;
+}
+
 Tensor Tensor::To(Device device) const {
   Tensor out = Empty(shape_, dtype_, device);
   out.CopyFrom(*this);

@@ -77,6 +77,7 @@ struct Gemm {
   DType out_dtype;
   const Tensor* bias;
   float alpha;
+  const Tensor* b_tensor;  // b as a tensor (its read-only flag and derived data)
 };
 
 thread_local matmul::LastGemm t_last_gemm;
@@ -196,11 +197,73 @@ void RunStream(const KernelSet& ks, const Gemm& g, const Blocking& bl, const std
   }
 }
 
+// The re-laid-out copy of the read-only fp8 weight b, made on first use (by all threads,
+// block by block) and kept with b's storage.
+std::shared_ptr<const uint8_t> PackedWeightOf(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g) {
+  const Tensor& b = *g.b_tensor;
+  std::shared_ptr<const void> d = b.DerivedData(pk.name, [&]() -> std::shared_ptr<const void> {
+    const size_t bytes = pk.bytes(g.N, g.K);
+    std::shared_ptr<uint8_t> copy(static_cast<uint8_t*>(std::aligned_alloc(64, RoundUp(bytes, 64))), std::free);
+    VT_CHECK(copy != nullptr, "MatmulFp8: cannot allocate ", bytes, " bytes to re-lay out the weight ",
+             b.Describe());
+    const int64_t blocks = (g.N + matmul::kPackedBlockCols - 1) / matmul::kPackedBlockCols;
+    cq.pool.ParallelFor(blocks, 1, [&](int64_t j0, int64_t j1) {
+      pk.pack(static_cast<const uint8_t*>(g.b), g.N, g.K, j0, j1, copy.get());
+    });
+    return copy;
+  });
+  return std::static_pointer_cast<const uint8_t>(d);
+}
+
+// fp8 x fp8 on a read-only weight's re-laid-out copy: a's rows packed once to BF16, then
+// the threads split the weight's blocks (or, for many rows of a and few blocks, the rows).
+// Each thread takes its rows of a in passes of `mc` (all of them up to 16; past that as
+// many as keep ~512 KiB of packed rows in L2 while its blocks meet them, so each pass
+// reads its weights from memory once), and its blocks in chunks of 16 (256 columns of f32
+// sums, then the epilogue).
+void RunPacked(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g) {
+  constexpr int64_t kColsPer = matmul::kPackedBlockCols;
+  constexpr int64_t kChunkBlocks = 16;
+  const std::shared_ptr<const uint8_t> packed = PackedWeightOf(cq, pk, g);
+  const int64_t lda = RoundUp(g.K, 64);
+  auto* ap = static_cast<uint16_t*>(ARowsScratch().Get(static_cast<size_t>(g.M * lda) * sizeof(uint16_t)));
+  cq.pool.ParallelFor(g.M, 16, [&](int64_t m0, int64_t m1) {
+    pk.pack_a(static_cast<const uint8_t*>(g.a) + m0 * g.K, g.K, m1 - m0, ap + m0 * lda, lda);
+  });
+  const int64_t blocks = (g.N + kColsPer - 1) / kColsPer;
+  const int64_t mc =
+      g.M <= 16 ? g.M : std::clamp<int64_t>((512 << 10) / (lda * 2) / 8 * 8, 8, RoundUp(g.M, 8));
+  auto run = [&](int64_t m_begin, int64_t m_end, int64_t j0, int64_t j1) {
+    auto* acc = static_cast<float*>(AccScratch().Get(static_cast<size_t>(mc * kChunkBlocks * kColsPer) * sizeof(float)));
+    for (int64_t m0 = m_begin; m0 < m_end; m0 += mc) {
+      const int64_t rows_m = std::min(mc, m_end - m0);
+      for (int64_t jb = j0; jb < j1; jb += kChunkBlocks) {
+        const int64_t je = std::min(jb + kChunkBlocks, j1);
+        pk.gemm(ap + m0 * lda, lda, rows_m, packed.get(), g.K, jb, je, acc, kChunkBlocks * kColsPer);
+        const int64_t n0 = jb * kColsPer;
+        StoreRows(g, 1.0f, acc, kChunkBlocks * kColsPer, m0, rows_m, n0, std::min(je * kColsPer, g.N) - n0);
+      }
+    }
+  };
+  const int threads = cq.pool.size();
+  if (g.M <= 16 || blocks >= 2 * static_cast<int64_t>(threads)) {
+    cq.pool.ParallelFor(blocks, g.M <= 4 ? 4 : 2, [&](int64_t j0, int64_t j1) { run(0, g.M, j0, j1); });
+  } else {
+    cq.pool.ParallelFor(g.M, 8, [&](int64_t m0, int64_t m1) { run(m0, m1, 0, blocks); });
+  }
+}
+
 void RunGemm(const Queue& q, const Gemm& g) {
   CpuQueue& cq = Cpu(q);
   const KernelSet& ks = ChooseKernels(cq.isa, g.a_dtype, g.b_dtype);
   const Blocking bl = ChooseBlocking(ks, g.M, g.K);
   if (g.M == 0 || g.N == 0) return;
+  if (ks.packed != nullptr && g.a_dtype == DType::kF8E4M3 && g.b_dtype == DType::kF8E4M3 && g.b_tensor != nullptr &&
+      g.b_tensor->read_only()) {
+    t_last_gemm = matmul::LastGemm{ks.packed->name, false, true};
+    RunPacked(cq, *ks.packed, g);
+    return;
+  }
 
   // Pack every row of a once, shared by all threads.
   auto* ap = static_cast<std::byte*>(ARowsScratch().Get(static_cast<size_t>(g.M * std::max<int64_t>(bl.kp, 1)) *
@@ -215,7 +278,7 @@ void RunGemm(const Queue& q, const Gemm& g) {
   // when N is too small to feed the threads.
   const int threads = cq.pool.size();
   const bool stream = ks.stream != nullptr && g.M <= ks.stream_max_m && g.a_dtype == g.b_dtype;
-  t_last_gemm = matmul::LastGemm{ks.name, stream};
+  t_last_gemm = matmul::LastGemm{ks.name, stream, false};
   if (stream) {
     const std::byte* as = ap;
     const size_t prepared = ks.stream_a_bytes != nullptr ? ks.stream_a_bytes(g.b_dtype, bl.kp, g.M) : 0;
@@ -236,12 +299,12 @@ void RunGemm(const Queue& q, const Gemm& g) {
 void MatmulFp8Cpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                   const Tensor* bias) {
   RunGemm(q, Gemm{a.dim(0), b.dim(0), a.dim(1), a.data(), a.dtype(), b.data(), b.dtype(), out.data(), out.dtype(),
-                  bias, alpha});
+                  bias, alpha, &b});
 }
 
 void MatmulCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias) {
   RunGemm(q, Gemm{a.dim(0), b.dim(0), a.dim(1), a.data(), a.dtype(), b.data(), b.dtype(), out.data(), out.dtype(),
-                  bias, 1.0f});
+                  bias, 1.0f, &b});
 }
 
 }  // namespace
@@ -249,6 +312,7 @@ void MatmulCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor&
 matmul::LastGemm matmul::LastGemmOnThisThread() { return t_last_gemm; }
 #if !defined(VT_CPU_X86)
 int64_t matmul::AmxStreamCalls() { return 0; }
+int64_t matmul::PackedGemmCalls() { return 0; }
 void matmul::SetFp8StreamDecode(Fp8StreamDecode) {}
 int64_t matmul::F32BitsStreamCalls() { return 0; }
 #endif

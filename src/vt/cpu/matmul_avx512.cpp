@@ -356,7 +356,8 @@ __attribute__((target("avx512vbmi"))) void StreamBf16(DType dt, const void* av, 
 
 const KernelSet& Avx512Bf16Kernels() {
   static const KernelSet ks{"avx512bf16-dpbf16", 64, 2, 1.0f, &AcceptsBf16, &PackBf16,
-                            &GemmBlocks<uint16_t, Bf16Tile>, &StreamBf16, kStreamMaxMBf16};
+                            &GemmBlocks<uint16_t, Bf16Tile>, &StreamBf16, kStreamMaxMBf16, nullptr, nullptr,
+                            &Avx512Bf16PackedKernels()};
   return ks;
 }
 

@@ -15,6 +15,7 @@
 // ISAs, so no inline function is ever shared between them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "vt/dtype.h"
@@ -23,6 +24,30 @@ namespace vt::cpu::matmul {
 
 // Rows of b handled by one micro-tile; the driver pads panels to a multiple of it.
 inline constexpr int kPanelRows = 4;
+
+// Columns (weight rows) per block of a re-laid-out fp8 weight (PackedFp8Kernels).
+inline constexpr int64_t kPackedBlockCols = 16;
+
+// An fp8 GEMM on weights re-laid out once into blocks of kPackedBlockCols weight rows, for
+// kernels that keep one output column per vector lane (matmul_packed_avx512.cpp describes
+// the layout). The driver uses it only for read-only weights (Tensor::SetReadOnly), whose
+// re-laid-out copy it keeps with the weight's storage (Tensor::DerivedData), so it is made
+// once and stays valid; the weight's own bytes are then no longer read.
+struct PackedFp8Kernels {
+  const char* name;
+  // Bytes of the re-laid-out copy of an [N, K] fp8 weight.
+  size_t (*bytes)(int64_t N, int64_t K);
+  // Writes blocks [block0, block1) of the copy of b [N, K] into dst (the whole copy's
+  // base); blocks are independent, so threads may write different ones.
+  void (*pack)(const uint8_t* b, int64_t N, int64_t K, int64_t block0, int64_t block1, uint8_t* dst);
+  // Rows of fp8 a [rows, K] as BF16 in K order into dst (lda apart, zero from K to lda;
+  // lda a multiple of 64).
+  void (*pack_a)(const uint8_t* a, int64_t K, int64_t rows, uint16_t* dst, int64_t lda);
+  // c[m * ldc + n - kPackedBlockCols * block0] = Σ_k a[m, k]·b[n, k] for m < M and every
+  // column n of blocks [block0, block1) (also the padding columns past N of the last).
+  void (*gemm)(const uint16_t* a, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,
+               int64_t block1, float* c, int64_t ldc);
+};
 
 struct KernelSet {
   const char* name;
@@ -59,6 +84,8 @@ struct KernelSet {
   // may fill different ones), and stream receives dst as its a.
   size_t (*stream_a_bytes)(DType b_dtype, int64_t lda, int64_t M) = nullptr;
   void (*prepare_stream_a)(const void* a, int64_t lda, int64_t M, int64_t block0, int64_t block1, void* dst) = nullptr;
+  // Optional: the fp8 x fp8 GEMM on re-laid-out weights, for read-only weights (every M).
+  const PackedFp8Kernels* packed = nullptr;
 };
 inline constexpr int64_t kStreamABlockRows = 16;
 
@@ -72,8 +99,12 @@ inline constexpr int64_t kStreamABlockRows = 16;
 struct LastGemm {
   const char* set = nullptr;
   bool stream = false;
+  bool packed = false;  // the re-laid-out weight's kernels (PackedFp8Kernels) ran
 };
 LastGemm LastGemmOnThisThread();
+// Calls of a PackedFp8Kernels gemm in this process (one per thread's share of a call; 0
+// where none is built).
+int64_t PackedGemmCalls();
 // Calls of the AMX streaming path in this process (0 where it is not built).
 int64_t AmxStreamCalls();
 
@@ -100,6 +131,7 @@ const KernelSet& Avx2Kernels();        // F32 FMA on 8 lanes
 const KernelSet& Avx512Kernels();      // F32 FMA on 16 lanes
 const KernelSet& Avx512Bf16Kernels();  // BF16 pairs, vdpbf16ps (F32 accumulation)
 const KernelSet& AmxKernels();         // the BF16-pairs set, GEMMs of 4..4096 rows of a on AMX tiles
+const PackedFp8Kernels& Avx512Bf16PackedKernels();  // vdpbf16ps, one output column per lane
 // The streaming path of the F32 sets (AVX2 code, also used by the AVX-512 F32 set): a
 // packed to F32 as their packs do (fp8 as value * 2^-8), b fp8, BF16 or F32. It takes
 // M <= kStreamMaxMF32: measured with vt_kernels_bench --isa avx2 (2 threads), fp8 weights
