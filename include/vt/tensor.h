@@ -68,6 +68,12 @@ class Tensor {
   // Throws vt::Error unless read_only(): writable bytes could change under the copy.
   std::shared_ptr<const void> DerivedData(std::string_view kind,
                                           const std::function<std::shared_ptr<const void>()>& make) const;
+  // The storage's bytes from its start as a contiguous [rows, cols] tensor of this dtype,
+  // rows = the whole rows of `cols` elements the storage holds (shares the storage and its
+  // flags): for kernels that derive data once for a weight whose row slices they get.
+  Tensor StorageRows(int64_t cols) const;
+  // Bytes from the storage's start to this tensor's first element.
+  size_t storage_offset() const { return offset_; }
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

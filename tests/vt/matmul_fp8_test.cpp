@@ -384,12 +384,18 @@ TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
     std::cout << "[ packed fp8 ] no AVX512-BF16 on this processor: the outer-product kernel is compiled, not run\n";
 }
 
-// The copy is made once per weight view and kept with the weight: a slice of the same
-// storage gets its own copy and the right rows.
-TEST(MatmulFp8, ReadOnlyWeightSlicesGetTheirOwnCopy) {
-  if (vt::DetectCpuIsa() < vt::CpuIsa::kAvx512Bf16) GTEST_SKIP() << "no AVX512-BF16: no packed kernel to run";
+// One copy per weight, whatever slices of its rows the model multiplies: slices starting
+// on a 16-row block of the weight share the whole weight's copy (a merged q/k/v weight
+// and its shards), others get their own; every slice gets its own rows right.
+TEST(MatmulFp8, ReadOnlyWeightSlicesShareOneCopy) {
+#if defined(__x86_64__)
+  if (vt::DetectCpuIsa() < vt::CpuIsa::kAvx512Bf16 || !__builtin_cpu_supports("avx512vbmi"))
+    GTEST_SKIP() << "no AVX512-BF16 with VBMI: no packed kernel to run";
+#else
+  GTEST_SKIP() << "no packed kernel on this processor";
+#endif
   namespace mm = vt::cpu::matmul;
-  const int64_t M = 3, N = 64, K = 96;
+  const int64_t M = 3, N = 72, K = 96;
   std::mt19937 rng(99);
   const auto a = RandomFp8(M * K, rng), b = RandomFp8(N * K, rng);
   const auto ta = vt::Tensor::FromHost(a.data(), {M, K}, vt::DType::kF8E4M3);
@@ -397,18 +403,27 @@ TEST(MatmulFp8, ReadOnlyWeightSlicesGetTheirOwnCopy) {
   tb.SetReadOnly();
   const vt::Queue q = vt::Queue::Cpu(2, vt::CpuIsa::kAvx512Bf16);
   const Reference ref = ComputeReference(a, b, M, N, K);
-  for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 64}, {16, 40}, {40, 64}, {0, 64}}) {
-    const vt::Tensor slice = tb.Slice(0, n0, n1);
-    auto out = vt::Tensor::Empty({M, n1 - n0}, vt::DType::kF32);
+  struct Case {
+    int64_t n0, n1, new_copies;
+  };
+  // The whole weight; shards at rows 16 and 48 (block starts: the same copy); at row 40
+  // (mid-block: a copy of its own, once); the whole weight again.
+  for (const Case& c : {Case{0, 72, 1}, Case{16, 48, 0}, Case{48, 72, 0}, Case{40, 72, 1}, Case{40, 72, 0},
+                        Case{0, 72, 0}}) {
+    SCOPED_TRACE(vt::StrCat("rows ", c.n0, "..", c.n1));
+    const int64_t copies = mm::PackedCopiesMade();
+    const vt::Tensor slice = tb.Slice(0, c.n0, c.n1);
+    auto out = vt::Tensor::Empty({M, c.n1 - c.n0}, vt::DType::kF32);
     vt::MatmulFp8(q, out, ta, slice, 1.0f);
     EXPECT_TRUE(mm::LastGemmOnThisThread().packed);
+    EXPECT_EQ(mm::PackedCopiesMade() - copies, c.new_copies);
     const auto got = ToFloats(out);
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t n = c.n0; n < c.n1; ++n) {
         const double want = ref.dot[m * N + n];
-        EXPECT_NEAR(got[m * (n1 - n0) + n - n0], want,
+        EXPECT_NEAR(got[m * (c.n1 - c.n0) + n - c.n0], want,
                     vt_test::MatmulBound(want, ref.mag[m * N + n], 1.0, 0.0, K, vt::DType::kF32))
-            << "rows " << n0 << ".." << n1 << " m=" << m << " n=" << n;
+            << "m=" << m << " n=" << n;
       }
   }
 }

@@ -109,6 +109,16 @@ std::shared_ptr<const void> Tensor::DerivedData(std::string_view kind,
   return made;
 }
 
+Tensor Tensor::StorageRows(int64_t cols) const {
+  VT_CHECK(defined() && cols > 0, "StorageRows: bad arguments for ", Describe());
+  Tensor t;
+  t.storage_ = storage_;
+  t.dtype_ = dtype_;
+  t.shape_ = {static_cast<int64_t>(storage_->nbytes / (static_cast<size_t>(cols) * DTypeSize(dtype_))), cols};
+  t.strides_ = ContiguousStrides(t.shape_);
+  return t;
+}
+
 Tensor Tensor::To(Device device) const {
   Tensor out = Empty(shape_, dtype_, device);
   out.CopyFrom(*this);

@@ -7,6 +7,7 @@
 // multiplied with every row of a. Prefill (large M) reuses each decoded panel across all
 // rows of a, with a's packed rows in L1.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -198,21 +199,36 @@ void RunStream(const KernelSet& ks, const Gemm& g, const Blocking& bl, const std
 }
 
 // The re-laid-out copy of the read-only fp8 weight b, made on first use (by all threads,
-// block by block) and kept with b's storage.
-std::shared_ptr<const uint8_t> PackedWeightOf(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g) {
+// block by block) and kept with b's storage: where b starts on a block boundary of its
+// storage's rows (a model's merged q/k/v weight and its per-shard row slices), the copy is
+// of all those rows and shared by every such slice, so a weight is never laid out twice.
+// Returns the address of b's first block.
+struct PackedB {
+  std::shared_ptr<const void> keep;
+  const uint8_t* blocks;
+};
+std::atomic<int64_t> g_packed_copies{0};
+
+PackedB PackedWeightOf(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g) {
   const Tensor& b = *g.b_tensor;
-  std::shared_ptr<const void> d = b.DerivedData(pk.name, [&]() -> std::shared_ptr<const void> {
-    const size_t bytes = pk.bytes(g.N, g.K);
+  const size_t block_rows_bytes = static_cast<size_t>(matmul::kPackedBlockCols * g.K);
+  const bool shared = b.storage_offset() % block_rows_bytes == 0;
+  const Tensor root = shared ? b.StorageRows(g.K) : b;
+  const int64_t N = root.dim(0);
+  std::shared_ptr<const void> d = root.DerivedData(pk.name, [&]() -> std::shared_ptr<const void> {
+    const size_t bytes = pk.bytes(N, g.K);
     std::shared_ptr<uint8_t> copy(static_cast<uint8_t*>(std::aligned_alloc(64, RoundUp(bytes, 64))), std::free);
     VT_CHECK(copy != nullptr, "MatmulFp8: cannot allocate ", bytes, " bytes to re-lay out the weight ",
-             b.Describe());
-    const int64_t blocks = (g.N + matmul::kPackedBlockCols - 1) / matmul::kPackedBlockCols;
+             root.Describe());
+    const int64_t blocks = (N + matmul::kPackedBlockCols - 1) / matmul::kPackedBlockCols;
     cq.pool.ParallelFor(blocks, 1, [&](int64_t j0, int64_t j1) {
-      pk.pack(static_cast<const uint8_t*>(g.b), g.N, g.K, j0, j1, copy.get());
+      pk.pack(static_cast<const uint8_t*>(root.data()), N, g.K, j0, j1, copy.get());
     });
+    g_packed_copies.fetch_add(1, std::memory_order_relaxed);
     return copy;
   });
-  return std::static_pointer_cast<const uint8_t>(d);
+  const size_t first_block = shared ? b.storage_offset() / block_rows_bytes : 0;
+  return {d, static_cast<const uint8_t*>(d.get()) + first_block * (pk.bytes(matmul::kPackedBlockCols, g.K))};
 }
 
 // fp8 x fp8 on a read-only weight's re-laid-out copy: a's rows packed once to BF16, then
@@ -224,7 +240,7 @@ std::shared_ptr<const uint8_t> PackedWeightOf(CpuQueue& cq, const matmul::Packed
 void RunPacked(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g) {
   constexpr int64_t kColsPer = matmul::kPackedBlockCols;
   constexpr int64_t kChunkBlocks = 16;
-  const std::shared_ptr<const uint8_t> packed = PackedWeightOf(cq, pk, g);
+  const PackedB packed = PackedWeightOf(cq, pk, g);
   const int64_t lda = RoundUp(g.K, 64);
   auto* ap = static_cast<uint16_t*>(ARowsScratch().Get(static_cast<size_t>(g.M * lda) * sizeof(uint16_t)));
   cq.pool.ParallelFor(g.M, 16, [&](int64_t m0, int64_t m1) {
@@ -239,7 +255,7 @@ void RunPacked(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g) 
       const int64_t rows_m = std::min(mc, m_end - m0);
       for (int64_t jb = j0; jb < j1; jb += kChunkBlocks) {
         const int64_t je = std::min(jb + kChunkBlocks, j1);
-        pk.gemm(ap + m0 * lda, lda, rows_m, packed.get(), g.K, jb, je, acc, kChunkBlocks * kColsPer);
+        pk.gemm(ap + m0 * lda, lda, rows_m, packed.blocks, g.K, jb, je, acc, kChunkBlocks * kColsPer);
         const int64_t n0 = jb * kColsPer;
         StoreRows(g, 1.0f, acc, kChunkBlocks * kColsPer, m0, rows_m, n0, std::min(je * kColsPer, g.N) - n0);
       }
@@ -310,6 +326,7 @@ void MatmulCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor&
 }  // namespace
 
 matmul::LastGemm matmul::LastGemmOnThisThread() { return t_last_gemm; }
+int64_t matmul::PackedCopiesMade() { return g_packed_copies.load(std::memory_order_relaxed); }
 #if !defined(VT_CPU_X86)
 int64_t matmul::AmxStreamCalls() { return 0; }
 int64_t matmul::PackedGemmCalls() { return 0; }

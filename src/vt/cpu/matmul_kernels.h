@@ -105,6 +105,8 @@ LastGemm LastGemmOnThisThread();
 // Calls of a PackedFp8Kernels gemm in this process (one per thread's share of a call; 0
 // where none is built).
 int64_t PackedGemmCalls();
+// Re-laid-out weight copies made in this process (one per weight, however it is sliced).
+int64_t PackedCopiesMade();
 // Calls of the AMX streaming path in this process (0 where it is not built).
 int64_t AmxStreamCalls();
 
