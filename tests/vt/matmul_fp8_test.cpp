@@ -306,13 +306,15 @@ TEST(MatmulFp8, StreamDecodesWithinBound) {
 }
 #endif
 
-// Read-only weights (as a model marks them) take the outer-product kernel on a copy laid
-// out once (PackedFp8Kernels) where the set has one: every block/row tail of that layout
-// (N around multiples of 16, K around multiples of 4 and 64, rows of a around its tiles of
-// 4 and 8 and past 16, where the rows go in passes), NaN codes in a and in weight rows,
-// bias and both output dtypes, 1 and 3 threads, against the float64 reference. The
-// counter and LastGemm show the kernel ran on the levels that have it and nowhere else;
-// a second call finds the copy (the same result bits without packing again).
+// Read-only weights (as a model marks them) take an outer-product kernel on a copy laid
+// out once (PackedFp8Kernels) where the level has one: the vdpbf16ps level (16-column
+// blocks, 4 K values per step) and the AVX2 and AVX-512 F32 levels (8-column blocks). Every
+// block/row tail of those layouts (N around multiples of 8 and 16, K around multiples of
+// 4, 8, 16 and 64, rows of a around the tiles of 2, 4, 6 and 8 and past 16, where the rows
+// go in passes), NaN codes in a and in weight rows, bias and both output dtypes, 1 and 3
+// threads, against the float64 reference. The counter and LastGemm show which kernels
+// ran: the AVX2 decode cannot keep NaN codes, so a weight holding one is multiplied as
+// stored there; a second call finds the copy (the same result bits).
 TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
   namespace mm = vt::cpu::matmul;
   const std::vector<vt_test::Shape3> shapes = {
@@ -325,11 +327,12 @@ TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
   for (const vt_test::Shape3& s : shapes) {
     auto a = RandomFp8(s.M * s.K, rng);
     auto b = RandomFp8(s.N * s.K, rng);
-    const bool nan = s.M == 7 || s.M == 16;
-    if (nan) {
-      a[2 * s.K + s.K / 2] = 0xFF;     // row 2 of a
-      b[13 * s.K + s.K - 1] = 0x7F;    // weight row 13, last code (a K tail when K % 4 != 0)
-      b[(s.N - 1) * s.K] = 0xFF;       // the last weight row (in the last block)
+    const bool nan = s.M == 7 || s.M == 16;   // NaN codes in a
+    const bool nan_b = s.M == 16;             // ... and in weight rows
+    if (nan) a[2 * s.K + s.K / 2] = 0xFF;     // row 2 of a
+    if (nan_b) {
+      b[13 * s.K + s.K - 1] = 0x7F;  // weight row 13, last code (a K tail when K % 4 != 0)
+      b[(s.N - 1) * s.K] = 0xFF;     // the last weight row (in the last block)
     }
     std::vector<float> bias_f(s.N);
     std::normal_distribution<float> nd(0.0f, 20.0f);
@@ -341,9 +344,15 @@ TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
     const auto tbias = vt::Tensor::FromHost(bias_f.data(), {s.N}, vt::DType::kF32);
     for (vt::CpuIsa isa : vt_test::IsaLevels()) {
 #if defined(__x86_64__)
-      const bool packed_level = isa == vt::CpuIsa::kAvx512Bf16 && __builtin_cpu_supports("avx512vbmi");
+      const bool bf16_packed = isa == vt::CpuIsa::kAvx512Bf16 && __builtin_cpu_supports("avx512vbmi");
+      const bool f32_packed = (isa == vt::CpuIsa::kAvx2 || isa == vt::CpuIsa::kAvx512 ||
+                               (isa == vt::CpuIsa::kAvx512Bf16 && !__builtin_cpu_supports("avx512vbmi"))) &&
+                              !nan_b;
+      const bool packed_level = bf16_packed || f32_packed;
+      const char* packed_set = bf16_packed ? "avx512bf16-outer16" : "avx2-outer8";
 #else
       const bool packed_level = false;
+      const char* packed_set = "";
 #endif
       for (int threads : {1, 3}) {
         const vt::Queue q = vt::Queue::Cpu(threads, isa);
@@ -356,11 +365,14 @@ TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
             vt::MatmulFp8(q, out, ta, tb, alpha, with_bias ? &tbias : nullptr);
             EXPECT_EQ(mm::PackedGemmCalls() > before, packed_level);
             EXPECT_EQ(mm::LastGemmOnThisThread().packed, packed_level);
+            if (packed_level) {
+              EXPECT_STREQ(mm::LastGemmOnThisThread().set, packed_set);
+            }
             const auto got = ToFloats(out);
             auto bias_at = [&](int64_t i) { return with_bias ? static_cast<double>(bias_f[i % s.N]) : 0.0; };
             auto want = [&](int64_t i) { return static_cast<double>(alpha) * ref.dot[i] + bias_at(i); };
             for (int64_t i = 0; i < s.M * s.N; ++i) {
-              const bool want_nan = nan && (i / s.N == 2 || i % s.N == 13 || i % s.N == s.N - 1);
+              const bool want_nan = (nan && i / s.N == 2) || (nan_b && (i % s.N == 13 || i % s.N == s.N - 1));
               if (want_nan) {
                 EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
               } else {
@@ -381,51 +393,62 @@ TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
   }
   EXPECT_GT(checked, 0);
   if (vt::DetectCpuIsa() < vt::CpuIsa::kAvx512Bf16)
-    std::cout << "[ packed fp8 ] no AVX512-BF16 on this processor: the outer-product kernel is compiled, not run\n";
+    std::cout << "[ packed fp8 ] no AVX512-BF16 on this processor: its outer-product kernel is compiled, not run\n";
 }
 
 // One copy per weight, whatever slices of its rows the model multiplies: slices starting
-// on a 16-row block of the weight share the whole weight's copy (a merged q/k/v weight
-// and its shards), others get their own; every slice gets its own rows right.
+// on a block of the weight (16 rows at the vdpbf16ps level, 8 at AVX2) share the whole
+// weight's copy (a merged q/k/v weight and its shards), others get their own; every slice
+// gets its own rows right.
 TEST(MatmulFp8, ReadOnlyWeightSlicesShareOneCopy) {
 #if defined(__x86_64__)
-  if (vt::DetectCpuIsa() < vt::CpuIsa::kAvx512Bf16 || !__builtin_cpu_supports("avx512vbmi"))
-    GTEST_SKIP() << "no AVX512-BF16 with VBMI: no packed kernel to run";
-#else
-  GTEST_SKIP() << "no packed kernel on this processor";
-#endif
   namespace mm = vt::cpu::matmul;
+  struct Level {
+    vt::CpuIsa isa;
+    int64_t mid_block;  // a row that is not a block start
+  };
+  std::vector<Level> levels;
+  if (vt::DetectCpuIsa() >= vt::CpuIsa::kAvx512Bf16 && __builtin_cpu_supports("avx512vbmi"))
+    levels.push_back({vt::CpuIsa::kAvx512Bf16, 40});
+  if (vt::DetectCpuIsa() >= vt::CpuIsa::kAvx2) levels.push_back({vt::CpuIsa::kAvx2, 36});
+  if (levels.empty()) GTEST_SKIP() << "no AVX2: no packed kernel to run";
   const int64_t M = 3, N = 72, K = 96;
   std::mt19937 rng(99);
   const auto a = RandomFp8(M * K, rng), b = RandomFp8(N * K, rng);
   const auto ta = vt::Tensor::FromHost(a.data(), {M, K}, vt::DType::kF8E4M3);
-  const auto tb = vt::Tensor::FromHost(b.data(), {N, K}, vt::DType::kF8E4M3);
-  tb.SetReadOnly();
-  const vt::Queue q = vt::Queue::Cpu(2, vt::CpuIsa::kAvx512Bf16);
   const Reference ref = ComputeReference(a, b, M, N, K);
-  struct Case {
-    int64_t n0, n1, new_copies;
-  };
-  // The whole weight; shards at rows 16 and 48 (block starts: the same copy); at row 40
-  // (mid-block: a copy of its own, once); the whole weight again.
-  for (const Case& c : {Case{0, 72, 1}, Case{16, 48, 0}, Case{48, 72, 0}, Case{40, 72, 1}, Case{40, 72, 0},
-                        Case{0, 72, 0}}) {
-    SCOPED_TRACE(vt::StrCat("rows ", c.n0, "..", c.n1));
-    const int64_t copies = mm::PackedCopiesMade();
-    const vt::Tensor slice = tb.Slice(0, c.n0, c.n1);
-    auto out = vt::Tensor::Empty({M, c.n1 - c.n0}, vt::DType::kF32);
-    vt::MatmulFp8(q, out, ta, slice, 1.0f);
-    EXPECT_TRUE(mm::LastGemmOnThisThread().packed);
-    EXPECT_EQ(mm::PackedCopiesMade() - copies, c.new_copies);
-    const auto got = ToFloats(out);
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = c.n0; n < c.n1; ++n) {
-        const double want = ref.dot[m * N + n];
-        EXPECT_NEAR(got[m * (c.n1 - c.n0) + n - c.n0], want,
-                    vt_test::MatmulBound(want, ref.mag[m * N + n], 1.0, 0.0, K, vt::DType::kF32))
-            << "m=" << m << " n=" << n;
-      }
+  for (const Level& level : levels) {
+    const auto tb = vt::Tensor::FromHost(b.data(), {N, K}, vt::DType::kF8E4M3);
+    tb.SetReadOnly();
+    const vt::Queue q = vt::Queue::Cpu(2, level.isa);
+    struct Case {
+      int64_t n0, n1, new_copies;
+    };
+    // The whole weight; shards at rows 16 and 48 (block starts: the same copy); mid-block
+    // (a copy of its own, once); the whole weight again.
+    const int64_t mid = level.mid_block;
+    for (const Case& c : {Case{0, 72, 1}, Case{16, 48, 0}, Case{48, 72, 0}, Case{mid, 72, 1}, Case{mid, 72, 0},
+                          Case{0, 72, 0}}) {
+      SCOPED_TRACE(vt::StrCat(vt::CpuIsaName(level.isa), " rows ", c.n0, "..", c.n1));
+      const int64_t copies = mm::PackedCopiesMade();
+      const vt::Tensor slice = tb.Slice(0, c.n0, c.n1);
+      auto out = vt::Tensor::Empty({M, c.n1 - c.n0}, vt::DType::kF32);
+      vt::MatmulFp8(q, out, ta, slice, 1.0f);
+      EXPECT_TRUE(mm::LastGemmOnThisThread().packed);
+      EXPECT_EQ(mm::PackedCopiesMade() - copies, c.new_copies);
+      const auto got = ToFloats(out);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = c.n0; n < c.n1; ++n) {
+          const double want = ref.dot[m * N + n];
+          EXPECT_NEAR(got[m * (c.n1 - c.n0) + n - c.n0], want,
+                      vt_test::MatmulBound(want, ref.mag[m * N + n], 1.0, 0.0, K, vt::DType::kF32))
+              << "m=" << m << " n=" << n;
+        }
+    }
   }
+#else
+  GTEST_SKIP() << "no packed kernels on this processor";
+#endif
 }
 
 // ---- cuBLASLt oracle --------------------------------------------------------------------

@@ -202,68 +202,78 @@ void RunStream(const KernelSet& ks, const Gemm& g, const Blocking& bl, const std
 // block by block) and kept with b's storage: where b starts on a block boundary of its
 // storage's rows (a model's merged q/k/v weight and its per-shard row slices), the copy is
 // of all those rows and shared by every such slice, so a weight is never laid out twice.
-// Returns the address of b's first block.
+// `blocks` is the address of b's first block, or null where the set's decode cannot keep
+// the weight's NaN codes (the weight is then multiplied as stored; that is remembered).
 struct PackedB {
   std::shared_ptr<const void> keep;
   const uint8_t* blocks;
 };
 std::atomic<int64_t> g_packed_copies{0};
+std::atomic<int64_t> g_packed_gemm_calls{0};
 
 PackedB PackedWeightOf(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g) {
+  struct Copy {
+    std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
+  };
   const Tensor& b = *g.b_tensor;
-  const size_t block_rows_bytes = static_cast<size_t>(matmul::kPackedBlockCols * g.K);
+  const size_t block_rows_bytes = static_cast<size_t>(pk.block_cols * g.K);
   const bool shared = b.storage_offset() % block_rows_bytes == 0;
   const Tensor root = shared ? b.StorageRows(g.K) : b;
   const int64_t N = root.dim(0);
   std::shared_ptr<const void> d = root.DerivedData(pk.name, [&]() -> std::shared_ptr<const void> {
     const size_t bytes = pk.bytes(N, g.K);
-    std::shared_ptr<uint8_t> copy(static_cast<uint8_t*>(std::aligned_alloc(64, RoundUp(bytes, 64))), std::free);
-    VT_CHECK(copy != nullptr, "MatmulFp8: cannot allocate ", bytes, " bytes to re-lay out the weight ",
+    auto copy = std::make_shared<Copy>();
+    copy->bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, RoundUp(bytes, 64))));
+    VT_CHECK(copy->bytes != nullptr, "MatmulFp8: cannot allocate ", bytes, " bytes to re-lay out the weight ",
              root.Describe());
-    const int64_t blocks = (N + matmul::kPackedBlockCols - 1) / matmul::kPackedBlockCols;
+    const int64_t blocks = (N + pk.block_cols - 1) / pk.block_cols;
+    std::atomic<int64_t> nan{0};
     cq.pool.ParallelFor(blocks, 1, [&](int64_t j0, int64_t j1) {
-      pk.pack(static_cast<const uint8_t*>(root.data()), N, g.K, j0, j1, copy.get());
+      nan += pk.pack(static_cast<const uint8_t*>(root.data()), N, g.K, j0, j1, copy->bytes.get());
     });
+    if (nan > 0) copy->bytes.reset();  // kept empty: the weight is multiplied as stored
     g_packed_copies.fetch_add(1, std::memory_order_relaxed);
     return copy;
   });
+  const uint8_t* base = static_cast<const Copy*>(d.get())->bytes.get();
+  if (base == nullptr) return {d, nullptr};
   const size_t first_block = shared ? b.storage_offset() / block_rows_bytes : 0;
-  return {d, static_cast<const uint8_t*>(d.get()) + first_block * (pk.bytes(matmul::kPackedBlockCols, g.K))};
+  return {d, base + first_block * pk.bytes(pk.block_cols, g.K)};
 }
 
-// fp8 x fp8 on a read-only weight's re-laid-out copy: a's rows packed once to BF16, then
-// the threads split the weight's blocks (or, for many rows of a and few blocks, the rows).
+// fp8 x fp8 on a read-only weight's re-laid-out copy: a's rows packed once, then the
+// threads split the weight's blocks (or, for many rows of a and few blocks, the rows).
 // Each thread takes its rows of a in passes of `mc` (all of them up to 16; past that as
 // many as keep ~512 KiB of packed rows in L2 while its blocks meet them, so each pass
-// reads its weights from memory once), and its blocks in chunks of 16 (256 columns of f32
-// sums, then the epilogue).
-void RunPacked(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g) {
-  constexpr int64_t kColsPer = matmul::kPackedBlockCols;
-  constexpr int64_t kChunkBlocks = 16;
-  const PackedB packed = PackedWeightOf(cq, pk, g);
-  const int64_t lda = RoundUp(g.K, 64);
-  auto* ap = static_cast<uint16_t*>(ARowsScratch().Get(static_cast<size_t>(g.M * lda) * sizeof(uint16_t)));
+// reads its weights from memory once), and its blocks in chunks of 256 columns (f32 sums,
+// then the epilogue).
+void RunPacked(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g, const uint8_t* blocks_of_b) {
+  constexpr int64_t kChunkCols = 256;
+  const int64_t chunk_blocks = kChunkCols / pk.block_cols;
+  const int64_t lda = RoundUp(g.K, pk.a_align);
+  auto* ap = static_cast<std::byte*>(ARowsScratch().Get(static_cast<size_t>(g.M * lda) * pk.a_elt_size));
   cq.pool.ParallelFor(g.M, 16, [&](int64_t m0, int64_t m1) {
-    pk.pack_a(static_cast<const uint8_t*>(g.a) + m0 * g.K, g.K, m1 - m0, ap + m0 * lda, lda);
+    pk.pack_a(static_cast<const uint8_t*>(g.a) + m0 * g.K, g.K, m1 - m0, ap + m0 * lda * pk.a_elt_size, lda);
   });
-  const int64_t blocks = (g.N + kColsPer - 1) / kColsPer;
+  const int64_t blocks = (g.N + pk.block_cols - 1) / pk.block_cols;
   const int64_t mc =
-      g.M <= 16 ? g.M : std::clamp<int64_t>((512 << 10) / (lda * 2) / 8 * 8, 8, RoundUp(g.M, 8));
+      g.M <= 16 ? g.M : std::clamp<int64_t>((512 << 10) / (lda * pk.a_elt_size) / 8 * 8, 8, RoundUp(g.M, 8));
   auto run = [&](int64_t m_begin, int64_t m_end, int64_t j0, int64_t j1) {
-    auto* acc = static_cast<float*>(AccScratch().Get(static_cast<size_t>(mc * kChunkBlocks * kColsPer) * sizeof(float)));
+    auto* acc = static_cast<float*>(AccScratch().Get(static_cast<size_t>(mc * kChunkCols) * sizeof(float)));
     for (int64_t m0 = m_begin; m0 < m_end; m0 += mc) {
       const int64_t rows_m = std::min(mc, m_end - m0);
-      for (int64_t jb = j0; jb < j1; jb += kChunkBlocks) {
-        const int64_t je = std::min(jb + kChunkBlocks, j1);
-        pk.gemm(ap + m0 * lda, lda, rows_m, packed.blocks, g.K, jb, je, acc, kChunkBlocks * kColsPer);
-        const int64_t n0 = jb * kColsPer;
-        StoreRows(g, 1.0f, acc, kChunkBlocks * kColsPer, m0, rows_m, n0, std::min(je * kColsPer, g.N) - n0);
+      for (int64_t jb = j0; jb < j1; jb += chunk_blocks) {
+        const int64_t je = std::min(jb + chunk_blocks, j1);
+        pk.gemm(ap + m0 * lda * pk.a_elt_size, lda, rows_m, blocks_of_b, g.K, jb, je, acc, kChunkCols);
+        g_packed_gemm_calls.fetch_add(1, std::memory_order_relaxed);
+        const int64_t n0 = jb * pk.block_cols;
+        StoreRows(g, pk.unscale, acc, kChunkCols, m0, rows_m, n0, std::min(je * pk.block_cols, g.N) - n0);
       }
     }
   };
   const int threads = cq.pool.size();
   if (g.M <= 16 || blocks >= 2 * static_cast<int64_t>(threads)) {
-    cq.pool.ParallelFor(blocks, g.M <= 4 ? 4 : 2, [&](int64_t j0, int64_t j1) { run(0, g.M, j0, j1); });
+    cq.pool.ParallelFor(blocks, 4, [&](int64_t j0, int64_t j1) { run(0, g.M, j0, j1); });
   } else {
     cq.pool.ParallelFor(g.M, 8, [&](int64_t m0, int64_t m1) { run(m0, m1, 0, blocks); });
   }
@@ -276,9 +286,12 @@ void RunGemm(const Queue& q, const Gemm& g) {
   if (g.M == 0 || g.N == 0) return;
   if (ks.packed != nullptr && g.a_dtype == DType::kF8E4M3 && g.b_dtype == DType::kF8E4M3 && g.b_tensor != nullptr &&
       g.b_tensor->read_only()) {
-    t_last_gemm = matmul::LastGemm{ks.packed->name, false, true};
-    RunPacked(cq, *ks.packed, g);
-    return;
+    const PackedB packed = PackedWeightOf(cq, *ks.packed, g);
+    if (packed.blocks != nullptr) {
+      t_last_gemm = matmul::LastGemm{ks.packed->name, false, true};
+      RunPacked(cq, *ks.packed, g, packed.blocks);
+      return;
+    }
   }
 
   // Pack every row of a once, shared by all threads.
@@ -327,9 +340,9 @@ void MatmulCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor&
 
 matmul::LastGemm matmul::LastGemmOnThisThread() { return t_last_gemm; }
 int64_t matmul::PackedCopiesMade() { return g_packed_copies.load(std::memory_order_relaxed); }
+int64_t matmul::PackedGemmCalls() { return g_packed_gemm_calls.load(std::memory_order_relaxed); }
 #if !defined(VT_CPU_X86)
 int64_t matmul::AmxStreamCalls() { return 0; }
-int64_t matmul::PackedGemmCalls() { return 0; }
 void matmul::SetFp8StreamDecode(Fp8StreamDecode) {}
 int64_t matmul::F32BitsStreamCalls() { return 0; }
 #endif

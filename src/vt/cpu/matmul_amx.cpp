@@ -405,6 +405,8 @@ const KernelSet& AmxKernels() {
   static const KernelSet ks = [] {
     KernelSet k = Avx512Bf16Kernels();
     k.name = "amx-bf16";
+    // Not measured against the tiles yet: read-only weights take the AMX paths as stored.
+    k.packed = nullptr;
     k.stream = &StreamAmx;
     k.stream_max_m = kStreamMaxM;
     k.stream_a_bytes = &StreamABytes;

@@ -327,7 +327,7 @@ void StreamF32Avx2(DType dt, const void* a, int64_t lda, int64_t M, const void* 
 
 const KernelSet& Avx2Kernels() {
   static const KernelSet ks{"avx2-f32", kLanes, 4, 256.0f, &Accepts, &Pack, &Gemm, &StreamF32Avx2,
-                            kStreamMaxMF32, &StreamABytesF32Avx2, &PrepareStreamAF32Avx2};
+                            kStreamMaxMF32, &StreamABytesF32Avx2, &PrepareStreamAF32Avx2, &Avx2PackedKernels()};
   return ks;
 }
 

@@ -363,7 +363,8 @@ const KernelSet& Avx512Bf16Kernels() {
 
 const KernelSet& Avx512Kernels() {
   static const KernelSet ks{"avx512-f32", 16, 4, kFp8Unscale, &AcceptsF32, &PackF32, &GemmBlocks<float, F32Tile>,
-                            &StreamF32Avx2, kStreamMaxMF32, &StreamABytesF32Avx2, &PrepareStreamAF32Avx2};
+                            &StreamF32Avx2, kStreamMaxMF32, &StreamABytesF32Avx2, &PrepareStreamAF32Avx2,
+                            &Avx2PackedKernels()};
   return ks;
 }
 

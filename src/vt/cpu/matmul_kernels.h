@@ -25,27 +25,32 @@ namespace vt::cpu::matmul {
 // Rows of b handled by one micro-tile; the driver pads panels to a multiple of it.
 inline constexpr int kPanelRows = 4;
 
-// Columns (weight rows) per block of a re-laid-out fp8 weight (PackedFp8Kernels).
-inline constexpr int64_t kPackedBlockCols = 16;
-
-// An fp8 GEMM on weights re-laid out once into blocks of kPackedBlockCols weight rows, for
-// kernels that keep one output column per vector lane (matmul_packed_avx512.cpp describes
-// the layout). The driver uses it only for read-only weights (Tensor::SetReadOnly), whose
-// re-laid-out copy it keeps with the weight's storage (Tensor::DerivedData), so it is made
-// once and stays valid; the weight's own bytes are then no longer read.
+// An fp8 GEMM on weights re-laid out once into blocks of `block_cols` weight rows, for
+// kernels that keep one output column per vector lane (matmul_packed_avx512.cpp and
+// matmul_packed_avx2.cpp describe their layouts). The driver uses it only for read-only
+// weights (Tensor::SetReadOnly), whose re-laid-out copy it keeps with the weight's storage
+// (Tensor::DerivedData), so it is made once and stays valid; the weight's own bytes are
+// then no longer read.
 struct PackedFp8Kernels {
   const char* name;
+  int64_t block_cols;  // weight rows (output columns) per block
+  int a_elt_size;      // bytes per element of a's packed rows
+  int a_align;         // a's packed rows are a multiple of this many elements apart
+  // Packed weight values are value / unscale exactly (a power of two); a's are exact.
+  float unscale;
+  // false: the decode makes NaN codes finite, so a weight holding any is not laid out.
+  bool keeps_nan;
   // Bytes of the re-laid-out copy of an [N, K] fp8 weight.
   size_t (*bytes)(int64_t N, int64_t K);
   // Writes blocks [block0, block1) of the copy of b [N, K] into dst (the whole copy's
-  // base); blocks are independent, so threads may write different ones.
-  void (*pack)(const uint8_t* b, int64_t N, int64_t K, int64_t block0, int64_t block1, uint8_t* dst);
-  // Rows of fp8 a [rows, K] as BF16 in K order into dst (lda apart, zero from K to lda;
-  // lda a multiple of 64).
-  void (*pack_a)(const uint8_t* a, int64_t K, int64_t rows, uint16_t* dst, int64_t lda);
-  // c[m * ldc + n - kPackedBlockCols * block0] = Σ_k a[m, k]·b[n, k] for m < M and every
-  // column n of blocks [block0, block1) (also the padding columns past N of the last).
-  void (*gemm)(const uint16_t* a, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,
+  // base); blocks are independent, so threads may write different ones. Returns the NaN
+  // codes it met where !keeps_nan (0 otherwise).
+  int64_t (*pack)(const uint8_t* b, int64_t N, int64_t K, int64_t block0, int64_t block1, uint8_t* dst);
+  // Rows of fp8 a [rows, K] in K order into dst (lda elements apart, zero from K to lda).
+  void (*pack_a)(const uint8_t* a, int64_t K, int64_t rows, void* dst, int64_t lda);
+  // c[m * ldc + n - block_cols * block0] = Σ_k a[m, k]·b[n, k] / unscale for m < M and
+  // every column n of blocks [block0, block1) (also the padding columns past N).
+  void (*gemm)(const void* a, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,
                int64_t block1, float* c, int64_t ldc);
 };
 
@@ -102,8 +107,7 @@ struct LastGemm {
   bool packed = false;  // the re-laid-out weight's kernels (PackedFp8Kernels) ran
 };
 LastGemm LastGemmOnThisThread();
-// Calls of a PackedFp8Kernels gemm in this process (one per thread's share of a call; 0
-// where none is built).
+// Calls of a PackedFp8Kernels gemm in this process (one per chunk of a thread's share).
 int64_t PackedGemmCalls();
 // Re-laid-out weight copies made in this process (one per weight, however it is sliced).
 int64_t PackedCopiesMade();
@@ -133,7 +137,8 @@ const KernelSet& Avx2Kernels();        // F32 FMA on 8 lanes
 const KernelSet& Avx512Kernels();      // F32 FMA on 16 lanes
 const KernelSet& Avx512Bf16Kernels();  // BF16 pairs, vdpbf16ps (F32 accumulation)
 const KernelSet& AmxKernels();         // the BF16-pairs set, GEMMs of 4..4096 rows of a on AMX tiles
-const PackedFp8Kernels& Avx512Bf16PackedKernels();  // vdpbf16ps, one output column per lane
+const PackedFp8Kernels& Avx512Bf16PackedKernels();  // vdpbf16ps, 16 columns per block
+const PackedFp8Kernels& Avx2PackedKernels();        // F32 FMA, 8 columns per block
 // The streaming path of the F32 sets (AVX2 code, also used by the AVX-512 F32 set): a
 // packed to F32 as their packs do (fp8 as value * 2^-8), b fp8, BF16 or F32. It takes
 // M <= kStreamMaxMF32: measured with vt_kernels_bench --isa avx2 (2 threads), fp8 weights

@@ -19,7 +19,6 @@
 #include "vt/cpu/avx512_common.h"  // first: intrinsics and their warning settings
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include "vt/cpu/matmul_kernels.h"
@@ -28,12 +27,10 @@ namespace vt::cpu::matmul {
 
 namespace {
 
-constexpr int64_t kCols = kPackedBlockCols;  // 16: one f32 vector of results
+constexpr int64_t kCols = 16;  // one f32 vector of results
 constexpr int64_t kStep = 64;                // bytes per step of 4 K values
 // Bytes ahead in each block's stream to prefetch (as far as the streaming paths).
 constexpr int64_t kAhead = 1536;
-
-std::atomic<int64_t> g_packed_calls{0};
 
 constexpr int BytePos(int64_t col, int64_t t) {
   return static_cast<int>(16 * (col / 4) + 8 * (t / 2) + 2 * (col % 4) + t % 2);
@@ -96,17 +93,19 @@ size_t PackedBytes(int64_t N, int64_t K) {
   return static_cast<size_t>((N + kCols - 1) / kCols) * static_cast<size_t>((K + 3) / 4 * kStep);
 }
 
-__attribute__((target("avx512vbmi"))) void PackWeights(const uint8_t* b, int64_t N, int64_t K, int64_t block0,
-                                                       int64_t block1, uint8_t* dst) {
+__attribute__((target("avx512vbmi"))) int64_t PackWeights(const uint8_t* b, int64_t N, int64_t K, int64_t block0,
+                                                          int64_t block1, uint8_t* dst) {
   const size_t block_bytes = static_cast<size_t>((K + 3) / 4 * kStep);
   for (int64_t j = block0; j < block1; ++j) PackBlock(b, N, K, j, dst + j * block_bytes);
+  return 0;  // the table decodes NaN codes to NaN
 }
 
 // Rows of fp8 a as BF16 in K order, zero from K to lda (a multiple of 64). The table's
 // decode interleaves 8-code groups of the two halves of its 64 codes; a byte permute
 // first puts them where that interleave takes them back to K order.
-__attribute__((target("avx512vbmi"))) void PackA(const uint8_t* a, int64_t K, int64_t rows, uint16_t* dst,
+__attribute__((target("avx512vbmi"))) void PackA(const uint8_t* a, int64_t K, int64_t rows, void* dst_v,
                                                  int64_t lda) {
+  auto* dst = static_cast<uint16_t*>(dst_v);
   const Fp8ToBf16Lut lut;
   alignas(64) uint8_t idx_bytes[64];
   for (int L = 0; L < 4; ++L)
@@ -188,10 +187,10 @@ TileFn ChooseTile(int64_t mr, int nb) {
 // All M rows of a against blocks [block0, block1): c[m * ldc + 16 (j - block0) + l].
 // Rows in tiles of up to 8 (4 when M <= 4, with 4 blocks at a time), and for each group of
 // blocks every row tile in turn, so that the group's weights come from memory once.
-__attribute__((target("avx512vbmi"))) void GemmPacked(const uint16_t* a, int64_t lda, int64_t M,
+__attribute__((target("avx512vbmi"))) void GemmPacked(const void* av, int64_t lda, int64_t M,
                                                       const uint8_t* packed, int64_t K, int64_t block0,
                                                       int64_t block1, float* c, int64_t ldc) {
-  g_packed_calls.fetch_add(1, std::memory_order_relaxed);
+  const auto* a = static_cast<const uint16_t*>(av);
   const Fp8ToBf16Lut lut;
   const int64_t steps = (K + 3) / 4;
   const int64_t block_bytes = steps * kStep;
@@ -217,10 +216,9 @@ __attribute__((target("avx512vbmi"))) void GemmPacked(const uint16_t* a, int64_t
 }  // namespace
 
 const PackedFp8Kernels& Avx512Bf16PackedKernels() {
-  static const PackedFp8Kernels k{"avx512bf16-outer16", &PackedBytes, &PackWeights, &PackA, &GemmPacked};
+  static const PackedFp8Kernels k{"avx512bf16-outer16", kCols, 2, 64, 1.0f, true,
+                                  &PackedBytes, &PackWeights, &PackA, &GemmPacked};
   return k;
 }
-
-int64_t PackedGemmCalls() { return g_packed_calls.load(std::memory_order_relaxed); }
 
 }  // namespace vt::cpu::matmul
