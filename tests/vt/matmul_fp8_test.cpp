@@ -317,10 +317,13 @@ TEST(MatmulFp8, StreamDecodesWithinBound) {
 // stored there; a second call finds the copy (the same result bits).
 TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
   namespace mm = vt::cpu::matmul;
+  struct RestoreAuto {
+    ~RestoreAuto() { vt::cpu::matmul::SetFp8StreamDecode(vt::cpu::matmul::Fp8StreamDecode::kAuto); }
+  } restore;
   const std::vector<vt_test::Shape3> shapes = {
       {1, 16, 4},   {1, 17, 5},    {2, 15, 3},    {3, 33, 64},   {4, 47, 65},   {5, 64, 63},   {7, 31, 130},
       {8, 48, 17},  {9, 100, 16},  {12, 1, 1},    {16, 301, 257}, {17, 40, 1000}, {33, 70, 99}, {100, 35, 260},
-      {4, 129, 2500}, {1, 200, 4100}};
+      {4, 129, 2500}, {1, 200, 4100}, {2, 57, 40}, {2, 300, 50}};
   std::mt19937 rng(4321);
   const float alpha = 0.031f;
   int checked = 0;
@@ -342,53 +345,73 @@ TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
     const auto tb = vt::Tensor::FromHost(b.data(), {s.N, s.K}, vt::DType::kF8E4M3);
     tb.SetReadOnly();
     const auto tbias = vt::Tensor::FromHost(bias_f.data(), {s.N}, vt::DType::kF32);
-    for (vt::CpuIsa isa : vt_test::IsaLevels()) {
 #if defined(__x86_64__)
-      const bool bf16_packed = isa == vt::CpuIsa::kAvx512Bf16 && __builtin_cpu_supports("avx512vbmi");
-      const bool f32_packed = (isa == vt::CpuIsa::kAvx2 || isa == vt::CpuIsa::kAvx512 ||
-                               (isa == vt::CpuIsa::kAvx512Bf16 && !__builtin_cpu_supports("avx512vbmi"))) &&
-                              !nan_b;
-      const bool packed_level = bf16_packed || f32_packed;
-      const char* packed_set = bf16_packed ? "avx512bf16-outer16" : "avx2-outer8";
+    // The AVX2 kernel's two decodes, each with the caller's MXCSR as it is and with
+    // denormals-are-zero and flush-to-zero set (the queue's threads, created after,
+    // inherit it): the f32-bits decode makes subnormal f32 weights, which that would zero.
+    for (int mode = 0; mode < 4; ++mode) {
+      const auto decode = mode % 2 ? mm::Fp8StreamDecode::kF32Bits : mm::Fp8StreamDecode::kHalf;
+      const bool daz = mode >= 2;
+      mm::SetFp8StreamDecode(decode);
+      const unsigned csr = _mm_getcsr();
+      if (daz) _mm_setcsr(csr | 0x8040u);
 #else
-      const bool packed_level = false;
-      const char* packed_set = "";
+    for (int mode = 0; mode < 1; ++mode) {
+      const bool daz = false;
 #endif
-      for (int threads : {1, 3}) {
-        const vt::Queue q = vt::Queue::Cpu(threads, isa);
-        for (vt::DType od : {vt::DType::kF32, vt::DType::kBF16}) {
-          for (bool with_bias : {false, true}) {
-            SCOPED_TRACE(vt::StrCat("M=", s.M, " N=", s.N, " K=", s.K, " isa=", vt::CpuIsaName(q.cpu_isa()),
-                                    " threads=", threads, " out=", vt::DTypeName(od), " bias=", with_bias));
-            auto out = vt::Tensor::Empty({s.M, s.N}, od);
-            const int64_t before = mm::PackedGemmCalls();
-            vt::MatmulFp8(q, out, ta, tb, alpha, with_bias ? &tbias : nullptr);
-            EXPECT_EQ(mm::PackedGemmCalls() > before, packed_level);
-            EXPECT_EQ(mm::LastGemmOnThisThread().packed, packed_level);
-            if (packed_level) {
-              EXPECT_STREQ(mm::LastGemmOnThisThread().set, packed_set);
-            }
-            const auto got = ToFloats(out);
-            auto bias_at = [&](int64_t i) { return with_bias ? static_cast<double>(bias_f[i % s.N]) : 0.0; };
-            auto want = [&](int64_t i) { return static_cast<double>(alpha) * ref.dot[i] + bias_at(i); };
-            for (int64_t i = 0; i < s.M * s.N; ++i) {
-              const bool want_nan = (nan && i / s.N == 2) || (nan_b && (i % s.N == 13 || i % s.N == s.N - 1));
-              if (want_nan) {
-                EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
-              } else {
-                EXPECT_NEAR(got[i], want(i), vt_test::MatmulBound(want(i), ref.mag[i], alpha, bias_at(i), s.K, od))
-                    << "element " << i;
+      for (vt::CpuIsa isa : vt_test::IsaLevels()) {
+#if defined(__x86_64__)
+        const bool bf16_packed = isa == vt::CpuIsa::kAvx512Bf16 && __builtin_cpu_supports("avx512vbmi");
+        const bool f32_packed = (isa == vt::CpuIsa::kAvx2 || isa == vt::CpuIsa::kAvx512 ||
+                                 (isa == vt::CpuIsa::kAvx512Bf16 && !__builtin_cpu_supports("avx512vbmi"))) &&
+                                !nan_b;
+        const bool packed_level = bf16_packed || f32_packed;
+        const char* packed_set = bf16_packed ? "avx512bf16-outer16" : "avx2-outer8";
+#else
+        const bool bf16_packed = false, packed_level = false;
+        const char* packed_set = "";
+#endif
+        for (int threads : {1, 3}) {
+          const vt::Queue q = vt::Queue::Cpu(threads, isa);
+          for (vt::DType od : {vt::DType::kF32, vt::DType::kBF16}) {
+            for (bool with_bias : {false, true}) {
+              SCOPED_TRACE(vt::StrCat("M=", s.M, " N=", s.N, " K=", s.K, " isa=", vt::CpuIsaName(q.cpu_isa()),
+                                      " threads=", threads, " out=", vt::DTypeName(od), " bias=", with_bias,
+                                      " decode mode=", mode, " daz=", daz));
+              auto out = vt::Tensor::Empty({s.M, s.N}, od);
+              const int64_t before = mm::PackedGemmCalls(), bits_before = mm::F32BitsPackedCalls();
+              vt::MatmulFp8(q, out, ta, tb, alpha, with_bias ? &tbias : nullptr);
+              EXPECT_EQ(mm::PackedGemmCalls() > before, packed_level);
+              EXPECT_EQ(mm::F32BitsPackedCalls() > bits_before, packed_level && !bf16_packed && mode % 2 == 1);
+              EXPECT_EQ(mm::LastGemmOnThisThread().packed, packed_level);
+              if (packed_level) {
+                EXPECT_STREQ(mm::LastGemmOnThisThread().set, packed_set);
               }
-              ++checked;
+              const auto got = ToFloats(out);
+              auto bias_at = [&](int64_t i) { return with_bias ? static_cast<double>(bias_f[i % s.N]) : 0.0; };
+              auto want = [&](int64_t i) { return static_cast<double>(alpha) * ref.dot[i] + bias_at(i); };
+              for (int64_t i = 0; i < s.M * s.N; ++i) {
+                const bool want_nan = (nan && i / s.N == 2) || (nan_b && (i % s.N == 13 || i % s.N == s.N - 1));
+                if (want_nan) {
+                  EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
+                } else {
+                  EXPECT_NEAR(got[i], want(i), vt_test::MatmulBound(want(i), ref.mag[i], alpha, bias_at(i), s.K, od))
+                      << "element " << i;
+                }
+                ++checked;
+              }
+              // Again: the copy is found, and the same kernel gives the same bits.
+              auto again = vt::Tensor::Empty({s.M, s.N}, od);
+              vt::MatmulFp8(q, again, ta, tb, alpha, with_bias ? &tbias : nullptr);
+              const auto got_again = ToFloats(again);
+              EXPECT_EQ(0, std::memcmp(got.data(), got_again.data(), got.size() * sizeof(float)));
             }
-            // Again: the copy is found, and the same kernel gives the same bits.
-            auto again = vt::Tensor::Empty({s.M, s.N}, od);
-            vt::MatmulFp8(q, again, ta, tb, alpha, with_bias ? &tbias : nullptr);
-            const auto got_again = ToFloats(again);
-            EXPECT_EQ(0, std::memcmp(got.data(), got_again.data(), got.size() * sizeof(float)));
           }
         }
       }
+#if defined(__x86_64__)
+      _mm_setcsr(csr);
+#endif
     }
   }
   EXPECT_GT(checked, 0);

@@ -345,6 +345,7 @@ int64_t matmul::PackedGemmCalls() { return g_packed_gemm_calls.load(std::memory_
 int64_t matmul::AmxStreamCalls() { return 0; }
 void matmul::SetFp8StreamDecode(Fp8StreamDecode) {}
 int64_t matmul::F32BitsStreamCalls() { return 0; }
+int64_t matmul::F32BitsPackedCalls() { return 0; }
 #endif
 
 void RegisterMatmulKernels() {

@@ -289,6 +289,8 @@ void StreamAll(const float* a, int64_t lda, int64_t M, const W* b, int64_t K, in
 void SetFp8StreamDecode(Fp8StreamDecode decode) { g_decode.store(static_cast<int>(decode)); }
 int64_t F32BitsStreamCalls() { return g_f32bits_calls.load(std::memory_order_relaxed); }
 
+bool Fp8DecodeAsF32Bits() { return UseF32Bits(DType::kF8E4M3); }
+
 size_t StreamABytesF32Avx2(DType b_dtype, int64_t lda, int64_t M) {
   return UseF32Bits(b_dtype) ? static_cast<size_t>(M * F32BitsLda(lda)) * sizeof(float) : 0;
 }

@@ -129,6 +129,8 @@ enum class Fp8StreamDecode { kAuto, kHalf, kF32Bits };
 void SetFp8StreamDecode(Fp8StreamDecode decode);
 // Calls of the AVX2 streaming path that decoded fp8 as kF32Bits (0 where it is not built).
 int64_t F32BitsStreamCalls();
+// Calls of the AVX2 outer-product kernel (Avx2PackedKernels) that decoded as kF32Bits.
+int64_t F32BitsPackedCalls();
 
 // The portable set (plain C++ the compiler vectorizes); always available.
 const KernelSet& ScalarKernels();
@@ -150,6 +152,8 @@ void StreamF32Avx2(DType b_dtype, const void* a, int64_t lda, int64_t M, const v
 // Its stream_a_bytes and prepare_stream_a (the rows of a for the kF32Bits decode).
 size_t StreamABytesF32Avx2(DType b_dtype, int64_t lda, int64_t M);
 void PrepareStreamAF32Avx2(const void* a, int64_t lda, int64_t M, int64_t block0, int64_t block1, void* dst);
+// Whether the AVX2 decodes use kF32Bits now (SetFp8StreamDecode, kAuto: on AMD).
+bool Fp8DecodeAsF32Bits();
 #endif
 
 }  // namespace vt::cpu::matmul

@@ -1,20 +1,29 @@
 // fp8 GEMM on weights re-laid out once, for AVX2 (F32 FMA on 8 lanes; also run by the
 // AVX-512 F32 level): the outer-product form of matmul_packed_avx512.cpp with one output
-// column per f32 lane. A weight block holds 8 columns; for each K value its 8 codes are 8
-// consecutive bytes, decoded by the half trick (sign-extend, shift left by 7, clear bit
-// 14: value * 2^-8 as an IEEE half, subnormals included; then vcvtph2ps), and each row of
-// a enters as one broadcast f32 (exact fp8 values), so a step of MR rows x NB blocks is NB
-// decodes and MR broadcasts for MR * NB FMAs, with no lane sums.
+// column per f32 lane. A weight block holds 8 columns; per pair of K values its 16 codes
+// are interleaved (column 0 at k and k + 1, column 1 ...), so one sign extension to 16-bit
+// words gives, per 32-bit lane, one column's two codes. Each row of a enters as a
+// broadcast f32, so a step of MR rows x NB blocks is NB decodes and 2 MR broadcasts for
+// 2 MR NB FMAs, with no lane sums. The decode is the one the streaming path uses
+// (Fp8StreamDecode, matmul_kernels.h):
+//  - kF32Bits (AMD by default): shifting each lane left by 20 (by 4) and masking puts the
+//    low (high) word's magnitude bits and sign into f32 bits: value * 2^-120 for both K
+//    values in two instructions each; a is scaled by 2^112 when packed, so every product
+//    is a·b·2^-8, exact and far from the f32 limits. fp8 subnormals become f32 subnormals,
+//    so the caller's denormals-are-zero is cleared while the kernel runs;
+//  - kHalf: the half trick on the 16 words (value * 2^-8 as IEEE halves), a byte shuffle
+//    and a quadword permute to separate the two K values, and vcvtph2ps.
+// Both decodes turn the NaN codes (S.1111.111) into finite values, so weights holding any
+// NaN code are not laid out: pack reports them and the driver multiplies such a weight
+// as stored (those paths propagate NaN).
 //
-// The half trick turns the NaN codes (S.1111.111) into finite values (1.875 * 2^8 * 2^-8),
-// so weights holding any NaN code are not laid out for it: pack reports them and the
-// driver multiplies such a weight as stored (those paths propagate NaN).
-//
-// Layout (PackedAvx2Bytes): block j (columns 8j..8j+7) is K steps of 8 bytes, the codes of
-// its columns at K value k; columns past N are zero codes.
+// Layout (PackedBytes): block j (columns 8j..8j+7) is RoundUp(K, 2) / 2 steps of 16
+// bytes; in step p the code of column 8j + c at K value 2p + t sits at byte 2c + t.
+// Columns past N and the K value past an odd K are zero codes.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "vt/cpu/matmul_kernels.h"
@@ -24,153 +33,176 @@ namespace vt::cpu::matmul {
 namespace {
 
 constexpr int64_t kCols = 8;
+constexpr int64_t kStep = 16;  // bytes per pair of K values
 // Bytes ahead in each block's stream to prefetch.
 constexpr int64_t kAhead = 1024;
+// kF32Bits: a's scale (see above).
+constexpr float kF32BitsAScale = 0x1p112f;
+
+std::atomic<int64_t> g_f32bits_calls{0};
 
 inline int64_t CountNan(__m128i x) {
   const __m128i nan = _mm_cmpeq_epi8(_mm_or_si128(x, _mm_set1_epi8(static_cast<char>(0x80))), _mm_set1_epi8(-1));
   return __builtin_popcount(static_cast<unsigned>(_mm_movemask_epi8(nan)));
 }
 
-// Columns [8j, 8j + 8) of b as K steps of 8 codes (zero codes past N); returns the NaN
-// codes met. Whole blocks go 16 K values at a time through an 8 x 16 byte transpose.
+// Columns [8j, 8j + 8) of b as K pairs of 16 interleaved codes (zero codes past N and K);
+// returns the NaN codes met. Whole blocks go 16 K values at a time through an 8 x 8
+// transpose of 16-bit words (a word: one column's codes at k, k + 1).
 int64_t PackBlock(const uint8_t* b, int64_t N, int64_t K, int64_t j, uint8_t* d) {
   int64_t nan = 0;
   int64_t k = 0;
   if ((j + 1) * kCols <= N) {
     const uint8_t* rows = b + j * kCols * K;
     for (; k + 16 <= K; k += 16) {
-      __m128i r[8];
+      __m128i r[8], t[8], u[8];
       for (int i = 0; i < 8; ++i) {
         r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + i * K + k));
         nan += CountNan(r[i]);
       }
-      __m128i t[8], u[8];
       for (int i = 0; i < 4; ++i) {
-        t[2 * i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]);      // rows 2i, 2i+1 at k 0..7
-        t[2 * i + 1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);  // ... at k 8..15
+        t[2 * i] = _mm_unpacklo_epi16(r[2 * i], r[2 * i + 1]);      // rows 2i, 2i+1: words 0..3
+        t[2 * i + 1] = _mm_unpackhi_epi16(r[2 * i], r[2 * i + 1]);  // ... words 4..7
       }
       for (int h = 0; h < 2; ++h) {  // rows 0..3 (h = 0) and 4..7 (h = 1)
-        u[4 * h + 0] = _mm_unpacklo_epi16(t[4 * h], t[4 * h + 2]);      // k 0..3, 4 rows each
-        u[4 * h + 1] = _mm_unpackhi_epi16(t[4 * h], t[4 * h + 2]);      // k 4..7
-        u[4 * h + 2] = _mm_unpacklo_epi16(t[4 * h + 1], t[4 * h + 3]);  // k 8..11
-        u[4 * h + 3] = _mm_unpackhi_epi16(t[4 * h + 1], t[4 * h + 3]);  // k 12..15
+        u[4 * h + 0] = _mm_unpacklo_epi32(t[4 * h], t[4 * h + 2]);      // words 0, 1 of 4 rows
+        u[4 * h + 1] = _mm_unpackhi_epi32(t[4 * h], t[4 * h + 2]);      // words 2, 3
+        u[4 * h + 2] = _mm_unpacklo_epi32(t[4 * h + 1], t[4 * h + 3]);  // words 4, 5
+        u[4 * h + 3] = _mm_unpackhi_epi32(t[4 * h + 1], t[4 * h + 3]);  // words 6, 7
       }
-      auto* out = reinterpret_cast<__m128i*>(d + k * kCols);
-      for (int q = 0; q < 4; ++q) {  // k 4q .. 4q+3: two steps of 8 rows per store
-        _mm_storeu_si128(out + 2 * q, _mm_unpacklo_epi32(u[q], u[4 + q]));
-        _mm_storeu_si128(out + 2 * q + 1, _mm_unpackhi_epi32(u[q], u[4 + q]));
+      auto* out = reinterpret_cast<__m128i*>(d + k / 2 * kStep);
+      for (int q = 0; q < 4; ++q) {  // words 2q, 2q + 1: K pairs k/2 + 2q, + 1
+        _mm_storeu_si128(out + 2 * q, _mm_unpacklo_epi64(u[q], u[4 + q]));
+        _mm_storeu_si128(out + 2 * q + 1, _mm_unpackhi_epi64(u[q], u[4 + q]));
       }
     }
   }
-  for (; k < K; ++k)
-    for (int64_t c = 0; c < kCols; ++c) {
-      const int64_t n = j * kCols + c;
-      const uint8_t code = n < N ? b[n * K + k] : 0;
-      nan += (code & 0x7F) == 0x7F;
-      d[k * kCols + c] = code;
-    }
+  for (; k < K; k += 2)
+    for (int64_t c = 0; c < kCols; ++c)
+      for (int64_t t = 0; t < 2; ++t) {
+        const int64_t n = j * kCols + c;
+        const uint8_t code = n < N && k + t < K ? b[n * K + k + t] : 0;
+        nan += (code & 0x7F) == 0x7F;
+        d[k / 2 * kStep + 2 * c + t] = code;
+      }
   return nan;
 }
 
-size_t PackedBytes(int64_t N, int64_t K) { return static_cast<size_t>((N + kCols - 1) / kCols * K * kCols); }
+int64_t BlockBytes(int64_t K) { return (K + 1) / 2 * kStep; }
+
+size_t PackedBytes(int64_t N, int64_t K) { return static_cast<size_t>((N + kCols - 1) / kCols * BlockBytes(K)); }
 
 int64_t PackWeights(const uint8_t* b, int64_t N, int64_t K, int64_t block0, int64_t block1, uint8_t* dst) {
   int64_t nan = 0;
-  for (int64_t j = block0; j < block1; ++j) nan += PackBlock(b, N, K, j, dst + j * K * kCols);
+  for (int64_t j = block0; j < block1; ++j) nan += PackBlock(b, N, K, j, dst + j * BlockBytes(K));
   return nan;
 }
 
-// 8 codes -> 8 f32 equal to value * 2^-8 (NaN codes: finite, see above).
-inline __m256 Decode8(const uint8_t* p) {
-  const __m128i s = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(s, 7), _mm_set1_epi16(static_cast<int16_t>(0xBF80))));
-}
-
-// Rows of fp8 a as exact f32 values in K order (NaN codes as NaN), zero from K to lda.
+// Rows of fp8 a as f32 in K order (NaN codes as NaN), zero from K to lda: the exact
+// values, times 2^112 for kF32Bits. The values by the half trick (exact: value * 2^-8)
+// times 2^8 (or 2^120).
 void PackA(const uint8_t* a, int64_t K, int64_t rows, void* dst, int64_t lda) {
+  const __m256 scale = _mm256_set1_ps(Fp8DecodeAsF32Bits() ? 0x1p8f * kF32BitsAScale : 0x1p8f);
   for (int64_t r = 0; r < rows; ++r) {
     float* d = static_cast<float*>(dst) + r * lda;
-    const uint8_t* p = a + r * K;
-    int64_t k = 0;
-    for (; k + 8 <= K; k += 8) {
+    for (int64_t k = 0; k < lda; k += 8) {
       alignas(16) uint8_t codes[16] = {};
-      std::memcpy(codes, p + k, 8);
+      if (k < K) std::memcpy(codes, a + r * K + k, static_cast<size_t>(std::min<int64_t>(8, K - k)));
       const __m128i x = _mm_load_si128(reinterpret_cast<const __m128i*>(codes));
-      __m256 v = _mm256_mul_ps(Decode8(codes), _mm256_set1_ps(256.0f));
+      const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(x), 7),
+                                      _mm_set1_epi16(static_cast<int16_t>(0xBF80)));
+      const __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(h), scale);
       const __m128i nan8 = _mm_cmpeq_epi8(_mm_or_si128(x, _mm_set1_epi8(static_cast<char>(0x80))), _mm_set1_epi8(-1));
       const __m256 nan = _mm256_castsi256_ps(_mm256_cvtepi8_epi32(nan8));
-      v = _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), nan);
-      _mm256_storeu_ps(d + k, v);
-    }
-    for (; k < lda; ++k) {
-      if (k >= K) {
-        d[k] = 0.0f;
-        continue;
-      }
-      alignas(16) uint8_t codes[16] = {p[k]};
-      float v[8];
-      _mm256_storeu_ps(v, _mm256_mul_ps(Decode8(codes), _mm256_set1_ps(256.0f)));
-      d[k] = (p[k] & 0x7F) == 0x7F ? __builtin_nanf("") : v[0];
+      _mm256_storeu_ps(d + k, _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), nan));
     }
   }
 }
 
-// c[i * ldc + 8 j + l] = 2^-8 Σ_k a[i, k] · w[column 8 j + l, k] for MR rows and NB blocks.
-template <int MR, int NB>
-__attribute__((noinline)) void Tile(const float* a, int64_t lda, const uint8_t* w, int64_t block_bytes, int64_t K,
-                                    float* c, int64_t ldc) {
+// One step of a block: 16 interleaved codes -> the 8 columns at k (w0) and k + 1 (w1).
+template <bool kBits>
+__attribute__((always_inline)) inline void Decode(const uint8_t* p, __m256& w0, __m256& w1) {
+  const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  if constexpr (kBits) {
+    const __m256i keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
+    w0 = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(s, 20), keep));
+    w1 = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(s, 4), keep));
+  } else {
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(s, 7), _mm256_set1_epi16(static_cast<int16_t>(0xBF80)));
+    // Per 128-bit lane: the even words (K value k) first, then the odd ones; then the
+    // lanes' even halves together in the low 128 bits.
+    const __m256i split = _mm256_shuffle_epi8(
+        h, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7,
+                            10, 11, 14, 15));
+    const __m256i q = _mm256_permute4x64_epi64(split, 0xD8);
+    w0 = _mm256_cvtph_ps(_mm256_castsi256_si128(q));
+    w1 = _mm256_cvtph_ps(_mm256_extracti128_si256(q, 1));
+  }
+}
+
+// c[i * ldc + 8 j + l] = 2^-8 Σ_k a[i, k] · w[column 8 j + l, k] for MR rows and NB blocks
+// over `pairs` pairs of K values.
+template <int MR, int NB, bool kBits>
+__attribute__((noinline)) void Tile(const float* a, int64_t lda, const uint8_t* w, int64_t block_bytes,
+                                    int64_t pairs, float* c, int64_t ldc) {
   __m256 acc[MR][NB];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_setzero_ps();
-  auto step = [&](int64_t k) __attribute__((always_inline)) {
-    __m256 wv[NB];
-    for (int j = 0; j < NB; ++j) wv[j] = Decode8(w + j * block_bytes + k * kCols);
+  auto step = [&](int64_t p) __attribute__((always_inline)) {
+    __m256 w0[NB], w1[NB];
+    for (int j = 0; j < NB; ++j) Decode<kBits>(w + j * block_bytes + p * kStep, w0[j], w1[j]);
     for (int i = 0; i < MR; ++i) {
-      const __m256 av = _mm256_broadcast_ss(a + i * lda + k);
-      for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_fmadd_ps(av, wv[j], acc[i][j]);
+      const __m256 a0 = _mm256_broadcast_ss(a + i * lda + 2 * p);
+      const __m256 a1 = _mm256_broadcast_ss(a + i * lda + 2 * p + 1);
+      for (int j = 0; j < NB; ++j) {
+        acc[i][j] = _mm256_fmadd_ps(a0, w0[j], acc[i][j]);
+        acc[i][j] = _mm256_fmadd_ps(a1, w1[j], acc[i][j]);
+      }
     }
   };
-  int64_t k = 0;
-  for (; k + 8 <= K; k += 8) {  // 8 steps: 64 bytes of each block
+  int64_t p = 0;
+  for (; p + 4 <= pairs; p += 4) {  // 4 steps: 64 bytes of each block
     for (int j = 0; j < NB; ++j)
-      _mm_prefetch(reinterpret_cast<const char*>(w + j * block_bytes + k * kCols + kAhead), _MM_HINT_T0);
-#pragma GCC unroll 8
-    for (int64_t s = 0; s < 8; ++s) step(k + s);
+      _mm_prefetch(reinterpret_cast<const char*>(w + j * block_bytes + p * kStep + kAhead), _MM_HINT_T0);
+#pragma GCC unroll 4
+    for (int64_t s = 0; s < 4; ++s) step(p + s);
   }
-  for (; k < K; ++k) step(k);
+  for (; p < pairs; ++p) step(p);
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NB; ++j) _mm256_storeu_ps(c + i * ldc + j * kCols, acc[i][j]);
 }
 
 using TileFn = void (*)(const float*, int64_t, const uint8_t*, int64_t, int64_t, float*, int64_t);
 
-// Up to 2 rows with 4 blocks, up to 6 rows with 2: at most 12 accumulators, which with
-// the decoded weights, the broadcast and the mask fit in the 16 vector registers.
-template <int MR>
+// One row with 4 blocks, two with 3, up to 4 rows with 2: at most 8 accumulators, which
+// with the two decoded K values per block, the broadcasts and the decode's constant fit
+// in the 16 vector registers. TileFor(nb) has exactly nb blocks for those nb.
+template <int MR, bool kBits>
 TileFn TileFor(int nb) {
-  if constexpr (MR <= 2) {
-    if (nb >= 4) return &Tile<MR, 4>;
+  if constexpr (MR == 1) {
+    if (nb >= 4) return &Tile<MR, 4, kBits>;
   }
-  return nb >= 2 ? &Tile<MR, 2> : &Tile<MR, 1>;
+  if constexpr (MR == 2) {
+    if (nb >= 3) return &Tile<MR, 3, kBits>;
+  }
+  return nb >= 2 ? &Tile<MR, 2, kBits> : &Tile<MR, 1, kBits>;
 }
+template <bool kBits>
 TileFn ChooseTile(int64_t mr, int nb) {
   switch (mr) {
-    case 1: return TileFor<1>(nb);
-    case 2: return TileFor<2>(nb);
-    case 3: return TileFor<3>(nb);
-    case 4: return TileFor<4>(nb);
-    case 5: return TileFor<5>(nb);
-    default: return TileFor<6>(nb);
+    case 1: return TileFor<1, kBits>(nb);
+    case 2: return TileFor<2, kBits>(nb);
+    case 3: return TileFor<3, kBits>(nb);
+    default: return TileFor<4, kBits>(nb);
   }
 }
 
-void GemmPacked(const void* av, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,
+template <bool kBits>
+void GemmBlocks(const float* a, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,
                 int64_t block1, float* c, int64_t ldc) {
-  const auto* a = static_cast<const float*>(av);
-  const int64_t block_bytes = K * kCols;
-  const int group = M <= 2 ? 4 : 2;
-  const int64_t rows_per_tile = M <= 2 ? M : 6;
+  const int64_t block_bytes = BlockBytes(K), pairs = (K + 1) / 2;
+  const int group = M == 1 ? 4 : M == 2 ? 3 : 2;
+  const int64_t rows_per_tile = std::min<int64_t>(M, 4);
   for (int64_t j = block0; j < block1; j += group) {
     const int nb = static_cast<int>(std::min<int64_t>(group, block1 - j));
     const uint8_t* w = packed + j * block_bytes;
@@ -178,12 +210,30 @@ void GemmPacked(const void* av, int64_t lda, int64_t M, const uint8_t* packed, i
     for (int64_t m = 0; m < M; m += rows_per_tile) {
       const int64_t mr = std::min(rows_per_tile, M - m);
       for (int done = 0; done < nb;) {
-        const int take = nb - done >= 4 ? 4 : nb - done >= 2 ? 2 : 1;
-        ChooseTile(mr, take)(a + m * lda, lda, w + done * block_bytes, block_bytes, K, cj + m * ldc + done * kCols,
-                             ldc);
+        // 4 blocks at a time only for one row, 3 only for two (the groups), else 2 or 1.
+        const int rest = nb - done;
+        const int take = rest == 4 ? 4 : rest == 3 && group == 3 ? 3 : rest >= 2 ? 2 : 1;
+        ChooseTile<kBits>(mr, take)(a + m * lda, lda, w + done * block_bytes, block_bytes, pairs,
+                                    cj + m * ldc + done * kCols, ldc);
         done += take;
       }
     }
+  }
+}
+
+void GemmPacked(const void* av, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,
+                int64_t block1, float* c, int64_t ldc) {
+  const auto* a = static_cast<const float*>(av);
+  if (Fp8DecodeAsF32Bits()) {
+    // IEEE arithmetic whatever the caller's MXCSR (see above).
+    const unsigned csr = _mm_getcsr();
+    constexpr unsigned kDazFtz = 0x8040;
+    if ((csr & kDazFtz) != 0) _mm_setcsr(csr & ~kDazFtz);
+    g_f32bits_calls.fetch_add(1, std::memory_order_relaxed);
+    GemmBlocks<true>(a, lda, M, packed, K, block0, block1, c, ldc);
+    if ((csr & kDazFtz) != 0) _mm_setcsr(csr);
+  } else {
+    GemmBlocks<false>(a, lda, M, packed, K, block0, block1, c, ldc);
   }
 }
 
@@ -194,5 +244,7 @@ const PackedFp8Kernels& Avx2PackedKernels() {
                                   &GemmPacked};
   return k;
 }
+
+int64_t F32BitsPackedCalls() { return g_f32bits_calls.load(std::memory_order_relaxed); }
 
 }  // namespace vt::cpu::matmul
