@@ -6,10 +6,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 
 #include "vt/device.h"
 
 namespace vt {
+
+class Tensor;
 
 // Instruction-set levels of the CPU backend, from the portable scalar code up. A queue
 // uses the lower of what the processor has and what it was asked for, so tests can force
@@ -58,6 +61,13 @@ struct Queue::Impl {
   explicit Impl(Device d) : device(d) {}
   virtual ~Impl() = default;
   virtual void Synchronize() {}
+  // Backends that multiply fp8 weights on a copy laid out for their kernels make it here
+  // (see vt::PrepareMatmulFp8Weight in vt/ops/matmul.h); the default lays out nothing.
+  virtual bool PrepareMatmulFp8Weight(const Tensor& b, std::span<const int64_t> row_starts) {
+    (void)b;
+    (void)row_starts;
+    return false;
+  }
   Device device;
 };
 

@@ -28,6 +28,8 @@ struct Storage {
   Device device;
   std::shared_ptr<void> owner;  // releases the bytes when the last tensor goes
   std::atomic<bool> read_only{false};  // see Tensor::SetReadOnly
+  bool allocated_by_vt = false;        // host bytes from Tensor::Empty (ReleaseBytes may free them)
+  std::atomic<bool> released{false};   // see Tensor::ReleaseBytes
   // Objects kernels derived from read-only bytes, by key (see Tensor::DerivedData).
   std::mutex derived_mutex;
   std::vector<std::pair<std::string, std::shared_ptr<const void>>> derived;
@@ -74,6 +76,15 @@ class Tensor {
   Tensor StorageRows(int64_t cols) const;
   // Bytes from the storage's start to this tensor's first element.
   size_t storage_offset() const { return offset_; }
+  // Frees the host bytes of a read-only tensor that vt allocated (Empty, FromHost, To), for
+  // every tensor sharing them, and keeps the storage's derived data: a weight whose
+  // kernels read only a re-laid-out copy (PrepareMatmulFp8Weight returned true) then does
+  // not take its memory twice. From then on data() throws vt::Error naming the tensor.
+  // Returns false and changes nothing for borrowed bytes (Borrow: e.g. a checkpoint's
+  // mapping, whose clean pages the OS reclaims once unused) and device memory. Not while
+  // an op may be using the tensor.
+  bool ReleaseBytes() const;
+  bool bytes_released() const { return storage_ != nullptr && storage_->released; }
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

@@ -15,6 +15,7 @@
 #include "model/layers/linear.h"
 #include "model/quant_config.h"
 #include "model/safetensors_writer.h"
+#include "vt/cpu/matmul_kernels.h"
 #include "vt/vt.h"
 
 namespace vtllm::model {
@@ -106,47 +107,62 @@ class LinearCheckpoint : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir); }
 };
 
+// On every CPU level: the merged weight's shards give the same bits as the whole, within
+// half an fp8 step of the stored weights times their scales. Where the level multiplies a
+// re-laid-out copy (AVX2, AVX-512 and vdpbf16ps levels), the copies are made at load (none
+// at the first products) and the merged copy's bytes are freed.
 TEST_F(LinearCheckpoint, MergedFp8UsesMaxScalesAndMatchesTheStoredWeights) {
-  vt::Queue q = vt::Queue::Cpu(2);
-  Checkpoint ckpt = Checkpoint::Open(dir);
-  QuantConfig quant = QuantConfig::FromDir(dir);
-  LinearContext ctx{&ckpt, &quant, vt::Device::Cpu(), &q};
-  Linear lin = Linear::Load(ctx, {{"layer.q_proj", 8}, {"layer.k_proj", 4}, {"layer.v_proj", 4}}, K, false);
-  EXPECT_TRUE(lin.takes_quantized_input());
-  EXPECT_EQ(lin.input_scale(), 0.05f);  // the shards' max
-  EXPECT_EQ(lin.out_features(), 16);
-  // x is a multiple of the input scale on the fp8 grid, so quantizing it is exact and the
-  // only approximation left is the requantized weight (half an fp8 step, 2^-4 relative).
-  const int64_t T = 3;
-  std::vector<float> x(static_cast<size_t>(T * K));
-  std::mt19937 rng(9);
-  for (auto& v : x) v = static_cast<float>(Decode(static_cast<uint8_t>(rng() % 0x70))) * 0.05f;
-  vt::Tensor tx = vt::Tensor::FromHost(x.data(), {T, K}, vt::DType::kF32);
-  vt::Tensor all = vt::Tensor::Empty({T, 16}, vt::DType::kF32);
-  lin.Apply(q, tx, all);
-  std::vector<vt::Tensor> outs = {vt::Tensor::Empty({T, 8}, vt::DType::kF32),
-                                  vt::Tensor::Empty({T, 4}, vt::DType::kF32),
-                                  vt::Tensor::Empty({T, 4}, vt::DType::kF32)};
-  lin.ApplyShards(q, tx, outs);
-  std::vector<float> got(static_cast<size_t>(T * 16));
-  all.CopyToHost(got.data());
-  int64_t col = 0;
-  for (size_t s = 0; s < 3; ++s) {
-    std::vector<float> shard(static_cast<size_t>(T * rows[s]));
-    outs[s].CopyToHost(shard.data());
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t n = 0; n < rows[s]; ++n) {
-        double ref = 0, mag = 0;
-        for (int64_t k = 0; k < K; ++k) {
-          const double w = Decode(w8[s][n * K + k]) * wscale[s];
-          ref += x[t * K + k] * w;
-          mag += std::fabs(x[t * K + k] * w);
+  for (vt::CpuIsa isa : {vt::CpuIsa::kScalar, vt::CpuIsa::kAvx2, vt::CpuIsa::kAvx512, vt::CpuIsa::kAvx512Bf16,
+                         vt::CpuIsa::kAmx}) {
+    vt::Queue q = vt::Queue::Cpu(2, isa);
+    if (isa != vt::CpuIsa::kScalar && q.cpu_isa() != isa) continue;  // not on this processor
+    SCOPED_TRACE(vt::CpuIsaName(isa));
+    Checkpoint ckpt = Checkpoint::Open(dir);
+    QuantConfig quant = QuantConfig::FromDir(dir);
+    LinearContext ctx{&ckpt, &quant, vt::Device::Cpu(), &q};
+    const int64_t copies_before = vt::cpu::matmul::PackedCopiesMade();
+    Linear lin = Linear::Load(ctx, {{"layer.q_proj", 8}, {"layer.k_proj", 4}, {"layer.v_proj", 4}}, K, false);
+    const int64_t copies_at_load = vt::cpu::matmul::PackedCopiesMade() - copies_before;
+    const bool relaid = isa == vt::CpuIsa::kAvx2 || isa == vt::CpuIsa::kAvx512 || isa == vt::CpuIsa::kAvx512Bf16;
+    EXPECT_EQ(copies_at_load > 0, relaid);
+    EXPECT_EQ(lin.weight_bytes_released(), relaid);
+    EXPECT_TRUE(lin.takes_quantized_input());
+    EXPECT_EQ(lin.input_scale(), 0.05f);  // the shards' max
+    EXPECT_EQ(lin.out_features(), 16);
+    // x is a multiple of the input scale on the fp8 grid, so quantizing it is exact and the
+    // only approximation left is the requantized weight (half an fp8 step, 2^-4 relative).
+    const int64_t T = 3;
+    std::vector<float> x(static_cast<size_t>(T * K));
+    std::mt19937 rng(9);
+    for (auto& v : x) v = static_cast<float>(Decode(static_cast<uint8_t>(rng() % 0x70))) * 0.05f;
+    vt::Tensor tx = vt::Tensor::FromHost(x.data(), {T, K}, vt::DType::kF32);
+    vt::Tensor all = vt::Tensor::Empty({T, 16}, vt::DType::kF32);
+    lin.Apply(q, tx, all);
+    std::vector<vt::Tensor> outs = {vt::Tensor::Empty({T, 8}, vt::DType::kF32),
+                                    vt::Tensor::Empty({T, 4}, vt::DType::kF32),
+                                    vt::Tensor::Empty({T, 4}, vt::DType::kF32)};
+    lin.ApplyShards(q, tx, outs);
+    std::vector<float> got(static_cast<size_t>(T * 16));
+    all.CopyToHost(got.data());
+    int64_t col = 0;
+    for (size_t s = 0; s < 3; ++s) {
+      std::vector<float> shard(static_cast<size_t>(T * rows[s]));
+      outs[s].CopyToHost(shard.data());
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < rows[s]; ++n) {
+          double ref = 0, mag = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double w = Decode(w8[s][n * K + k]) * wscale[s];
+            ref += x[t * K + k] * w;
+            mag += std::fabs(x[t * K + k] * w);
+          }
+          const float a = got[t * 16 + col + n], b = shard[t * rows[s] + n];
+          EXPECT_EQ(a, b) << "shard " << s << " differs from the merged output";
+          EXPECT_NEAR(a, ref, mag / 16 + 1e-6) << "shard " << s << " row " << t << " col " << n;
         }
-        const float a = got[t * 16 + col + n], b = shard[t * rows[s] + n];
-        EXPECT_EQ(a, b) << "shard " << s << " differs from the merged output";
-        EXPECT_NEAR(a, ref, mag / 16 + 1e-6) << "shard " << s << " row " << t << " col " << n;
-      }
-    col += rows[s];
+      col += rows[s];
+    }
+    EXPECT_EQ(vt::cpu::matmul::PackedCopiesMade() - copies_before, copies_at_load);
   }
 }
 

@@ -12,11 +12,13 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "elementwise_test_util.h"
 #include "matmul_test_util.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -472,6 +474,86 @@ TEST(MatmulFp8, ReadOnlyWeightSlicesShareOneCopy) {
 #else
   GTEST_SKIP() << "no packed kernels on this processor";
 #endif
+}
+
+// PrepareMatmulFp8Weight lays out a weight and its shards at once; when it says nothing
+// will read the weight's bytes again, ReleaseBytes frees them and MatmulFp8 keeps working
+// on the same queue level (whole and by shard, within the bound, no new copies), while
+// anything that needs the bytes (another level's kernels, data(), copies) throws by name.
+TEST(MatmulFp8, PreparedWeightsMultiplyAfterTheirBytesAreReleased) {
+  namespace mm = vt::cpu::matmul;
+  const int64_t M = 5, N = 72, K = 96;
+  std::mt19937 rng(31);
+  const auto a = RandomFp8(M * K, rng), b = RandomFp8(N * K, rng);
+  const auto ta = vt::Tensor::FromHost(a.data(), {M, K}, vt::DType::kF8E4M3);
+  const Reference ref = ComputeReference(a, b, M, N, K);
+  const std::vector<int64_t> starts = {0, 16, 40};
+  std::vector<vt::CpuIsa> levels;
+#if defined(__x86_64__)
+  if (vt::DetectCpuIsa() >= vt::CpuIsa::kAvx2) levels = {vt::CpuIsa::kAvx2, vt::CpuIsa::kAvx512, vt::CpuIsa::kAvx512Bf16};
+#endif
+  int prepared = 0;
+  for (vt::CpuIsa isa : levels) {
+    const vt::Queue q = vt::Queue::Cpu(2, isa);
+    if (q.cpu_isa() != isa) continue;
+    SCOPED_TRACE(vt::CpuIsaName(isa));
+    const auto tb = vt::Tensor::FromHost(b.data(), {N, K}, vt::DType::kF8E4M3);
+    tb.SetReadOnly();
+    const int64_t copies_before = mm::PackedCopiesMade();
+    ASSERT_TRUE(vt::PrepareMatmulFp8Weight(q, tb, starts));
+    const int64_t copies = mm::PackedCopiesMade() - copies_before;
+    EXPECT_GE(copies, 1);
+    ASSERT_TRUE(tb.ReleaseBytes());
+    EXPECT_TRUE(tb.bytes_released());
+    ++prepared;
+    for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {0, 16}, {16, 40}, {40, N}}) {
+      auto out = vt::Tensor::Empty({M, n1 - n0}, vt::DType::kF32);
+      vt::MatmulFp8(q, out, ta, n0 == 0 && n1 == N ? tb : tb.Slice(0, n0, n1), 0.5f);
+      EXPECT_TRUE(mm::LastGemmOnThisThread().packed);
+      const auto got = ToFloats(out);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = n0; n < n1; ++n) {
+          const double want = 0.5 * ref.dot[m * N + n];
+          EXPECT_NEAR(got[m * (n1 - n0) + n - n0], want,
+                      vt_test::MatmulBound(want, ref.mag[m * N + n], 0.5, 0.0, K, vt::DType::kF32))
+              << "rows " << n0 << ".." << n1 << " m=" << m << " n=" << n;
+        }
+    }
+    EXPECT_EQ(mm::PackedCopiesMade() - copies_before, copies);  // all made by Prepare
+    vt_test::ExpectErrorWith([&] { (void)tb.data(); }, {"[72, 96] F8E4M3", "released"});
+    std::vector<uint8_t> host(static_cast<size_t>(N * K));
+    vt_test::ExpectErrorWith([&] { tb.CopyToHost(host.data()); }, {"released"});
+    auto out = vt::Tensor::Empty({M, N}, vt::DType::kF32);
+    vt_test::ExpectErrorWith([&] { vt::MatmulFp8(vt::Queue::Cpu(1, vt::CpuIsa::kScalar), out, ta, tb, 0.5f); },
+                             {"MatmulFp8", "released", "scalar"});
+  }
+  if (prepared == 0) std::cout << "[ packed fp8 ] no AVX2: nothing is laid out on this processor\n";
+
+  // Nothing to lay out: the scalar level; the AVX2 decode and a weight with a NaN code.
+  auto tb = vt::Tensor::FromHost(b.data(), {N, K}, vt::DType::kF8E4M3);
+  tb.SetReadOnly();
+  EXPECT_FALSE(vt::PrepareMatmulFp8Weight(vt::Queue::Cpu(1, vt::CpuIsa::kScalar), tb, starts));
+  auto b_nan = b;
+  b_nan[3 * K + 7] = 0x7F;
+  const auto tb_nan = vt::Tensor::FromHost(b_nan.data(), {N, K}, vt::DType::kF8E4M3);
+  tb_nan.SetReadOnly();
+  if (vt::DetectCpuIsa() >= vt::CpuIsa::kAvx2) {
+    EXPECT_FALSE(vt::PrepareMatmulFp8Weight(vt::Queue::Cpu(1, vt::CpuIsa::kAvx2), tb_nan));
+  }
+  // Borrowed bytes are not vt's to free; writable weights and bad slices are refused.
+  std::vector<uint8_t> borrowed_bytes(b);
+  const auto borrowed = vt::Tensor::Borrow(borrowed_bytes.data(), {N, K}, vt::DType::kF8E4M3, vt::Device::Cpu(),
+                                           std::make_shared<int>(0));
+  borrowed.SetReadOnly();
+  EXPECT_FALSE(borrowed.ReleaseBytes());
+  EXPECT_FALSE(borrowed.bytes_released());
+  const auto writable = vt::Tensor::FromHost(b.data(), {N, K}, vt::DType::kF8E4M3);
+  vt_test::ExpectErrorWith([&] { vt::PrepareMatmulFp8Weight(vt::Queue::Cpu(1), writable); },
+                           {"PrepareMatmulFp8Weight", "read-only"});
+  vt_test::ExpectErrorWith([&] { (void)writable.ReleaseBytes(); }, {"ReleaseBytes", "writable"});
+  const std::vector<int64_t> bad = {0, 40, 16};
+  vt_test::ExpectErrorWith([&] { vt::PrepareMatmulFp8Weight(vt::Queue::Cpu(1), tb, bad); },
+                           {"PrepareMatmulFp8Weight", "row_starts[2] = 16"});
 }
 
 // ---- cuBLASLt oracle --------------------------------------------------------------------

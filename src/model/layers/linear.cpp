@@ -64,7 +64,10 @@ class UnquantizedLinearMethod final : public LinearMethod {
 class Fp8StaticLinearMethod final : public LinearMethod {
  public:
   void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
+    int64_t row = 0;
     for (const LinearShard& s : shards) {
+      shard_rows_.push_back(row);
+      row += s.out_features;
       parts_.push_back(ckpt.GetAs(s.prefix + ".weight", vt::DType::kF8E4M3, {s.out_features, in_features}));
       const float ws = ckpt.GetScaleF32(s.prefix + ".weight_scale");
       const float is = ckpt.GetScaleF32(s.prefix + ".input_scale");
@@ -83,6 +86,12 @@ class Fp8StaticLinearMethod final : public LinearMethod {
     weight_scale_ = max_ws;
     weight_ = WeightOnDevice(StackRows(parts_), device);
     parts_.clear();
+    // The CPU kernels may multiply a copy of the weight laid out for them (made now, for
+    // the whole weight and each shard); where nothing reads the weight's own bytes again,
+    // a merged or requantized copy (memory vt allocated) is freed. Bytes borrowed from the
+    // checkpoint's mapping stay mapped: clean pages the OS reclaims once unused.
+    if (device.is_cpu() && vt::PrepareMatmulFp8Weight(host_queue, weight_, shard_rows_))
+      released_ = weight_.ReleaseBytes();
   }
   void Apply(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x8, int64_t n0, int64_t n1,
              const vt::Tensor* bias) override {
@@ -92,12 +101,15 @@ class Fp8StaticLinearMethod final : public LinearMethod {
   bool takes_quantized_input() const override { return true; }
   float input_scale() const override { return input_scale_; }
   int64_t weight_bytes() const override { return static_cast<int64_t>(weight_.nbytes()); }
+  bool weight_bytes_released() const override { return released_; }
   const char* name() const override { return "fp8-static"; }
 
  private:
   std::vector<vt::Tensor> parts_;
   std::vector<float> weight_scales_;
+  std::vector<int64_t> shard_rows_;  // first row of each shard in the merged weight
   float input_scale_ = 0.0f, weight_scale_ = 1.0f;
+  bool released_ = false;
   vt::Tensor weight_;
 };
 

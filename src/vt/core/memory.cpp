@@ -33,6 +33,7 @@ std::shared_ptr<Storage> AllocateStorage(Device device, size_t nbytes) {
   s->nbytes = nbytes;
   s->device = device;
   s->owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  s->allocated_by_vt = true;
   return s;
 }
 

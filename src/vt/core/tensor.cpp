@@ -119,6 +119,17 @@ Tensor Tensor::StorageRows(int64_t cols) const {
   return t;
 }
 
+bool Tensor::ReleaseBytes() const {
+  VT_CHECK(read_only(), "ReleaseBytes: ", Describe(), " is writable; only read-only tensors may release their bytes");
+  if (!storage_->allocated_by_vt || !device().is_cpu()) return false;
+  std::lock_guard<std::mutex> lock(storage_->derived_mutex);
+  if (storage_->released) return true;
+  storage_->released = true;
+  storage_->data = nullptr;
+  storage_->owner.reset();
+  return true;
+}
+
 Tensor Tensor::To(Device device) const {
   Tensor out = Empty(shape_, dtype_, device);
   out.CopyFrom(*this);
@@ -147,6 +158,8 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data() const {
   if (!storage_) return nullptr;
+  VT_CHECK(!storage_->released, "the bytes of ", Describe(),
+           " were released (Tensor::ReleaseBytes): only kernels that read its re-laid-out copy can use it");
   return static_cast<char*>(storage_->data) + offset_;
 }
 

@@ -11,6 +11,7 @@ namespace vt::cpu {
 
 struct CpuQueue : Queue::Impl {
   CpuQueue(int threads, CpuIsa isa) : Queue::Impl(Device::Cpu()), pool(threads), isa(isa) {}
+  bool PrepareMatmulFp8Weight(const Tensor& b, std::span<const int64_t> row_starts) override;  // matmul.cpp
   ThreadPool pool;
   CpuIsa isa;  // effective level: min(detected, requested)
 };

@@ -228,8 +228,9 @@ PackedB PackedWeightOf(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const G
              root.Describe());
     const int64_t blocks = (N + pk.block_cols - 1) / pk.block_cols;
     std::atomic<int64_t> nan{0};
+    const auto* src = static_cast<const uint8_t*>(root.data());  // throws if released
     cq.pool.ParallelFor(blocks, 1, [&](int64_t j0, int64_t j1) {
-      nan += pk.pack(static_cast<const uint8_t*>(root.data()), N, g.K, j0, j1, copy->bytes.get());
+      nan += pk.pack(src, N, g.K, j0, j1, copy->bytes.get());
     });
     if (nan > 0) copy->bytes.reset();  // kept empty: the weight is multiplied as stored
     g_packed_copies.fetch_add(1, std::memory_order_relaxed);
@@ -293,6 +294,9 @@ void RunGemm(const Queue& q, const Gemm& g) {
       return;
     }
   }
+  VT_CHECK(g.b != nullptr, "MatmulFp8: the bytes of b ", g.b_tensor->Describe(),
+           " were released after it was laid out for other kernels; the ", ks.name, " kernels of this queue (",
+           CpuIsaName(cq.isa), ") need them");
 
   // Pack every row of a once, shared by all threads.
   auto* ap = static_cast<std::byte*>(ARowsScratch().Get(static_cast<size_t>(g.M * std::max<int64_t>(bl.kp, 1)) *
@@ -327,7 +331,9 @@ void RunGemm(const Queue& q, const Gemm& g) {
 
 void MatmulFp8Cpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                   const Tensor* bias) {
-  RunGemm(q, Gemm{a.dim(0), b.dim(0), a.dim(1), a.data(), a.dtype(), b.data(), b.dtype(), out.data(), out.dtype(),
+  // A weight whose bytes were released is multiplied from its re-laid-out copy only.
+  const void* b_bytes = b.bytes_released() ? nullptr : b.data();
+  RunGemm(q, Gemm{a.dim(0), b.dim(0), a.dim(1), a.data(), a.dtype(), b_bytes, b.dtype(), out.data(), out.dtype(),
                   bias, alpha, &b});
 }
 
@@ -337,6 +343,23 @@ void MatmulCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor&
 }
 
 }  // namespace
+
+bool CpuQueue::PrepareMatmulFp8Weight(const Tensor& b, std::span<const int64_t> row_starts) {
+  const KernelSet& ks = ChooseKernels(isa, DType::kF8E4M3, DType::kF8E4M3);
+  if (ks.packed == nullptr) return false;
+  const int64_t N = b.dim(0), K = b.dim(1);
+  auto laid_out = [&](const Tensor& w) {
+    const Gemm g{1, w.dim(0), K, nullptr, DType::kF8E4M3, nullptr, DType::kF8E4M3, nullptr, DType::kF32,
+                 nullptr, 1.0f, &w};
+    return PackedWeightOf(*this, *ks.packed, g).blocks != nullptr;
+  };
+  bool all = laid_out(b);
+  for (size_t i = 0; i < row_starts.size(); ++i) {
+    const int64_t end = i + 1 < row_starts.size() ? row_starts[i + 1] : N;
+    if (end > row_starts[i]) all = laid_out(b.Slice(0, row_starts[i], end)) && all;
+  }
+  return all;
+}
 
 matmul::LastGemm matmul::LastGemmOnThisThread() { return t_last_gemm; }
 int64_t matmul::PackedCopiesMade() { return g_packed_copies.load(std::memory_order_relaxed); }
