@@ -181,6 +181,13 @@ vt::Tensor WeightOnDevice(const vt::Tensor& t, vt::Device device) {
   return w;
 }
 
+bool Checkpoint::DropPages(const vt::Tensor& t) const {
+  if (!t.device().is_cpu() || t.bytes_released()) return false;
+  for (const auto& f : files_)
+    if (f->DropPages(t.data(), t.nbytes())) return true;
+  return false;
+}
+
 std::string Checkpoint::FileOf(std::string_view name) const { return Lookup(name).file->path(); }
 
 std::vector<std::string> Checkpoint::names() const {

@@ -39,6 +39,9 @@ class Checkpoint {
   std::vector<std::string> names() const;  // sorted
   uint64_t total_bytes() const;            // sum of all tensors' bytes
   const std::vector<std::shared_ptr<SafetensorsFile>>& files() const { return files_; }
+  // Drops this process's pages of a tensor Get returned (SafetensorsFile::DropPages), once
+  // nothing reads them any more; false where the tensor's bytes are not in a mapping.
+  bool DropPages(const vt::Tensor& t) const;
 
  private:
   struct Entry {

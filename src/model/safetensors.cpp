@@ -231,6 +231,17 @@ std::vector<std::string> SafetensorsFile::names() const {
   return out;
 }
 
+bool SafetensorsFile::DropPages(const void* p, size_t n) const {
+  const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
+  const auto map_begin = reinterpret_cast<uintptr_t>(mapping_->addr), map_end = map_begin + mapping_->size;
+  if (begin < map_begin || end > map_end) return false;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  // A read-only private file mapping: dropped pages read back from the file.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  return true;
+}
+
 vt::Tensor SafetensorsFile::Get(std::string_view name) const {
   const TensorInfo* info = Find(name);
   if (!info) ThrowLoadError(path_, ": no tensor '", name, "'");

@@ -50,6 +50,11 @@ class SafetensorsFile {
   // dtype). Throws LoadError naming the file and tensor if absent.
   vt::Tensor Get(std::string_view name) const;
   const nlohmann::json& metadata() const { return metadata_; }  // {} when absent
+  // Drops this process's pages of the mapping within [p, p + n) (whole pages only): the
+  // bytes stay readable (a later read faults them in from the page cache), but no longer
+  // count as this process's memory. False, and nothing done, where the range is not
+  // inside this file's mapping.
+  bool DropPages(const void* p, size_t n) const;
   uint64_t file_size() const { return file_size_; }
   uint64_t data_offset() const { return data_offset_; }  // 8 + header length
 

@@ -163,6 +163,24 @@ TEST_F(LinearCheckpoint, MergedFp8UsesMaxScalesAndMatchesTheStoredWeights) {
       col += rows[s];
     }
     EXPECT_EQ(vt::cpu::matmul::PackedCopiesMade() - copies_before, copies_at_load);
+    // One shard with its scales as stored: the weight is the checkpoint's mapping, whose
+    // pages are handed back after the layout; the products still read right.
+    Linear one = Linear::Load(ctx, {{"layer.k_proj", 4}}, K, false);
+    EXPECT_EQ(one.weight_bytes_released(), relaid);
+    vt::Tensor out_k = vt::Tensor::Empty({T, 4}, vt::DType::kF32);
+    one.Apply(q, tx, out_k);
+    std::vector<float> got_k(static_cast<size_t>(T * 4));
+    out_k.CopyToHost(got_k.data());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t n = 0; n < 4; ++n) {
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double w = Decode(w8[1][n * K + k]) * wscale[1];
+          ref += x[t * K + k] * w;
+          mag += std::fabs(x[t * K + k] * w);
+        }
+        EXPECT_NEAR(got_k[t * 4 + n], ref, 1e-5 * mag + 1e-6) << "k_proj alone, row " << t << " col " << n;
+      }
   }
 }
 

@@ -64,6 +64,7 @@ class UnquantizedLinearMethod final : public LinearMethod {
 class Fp8StaticLinearMethod final : public LinearMethod {
  public:
   void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
+    ckpt_ = &ckpt;
     int64_t row = 0;
     for (const LinearShard& s : shards) {
       shard_rows_.push_back(row);
@@ -88,10 +89,13 @@ class Fp8StaticLinearMethod final : public LinearMethod {
     parts_.clear();
     // The CPU kernels may multiply a copy of the weight laid out for them (made now, for
     // the whole weight and each shard); where nothing reads the weight's own bytes again,
-    // a merged or requantized copy (memory vt allocated) is freed. Bytes borrowed from the
-    // checkpoint's mapping stay mapped: clean pages the OS reclaims once unused.
-    if (device.is_cpu() && vt::PrepareMatmulFp8Weight(host_queue, weight_, shard_rows_))
+    // a merged or requantized copy (memory vt allocated) is freed, and the pages of one
+    // borrowed from the checkpoint's mapping are handed back (they stay readable).
+    if (device.is_cpu() && vt::PrepareMatmulFp8Weight(host_queue, weight_, shard_rows_)) {
       released_ = weight_.ReleaseBytes();
+      if (!released_) pages_dropped_ = ckpt_->DropPages(weight_);
+    }
+    ckpt_ = nullptr;
   }
   void Apply(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x8, int64_t n0, int64_t n1,
              const vt::Tensor* bias) override {
@@ -101,7 +105,7 @@ class Fp8StaticLinearMethod final : public LinearMethod {
   bool takes_quantized_input() const override { return true; }
   float input_scale() const override { return input_scale_; }
   int64_t weight_bytes() const override { return static_cast<int64_t>(weight_.nbytes()); }
-  bool weight_bytes_released() const override { return released_; }
+  bool weight_bytes_released() const override { return released_ || pages_dropped_; }
   const char* name() const override { return "fp8-static"; }
 
  private:
@@ -109,7 +113,8 @@ class Fp8StaticLinearMethod final : public LinearMethod {
   std::vector<float> weight_scales_;
   std::vector<int64_t> shard_rows_;  // first row of each shard in the merged weight
   float input_scale_ = 0.0f, weight_scale_ = 1.0f;
-  bool released_ = false;
+  bool released_ = false, pages_dropped_ = false;
+  const Checkpoint* ckpt_ = nullptr;  // during loading
   vt::Tensor weight_;
 };
 

@@ -50,7 +50,8 @@ class LinearMethod {
   virtual bool takes_quantized_input() const { return false; }
   virtual float input_scale() const { return 1.0f; }
   virtual int64_t weight_bytes() const = 0;
-  // The weight's own bytes were freed: its kernels read a copy laid out for them.
+  // The weight's own bytes were freed (or, borrowed from the checkpoint's mapping, their
+  // pages handed back): its kernels read a copy laid out for them.
   virtual bool weight_bytes_released() const { return false; }
   virtual const char* name() const = 0;
 };
@@ -86,8 +87,8 @@ class Linear {
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return offsets_.back(); }
   int64_t weight_bytes() const;
-  // The merged (or requantized) weight copy was freed after the CPU kernels' own copy was
-  // laid out (LinearMethod::weight_bytes_released).
+  // The weight's bytes were freed, or their mapped pages handed back, after the CPU
+  // kernels' own copy was laid out (LinearMethod::weight_bytes_released).
   bool weight_bytes_released() const { return method_->weight_bytes_released(); }
   const char* method_name() const { return method_->name(); }
 
