@@ -1,11 +1,15 @@
 // CPU MatmulFp8 and Matmul: a blocked driver shared by every ISA level, and the choice of
 // kernel set (matmul_kernels.h) from the queue's effective ISA and the operand dtypes.
 //
-// Decode (small M) is bound by streaming the weights: where the kernel set has a direct
-// path (`stream`), each thread reads its weight rows once straight into the multiply, with
-// no panel; otherwise each weight byte is decoded once into an L2-resident panel and
-// multiplied with every row of a. Prefill (large M) reuses each decoded panel across all
-// rows of a, with a's packed rows in L1.
+// Read-only fp8 weights (a model's, Tensor::SetReadOnly) on a level with an outer-product
+// kernel (PackedFp8Kernels: AVX2, AVX-512, vdpbf16ps) are multiplied, at every M, from a
+// copy laid out once for that kernel and kept with the weight (RunPacked).
+//
+// Otherwise: decode (small M) is bound by streaming the weights: where the kernel set has
+// a direct path (`stream`), each thread reads its weight rows once straight into the
+// multiply, with no panel; otherwise each weight byte is decoded once into an L2-resident
+// panel and multiplied with every row of a. Prefill (large M) reuses each decoded panel
+// across all rows of a, with a's packed rows in L1.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
