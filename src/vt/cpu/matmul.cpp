@@ -10,6 +10,8 @@
 // multiply, with no panel; otherwise each weight byte is decoded once into an L2-resident
 // panel and multiplied with every row of a. Prefill (large M) reuses each decoded panel
 // across all rows of a, with a's packed rows in L1.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -216,9 +218,38 @@ std::atomic<int64_t> g_packed_copies{0};
 std::atomic<int64_t> g_packed_gemm_calls{0};
 
 PackedB PackedWeightOf(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g) {
+  // The copy has its own mapping, returned to the OS when the weight goes (from malloc,
+  // freed copies stayed in the heap: 65 MB more peak RSS for a Qwen3-0.6B FP8 model), in
+  // 2 MiB pages where the OS grants them on request: one fault per 2 MiB instead of per
+  // 4 KiB while the pack writes it (48 MiB laid out in ~50 instead of ~85 ms here).
   struct Copy {
-    std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
+    uint8_t* bytes = nullptr;
+    size_t size = 0;
+    ~Copy() {
+      if (bytes != nullptr) ::munmap(bytes, size);
+    }
   };
+  auto map_copy = [](size_t bytes, Copy& c) {
+    constexpr uintptr_t kHuge = uintptr_t{2} << 20, kPage = 4096;
+    const size_t size = (bytes + kPage - 1) / kPage * kPage;
+    const size_t span = size >= kHuge ? size + kHuge : size;
+    void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return false;
+    auto* p = static_cast<uint8_t*>(raw);
+    if (span > size) {  // keep a 2 MiB-aligned `size` bytes of the span
+      const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+      auto* aligned = reinterpret_cast<uint8_t*>((start + kHuge - 1) / kHuge * kHuge);
+      if (aligned > p) ::munmap(p, static_cast<size_t>(aligned - p));
+      const size_t tail = span - static_cast<size_t>(aligned - p) - size;
+      if (tail > 0) ::munmap(aligned + size, tail);
+      p = aligned;
+      ::madvise(p, size, MADV_HUGEPAGE);
+    }
+    c.bytes = p;
+    c.size = size;
+    return true;
+  };
+
   const Tensor& b = *g.b_tensor;
   const size_t block_rows_bytes = static_cast<size_t>(pk.block_cols * g.K);
   const bool shared = b.storage_offset() % block_rows_bytes == 0;
@@ -227,20 +258,22 @@ PackedB PackedWeightOf(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const G
   std::shared_ptr<const void> d = root.DerivedData(pk.name, [&]() -> std::shared_ptr<const void> {
     const size_t bytes = pk.bytes(N, g.K);
     auto copy = std::make_shared<Copy>();
-    copy->bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, RoundUp(bytes, 64))));
-    VT_CHECK(copy->bytes != nullptr, "MatmulFp8: cannot allocate ", bytes, " bytes to re-lay out the weight ",
+    VT_CHECK(map_copy(bytes, *copy), "MatmulFp8: cannot allocate ", bytes, " bytes to re-lay out the weight ",
              root.Describe());
     const int64_t blocks = (N + pk.block_cols - 1) / pk.block_cols;
     std::atomic<int64_t> nan{0};
     const auto* src = static_cast<const uint8_t*>(root.data());  // throws if released
     cq.pool.ParallelFor(blocks, 1, [&](int64_t j0, int64_t j1) {
-      nan += pk.pack(src, N, g.K, j0, j1, copy->bytes.get());
+      nan += pk.pack(src, N, g.K, j0, j1, copy->bytes);
     });
-    if (nan > 0) copy->bytes.reset();  // kept empty: the weight is multiplied as stored
+    if (nan > 0) {  // kept empty: the weight is multiplied as stored
+      ::munmap(copy->bytes, copy->size);
+      copy->bytes = nullptr;
+    }
     g_packed_copies.fetch_add(1, std::memory_order_relaxed);
     return copy;
   });
-  const uint8_t* base = static_cast<const Copy*>(d.get())->bytes.get();
+  const uint8_t* base = static_cast<const Copy*>(d.get())->bytes;
   if (base == nullptr) return {d, nullptr};
   const size_t first_block = shared ? b.storage_offset() / block_rows_bytes : 0;
   return {d, base + first_block * pk.bytes(pk.block_cols, g.K)};
