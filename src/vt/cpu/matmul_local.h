@@ -4,6 +4,7 @@
 // (see matmul_kernels.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -67,6 +68,28 @@ template <int kRowsA, typename Tile>
       else
         tile(std::integral_constant<int, 1>{}, m, n);
     }
+}
+
+// The tiles of an outer-product kernel on re-laid-out weights (PackedFp8Kernels): blocks
+// [block0, block1) in groups of `group` (the weights a group's row tiles share), and for
+// each group every tile of up to `rows_per_tile` rows of a in turn, so the group's weights
+// come from memory once. A group is cut into tiles of 4, 3 (only where group is 3), 2 or 1
+// blocks. tile(mr, m, j, nb): rows [m, m + mr) against blocks [j, j + nb).
+template <typename Tile>
+[[maybe_unused]] void ForEachPackedTile(int64_t M, int64_t rows_per_tile, int64_t block0, int64_t block1, int group,
+                                        Tile tile) {
+  for (int64_t j = block0; j < block1; j += group) {
+    const int nb = static_cast<int>(std::min<int64_t>(group, block1 - j));
+    for (int64_t m = 0; m < M; m += rows_per_tile) {
+      const int64_t mr = std::min(rows_per_tile, M - m);
+      for (int done = 0; done < nb;) {
+        const int rest = nb - done;
+        const int take = rest == 4 ? 4 : rest == 3 && group == 3 ? 3 : rest >= 2 ? 2 : 1;
+        tile(mr, m, j + done, take);
+        done += take;
+      }
+    }
+  }
 }
 
 }  // namespace

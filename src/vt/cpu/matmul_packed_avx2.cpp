@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "vt/cpu/matmul_kernels.h"
+#include "vt/cpu/matmul_local.h"
 
 namespace vt::cpu::matmul {
 
@@ -203,22 +204,10 @@ void GemmBlocks(const float* a, int64_t lda, int64_t M, const uint8_t* packed, i
   const int64_t block_bytes = BlockBytes(K), pairs = (K + 1) / 2;
   const int group = M == 1 ? 4 : M == 2 ? 3 : 2;
   const int64_t rows_per_tile = std::min<int64_t>(M, 4);
-  for (int64_t j = block0; j < block1; j += group) {
-    const int nb = static_cast<int>(std::min<int64_t>(group, block1 - j));
-    const uint8_t* w = packed + j * block_bytes;
-    float* cj = c + (j - block0) * kCols;
-    for (int64_t m = 0; m < M; m += rows_per_tile) {
-      const int64_t mr = std::min(rows_per_tile, M - m);
-      for (int done = 0; done < nb;) {
-        // 4 blocks at a time only for one row, 3 only for two (the groups), else 2 or 1.
-        const int rest = nb - done;
-        const int take = rest == 4 ? 4 : rest == 3 && group == 3 ? 3 : rest >= 2 ? 2 : 1;
-        ChooseTile<kBits>(mr, take)(a + m * lda, lda, w + done * block_bytes, block_bytes, pairs,
-                                    cj + m * ldc + done * kCols, ldc);
-        done += take;
-      }
-    }
-  }
+  ForEachPackedTile(M, rows_per_tile, block0, block1, group, [&](int64_t mr, int64_t m, int64_t j, int nb) {
+    ChooseTile<kBits>(mr, nb)(a + m * lda, lda, packed + j * block_bytes, block_bytes, pairs,
+                              c + m * ldc + (j - block0) * kCols, ldc);
+  });
 }
 
 void GemmPacked(const void* av, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,

@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "vt/cpu/matmul_kernels.h"
+#include "vt/cpu/matmul_local.h"
 
 namespace vt::cpu::matmul {
 
@@ -196,21 +197,10 @@ __attribute__((target("avx512vbmi"))) void GemmPacked(const void* av, int64_t ld
   const int64_t block_bytes = steps * kStep;
   const int group = M <= 4 ? 4 : 2;
   const int64_t rows_per_tile = M <= 4 ? M : 8;
-  for (int64_t j = block0; j < block1; j += group) {
-    const int nb = static_cast<int>(std::min<int64_t>(group, block1 - j));
-    const uint8_t* w = packed + j * block_bytes;
-    float* cj = c + (j - block0) * kCols;
-    for (int64_t m = 0; m < M; m += rows_per_tile) {
-      const int64_t mr = std::min(rows_per_tile, M - m);
-      // nb == 3 (a group of 4 cut short) runs as 2 + 1.
-      for (int done = 0; done < nb;) {
-        const int take = nb - done >= 4 ? 4 : nb - done >= 2 ? 2 : 1;
-        ChooseTile(mr, take)(lut, a + m * lda, lda, w + done * block_bytes, block_bytes, steps,
-                             cj + m * ldc + done * kCols, ldc);
-        done += take;
-      }
-    }
-  }
+  ForEachPackedTile(M, rows_per_tile, block0, block1, group, [&](int64_t mr, int64_t m, int64_t j, int nb) {
+    ChooseTile(mr, nb)(lut, a + m * lda, lda, packed + j * block_bytes, block_bytes, steps,
+                       c + m * ldc + (j - block0) * kCols, ldc);
+  });
 }
 
 }  // namespace
