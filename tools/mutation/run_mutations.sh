@@ -79,6 +79,12 @@ mutate_packed_k_shift() {
   edit src/vt/cpu/matmul_packed_avx512.cpp 's/std::memcpy\(&p0, a \+ i \* lda \+ 4 \* s, 4\);/std::memcpy(&p0, a + i * lda + 4 * s + 1, 4);/'
   edit src/vt/cpu/matmul_packed_avx2.cpp 's/_mm256_broadcast_ss\(a \+ i \* lda \+ 2 \* p\);/_mm256_broadcast_ss(a + i * lda + 2 * p + 1);/'
 }
+# The parts walk of the outer-product kernels (ForEachPackedTile, M <= 16): a tile's
+# blocks are `stride` blocks apart, but their results stored as if adjacent.
+mutate_parts_c_stride() {
+  edit src/vt/cpu/matmul_packed_avx512.cpp 's/ldc, stride \* kCols\);/ldc, kCols);/'
+  edit src/vt/cpu/matmul_packed_avx2.cpp 's/ldc, stride \* kCols\);/ldc, kCols);/'
+}
 # The f32-bits fp8 decode (AVX2 stream and packed kernel) without clearing the caller's
 # denormals-are-zero: subnormal weights would count as 0.
 mutate_no_denormal_guard() {
@@ -103,7 +109,7 @@ run_tests() {
   echo "$(( ran - ${passed:-0} ))|${passed:-0}|$names"
 }
 
-MUTATIONS=(scale_ignored divide no_saturation truncate alpha_ignored packed_k_shift no_denormal_guard)
+MUTATIONS=(scale_ignored divide no_saturation truncate alpha_ignored packed_k_shift parts_c_stride no_denormal_guard)
 declare -A RESULT
 restore
 RESULT[baseline]="$(run_tests baseline)"

@@ -288,6 +288,7 @@ PackedB PackedWeightOf(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const G
 void RunPacked(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g, const uint8_t* blocks_of_b) {
   constexpr int64_t kChunkCols = 256;
   const int64_t chunk_blocks = kChunkCols / pk.block_cols;
+  const int64_t kPartsPieceBlocks = 4096 / pk.block_cols;
   const int64_t lda = RoundUp(g.K, pk.a_align);
   auto* ap = static_cast<std::byte*>(ARowsScratch().Get(static_cast<size_t>(g.M * lda) * pk.a_elt_size));
   cq.pool.ParallelFor(g.M, 16, [&](int64_t m0, int64_t m1) {
@@ -297,15 +298,20 @@ void RunPacked(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g, 
   const int64_t mc =
       g.M <= 16 ? g.M : std::clamp<int64_t>((512 << 10) / (lda * pk.a_elt_size) / 8 * 8, 8, RoundUp(g.M, 8));
   auto run = [&](int64_t m_begin, int64_t m_end, int64_t j0, int64_t j1) {
-    auto* acc = static_cast<float*>(AccScratch().Get(static_cast<size_t>(mc * kChunkCols) * sizeof(float)));
+    // Up to kPackedPartsMaxRows rows the kernel reads its blocks in long streams: the
+    // thread's range in as few even pieces of up to 4096 columns as it takes.
+    const int64_t pieces = (j1 - j0 + kPartsPieceBlocks - 1) / kPartsPieceBlocks;
+    const int64_t chunk = g.M <= matmul::kPackedPartsMaxRows ? (j1 - j0 + pieces - 1) / pieces : chunk_blocks;
+    const int64_t ldc = chunk * pk.block_cols;
+    auto* acc = static_cast<float*>(AccScratch().Get(static_cast<size_t>(mc * ldc) * sizeof(float)));
     for (int64_t m0 = m_begin; m0 < m_end; m0 += mc) {
       const int64_t rows_m = std::min(mc, m_end - m0);
-      for (int64_t jb = j0; jb < j1; jb += chunk_blocks) {
-        const int64_t je = std::min(jb + chunk_blocks, j1);
-        pk.gemm(ap + m0 * lda * pk.a_elt_size, lda, rows_m, blocks_of_b, g.K, jb, je, acc, kChunkCols);
+      for (int64_t jb = j0; jb < j1; jb += chunk) {
+        const int64_t je = std::min(jb + chunk, j1);
+        pk.gemm(ap + m0 * lda * pk.a_elt_size, lda, rows_m, blocks_of_b, g.K, jb, je, acc, ldc);
         g_packed_gemm_calls.fetch_add(1, std::memory_order_relaxed);
         const int64_t n0 = jb * pk.block_cols;
-        StoreRows(g, pk.unscale, acc, kChunkCols, m0, rows_m, n0, std::min(je * pk.block_cols, g.N) - n0);
+        StoreRows(g, pk.unscale, acc, ldc, m0, rows_m, n0, std::min(je * pk.block_cols, g.N) - n0);
       }
     }
   };

@@ -31,6 +31,7 @@ inline constexpr int kPanelRows = 4;
 // weights (Tensor::SetReadOnly), whose re-laid-out copy it keeps with the weight's storage
 // (Tensor::DerivedData), so it is made once and stays valid; the weight's own bytes are
 // then no longer read.
+inline constexpr int64_t kPackedPartsMaxRows = 16;
 struct PackedFp8Kernels {
   const char* name;
   int64_t block_cols;  // weight rows (output columns) per block
@@ -49,7 +50,9 @@ struct PackedFp8Kernels {
   // Rows of fp8 a [rows, K] in K order into dst (lda elements apart, zero from K to lda).
   void (*pack_a)(const uint8_t* a, int64_t K, int64_t rows, void* dst, int64_t lda);
   // c[m * ldc + n - block_cols * block0] = Σ_k a[m, k]·b[n, k] / unscale for m < M and
-  // every column n of blocks [block0, block1) (also the padding columns past N).
+  // every column n of blocks [block0, block1) (also the padding columns past N). Up to
+  // kPackedPartsMaxRows rows the blocks are read as a few long sequential streams (see
+  // ForEachPackedTile), so callers pass a thread's whole range there.
   void (*gemm)(const void* a, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,
                int64_t block1, float* c, int64_t ldc);
 };

@@ -141,17 +141,17 @@ __attribute__((always_inline)) inline void Decode(const uint8_t* p, __m256& w0, 
   }
 }
 
-// c[i * ldc + 8 j + l] = 2^-8 Σ_k a[i, k] · w[column 8 j + l, k] for MR rows and NB blocks
-// over `pairs` pairs of K values.
+// c[i * ldc + j * c_stride + l] = 2^-8 Σ_k a[i, k] · w[column l of block j, k] for MR rows
+// and NB blocks (w_stride bytes apart) over `pairs` pairs of K values.
 template <int MR, int NB, bool kBits>
-__attribute__((noinline)) void Tile(const float* a, int64_t lda, const uint8_t* w, int64_t block_bytes,
-                                    int64_t pairs, float* c, int64_t ldc) {
+__attribute__((noinline)) void Tile(const float* a, int64_t lda, const uint8_t* w, int64_t w_stride, int64_t pairs,
+                                    float* c, int64_t ldc, int64_t c_stride) {
   __m256 acc[MR][NB];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_setzero_ps();
   auto step = [&](int64_t p) __attribute__((always_inline)) {
     __m256 w0[NB], w1[NB];
-    for (int j = 0; j < NB; ++j) Decode<kBits>(w + j * block_bytes + p * kStep, w0[j], w1[j]);
+    for (int j = 0; j < NB; ++j) Decode<kBits>(w + j * w_stride + p * kStep, w0[j], w1[j]);
     for (int i = 0; i < MR; ++i) {
       const __m256 a0 = _mm256_broadcast_ss(a + i * lda + 2 * p);
       const __m256 a1 = _mm256_broadcast_ss(a + i * lda + 2 * p + 1);
@@ -164,16 +164,16 @@ __attribute__((noinline)) void Tile(const float* a, int64_t lda, const uint8_t* 
   int64_t p = 0;
   for (; p + 4 <= pairs; p += 4) {  // 4 steps: 64 bytes of each block
     for (int j = 0; j < NB; ++j)
-      _mm_prefetch(reinterpret_cast<const char*>(w + j * block_bytes + p * kStep + kAhead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w + j * w_stride + p * kStep + kAhead), _MM_HINT_T0);
 #pragma GCC unroll 4
     for (int64_t s = 0; s < 4; ++s) step(p + s);
   }
   for (; p < pairs; ++p) step(p);
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NB; ++j) _mm256_storeu_ps(c + i * ldc + j * kCols, acc[i][j]);
+    for (int j = 0; j < NB; ++j) _mm256_storeu_ps(c + i * ldc + j * c_stride, acc[i][j]);
 }
 
-using TileFn = void (*)(const float*, int64_t, const uint8_t*, int64_t, int64_t, float*, int64_t);
+using TileFn = void (*)(const float*, int64_t, const uint8_t*, int64_t, int64_t, float*, int64_t, int64_t);
 
 // One row with 4 blocks, two with 3, up to 4 rows with 2: at most 8 accumulators, which
 // with the two decoded K values per block, the broadcasts and the decode's constant fit
@@ -204,10 +204,11 @@ void GemmBlocks(const float* a, int64_t lda, int64_t M, const uint8_t* packed, i
   const int64_t block_bytes = BlockBytes(K), pairs = (K + 1) / 2;
   const int group = M == 1 ? 4 : M == 2 ? 3 : 2;
   const int64_t rows_per_tile = std::min<int64_t>(M, 4);
-  ForEachPackedTile(M, rows_per_tile, block0, block1, group, [&](int64_t mr, int64_t m, int64_t j, int nb) {
-    ChooseTile<kBits>(mr, nb)(a + m * lda, lda, packed + j * block_bytes, block_bytes, pairs,
-                              c + m * ldc + (j - block0) * kCols, ldc);
-  });
+  ForEachPackedTile(M, rows_per_tile, block0, block1, group,
+                    [&](int64_t mr, int64_t m, int64_t j, int nb, int64_t stride) {
+                      ChooseTile<kBits>(mr, nb)(a + m * lda, lda, packed + j * block_bytes, stride * block_bytes,
+                                                pairs, c + m * ldc + (j - block0) * kCols, ldc, stride * kCols);
+                    });
 }
 
 void GemmPacked(const void* av, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,

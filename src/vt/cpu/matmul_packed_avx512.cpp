@@ -124,19 +124,19 @@ __attribute__((target("avx512vbmi"))) void PackA(const uint8_t* a, int64_t K, in
     }
 }
 
-// c[i * ldc + 16 j + l] = Σ_k a[i, k] · w[column 16 j + l, k] for MR rows of a and NB
-// blocks (block_bytes apart), over `steps` steps of 4 K values.
+// c[i * ldc + j * c_stride + l] = Σ_k a[i, k] · w[column l of block j, k] for MR rows of a
+// and NB blocks (w_stride bytes apart), over `steps` steps of 4 K values.
 template <int MR, int NB>
 __attribute__((target("avx512vbmi"), noinline)) void Tile(const Fp8ToBf16Lut& lut, const uint16_t* a, int64_t lda,
-                                                          const uint8_t* w, int64_t block_bytes, int64_t steps,
-                                                          float* c, int64_t ldc) {
+                                                          const uint8_t* w, int64_t w_stride, int64_t steps,
+                                                          float* c, int64_t ldc, int64_t c_stride) {
   __m512 acc[MR][NB];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_ps();
   for (int64_t s = 0; s < steps; ++s) {
     __m512bh w0[NB], w1[NB];
     for (int j = 0; j < NB; ++j) {
-      const uint8_t* p = w + j * block_bytes + s * kStep;
+      const uint8_t* p = w + j * w_stride + s * kStep;
       _mm_prefetch(reinterpret_cast<const char*>(p + kAhead), _MM_HINT_T0);
       __m512i x0, x1;
       lut.Decode(_mm512_loadu_si512(p), x0, x1);
@@ -156,11 +156,11 @@ __attribute__((target("avx512vbmi"), noinline)) void Tile(const Fp8ToBf16Lut& lu
     }
   }
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NB; ++j) _mm512_storeu_ps(c + i * ldc + j * kCols, acc[i][j]);
+    for (int j = 0; j < NB; ++j) _mm512_storeu_ps(c + i * ldc + j * c_stride, acc[i][j]);
 }
 
 using TileFn = void (*)(const Fp8ToBf16Lut&, const uint16_t*, int64_t, const uint8_t*, int64_t, int64_t, float*,
-                        int64_t);
+                        int64_t, int64_t);
 
 // Tiles by rows of a (1..8) and blocks (1, 2 or 4; 4 only up to 4 rows): at most 16
 // accumulators, which with the decoded weights, the table and the broadcasts fit in the
@@ -186,8 +186,8 @@ TileFn ChooseTile(int64_t mr, int nb) {
 }
 
 // All M rows of a against blocks [block0, block1): c[m * ldc + 16 (j - block0) + l].
-// Rows in tiles of up to 8 (4 when M <= 4, with 4 blocks at a time), and for each group of
-// blocks every row tile in turn, so that the group's weights come from memory once.
+// Up to 4 rows: one row tile with 4 blocks, in parts; more: tiles of up to 8 rows with 2
+// adjacent blocks (ForEachPackedTile).
 __attribute__((target("avx512vbmi"))) void GemmPacked(const void* av, int64_t lda, int64_t M,
                                                       const uint8_t* packed, int64_t K, int64_t block0,
                                                       int64_t block1, float* c, int64_t ldc) {
@@ -197,10 +197,11 @@ __attribute__((target("avx512vbmi"))) void GemmPacked(const void* av, int64_t ld
   const int64_t block_bytes = steps * kStep;
   const int group = M <= 4 ? 4 : 2;
   const int64_t rows_per_tile = M <= 4 ? M : 8;
-  ForEachPackedTile(M, rows_per_tile, block0, block1, group, [&](int64_t mr, int64_t m, int64_t j, int nb) {
-    ChooseTile(mr, nb)(lut, a + m * lda, lda, packed + j * block_bytes, block_bytes, steps,
-                       c + m * ldc + (j - block0) * kCols, ldc);
-  });
+  ForEachPackedTile(M, rows_per_tile, block0, block1, group,
+                    [&](int64_t mr, int64_t m, int64_t j, int nb, int64_t stride) {
+                      ChooseTile(mr, nb)(lut, a + m * lda, lda, packed + j * block_bytes, stride * block_bytes, steps,
+                                         c + m * ldc + (j - block0) * kCols, ldc, stride * kCols);
+                    });
 }
 
 }  // namespace
