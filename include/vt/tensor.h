@@ -30,9 +30,17 @@ struct Storage {
   std::atomic<bool> read_only{false};  // see Tensor::SetReadOnly
   bool allocated_by_vt = false;        // host bytes from Tensor::Empty (ReleaseBytes may free them)
   std::atomic<bool> released{false};   // see Tensor::ReleaseBytes
-  // Objects kernels derived from read-only bytes, by key (see Tensor::DerivedData).
+  // Objects kernels derived from read-only bytes, by kind and view (see
+  // Tensor::DerivedData); compared field by field, so a lookup allocates nothing.
+  struct Derived {
+    std::string kind;
+    size_t offset;  // bytes
+    std::vector<int64_t> shape, strides;
+    DType dtype;
+    std::shared_ptr<const void> data;
+  };
   std::mutex derived_mutex;
-  std::vector<std::pair<std::string, std::shared_ptr<const void>>> derived;
+  std::vector<Derived> derived;
 };
 
 class Tensor {

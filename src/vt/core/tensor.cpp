@@ -99,13 +99,13 @@ std::shared_ptr<const void> Tensor::DerivedData(std::string_view kind,
                                                 const std::function<std::shared_ptr<const void>()>& make) const {
   VT_CHECK(read_only(), "DerivedData(", kind, "): ", Describe(),
            " is writable; only read-only tensors (Tensor::SetReadOnly) may have derived data");
-  std::string key = StrCat(kind, "@", offset_, ":", ShapeToString(shape_), ShapeToString(strides_), DTypeName(dtype_));
   std::lock_guard<std::mutex> lock(storage_->derived_mutex);
-  for (const auto& [k, v] : storage_->derived)
-    if (k == key) return v;
+  for (const Storage::Derived& d : storage_->derived)
+    if (d.kind == kind && d.offset == offset_ && d.dtype == dtype_ && d.shape == shape_ && d.strides == strides_)
+      return d.data;
   std::shared_ptr<const void> made = make();
   VT_CHECK(made != nullptr, "DerivedData(", kind, "): nothing was made for ", Describe());
-  storage_->derived.emplace_back(std::move(key), made);
+  storage_->derived.push_back(Storage::Derived{std::string(kind), offset_, shape_, strides_, dtype_, made});
   return made;
 }
 
