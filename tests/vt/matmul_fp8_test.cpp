@@ -185,6 +185,12 @@ TEST(MatmulFp8, EachIsaLevelRunsItsKernelSet) {
 #endif
       ASSERT_NE(last.set, nullptr);
       EXPECT_EQ(std::string(last.set), set_of.at(isa));
+      ASSERT_NE(last.epilogue, nullptr);
+#if defined(__x86_64__)
+      EXPECT_STREQ(last.epilogue, isa >= vt::CpuIsa::kAvx512 ? "avx512" : isa == vt::CpuIsa::kAvx2 ? "avx2" : "portable");
+#else
+      EXPECT_STREQ(last.epilogue, "portable");
+#endif
       // Streaming: M <= 4 on the F32 sets, M <= 16 on the vdpbf16ps set; the AMX set
       // streams every M here, on the tiles from M = 4.
       const int64_t stream_max = isa == vt::CpuIsa::kAmx ? 4096 : isa == vt::CpuIsa::kAvx512Bf16 ? 16 : 4;
@@ -198,6 +204,88 @@ TEST(MatmulFp8, EachIsaLevelRunsItsKernelSet) {
   }
   if (vt::DetectCpuIsa() < vt::CpuIsa::kAmx)
     std::cout << "[ AMX ] not on this processor: the AMX path is compiled here, not run\n";
+}
+
+// The epilogue (alpha, the packing unscale, bias, one rounding) is compiled once per vector
+// width; each queue level's variant gives the bytes of an independent reference: the
+// float products and sum, then for BF16 the nearer of the two neighbouring BF16 values
+// (ties to the even one), NaN as NaN, on sums around every rounding case (ties, one bit
+// past, subnormals, values that overflow, infinities, signed zeros) and a 77-column tail.
+TEST(MatmulFp8, EpilogueGivesTheReferenceBytesAtEveryVectorWidth) {
+  const int64_t rows = 3, cols = 77;
+  std::mt19937 rng(99);
+  std::vector<float> acc(rows * cols);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-140, 120);
+  for (auto& x : acc) x = std::ldexp(nd(rng), ex(rng));
+  auto bits = [](uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; };
+  const std::vector<float> special = {bits(0x3F808000u), bits(0x3F818000u), bits(0x3F808001u), bits(0xBF80FFFFu),
+                                      bits(0x00008000u), bits(0x80018000u), 0.0f, -0.0f, FLT_MAX, -FLT_MAX,
+                                      INFINITY, -INFINITY, NAN, bits(0x7F7F8000u), bits(0x00000001u)};
+  for (size_t i = 0; i < special.size(); ++i) acc[5 * i] = special[i];
+  std::vector<float> bias(cols);
+  for (auto& x : bias) x = nd(rng);
+  bias[3] = -0.0f;
+  auto to_bf16 = [](float v) -> double {  // the nearer BF16 neighbour, ties to the even one
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    if ((u & 0xFFFFu) == 0) return v;  // exact (zeros, infinities included)
+    const uint32_t lo = u & 0xFFFF0000u, hi = lo + 0x10000u;  // toward zero, away from zero
+    float flo, fhi;
+    std::memcpy(&flo, &lo, 4);
+    std::memcpy(&fhi, &hi, 4);
+    // Past the largest BF16 the upper neighbour is 2^128 for the distance (then infinity).
+    const double dhi = std::isinf(fhi) ? std::copysign(std::ldexp(1.0, 128), v) : static_cast<double>(fhi);
+    const double below = std::fabs(static_cast<double>(v) - flo), above = std::fabs(dhi - v);
+    if (below != above) return below < above ? flo : fhi;
+    return (lo >> 16) % 2 == 0 ? flo : fhi;
+  };
+  // alpha 1 with unscale 1 or 256 (exact) and no bias keeps the constructed ties as they are.
+  for (const float unscale : {1.0f, 256.0f}) {
+    for (const float alpha : {1.0f, 0.031f}) {
+      for (const bool with_bias : {false, true}) {
+        for (const vt::DType od : {vt::DType::kF32, vt::DType::kBF16}) {
+          std::vector<double> want(acc.size());
+          for (int64_t i = 0; i < rows * cols; ++i) {
+            volatile float scaled = acc[i] * unscale;
+            volatile float v = alpha * scaled;
+            if (with_bias) v = v + bias[i % cols];
+            want[i] = od == vt::DType::kF32 ? static_cast<double>(v) : to_bf16(v);
+          }
+          for (vt::CpuIsa isa : vt_test::IsaLevels()) {
+            SCOPED_TRACE(vt::StrCat("isa=", vt::CpuIsaName(isa), " unscale=", unscale, " alpha=", alpha,
+                                    " bias=", with_bias, " out=", vt::DTypeName(od)));
+            std::vector<uint32_t> out(rows * cols, 0xDEADBEEFu);
+            const std::string name =
+                vt::cpu::matmul::StoreRowsForTest(static_cast<int>(isa), acc.data(), rows, cols, unscale, alpha,
+                                                  with_bias ? bias.data() : nullptr, od, out.data());
+#if defined(__x86_64__)
+            EXPECT_EQ(name, isa >= vt::CpuIsa::kAvx512 ? "avx512" : isa == vt::CpuIsa::kAvx2 ? "avx2" : "portable");
+#else
+            EXPECT_EQ(name, "portable");
+#endif
+            for (int64_t i = 0; i < rows * cols; ++i) {
+              float got;
+              if (od == vt::DType::kF32) {
+                std::memcpy(&got, &out[i], 4);
+              } else {
+                uint16_t h;
+                std::memcpy(&h, reinterpret_cast<const uint16_t*>(out.data()) + i, 2);
+                const uint32_t u = static_cast<uint32_t>(h) << 16;
+                std::memcpy(&got, &u, 4);
+              }
+              if (std::isnan(want[i])) {
+                EXPECT_TRUE(std::isnan(got)) << "element " << i;
+              } else {
+                EXPECT_EQ(static_cast<double>(got), want[i]) << "element " << i << " sum " << acc[i];
+                EXPECT_EQ(std::signbit(got), std::signbit(want[i])) << "element " << i;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(MatmulFp8, BiasInBf16) {

@@ -108,8 +108,14 @@ struct LastGemm {
   const char* set = nullptr;
   bool stream = false;
   bool packed = false;  // the re-laid-out weight's kernels (PackedFp8Kernels) ran
+  const char* epilogue = nullptr;  // the vector width the results were stored with
 };
 LastGemm LastGemmOnThisThread();
+// Tests: the epilogue a queue at ISA level `isa` (a vt::CpuIsa) stores with, on f32 sums
+// acc [rows, cols]: out[r * cols + j] = alpha * (acc[r * cols + j] * unscale) [+ bias[j]]
+// rounded once to out_dtype (kF32 or kBF16). Returns the variant's name.
+const char* StoreRowsForTest(int isa, const float* acc, int64_t rows, int64_t cols, float unscale, float alpha,
+                             const float* bias, DType out_dtype, void* out);
 // Calls of a PackedFp8Kernels gemm in this process (one per chunk of a thread's share).
 int64_t PackedGemmCalls();
 // Re-laid-out weight copies made in this process (one per weight, however it is sliced).
