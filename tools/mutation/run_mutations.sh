@@ -85,6 +85,10 @@ mutate_parts_c_stride() {
   edit src/vt/cpu/matmul_packed_avx512.cpp 's/ldc, stride \* kCols\);/ldc, kCols);/'
   edit src/vt/cpu/matmul_packed_avx2.cpp 's/ldc, stride \* kCols\);/ldc, kCols);/'
 }
+# The matmul epilogue (every vector width) truncating to BF16 instead of rounding.
+mutate_epilogue_bf16_truncate() {
+  edit src/vt/cpu/matmul.cpp 's/dst\[j\] = FloatToBf16\(alpha \* \(c\[j\] \* unscale\)\);/{ const float v = alpha * (c[j] * unscale); uint32_t u; std::memcpy(&u, &v, 4); dst[j] = static_cast<uint16_t>(u >> 16); }/'
+}
 # The f32-bits fp8 decode (AVX2 stream and packed kernel) without clearing the caller's
 # denormals-are-zero: subnormal weights would count as 0.
 mutate_no_denormal_guard() {
@@ -109,7 +113,7 @@ run_tests() {
   echo "$(( ran - ${passed:-0} ))|${passed:-0}|$names"
 }
 
-MUTATIONS=(scale_ignored divide no_saturation truncate alpha_ignored packed_k_shift parts_c_stride no_denormal_guard)
+MUTATIONS=(scale_ignored divide no_saturation truncate alpha_ignored packed_k_shift parts_c_stride epilogue_bf16_truncate no_denormal_guard)
 declare -A RESULT
 restore
 RESULT[baseline]="$(run_tests baseline)"
