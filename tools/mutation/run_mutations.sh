@@ -82,8 +82,9 @@ mutate_packed_k_shift() {
 # The parts walk of the outer-product kernels (ForEachPackedTile, M <= 16): a tile's
 # blocks are `stride` blocks apart, but their results stored as if adjacent.
 mutate_parts_c_stride() {
-  edit src/vt/cpu/matmul_packed_avx512.cpp 's/ldc, stride \* kCols\);/ldc, kCols);/'
-  edit src/vt/cpu/matmul_packed_avx2.cpp 's/ldc, stride \* kCols\);/ldc, kCols);/'
+  for f in src/vt/cpu/matmul_packed_avx512.cpp src/vt/cpu/matmul_packed_avx2.cpp; do
+    edit "$f" 's/ldc, stride \* kCols\);/ldc, kCols);/'
+  done
 }
 # The matmul epilogue (every vector width) truncating to BF16 instead of rounding.
 mutate_epilogue_bf16_truncate() {

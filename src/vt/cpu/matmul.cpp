@@ -85,7 +85,7 @@ struct Gemm {
   const Tensor* bias;
   float alpha;
   const Tensor* b_tensor;  // b as a tensor (its read-only flag and derived data)
-  // The epilogue for the queue's ISA level (StoreRowsFor); nullptr where nothing is stored.
+  // The epilogue for the queue's ISA level (StoreRowsFor, set by RunGemm).
   void (*store_rows)(const Gemm& g, float unscale, const float* acc, int64_t ldc, int64_t m0, int64_t rows_m,
                      int64_t nb, int64_t rows) = nullptr;
   const char* store_rows_name = nullptr;
@@ -360,8 +360,11 @@ void RunPacked(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g, 
   }
 }
 
-void RunGemm(const Queue& q, const Gemm& g) {
+void RunGemm(const Queue& q, Gemm g) {
   CpuQueue& cq = Cpu(q);
+  const StoreRowsVariant store = StoreRowsFor(cq.isa);
+  g.store_rows = store.fn;
+  g.store_rows_name = store.name;
   const KernelSet& ks = ChooseKernels(cq.isa, g.a_dtype, g.b_dtype);
   const Blocking bl = ChooseBlocking(ks, g.M, g.K);
   if (g.M == 0 || g.N == 0) return;
@@ -413,15 +416,13 @@ void MatmulFp8Cpu(const Queue& q, const Tensor& out, const Tensor& a, const Tens
                   const Tensor* bias) {
   // A weight whose bytes were released is multiplied from its re-laid-out copy only.
   const void* b_bytes = b.bytes_released() ? nullptr : b.data();
-  const StoreRowsVariant store = StoreRowsFor(Cpu(q).isa);
   RunGemm(q, Gemm{a.dim(0), b.dim(0), a.dim(1), a.data(), a.dtype(), b_bytes, b.dtype(), out.data(), out.dtype(),
-                  bias, alpha, &b, store.fn, store.name});
+                  bias, alpha, &b});
 }
 
 void MatmulCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias) {
-  const StoreRowsVariant store = StoreRowsFor(Cpu(q).isa);
   RunGemm(q, Gemm{a.dim(0), b.dim(0), a.dim(1), a.data(), a.dtype(), b.data(), b.dtype(), out.data(), out.dtype(),
-                  bias, 1.0f, &b, store.fn, store.name});
+                  bias, 1.0f, &b});
 }
 
 }  // namespace

@@ -31,7 +31,6 @@ inline constexpr int kPanelRows = 4;
 // weights (Tensor::SetReadOnly), whose re-laid-out copy it keeps with the weight's storage
 // (Tensor::DerivedData), so it is made once and stays valid; the weight's own bytes are
 // then no longer read.
-inline constexpr int64_t kPackedPartsMaxRows = 16;
 struct PackedFp8Kernels {
   const char* name;
   int64_t block_cols;  // weight rows (output columns) per block
@@ -56,6 +55,8 @@ struct PackedFp8Kernels {
   void (*gemm)(const void* a, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,
                int64_t block1, float* c, int64_t ldc);
 };
+// Rows of a up to which PackedFp8Kernels::gemm reads its blocks in parts (decode).
+inline constexpr int64_t kPackedPartsMaxRows = 16;
 
 struct KernelSet {
   const char* name;
