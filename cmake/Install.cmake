@@ -4,15 +4,15 @@ include(CMakePackageConfigHelpers)
 
 add_library(vtllm_all INTERFACE)
 set_target_properties(vtllm_all PROPERTIES EXPORT_NAME vtllm)
-target_link_libraries(vtllm_all INTERFACE vtllm_model vtllm_tokenizer vtllm_vt)
+target_link_libraries(vtllm_all INTERFACE vtllm_engine vtllm_model vtllm_tokenizer vtllm_vt)
 
-install(TARGETS vtllm_vt vtllm_model vtllm_tokenizer vtllm_all EXPORT vtllmTargets
+install(TARGETS vtllm_vt vtllm_model vtllm_engine vtllm_tokenizer vtllm_all EXPORT vtllmTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS vtllm RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/model ${PROJECT_SOURCE_DIR}/src/tokenizer
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/model ${PROJECT_SOURCE_DIR}/src/engine ${PROJECT_SOURCE_DIR}/src/tokenizer
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(EXPORT vtllmTargets NAMESPACE vtllm:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/vtllm)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/vtllmConfig.cmake.in
