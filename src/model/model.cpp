@@ -201,7 +201,11 @@ vt::Tensor Model::Execute(const StepInput& step, const KvCacheTensors& cache) {
   meta.seq_lens = fill(buffers_.seq_lens, step.seq_lens.data(), S, DType::kI32);
   meta.query_start_loc = fill(buffers_.query_start_loc, step.query_start_loc.data(), S + 1, DType::kI32);
   const vt::Tensor logits = buffers_.logits.Slice(0, 0, R);
-  if (R > 0) {
+  bool identity = R == T;
+  for (int64_t r = 0; identity && r < R; ++r) identity = step.logit_rows[r] == r;
+  if (identity) {
+    lm_->Forward(queue_, ids, meta, cache, vt::Tensor(), logits);
+  } else if (R > 0) {
     const vt::Tensor rows = fill(buffers_.logit_rows, step.logit_rows.data(), R, DType::kI32);
     lm_->Forward(queue_, ids, meta, cache, rows, logits);
   } else {

@@ -43,8 +43,8 @@ class CausalLM {
  public:
   virtual ~CausalLM() = default;
   // Runs one step. ids: [T] I32 on the device; meta: the batch's attention inputs;
-  // logit_rows: [R] I32 rows of the T tokens whose logits are wanted;
-  // logits: [R, vocab] F32 on the device.
+  // logit_rows: [R] I32 rows of the T tokens whose logits are wanted, or undefined for all T
+  // rows in order; logits: [R, vocab] F32 on the device.
   virtual void Forward(const vt::Queue& q, const vt::Tensor& ids, const AttentionMetadata& meta,
                        const KvCacheTensors& cache, const vt::Tensor& logit_rows, const vt::Tensor& logits) = 0;
   // The ops Forward dispatches, for the up-front registration check.

@@ -259,9 +259,9 @@ class Decoder final : public CausalLM {
       }
     }
     vt::RmsNorm(q, normed, hidden, final_norm_, eps_, &residual);
-    const int64_t R = logit_rows.dim(0);
     Tensor rows = normed;
-    if (R != T) {
+    if (logit_rows.defined()) {
+      const int64_t R = logit_rows.dim(0);
       rows = buf(kRows, R, H_, act_);
       vt::Embedding(q, rows, normed, logit_rows);  // a row gather
     }
