@@ -13,5 +13,7 @@ void AddGenerateCommand(CLI::App& app);
 void AddLogitsCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
+// `bench throughput`, a subcommand of `bench` (called from AddBenchCommand).
+void AddBenchThroughputCommand(CLI::App& bench);
 
 }  // namespace vtllm::cli

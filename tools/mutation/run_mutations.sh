@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Mutation check of the FP8 numeric core: applies each known mutation alone to a scratch
-# copy of the tree, rebuilds vt_tests there, runs it, and prints whether the tests caught it.
+# Mutation check of the FP8 numeric core and of the engine: applies each known mutation alone
+# to a scratch copy of the tree, rebuilds the tests that cover it there (vt_tests for the
+# numeric core, engine_tests for the scheduler, KV-cache manager and output side), runs them,
+# and prints whether the tests caught it.
 #
 #   tools/mutation/run_mutations.sh [SCRATCH_DIR]      (default: a fresh /tmp directory)
 #
@@ -28,6 +30,8 @@ cmake -S "$SRC" -B "$BUILD" -G Ninja -DVTLLM_BENCH=OFF >"$SCRATCH/configure.log"
 # before the next mutation.
 TOUCHED=(include/vt/dtype.h include/vt/detail/numerics.h src/vt/cpu/reference.cpp src/vt/cpu/simd_vec.h)
 for f in "$SRC"/src/vt/cpu/matmul*.cpp; do TOUCHED+=("${f#$SRC/}"); done
+TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache_manager.cpp
+          src/engine/output_processor.cpp)
 
 restore() {
   for f in "${TOUCHED[@]}"; do cp "$PRISTINE/$f" "$SRC/$f"; done
@@ -98,14 +102,38 @@ mutate_no_denormal_guard() {
   done
 }
 
-# run NAME: builds and runs vt_tests; prints "failed|passed|names of failed tests" or a reason.
+# The engine: the step's token budget ignored; the prefix hash without its parent (blocks
+# of different prefixes collide); a prefix hit covering the last prompt token; fcfs
+# preempting the first running request instead of the last; freed blocks queued in table
+# order (the first block evicted first); stop strings not held back while streaming.
+mutate_budget_ignored() {
+  edit src/engine/scheduler.cpp 's/    n = std::min\(n, budget\);\n//'
+}
+mutate_hash_no_parent() {
+  edit src/engine/block_pool.cpp 's/const uint64_t p\[2\] = \{parent \? parent->lo : 0, parent \? parent->hi : 0\};/const uint64_t p[2] = {0, 0};/'
+  edit src/engine/block_pool.cpp 's/buf.push_back\(parent \? 1 : 0\);/buf.push_back(0);/'
+}
+mutate_hit_covers_last_token() {
+  edit src/engine/kv_cache_manager.cpp 's/\(req.num_tokens\(\) - 1\) \/ block_size_/req.num_tokens() \/ block_size_/'
+}
+mutate_preempt_first() {
+  edit src/engine/scheduler.cpp 's/if \(!config_.priority\) return running_.size\(\) - 1;/if (!config_.priority) return 0;/'
+}
+mutate_free_in_table_order() {
+  edit src/engine/kv_cache_manager.cpp 's/std::vector<int32_t> reversed\(it->second.blocks.rbegin\(\), it->second.blocks.rend\(\)\);/std::vector<int32_t> reversed(it->second.blocks.begin(), it->second.blocks.end());/'
+}
+mutate_stop_no_holdback() {
+  edit src/engine/output_processor.cpp 's/const bool hold = !done &&/const bool hold = false \&\&/'
+}
+
+# run NAME [TARGET]: builds and runs TARGET (default vt_tests); prints "failed|passed|names of failed tests" or a reason.
 run_tests() {
-  local name="$1" log="$SCRATCH/$1.log"
-  if ! ninja -C "$BUILD" -j"$JOBS" vt_tests >"$log" 2>&1; then
+  local name="$1" target="${2:-vt_tests}" log="$SCRATCH/$1.log"
+  if ! ninja -C "$BUILD" -j"$JOBS" "$target" >"$log" 2>&1; then
     echo "build failed (see $log)"
     return
   fi
-  "$BUILD/tests/vt_tests" --gtest_brief=1 >>"$log" 2>&1 || true
+  "$BUILD/tests/$target" --gtest_brief=1 >>"$log" 2>&1 || true
   local ran passed names
   ran="$(grep -E '^\[==========\] [0-9]+ tests? from' "$log" | tail -1 | grep -oE '[0-9]+' | head -1 || true)"
   passed="$(grep -E '^\[  PASSED  \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | head -1 || true)"
@@ -114,22 +142,32 @@ run_tests() {
   echo "$(( ran - ${passed:-0} ))|${passed:-0}|$names"
 }
 
-MUTATIONS=(scale_ignored divide no_saturation truncate alpha_ignored packed_k_shift parts_c_stride epilogue_bf16_truncate no_denormal_guard)
+VT_MUTATIONS=(scale_ignored divide no_saturation truncate alpha_ignored packed_k_shift parts_c_stride epilogue_bf16_truncate no_denormal_guard)
+ENGINE_MUTATIONS=(budget_ignored hash_no_parent hit_covers_last_token preempt_first free_in_table_order stop_no_holdback)
+if [[ -n "${ONLY:-}" ]]; then  # ONLY=vt or ONLY=engine runs one group
+  [[ $ONLY == vt ]] && ENGINE_MUTATIONS=()
+  [[ $ONLY == engine ]] && VT_MUTATIONS=()
+fi
+MUTATIONS=("${VT_MUTATIONS[@]}" "${ENGINE_MUTATIONS[@]}")
 declare -A RESULT
 restore
-RESULT[baseline]="$(run_tests baseline)"
+RESULT[baseline]="$(run_tests baseline vt_tests)"
+[[ ${#ENGINE_MUTATIONS[@]} -gt 0 ]] && RESULT[baseline_engine]="$(run_tests baseline_engine engine_tests)"
 for m in "${MUTATIONS[@]}"; do
   restore
   APPLIED_OK=1
   "mutate_$m"
+  target=vt_tests
+  [[ " ${ENGINE_MUTATIONS[*]} " == *" $m "* ]] && target=engine_tests
   if [[ $APPLIED_OK == 0 ]]; then
     RESULT[$m]="not applied"
   else
-    RESULT[$m]="$(run_tests "$m")"
+    RESULT[$m]="$(run_tests "$m" "$target")"
   fi
   echo "  $m: ${RESULT[$m]}"
 done
 restore
+[[ -n "${RESULT[baseline_engine]:-}" ]] && MUTATIONS=(baseline_engine "${MUTATIONS[@]}")
 
 printf '\n%-18s | %-14s | %-8s | %s\n' "mutation" "tests failed" "caught?" "failing tests"
 printf -- '-------------------+----------------+----------+--------------\n'
@@ -139,7 +177,7 @@ for m in baseline "${MUTATIONS[@]}"; do
   if [[ "$r" == *"|"* ]]; then
     failed="${r%%|*}"
     names="${r##*|}"
-    if [[ $m == baseline ]]; then verdict=$([[ $failed == 0 ]] && echo "clean" || echo "NOT CLEAN"); else
+    if [[ $m == baseline* ]]; then verdict=$([[ $failed == 0 ]] && echo "clean" || echo "NOT CLEAN"); else
       verdict=$([[ $failed -gt 0 ]] && echo "yes" || echo "NO"); fi
     [[ $verdict == "NO" || $verdict == "NOT CLEAN" ]] && status=1
     printf '%-18s | %-14s | %-8s | %s\n' "$m" "$failed" "$verdict" "$names"
