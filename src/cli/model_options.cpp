@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "default_model/default_model.h"
 #include "vt/error.h"
 
 namespace vtllm::cli {
@@ -56,11 +57,7 @@ model::LoadOptions LoadOptionsFor(const ModelArgs& args, bool progress) {
   return o;
 }
 
-std::string ModelDir(const ModelArgs& args) {
-  VT_CHECK(!args.model.empty(),
-           "no MODEL given, and this build embeds no default model: pass a checkpoint directory");
-  return args.model;
-}
+std::string ModelDir(const ModelArgs& args) { return args.model.empty() ? DefaultModelDir() : args.model; }
 
 std::unique_ptr<model::Model> LoadModel(const ModelArgs& args, bool progress) {
   return model::Model::Load(ModelDir(args), LoadOptionsFor(args, progress));
