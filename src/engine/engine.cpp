@@ -362,6 +362,12 @@ std::vector<RequestOutput> Engine::Step() {
     Request* req = I.requests.at(schedule.scheduled[i].request_id).get();
     for (PositionLogprobs& lp : result.prompt_logprobs[i]) req->prompt_logprobs.push_back(std::move(lp));
     if (!result.sampled[i]) continue;
+    if (req->max_tokens == 0) {  // a scoring request: its prompt is computed, nothing is drawn
+      req->finish_reason = FinishReason::kLength;
+      I.FinishChild(req, FinishReason::kLength, now);
+      touched.push_back(req->parent_id);
+      continue;
+    }
     SampledToken& tok = *result.sampled[i];
     if (req->num_output_tokens() == 0) {
       req->first_token_time = now;

@@ -61,6 +61,23 @@ for sub, flags, strict in [(None, ["--dtype", "float32"], True), ("bf16", ["--dt
         check(len(j["token_ids"]) > 0, f"{kind}: no tokens")
     check(len(j["text"]) > 0, f"{kind}: no text")
 
+# Perplexity through the engine's prompt logprobs, window by window against PyTorch's.
+for kind, sub, flags, tol in [("bf16", "bf16", ["--dtype", "float32"], 1e-2), ("fp8", "fp8", ["--dtype", "float32"], 1.5),
+                              ("fp8", None, [], 3.0)]:
+    args = ["perplexity"] + ([os.path.join(root, "models/default", sub)] if sub else []) + [
+        "--file", os.path.join(root, ref["heldout"]["file"]), "--window", str(ref["window"]), "--max-windows", "4",
+        "--json", *flags]
+    rc, out, err = run(*args)
+    check(rc == 0, f"perplexity {kind} {flags}: exit {rc}: {err}")
+    if rc != 0:
+        continue
+    j = json.loads(out)
+    for got, want in zip(j["windows"], ref[kind]["windows"]):
+        check(got["start"] == want["start"] and got["scored"] == want["scored"], f"window {got} vs {want}")
+        check(abs(got["nll_sum"] - want["nll_sum"]) <= tol,
+              f"perplexity {kind} {flags}: window {got['start']} NLL {got['nll_sum']} vs {want['nll_sum']}")
+    print(f"perplexity {kind} {flags or 'default dtype'}: {j['perplexity']:.4f} over {j['scored_tokens']} tokens")
+
 rc, out, err = run("bench", "throughput", "--num-prompts", "4", "--input-len", "16", "--output-len", "8", "--json")
 check(rc == 0 and json.loads(out)["output_tok_s"] > 0 if rc == 0 else False, f"bench throughput: exit {rc}: {err}")
 rc, out, err = run("generate", "/no/such/dir", "--prompt", "x")
