@@ -80,6 +80,16 @@ for kind, sub, flags, tol in [("bf16", "bf16", ["--dtype", "float32"], 1e-2), ("
 
 rc, out, err = run("bench", "throughput", "--num-prompts", "4", "--input-len", "16", "--output-len", "8", "--json")
 check(rc == 0 and json.loads(out)["output_tok_s"] > 0 if rc == 0 else False, f"bench throughput: exit {rc}: {err}")
+# vtllm chat from stdin lines: a greedy answer per turn; after /reset the same question gets the
+# same answer as in a fresh conversation, while the second turn (with history) may differ.
+p = subprocess.run([vtllm, "chat", "--temperature", "0", "--max-tokens", "20"], capture_output=True, env=env,
+                   input=b"The jury said\nAnd then?\n/reset\nThe jury said\n/exit\nnever read\n")
+answers = p.stdout.decode("utf-8").rstrip("\n").split("\n")
+check(p.returncode == 0, f"chat: exit {p.returncode}: {p.stderr.decode()}")
+check(len(answers) == 3 and all(answers), f"chat: three answers expected, got {answers}")
+if len(answers) == 3:
+    check(answers[0] == answers[2], f"chat: /reset did not forget the history: {answers}")
+
 rc, out, err = run("generate", "/no/such/dir", "--prompt", "x")
 check(rc != 0 and "/no/such/dir" in err, f"a missing MODEL directory is named: {err}")
 print(f"{failures} failed" if failures else "all passed")
