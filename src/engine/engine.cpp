@@ -99,6 +99,7 @@ void Engine::Impl::Init() {
   const int64_t per_block = model->KvCacheBytesPerBlock(config.block_size);
   const int64_t blocks_per_seq = (max_model_len + config.block_size - 1) / config.block_size;
   int64_t budget = config.kv_cache_memory_bytes;
+  const bool asked = budget > 0;
   if (budget <= 0) {
     if (cuda) {
       const vt::DeviceMemory m = vt::CudaMemoryInfo(model->queue().device().index);
@@ -121,6 +122,17 @@ void Engine::Impl::Init() {
            " bytes per block) but one sequence of --max-model-len ", max_model_len, " needs ", blocks_per_seq,
            ": lower --max-model-len or raise ", cuda ? "--gpu-memory-utilization" : "--kv-cache-memory-bytes");
   config.kv_cache_memory_bytes = num_blocks * per_block;
+  if (config.load.progress)
+    std::fprintf(stderr,
+                 "KV cache: %lld blocks of %lld tokens (%.1f MiB, %lld tokens; %s); max_model_len %lld, "
+                 "max_num_seqs %lld, max_num_batched_tokens %lld\n",
+                 static_cast<long long>(num_blocks), static_cast<long long>(config.block_size),
+                 static_cast<double>(num_blocks * per_block) / (1 << 20),
+                 static_cast<long long>(num_blocks * config.block_size),
+                 asked ? "--kv-cache-memory-bytes"
+                       : (cuda ? "from --gpu-memory-utilization" : "a quarter of free memory, at most 4 GiB"),
+                 static_cast<long long>(max_model_len), static_cast<long long>(config.max_num_seqs),
+                 static_cast<long long>(config.max_num_batched_tokens));
 
   kv = std::make_unique<KvCacheManager>(num_blocks, config.block_size, config.enable_prefix_caching);
   SchedulerConfig sc;
