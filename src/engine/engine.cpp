@@ -115,6 +115,7 @@ void Engine::Impl::Init() {
     }
   }
   int64_t num_blocks = budget / per_block;
+  const bool capped = num_blocks > 2 * blocks_per_seq * config.max_num_seqs;
   num_blocks = std::min(num_blocks, 2 * blocks_per_seq * config.max_num_seqs);
   num_blocks = std::min<int64_t>(num_blocks, INT32_MAX);
   VT_CHECK(num_blocks >= blocks_per_seq, "the KV cache has room for ", num_blocks, " blocks of ",
@@ -129,8 +130,10 @@ void Engine::Impl::Init() {
                  static_cast<long long>(num_blocks), static_cast<long long>(config.block_size),
                  static_cast<double>(num_blocks * per_block) / (1 << 20),
                  static_cast<long long>(num_blocks * config.block_size),
-                 asked ? "--kv-cache-memory-bytes"
-                       : (cuda ? "from --gpu-memory-utilization" : "a quarter of free memory, at most 4 GiB"),
+                 capped  ? "twice what max_num_seqs sequences of max_model_len hold"
+                 : asked ? "--kv-cache-memory-bytes"
+                 : cuda  ? "from --gpu-memory-utilization"
+                         : "a quarter of free memory, at most 4 GiB",
                  static_cast<long long>(max_model_len), static_cast<long long>(config.max_num_seqs),
                  static_cast<long long>(config.max_num_batched_tokens));
 
