@@ -358,6 +358,7 @@ void RegisterKernels() {
   RegisterEmbeddingKernels();
   RegisterRopeKernels();
   RegisterAttentionKernels();
+  RegisterSamplingKernels();
 }
 
 }  // namespace cuda
