@@ -112,7 +112,7 @@ mutate_sampler_penalties_before_bias() {
 # top_p's mass taken over the tokens before top_k (top_p applied as if before top_k).
 mutate_sampler_top_p_before_top_k() {
   edit src/vt/cpu/sampling.cpp 's/if \(kept_by_k\(i\)\) total \+= p\[i\];/if (p[i] >= min_p) total += p[i];/'
-  edit src/vt/cpu/sampling_reference.cpp 's/if \(keep\[i\]\) total \+= p\[i\], kept\.push_back/if (p[i] >= min_p) total += p[i];\n      if (keep[i]) kept.push_back/'
+  edit src/vt/cpu/sampling_reference.cpp 's/if \(keep\[i\]\) total \+= p\[i\];/if (p[i] >= min_p) total += p[i];/'
 }
 # The temperature left out of the probabilities.
 mutate_sampler_no_temperature() {

@@ -94,8 +94,10 @@ int32_t SampleRow(const float* x, int64_t V, float temperature, float top_p, flo
   if (top_p < 1.0f) {
     double total = 0;
     std::vector<int32_t> kept;
-    for (int64_t i = 0; i < V; ++i)
-      if (keep[i]) total += p[i], kept.push_back(static_cast<int32_t>(i));
+    for (int64_t i = 0; i < V; ++i) {
+      if (keep[i]) total += p[i];
+      if (keep[i]) kept.push_back(static_cast<int32_t>(i));
+    }
     std::sort(kept.begin(), kept.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
     const double need = double{top_p} * total;
     float p_star = 0;
