@@ -89,7 +89,7 @@ void ExpectSameLogprobs(const PositionLogprobs& got, const PositionLogprobs& wan
 // Rows exercising every step at once, with random logits.
 std::vector<RowData> MixedRows(int64_t V, uint64_t step) {
   std::vector<RowData> d(7);
-  d[0].row = {};  // plain sampling
+  d[0].row = {};             // plain sampling
   d[1].row.temperature = 0;  // greedy with bias and penalties
   d[1].bias = {{3, 2.5f}, {9, -1.0f}};
   d[1].row.repetition_penalty = 1.4f, d[1].prompt = {3, 4, 5}, d[1].output = {5, 5, 9};
@@ -112,7 +112,8 @@ TEST(Sampler, WholeChainMatchesTheReferenceInVllmOrder) {
   for (uint64_t step = 0; step < 40; ++step) {
     const auto data = MixedRows(V, step);
     std::vector<std::vector<float>> logits;
-    for (size_t r = 0; r < data.size(); ++r) logits.push_back(sampling_ref::RandomLogits(V, 50 * step + r, 2.0f, r == 5));
+    for (size_t r = 0; r < data.size(); ++r)
+      logits.push_back(sampling_ref::RandomLogits(V, 50 * step + r, 2.0f, r == 5));
     const auto got = RunSampler(s, logits, data);
     ASSERT_EQ(got.size(), data.size());
     for (size_t r = 0; r < data.size(); ++r) {

@@ -1,13 +1,12 @@
 // engine::Sampler on CUDA against the same Sampler on the CPU: the same tokens, ranks and
 // top ids, logprobs within 1e-5, with every processing step in use; DispatchCount proves
 // the CUDA kernels ran. Without a GPU the test reports SKIPPED.
-#include "engine/sampler.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "engine/sampler.h"
 #include "vt/ops/sampling.h"
 #include "vt/sampling_test_ref.h"
 #include "vt_cuda/cuda_test_util.h"

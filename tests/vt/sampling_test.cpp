@@ -1,20 +1,21 @@
 // Sampling ops on the CPU: each op against the definition-level references of
 // sampling_test_ref.h and against the backend's scalar references (cpu::ref), seeded draws
 // reproducible and independent of the batch, the draw distribution, and bad input refused.
+#include "vt/ops/sampling.h"
+
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <set>
-#include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "vt/cpu/sampling_reference.h"
-#include "vt/ops/sampling.h"
 #include "vt/sampling_test_ref.h"
 #include "vt/vt.h"
 
@@ -79,7 +80,7 @@ TEST(SamplingOps, TopKLogprobsMatchesLogSoftmax) {
   std::vector<std::vector<float>> rows = {sampling_ref::RandomLogits(V, 1), sampling_ref::RandomLogits(V, 2, 3, true),
                                           std::vector<float>(V, -kInf), std::vector<float>(V, 0.5f)};
   for (int64_t i = 0; i < V; i += 3) rows[1][i] = -kInf;  // masked tokens
-  rows[2][17] = 4.0f;                                    // one finite token
+  rows[2][17] = 4.0f;                                     // one finite token
   std::vector<float> flat;
   for (auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
   const std::vector<int32_t> targets = {5, 7, 17, 299};
@@ -132,7 +133,8 @@ TEST(SamplingOps, MaskAllowedAndBanned) {
   const int64_t V = 50, R = 4;
   std::vector<float> flat;
   std::vector<std::vector<float>> rows;
-  for (int r = 0; r < R; ++r) rows.push_back(sampling_ref::RandomLogits(V, 10 + r)), flat.insert(flat.end(), rows[r].begin(), rows[r].end());
+  for (int r = 0; r < R; ++r)
+    rows.push_back(sampling_ref::RandomLogits(V, 10 + r)), flat.insert(flat.end(), rows[r].begin(), rows[r].end());
   // Row 0: one allowed token; row 1: all but token 9 banned (with repeats); row 2: allowed
   // {3, 8, 40} with 8 also banned; row 3: untouched.
   std::vector<int32_t> a_off = {0, 1, 1, 4, 4}, allowed = {33, 3, 8, 40};
@@ -155,7 +157,8 @@ TEST(SamplingOps, MaskAllowedAndBanned) {
       EXPECT_EQ(got[r * V + i], masked ? -kInf : rows[r][i]) << r << "," << i;
     }
   // Sampling after the mask can only give the survivor, greedy or not.
-  std::vector<std::vector<float>> masked_rows = {{got.begin(), got.begin() + V}, {got.begin() + V, got.begin() + 2 * V}};
+  std::vector<std::vector<float>> masked_rows = {{got.begin(), got.begin() + V},
+                                                 {got.begin() + V, got.begin() + 2 * V}};
   for (uint64_t s = 0; s < 20; ++s) {
     const auto ids = SampleOp(q, masked_rows, {Params{1.0f, 1.0f, 0.0f, 0, SampleBits(s, 0)}, Params{0.0f}});
     EXPECT_EQ(ids[0], 33);
@@ -165,14 +168,26 @@ TEST(SamplingOps, MaskAllowedAndBanned) {
   Tensor l2 = F32(flat, {R, V});
   LogitsMask(q, l2, I32({0, 0, 0, 0, 0}), I32({}), I32({0, 0, 0, 0, 0}), I32({}));
   EXPECT_EQ(Host<float>(l2), flat);
-  ExpectError([&] { LogitsMask(q, l2, I32({0, 2, 2, 2, 2}), I32({5, 4}), I32({0, 0, 0, 0, 0}), I32({})); },
-              {"LogitsMask", "allowed_ids of row 0", "ascending"});
-  ExpectError([&] { LogitsMask(q, l2, I32({0, 0, 0, 0, 0}), I32({}), I32({0, 1, 1, 1, 1}), I32({50})); },
-              {"LogitsMask", "banned_ids[0] = 50", "vocabulary"});
-  ExpectError([&] { LogitsMask(q, l2, I32({0, 0, 0, 0, 3}), I32({1}), I32({0, 0, 0, 0, 0}), I32({})); },
-              {"LogitsMask", "allowed_offsets[4] = 3"});
-  ExpectError([&] { LogitsMask(q, l2, I32({0, 0, 0}), I32({}), I32({0, 0, 0, 0, 0}), I32({})); },
-              {"LogitsMask", "allowed_offsets", "[5]"});
+  ExpectError(
+      [&] {
+        LogitsMask(q, l2, I32({0, 2, 2, 2, 2}), I32({5, 4}), I32({0, 0, 0, 0, 0}), I32({}));
+      },
+      {"LogitsMask", "allowed_ids of row 0", "ascending"});
+  ExpectError(
+      [&] {
+        LogitsMask(q, l2, I32({0, 0, 0, 0, 0}), I32({}), I32({0, 1, 1, 1, 1}), I32({50}));
+      },
+      {"LogitsMask", "banned_ids[0] = 50", "vocabulary"});
+  ExpectError(
+      [&] {
+        LogitsMask(q, l2, I32({0, 0, 0, 0, 3}), I32({1}), I32({0, 0, 0, 0, 0}), I32({}));
+      },
+      {"LogitsMask", "allowed_offsets[4] = 3"});
+  ExpectError(
+      [&] {
+        LogitsMask(q, l2, I32({0, 0, 0}), I32({}), I32({0, 0, 0, 0, 0}), I32({}));
+      },
+      {"LogitsMask", "allowed_offsets", "[5]"});
 }
 
 TEST(SamplingOps, AddSparseAndPenaltiesFollowTheDefinition) {
@@ -215,12 +230,18 @@ TEST(SamplingOps, AddSparseAndPenaltiesFollowTheDefinition) {
   got = Host<float>(logits);
   for (int64_t r = 0; r < R; ++r)
     for (int64_t i = 0; i < V; ++i) EXPECT_EQ(got[r * V + i], want[r][i]) << r << "," << i;
-  EXPECT_EQ(got[0], 0.0f);       // 0 is neither divided nor multiplied
-  EXPECT_EQ(got[1], -kInf);      // masked stays masked
-  ExpectError([&] { LogitsPenalties(q, logits, I32({0, 0, 0, 0}), I32({}), I32({}), F32({0, 0, 0, 1, 0, 0, 1, 0, 0}, {R, 3})); },
-              {"LogitsPenalties", "penalties[0, 0]", "repetition"});
-  ExpectError([&] { LogitsPenalties(q, logits, I32({0, 1, 1, 1}), I32({3}), I32({-1}), F32(pflat, {R, 3})); },
-              {"LogitsPenalties", "counts[0] = -1"});
+  EXPECT_EQ(got[0], 0.0f);   // 0 is neither divided nor multiplied
+  EXPECT_EQ(got[1], -kInf);  // masked stays masked
+  ExpectError(
+      [&] {
+        LogitsPenalties(q, logits, I32({0, 0, 0, 0}), I32({}), I32({}), F32({0, 0, 0, 1, 0, 0, 1, 0, 0}, {R, 3}));
+      },
+      {"LogitsPenalties", "penalties[0, 0]", "repetition"});
+  ExpectError(
+      [&] {
+        LogitsPenalties(q, logits, I32({0, 1, 1, 1}), I32({3}), I32({-1}), F32(pflat, {R, 3}));
+      },
+      {"LogitsPenalties", "counts[0] = -1"});
 }
 
 TEST(SamplingOps, GreedyTakesTheLowestIdOfTheMax) {
@@ -239,10 +260,10 @@ TEST(SamplingOps, GreedyTakesTheLowestIdOfTheMax) {
 TEST(SamplingOps, FiltersAndDrawMatchTheDefinition) {
   Queue q = Queue::Cpu(2);
   const int64_t V = 64;
-  const std::vector<Params> configs = {
-      {1.0f, 1.0f, 0.0f, 0},   {0.7f, 0.9f, 0.0f, 0},  {1.3f, 0.5f, 0.05f, 10}, {1.0f, 1.0f, 0.0f, 1000},
-      {0.5f, 1.0f, 1.0f, 0},   {1.0f, 0.3f, 0.0f, 5},  {2.0f, 1.0f, 0.2f, 0},   {1e-4f, 1.0f, 0.0f, 0},
-      {1.0f, 1e-6f, 0.0f, 0},  {1.0f, 0.8f, 0.0f, 64}, {1.0f, 0.95f, 0.0f, 3},  {0.9f, 0.6f, 0.1f, 20}};
+  const std::vector<Params> configs = {{1.0f, 1.0f, 0.0f, 0},    {0.7f, 0.9f, 0.0f, 0},  {1.3f, 0.5f, 0.05f, 10},
+                                       {1.0f, 1.0f, 0.0f, 1000}, {0.5f, 1.0f, 1.0f, 0},  {1.0f, 0.3f, 0.0f, 5},
+                                       {2.0f, 1.0f, 0.2f, 0},    {1e-4f, 1.0f, 0.0f, 0}, {1.0f, 1e-6f, 0.0f, 0},
+                                       {1.0f, 0.8f, 0.0f, 64},   {1.0f, 0.95f, 0.0f, 3}, {0.9f, 0.6f, 0.1f, 20}};
   for (int ties = 0; ties < 2; ++ties) {
     const auto x = sampling_ref::RandomLogits(V, 100 + ties, 1.5f, ties == 1);
     for (size_t c = 0; c < configs.size(); ++c) {
@@ -278,7 +299,7 @@ TEST(SamplingOps, FiltersAndDrawMatchTheDefinition) {
 TEST(SamplingOps, LargeVocabularyFastPathMatchesScalarReference) {
   Queue q = Queue::Cpu(2);
   const int64_t V = 152064;
-  const std::vector<Params> configs = {{1.0f, 0.999f, 0.0f, 0}, {0.8f, 0.9f, 0.0f, 0},  {1.0f, 0.7f, 0.0f, 50},
+  const std::vector<Params> configs = {{1.0f, 0.999f, 0.0f, 0}, {0.8f, 0.9f, 0.0f, 0},   {1.0f, 0.7f, 0.0f, 50},
                                        {1.0f, 1.0f, 0.0f, 40},  {1.2f, 0.95f, 0.01f, 0}, {0.0f}};
   std::vector<std::vector<float>> rows;
   std::vector<Params> ps;
@@ -376,22 +397,31 @@ TEST(SamplingOps, BadInputIsRefusedByName) {
   ExpectError([&] { SampleOne(q, x, {1.0f, 1.0f, 1.5f}); }, {"SampleTokens", "min_p"});
   ExpectError([&] { SampleOne(q, x, {NAN}); }, {"SampleTokens", "temperature"});
   Tensor out = Tensor::Empty({1}, DType::kI32);
-  ExpectError([&] {
-    SampleTokens(q, out, Tensor::Empty({1, 10}, DType::kBF16), F32({1, 1, 0}, {1, 3}), I32({0}),
-                 Tensor::Empty({1}, DType::kI64));
-  }, {"SampleTokens", "logits", "F32"});
-  ExpectError([&] {
-    SampleTokens(q, out, F32(x, {1, 10}), F32({1, 1, 0}, {1, 3}), I32({0, 0}), Tensor::Empty({1}, DType::kI64));
-  }, {"SampleTokens", "top_k", "[1]"});
+  ExpectError(
+      [&] {
+        SampleTokens(q, out, Tensor::Empty({1, 10}, DType::kBF16), F32({1, 1, 0}, {1, 3}), I32({0}),
+                     Tensor::Empty({1}, DType::kI64));
+      },
+      {"SampleTokens", "logits", "F32"});
+  ExpectError(
+      [&] {
+        SampleTokens(q, out, F32(x, {1, 10}), F32({1, 1, 0}, {1, 3}), I32({0, 0}), Tensor::Empty({1}, DType::kI64));
+      },
+      {"SampleTokens", "top_k", "[1]"});
   Tensor ids = Tensor::Empty({1, 11}, DType::kI32), lps = Tensor::Empty({1, 11}, DType::kF32);
-  ExpectError([&] {
-    TopKLogprobs(q, F32(x, {1, 10}), I32({0}), ids, lps, Tensor::Empty({1}, DType::kF32), Tensor::Empty({1}, DType::kI32));
-  }, {"TopKLogprobs", "11 tokens", "10-token"});
+  ExpectError(
+      [&] {
+        TopKLogprobs(q, F32(x, {1, 10}), I32({0}), ids, lps, Tensor::Empty({1}, DType::kF32),
+                     Tensor::Empty({1}, DType::kI32));
+      },
+      {"TopKLogprobs", "11 tokens", "10-token"});
   Tensor ids2 = Tensor::Empty({1, 1}, DType::kI32), lps2 = Tensor::Empty({1, 1}, DType::kF32);
-  ExpectError([&] {
-    TopKLogprobs(q, F32(x, {1, 10}), I32({10}), ids2, lps2, Tensor::Empty({1}, DType::kF32),
-                 Tensor::Empty({1}, DType::kI32));
-  }, {"TopKLogprobs", "targets[0] = 10"});
+  ExpectError(
+      [&] {
+        TopKLogprobs(q, F32(x, {1, 10}), I32({10}), ids2, lps2, Tensor::Empty({1}, DType::kF32),
+                     Tensor::Empty({1}, DType::kI32));
+      },
+      {"TopKLogprobs", "targets[0] = 10"});
 }
 
 }  // namespace

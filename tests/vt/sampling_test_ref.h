@@ -33,19 +33,20 @@ inline std::vector<float> RandomLogits(int64_t n, uint32_t seed, float scale = 2
 }
 
 // The token weights after the filters: 0 for a dropped token, else its unnormalised
-// probability p = exp(x/T - max) in f32 (1 for the max), as the definition states.
+// probability p = exp(x/T - max) rounded to f32 (1 for the max), as the definition states.
 inline std::vector<double> KeptWeights(const std::vector<float>& logits, const Params& p) {
   const size_t V = logits.size();
   std::vector<float> xs(V), pr(V);
   float m = -kInf;
   for (size_t i = 0; i < V; ++i) xs[i] = logits[i] / p.temperature, m = std::max(m, xs[i]);
-  for (size_t i = 0; i < V; ++i) pr[i] = xs[i] == m ? 1.0f : std::exp(xs[i] - m);
+  for (size_t i = 0; i < V; ++i) pr[i] = xs[i] == m ? 1.0f : static_cast<float>(std::exp(double{xs[i] - m}));
   std::vector<char> in_s(V);
   for (size_t i = 0; i < V; ++i) {
     size_t better = 0;  // tokens with a strictly larger x
     if (p.top_k > 0 && static_cast<size_t>(p.top_k) < V)
       for (size_t j = 0; j < V; ++j) better += xs[j] > xs[i] ? 1 : 0;
-    in_s[i] = pr[i] >= p.min_p && (p.top_k <= 0 || static_cast<size_t>(p.top_k) >= V || better < static_cast<size_t>(p.top_k));
+    in_s[i] = pr[i] >= p.min_p &&
+              (p.top_k <= 0 || static_cast<size_t>(p.top_k) >= V || better < static_cast<size_t>(p.top_k));
   }
   double total = 0;
   for (size_t i = 0; i < V; ++i)

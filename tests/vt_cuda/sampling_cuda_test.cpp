@@ -56,10 +56,18 @@ std::vector<int32_t> Sample(const vt::Queue& q, const Batch& b) {
   return Host<int32_t>(out);
 }
 
-const std::vector<Params> kConfigs = {
-    {0.0f},                 {1.0f, 1.0f, 0.0f, 0},  {0.7f, 0.9f, 0.0f, 0},   {1.3f, 0.5f, 0.05f, 10},
-    {1.0f, 1.0f, 0.0f, 40}, {0.5f, 1.0f, 1.0f, 0},  {1.0f, 0.3f, 0.0f, 5},   {2.0f, 1.0f, 0.2f, 0},
-    {1e-4f, 1.0f, 0.0f, 0}, {1.0f, 0.95f, 0.0f, 3}, {0.9f, 0.6f, 0.1f, 200}, {1.0f, 0.999f, 0.0f, 0}};
+const std::vector<Params> kConfigs = {{0.0f},
+                                      {1.0f, 1.0f, 0.0f, 0},
+                                      {0.7f, 0.9f, 0.0f, 0},
+                                      {1.3f, 0.5f, 0.05f, 10},
+                                      {1.0f, 1.0f, 0.0f, 40},
+                                      {0.5f, 1.0f, 1.0f, 0},
+                                      {1.0f, 0.3f, 0.0f, 5},
+                                      {2.0f, 1.0f, 0.2f, 0},
+                                      {1e-4f, 1.0f, 0.0f, 0},
+                                      {1.0f, 0.95f, 0.0f, 3},
+                                      {0.9f, 0.6f, 0.1f, 200},
+                                      {1.0f, 0.999f, 0.0f, 0}};
 
 TEST(SamplingCuda, SampleTokensMatchesCpu) {
   VT_REQUIRE_CUDA();
@@ -70,7 +78,9 @@ TEST(SamplingCuda, SampleTokensMatchesCpu) {
     const auto g = Sample(gpu, b);
     EXPECT_EQ(vt::DispatchCount(vt::OpId::kSampleTokens, vt::DeviceType::kCUDA), before + 1);
     const auto c = Sample(cpu, b);
-    for (int64_t r = 0; r < b.R; ++r) EXPECT_EQ(g[r], c[r]) << "V " << V << " row " << r << " config " << r / (b.R / static_cast<int64_t>(kConfigs.size()));
+    for (int64_t r = 0; r < b.R; ++r)
+      EXPECT_EQ(g[r], c[r]) << "V " << V << " row " << r << " config "
+                            << r / (b.R / static_cast<int64_t>(kConfigs.size()));
   }
 }
 

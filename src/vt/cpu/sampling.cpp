@@ -4,6 +4,8 @@
 // sorts a growing prefix of the most likely tokens until it holds the requested mass.
 // Sums run in id order (and top_p's in descending-probability order) exactly as in the
 // reference, so every kernel returns the reference's result bit for bit.
+#include "vt/ops/sampling.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,7 +13,6 @@
 
 #include "vt/cpu/backend.h"
 #include "vt/cpu/sampling_reference.h"
-#include "vt/ops/sampling.h"
 
 namespace vt::cpu {
 
@@ -56,7 +57,7 @@ void TopKLogprobsCpu(const Queue& q, const Tensor& logits, const Tensor& targets
     float m = kNegInf;
     for (int64_t i = 0; i < V; ++i) m = std::max(m, x[i]);
     double s = 0;
-    for (int64_t i = 0; i < V; ++i) s += x[i] == m ? 1.0f : std::exp(x[i] - m);
+    for (int64_t i = 0; i < V; ++i) s += x[i] == m ? 1.0f : static_cast<float>(std::exp(double{x[i] - m}));
     const double log_s = std::log(s);
     auto logprob = [&](int64_t i) {
       return x[i] == m ? static_cast<float>(-log_s) : static_cast<float>((double{x[i]} - double{m}) - log_s);
@@ -128,8 +129,8 @@ void LogitsPenaltiesCpu(const Queue& q, const Tensor& logits, const Tensor& offs
              "] (frequency, presence) = (", pen[3 * r + 1], ", ", pen[3 * r + 2], ") must be finite");
   }
   ForRows(q, R, [&](int64_t r) {
-    ref::LogitsPenaltiesRow(logits.data_as<float>() + r * V, ids.data_as<int32_t>() + o[r], c + o[r],
-                            o[r + 1] - o[r], pen[3 * r], pen[3 * r + 1], pen[3 * r + 2]);
+    ref::LogitsPenaltiesRow(logits.data_as<float>() + r * V, ids.data_as<int32_t>() + o[r], c + o[r], o[r + 1] - o[r],
+                            pen[3 * r], pen[3 * r + 1], pen[3 * r + 2]);
   });
 }
 
@@ -170,7 +171,7 @@ int32_t SampleRowFast(const float* x, int64_t V, float temperature, float top_p,
   for (int64_t i = 0; i < V; ++i) m = std::max(m, xs[i] = x[i] / temperature);
   cand.clear();
   for (int64_t i = 0; i < V; ++i) {
-    p[i] = xs[i] == m ? 1.0f : std::exp(xs[i] - m);
+    p[i] = xs[i] == m ? 1.0f : static_cast<float>(std::exp(double{xs[i] - m}));
     if (p[i] >= min_p) cand.push_back(static_cast<int32_t>(i));
   }
   // min_p keeps an upper set of x, so the k-th largest x among its tokens is the row's

@@ -5,7 +5,7 @@
 // block-wide count or double sum. The draw walks the kept tokens in id order: each thread
 // owns a contiguous chunk of ids, the chunks' double sums are scanned in order, and the
 // first chunk whose own running sum passes u * total gives the token. The CPU uses the
-// same formulas (f32 exp, double sums), so the tokens agree except where rounding of a
+// same formulas (exp in double rounded to f32, double sums), so the tokens agree except where rounding of a
 // sum decides a boundary. Entries with ids outside the row are skipped (see sampling.h).
 #include <cuda_runtime.h>
 
@@ -47,7 +47,9 @@ __device__ T BlockReduce(T v, Op op, T* slots) {
 
 struct Sum {
   template <typename T>
-  __device__ T operator()(T a, T b) const { return a + b; }
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct Max {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
@@ -61,7 +63,7 @@ struct MaxInt {
 
 // (value, id) packed so that a larger key is a larger value, then a lower id.
 __device__ __forceinline__ uint32_t OrderKey(float f) {
-  if (f != f) return 0;  // NaN ranks below everything
+  if (f != f) return 0;     // NaN ranks below everything
   if (f == 0.0f) f = 0.0f;  // -0 and +0 compare equal
   const uint32_t u = __float_as_uint(f);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
@@ -97,7 +99,8 @@ __global__ void TopKLogprobsKernel(const float* logits, int64_t V, const int32_t
   const float* x = logits + r * V;
   const float m = BlockMax(x, V, 1.0f, s);
   double acc = 0;
-  for (int64_t i = threadIdx.x; i < V; i += kThreads) acc += x[i] == m ? 1.0f : expf(x[i] - m);
+  for (int64_t i = threadIdx.x; i < V; i += kThreads)
+    acc += x[i] == m ? 1.0f : static_cast<float>(exp(static_cast<double>(x[i] - m)));
   const double log_s = log(BlockReduce(acc, Sum{}, s.d));
   auto logprob = [&](float v) {
     return v == m ? static_cast<float>(-log_s) : static_cast<float>((static_cast<double>(v) - m) - log_s);
@@ -148,7 +151,10 @@ __global__ void LogitsMaskKernel(float* logits, int64_t V, const int32_t* ao, co
       int64_t lo = b, hi = e;  // binary search of i in the ascending allowed ids
       while (lo < hi) {
         const int64_t mid = (lo + hi) / 2;
-        if (allowed[mid] < i) lo = mid + 1; else hi = mid;
+        if (allowed[mid] < i)
+          lo = mid + 1;
+        else
+          hi = mid;
       }
       if (lo == e || allowed[lo] != i) x[i] = -INFINITY;
     }
@@ -203,7 +209,7 @@ __global__ void SampleTokensKernel(int32_t* out, const float* logits, int64_t V,
   const float m = BlockMax(x, V, temperature, s);
   auto prob = [&](int64_t i) {
     const float xs = x[i] / temperature;
-    return xs == m ? 1.0f : expf(xs - m);
+    return xs == m ? 1.0f : static_cast<float>(exp(static_cast<double>(xs - m)));
   };
   // top_k: the largest key t with at least k keys >= t is the k-th largest value's key.
   const int32_t k = top_k[r];
@@ -216,13 +222,14 @@ __global__ void SampleTokensKernel(int32_t* out, const float* logits, int64_t V,
       int n = 0;
       for (int64_t i = threadIdx.x; i < V; i += kThreads) n += OrderKey(x[i] / temperature) >= mid ? 1 : 0;
       n = BlockReduce(n, Sum{}, s.i);
-      if (n >= k) lo = mid; else hi = mid - 1;
+      if (n >= k)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     kth = static_cast<uint32_t>(lo);
   }
-  auto kept_by_k = [&](int64_t i, float p) {
-    return p >= min_p && (!use_k || OrderKey(x[i] / temperature) >= kth);
-  };
+  auto kept_by_k = [&](int64_t i, float p) { return p >= min_p && (!use_k || OrderKey(x[i] / temperature) >= kth); };
   // top_p: the largest p* (as bits; p >= 0, so bit order is value order) whose tokens
   // with p >= p* hold at least top_p of the mass left by min_p and top_k.
   uint32_t p_star = 0;
@@ -241,7 +248,10 @@ __global__ void SampleTokensKernel(int32_t* out, const float* logits, int64_t V,
         const float p = prob(i);
         if (kept_by_k(i, p) && __float_as_uint(p) >= mid) mass += p;
       }
-      if (BlockReduce(mass, Sum{}, s.d) >= need) lo = mid; else hi = mid - 1;
+      if (BlockReduce(mass, Sum{}, s.d) >= need)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     p_star = lo;
   }
@@ -330,9 +340,9 @@ void SampleTokensCuda(const Queue& q, const Tensor& out_ids, const Tensor& logit
                       const Tensor& top_k, const Tensor& random_bits) {
   CudaQueue& cq = Cuda(q);
   DeviceGuard guard(cq.device.index);
-  SampleTokensKernel<<<Rows(logits), kThreads, 0, cq.stream>>>(out_ids.data_as<int32_t>(), logits.data_as<float>(),
-                                                               logits.dim(1), params.data_as<float>(),
-                                                               top_k.data_as<int32_t>(), random_bits.data_as<int64_t>());
+  SampleTokensKernel<<<Rows(logits), kThreads, 0, cq.stream>>>(
+      out_ids.data_as<int32_t>(), logits.data_as<float>(), logits.dim(1), params.data_as<float>(),
+      top_k.data_as<int32_t>(), random_bits.data_as<int64_t>());
   VT_CUDA_CHECK_LAUNCH("SampleTokensKernel");
 }
 
