@@ -109,6 +109,12 @@ mutate_sampler_logprobs_after_processing() {
 mutate_sampler_penalties_before_bias() {
   edit src/engine/sampler.cpp 's/(  if \(any_bias\)\n.*?;\n)(  if \(any_penalty\)\n.*?;\n)/$2$1/s'
 }
+# The temperature applied before the penalties: (x / T) - f * c equals (x - T * f * c) / T,
+# and the repetition penalty commutes with it, so scaling frequency and presence by T is
+# that order exactly.
+mutate_sampler_temperature_before_penalties() {
+  edit src/engine/sampler.cpp 's/row\.frequency_penalty, row\.presence_penalty\};/row.frequency_penalty * row.temperature, row.presence_penalty * row.temperature};/'
+}
 # top_p's mass taken over the tokens before top_k (top_p applied as if before top_k).
 mutate_sampler_top_p_before_top_k() {
   edit src/vt/cpu/sampling.cpp 's/if \(kept_by_k\(i\)\) total \+= p\[i\];/if (p[i] >= min_p) total += p[i];/'
@@ -154,8 +160,8 @@ run_tests() {
 }
 
 MUTATIONS=(scale_ignored divide no_saturation truncate alpha_ignored packed_k_shift parts_c_stride epilogue_bf16_truncate no_denormal_guard
-           sampler_logprobs_after_processing sampler_penalties_before_bias sampler_top_p_before_top_k
-           sampler_no_temperature sampler_greedy_last_tie sampler_repetition_sign)
+           sampler_logprobs_after_processing sampler_penalties_before_bias sampler_temperature_before_penalties
+           sampler_top_p_before_top_k sampler_no_temperature sampler_greedy_last_tie sampler_repetition_sign)
 declare -A RESULT
 restore
 RESULT[baseline]="$(run_tests baseline)"
