@@ -23,7 +23,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
-#include "vt/cpu/matmul_kernels.h"
+#include "vt/cpu/matmul/kernels.h"
 #include "vt/vt.h"
 
 namespace {
@@ -332,7 +332,7 @@ TEST(MatmulFp8, NanCodesPropagate) {
 }
 
 #if defined(__x86_64__)
-// The AVX2 stream's two fp8 decodes (Fp8StreamDecode in matmul_kernels.h), each forced in
+// The AVX2 stream's two fp8 decodes (Fp8StreamDecode in matmul/kernels.h), each forced in
 // turn at every ISA level: uniform codes (1 in 16 subnormal), K tails, NaN codes in a and in
 // weight rows, and the caller's MXCSR set to denormals-are-zero and flush-to-zero (the
 // queue's threads, created after, inherit it). Within the bound, NaN exactly where a NaN

@@ -353,6 +353,7 @@ void RegisterKernels() {
   RegisterQuantKernels();
   RegisterNormKernels();
   RegisterActivationKernels();
+  RegisterCastKernels();
   RegisterFusedKernels();
   RegisterMatmulKernels();
   RegisterEmbeddingKernels();

@@ -1,17 +1,17 @@
 // AVX2 matmul kernel set (compiled with AVX2/FMA/F16C): operands packed to F32 and
 // multiplied with FMA on 8 lanes. fp8 is decoded with the half trick described in
-// matmul_avx512.cpp (sign-extend, shift left by 7, clear bit 14: value * 2^-8 as an IEEE
+// matmul/gemm_avx512.cpp (sign-extend, shift left by 7, clear bit 14: value * 2^-8 as an IEEE
 // half), then vcvtph2ps; the driver multiplies by 2^8 per fp8 operand. Small M streams
 // the weight rows straight into the FMAs (decoded in registers, no panel), on AMD
-// processors with the f32-bits decode (Fp8StreamDecode in matmul_kernels.h).
+// processors with the f32-bits decode (Fp8StreamDecode in matmul/kernels.h).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 
-#include "vt/cpu/matmul_kernels.h"
-#include "vt/cpu/matmul_local.h"
+#include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/local.h"
 
 namespace vt::cpu::matmul {
 
@@ -272,7 +272,7 @@ void StreamGroup(const float* a, int64_t lda, int64_t M, const W* b, int64_t ldb
 
 // c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows; a packed as by Pack (F32,
 // zero from K to lda; with kBits prepared by PrepareStreamAF32Avx2), b the raw [nrows, K]
-// weight rows; groups laid out as matmul_local.h describes.
+// weight rows; groups laid out as matmul/local.h describes.
 template <typename W, bool kBits = false>
 void StreamAll(const float* a, int64_t lda, int64_t M, const W* b, int64_t K, int64_t nrows, float* c,
                int64_t ldc) {

@@ -1,11 +1,11 @@
 // fp8 GEMM on weights re-laid out once, for AVX2 (F32 FMA on 8 lanes; also run by the
-// AVX-512 F32 level): the outer-product form of matmul_packed_avx512.cpp with one output
+// AVX-512 F32 level): the outer-product form of matmul/packed_avx512.cpp with one output
 // column per f32 lane. A weight block holds 8 columns; per pair of K values its 16 codes
 // are interleaved (column 0 at k and k + 1, column 1 ...), so one sign extension to 16-bit
 // words gives, per 32-bit lane, one column's two codes. Each row of a enters as a
 // broadcast f32, so a step of MR rows x NB blocks is NB decodes and 2 MR broadcasts for
 // 2 MR NB FMAs, with no lane sums. The decode is the one the streaming path uses
-// (Fp8StreamDecode, matmul_kernels.h):
+// (Fp8StreamDecode, matmul/kernels.h):
 //  - kF32Bits (AMD by default): shifting each lane left by 20 (by 4) and masking puts the
 //    low (high) word's magnitude bits and sign into f32 bits: value * 2^-120 for both K
 //    values in two instructions each; a is scaled by 2^112 when packed, so every product
@@ -26,8 +26,8 @@
 #include <atomic>
 #include <cstring>
 
-#include "vt/cpu/matmul_kernels.h"
-#include "vt/cpu/matmul_local.h"
+#include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/local.h"
 
 namespace vt::cpu::matmul {
 

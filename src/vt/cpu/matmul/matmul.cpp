@@ -1,5 +1,5 @@
 // CPU MatmulFp8 and Matmul: a blocked driver shared by every ISA level, and the choice of
-// kernel set (matmul_kernels.h) from the queue's effective ISA and the operand dtypes.
+// kernel set (matmul/kernels.h) from the queue's effective ISA and the operand dtypes.
 //
 // Read-only fp8 weights (a model's, Tensor::SetReadOnly) on a level with an outer-product
 // kernel (PackedFp8Kernels: AVX2, AVX-512, vdpbf16ps) are multiplied, at every M, from a
@@ -20,7 +20,7 @@
 
 #include "vt/cpu/backend.h"
 #include "vt/cpu/elem.h"
-#include "vt/cpu/matmul_kernels.h"
+#include "vt/cpu/matmul/kernels.h"
 #include "vt/ops/matmul.h"
 
 namespace vt::cpu {

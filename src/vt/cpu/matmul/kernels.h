@@ -26,8 +26,8 @@ namespace vt::cpu::matmul {
 inline constexpr int kPanelRows = 4;
 
 // An fp8 GEMM on weights re-laid out once into blocks of `block_cols` weight rows, for
-// kernels that keep one output column per vector lane (matmul_packed_avx512.cpp and
-// matmul_packed_avx2.cpp describe their layouts). The driver uses it only for read-only
+// kernels that keep one output column per vector lane (matmul/packed_avx512.cpp and
+// matmul/packed_avx2.cpp describe their layouts). The driver uses it only for read-only
 // weights (Tensor::SetReadOnly), whose re-laid-out copy it keeps with the weight's storage
 // (Tensor::DerivedData), so it is made once and stays valid; the weight's own bytes are
 // then no longer read.
