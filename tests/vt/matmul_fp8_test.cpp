@@ -50,15 +50,7 @@ const std::vector<double>& Fp8Values() {
   return table;
 }
 
-std::vector<uint8_t> RandomFp8(size_t n, std::mt19937& rng) {
-  std::uniform_int_distribution<int> code(0, 255);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) {
-    do b = static_cast<uint8_t>(code(rng));
-    while ((b & 0x7F) == 0x7F);
-  }
-  return v;
-}
+using vt_test::RandomFp8;
 
 
 std::vector<float> ToFloats(const vt::Tensor& t) {
