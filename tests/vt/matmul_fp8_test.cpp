@@ -127,6 +127,9 @@ TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
         const vt::Queue q = vt::Queue::Cpu(threads, isa);
         for (vt::DType od : {vt::DType::kF32, vt::DType::kBF16}) {
           for (bool with_bias : {false, true}) {
+            // Half of the threads x out x bias product, every pair of the three still met: the
+            // epilogue per out dtype and bias does not depend on the thread count.
+            if (with_bias != ((threads == 3) != (od == vt::DType::kBF16))) continue;
             SCOPED_TRACE(vt::StrCat("M=", s.M, " N=", s.N, " K=", s.K, " isa=", vt::CpuIsaName(q.cpu_isa()),
                                     " threads=", threads, " out=", vt::DTypeName(od), " bias=", with_bias));
             auto out = vt::Tensor::Empty({s.M, s.N}, od);

@@ -27,7 +27,8 @@ using TolFn = std::function<double(size_t k, int64_t i, double want)>;
 
 struct OpCase {
   std::string name;  // what this case varies, for failure messages
-  Tensors inputs;    // host tensors the op only reads
+  Tensors inputs;    // host tensors the op only reads (shared by the CPU runs; a case may
+                     // mark one read-only, as a model does its weights)
   Tensors outputs;   // host tensors the op writes or updates (their contents are the start)
   RunFn run;
   // Empty: byte-exact, as the FP8 contract demands of the quantizers and fused recipes

@@ -11,10 +11,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <limits>
-#include <random>
 #include <tuple>
 
 #include "elementwise_test_util.h"  // IsaLevels, QueueFor
@@ -109,11 +109,15 @@ bool NanAt(const vt::Tensor& t, int64_t i, bool* negative) {
     if (diffs++ == 0) first = i;
   }
   if (diffs == 0) return ::testing::AssertionSuccess();
-  uint64_t gu = 0, wu = 0;
-  std::memcpy(&gu, g + first * es, es);
-  std::memcpy(&wu, w + first * es, es);
-  return ::testing::AssertionFailure() << diffs << " of " << n << " elements differ; first at " << first
-                                       << ": 0x" << std::hex << gu << " vs 0x" << wu << std::dec;
+  auto hex = [&](const uint8_t* p) {
+    uint64_t u = 0;
+    std::memcpy(&u, p + first * es, es);
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(u));
+    return std::string(buf);
+  };
+  return ::testing::AssertionFailure() << diffs << " of " << n << " elements differ; first at " << first << ": "
+                                       << hex(g) << " vs " << hex(w);
 }
 
 namespace {
@@ -175,15 +179,19 @@ std::vector<Target> TargetsOf(DeviceType d) {
   return targets;
 }
 
-// Copies the case's tensors to q's device, runs fn there, returns the outputs on the host.
+// Runs fn on q with copies of the case's outputs (and, off the host, of its inputs, which
+// the op only reads) on q's device; returns the outputs on the host.
 Tensors RunOn(const vt::Queue& q, const OpCase& c, const RunFn& fn) {
-  Tensors in, out, host;
-  for (const vt::Tensor& t : c.inputs) in.push_back(t.To(q.device()));
+  const bool host = q.device().is_cpu();
+  Tensors in, out;
+  for (const vt::Tensor& t : c.inputs) in.push_back(host ? t : t.To(q.device()));
   for (const vt::Tensor& t : c.outputs) out.push_back(t.To(q.device()));
   fn(q, in, out);
   q.Synchronize();
-  for (const vt::Tensor& t : out) host.push_back(t.To(vt::Device::Cpu()));
-  return host;
+  if (host) return out;
+  Tensors back;
+  for (const vt::Tensor& t : out) back.push_back(t.To(vt::Device::Cpu()));
+  return back;
 }
 
 // got vs want within c.tol: NaN where the reference has NaN, infinities equal, the rest
