@@ -364,7 +364,7 @@ const KernelSet& Avx512Bf16Kernels() {
 const KernelSet& Avx512Kernels() {
   static const KernelSet ks{"avx512-f32", 16, 4, kFp8Unscale, &AcceptsF32, &PackF32, &GemmBlocks<float, F32Tile>,
                             &StreamF32Avx2, kStreamMaxMF32, &StreamABytesF32Avx2, &PrepareStreamAF32Avx2,
-                            &Avx2PackedKernels()};
+                            &Avx2PackedKernels(), &StreamInnerF32Avx2};
   return ks;
 }
 

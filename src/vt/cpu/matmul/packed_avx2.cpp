@@ -23,7 +23,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include "vt/cpu/matmul/kernels.h"
@@ -40,7 +39,6 @@ constexpr int64_t kAhead = 1024;
 // kF32Bits: a's scale (see above).
 constexpr float kF32BitsAScale = 0x1p112f;
 
-std::atomic<int64_t> g_f32bits_calls{0};
 
 inline int64_t CountNan(__m128i x) {
   const __m128i nan = _mm_cmpeq_epi8(_mm_or_si128(x, _mm_set1_epi8(static_cast<char>(0x80))), _mm_set1_epi8(-1));
@@ -219,7 +217,6 @@ void GemmPacked(const void* av, int64_t lda, int64_t M, const uint8_t* packed, i
     const unsigned csr = _mm_getcsr();
     constexpr unsigned kDazFtz = 0x8040;
     if ((csr & kDazFtz) != 0) _mm_setcsr(csr & ~kDazFtz);
-    g_f32bits_calls.fetch_add(1, std::memory_order_relaxed);
     GemmBlocks<true>(a, lda, M, packed, K, block0, block1, c, ldc);
     if ((csr & kDazFtz) != 0) _mm_setcsr(csr);
   } else {
@@ -227,14 +224,15 @@ void GemmPacked(const void* av, int64_t lda, int64_t M, const uint8_t* packed, i
   }
 }
 
+// The inner path GemmPacked takes now (its own branch's predicate).
+Inner PackedInner() { return Fp8DecodeAsF32Bits() ? Inner::kF32Bits : Inner::kPlain; }
+
 }  // namespace
 
 const PackedFp8Kernels& Avx2PackedKernels() {
   static const PackedFp8Kernels k{"avx2-outer8", kCols, 4, 8, 256.0f, false, &PackedBytes, &PackWeights, &PackA,
-                                  &GemmPacked};
+                                  &GemmPacked, &PackedInner};
   return k;
 }
-
-int64_t F32BitsPackedCalls() { return g_f32bits_calls.load(std::memory_order_relaxed); }
 
 }  // namespace vt::cpu::matmul
