@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vt/vt.h"
@@ -76,6 +77,15 @@ std::vector<float> RowsWithSpecials(int64_t rows, int64_t width, uint32_t seed);
 double Ulp(vt::DType d, double x);
 // Element i of a host tensor of any float dtype (F8E4M3 included), as a double.
 double ValueAt(const vt::Tensor& t, int64_t i);
+
+// The metadata of a PagedAttention batch: sequence s has seqs[s].first tokens in the cache
+// (its seqs[s].second new ones included); its blocks are handed out in a shuffled order, so
+// they are not contiguous, and three spare blocks hold garbage nobody may read.
+struct PagedBatch {
+  int64_t S = 0, T = 0, max_blocks = 1, num_blocks = 0;
+  std::vector<int32_t> tables, lens, query_start_loc;  // [S, max_blocks] (-1: none), [S], [S+1]
+};
+PagedBatch MakePagedBatch(const std::vector<std::pair<int64_t, int64_t>>& seqs, int64_t block_size, uint32_t seed);
 
 // Byte equality with the first difference in the message; NaNs as OpCase::tol says.
 ::testing::AssertionResult SameBytes(const vt::Tensor& got, const vt::Tensor& want);

@@ -33,16 +33,38 @@ vt::Tensor CosSinCache(int64_t max_pos, int64_t D) {
   return HostOf(cs, {max_pos, D}, DType::kF32);
 }
 
-// A batch of sequences for PagedAttention: per sequence, its cached length and new rows.
-struct Seq {
-  int64_t ctx, n;
-};
 struct AttnGeometry {
   int64_t Hq, Hk, D, block_size;
-  std::vector<Seq> seqs;
+  std::vector<std::pair<int64_t, int64_t>> seqs;  // per sequence: cached length, new rows
 };
 
 }  // namespace
+
+PagedBatch MakePagedBatch(const std::vector<std::pair<int64_t, int64_t>>& seqs, int64_t block_size, uint32_t seed) {
+  PagedBatch b;
+  b.S = static_cast<int64_t>(seqs.size());
+  int64_t total_blocks = 0;
+  for (const auto& [ctx, n] : seqs) {
+    const int64_t nb = (ctx + block_size - 1) / block_size;
+    b.max_blocks = std::max(b.max_blocks, nb);
+    total_blocks += nb;
+    b.T += n;
+  }
+  b.num_blocks = total_blocks + 3;
+  std::vector<int32_t> perm(static_cast<size_t>(b.num_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
+  b.tables.assign(static_cast<size_t>(b.S * b.max_blocks), -1);
+  b.query_start_loc = {0};
+  size_t next = 0;
+  for (int64_t s = 0; s < b.S; ++s) {
+    const auto [ctx, n] = seqs[s];
+    for (int64_t blk = 0; blk < (ctx + block_size - 1) / block_size; ++blk) b.tables[s * b.max_blocks + blk] = perm[next++];
+    b.lens.push_back(static_cast<int32_t>(ctx));
+    b.query_start_loc.push_back(b.query_start_loc.back() + static_cast<int32_t>(n));
+  }
+  return b;
+}
 
 std::vector<OpCase> EmbeddingCases() {
   std::vector<OpCase> cases;
@@ -138,26 +160,8 @@ std::vector<OpCase> PagedAttentionCases() {
   for (const AttnGeometry& g : geometries) {
     for (DType d : kFloatTypes) {
       seed += 10;
-      const int64_t S = static_cast<int64_t>(g.seqs.size());
-      int64_t max_blocks = 1, total_blocks = 0, T = 0;
-      for (const Seq& s : g.seqs) {
-        const int64_t nb = (s.ctx + g.block_size - 1) / g.block_size;
-        max_blocks = std::max(max_blocks, nb);
-        total_blocks += nb;
-        T += s.n;
-      }
-      const int64_t num_blocks = total_blocks + 3;
-      std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
-      std::vector<int32_t> tables(static_cast<size_t>(S * max_blocks), -1), lens, qsl = {0};
-      size_t next = 0;
-      for (int64_t s = 0; s < S; ++s) {
-        const int64_t nb = (g.seqs[s].ctx + g.block_size - 1) / g.block_size;
-        for (int64_t b = 0; b < nb; ++b) tables[s * max_blocks + b] = perm[next++];
-        lens.push_back(static_cast<int32_t>(g.seqs[s].ctx));
-        qsl.push_back(qsl.back() + static_cast<int32_t>(g.seqs[s].n));
-      }
+      const PagedBatch b = MakePagedBatch(g.seqs, g.block_size, seed);
+      const int64_t S = b.S, T = b.T, max_blocks = b.max_blocks, num_blocks = b.num_blocks;
       const vt::Shape cshape{num_blocks, g.block_size, g.Hk, g.D};
       const size_t cn = static_cast<size_t>(num_blocks * g.block_size * g.Hk * g.D);
       const float scale = 1.0f / std::sqrt(static_cast<float>(g.D));
@@ -165,8 +169,8 @@ std::vector<OpCase> PagedAttentionCases() {
                           vt::DTypeName(d)),
                {Host(Normal(static_cast<size_t>(T * g.Hq * g.D), seed + 3, 1.5f), {T, g.Hq * g.D}, d),
                 Host(Normal(cn, seed + 1), cshape, d), Host(Normal(cn, seed + 2), cshape, d),
-                HostOf(tables, {S, max_blocks}, DType::kI32), HostOf(lens, {S}, DType::kI32),
-                HostOf(qsl, {S + 1}, DType::kI32)},
+                HostOf(b.tables, {S, max_blocks}, DType::kI32), HostOf(b.lens, {S}, DType::kI32),
+                HostOf(b.query_start_loc, {S + 1}, DType::kI32)},
                {Filled({T, g.Hq * g.D}, d)},
                nullptr,
                [d](size_t, int64_t, double want) { return 2.0 * Ulp(d, want) + 1e-5; },

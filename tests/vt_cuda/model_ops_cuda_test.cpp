@@ -6,9 +6,9 @@
 // (tests/vt/op_table_test.cpp).
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <random>
 
+#include "../vt/op_table.h"  // MakePagedBatch
 #include "cuda_test_util.h"
 #include "vt/ops/attention.h"
 #include "vt/ops/embedding.h"
@@ -112,29 +112,13 @@ double AttnTol(DType d, double ref, bool vs_f64) { return 2.0 * Ulp(d, ref) + (v
 
 void RunAttentionCase(const AttnCase& c, DType d, uint32_t seed) {
   vt::Queue cpu = vt::Queue::Cpu(), gpu = vt::Queue::Cuda(0);
-  const int64_t S = static_cast<int64_t>(c.seqs.size());
-  int64_t max_blocks = 0, total_blocks = 0, T = 0;
-  for (const Seq& s : c.seqs) {
-    const int64_t nb = (s.ctx + c.block_size - 1) / c.block_size;
-    max_blocks = std::max(max_blocks, nb);
-    total_blocks += nb;
-    T += s.n;
-  }
-  const int64_t num_blocks = total_blocks + 3;  // spare blocks hold garbage nobody may read
-  // Blocks handed out in a shuffled order, so a sequence's blocks are not contiguous.
-  std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
-  std::vector<int32_t> tables(static_cast<size_t>(S * std::max<int64_t>(max_blocks, 1)), -1);
-  std::vector<int32_t> lens, qsl = {0};
-  size_t next = 0;
-  for (int64_t s = 0; s < S; ++s) {
-    const int64_t nb = (c.seqs[s].ctx + c.block_size - 1) / c.block_size;
-    for (int64_t b = 0; b < nb; ++b) tables[s * max_blocks + b] = perm[next++];
-    lens.push_back(static_cast<int32_t>(c.seqs[s].ctx));
-    qsl.push_back(qsl.back() + static_cast<int32_t>(c.seqs[s].n));
-  }
-  max_blocks = std::max<int64_t>(max_blocks, 1);
+  std::vector<std::pair<int64_t, int64_t>> seqs;
+  for (const Seq& s : c.seqs) seqs.emplace_back(s.ctx, s.n);
+  const vt_table::PagedBatch batch = vt_table::MakePagedBatch(seqs, c.block_size, seed);
+  const int64_t S = batch.S, T = batch.T, max_blocks = batch.max_blocks, num_blocks = batch.num_blocks;
+  const std::vector<int32_t>& tables = batch.tables;
+  const std::vector<int32_t>& lens = batch.lens;
+  const std::vector<int32_t>& qsl = batch.query_start_loc;
   const vt::Shape cshape{num_blocks, c.block_size, c.Hk, c.D};
   const size_t cn = static_cast<size_t>(num_blocks * c.block_size * c.Hk * c.D);
   vt::Tensor kc = vtt::HostTensor(Normal(cn, seed + 1), d, cshape);
