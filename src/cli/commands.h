@@ -13,5 +13,7 @@ void AddGenerateCommand(CLI::App& app);
 void AddLogitsCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
+// Adds `serve` to the `bench` subcommand AddBenchCommand created (call after it).
+void AddBenchServeCommand(CLI::App& app);
 
 }  // namespace vtllm::cli

@@ -46,16 +46,20 @@ std::optional<vt::DType> ParseDType(const std::string& s) {
 }
 }  // namespace
 
-std::unique_ptr<model::Model> LoadModel(const ModelArgs& args, bool progress) {
-  VT_CHECK(!args.model.empty(),
-           "no MODEL given, and this build embeds no default model: pass a checkpoint directory");
+model::LoadOptions MakeLoadOptions(const ModelArgs& args, bool progress) {
   model::LoadOptions o;
   o.device = ParseDevice(args.device);
   o.dtype = ParseDType(args.dtype);
   o.cpu_threads = args.threads;
   o.cpu_isa = ParseCpuIsa(args.cpu_isa);
   o.progress = progress;
-  return model::Model::Load(args.model, o);
+  return o;
+}
+
+std::unique_ptr<model::Model> LoadModel(const ModelArgs& args, bool progress) {
+  VT_CHECK(!args.model.empty(),
+           "no MODEL given, and this build embeds no default model: pass a checkpoint directory");
+  return model::Model::Load(args.model, MakeLoadOptions(args, progress));
 }
 
 std::vector<int32_t> ParsePromptIds(const std::string& text) {

@@ -24,6 +24,9 @@ struct ModelArgs {
 // Adds --device, --dtype, --threads and --cpu-isa to `cmd`.
 void AddModelFlags(CLI::App* cmd, ModelArgs& args);
 
+// The flags as model::LoadOptions; throws vt::Error naming a bad flag value.
+model::LoadOptions MakeLoadOptions(const ModelArgs& args, bool progress = true);
+
 // Loads args.model on the chosen device; throws vt::Error naming a bad flag value.
 std::unique_ptr<model::Model> LoadModel(const ModelArgs& args, bool progress = true);
 
