@@ -22,7 +22,12 @@ namespace vt {
   X(kEmbedding, "Embedding")                   \
   X(kRotaryEmbedding, "RotaryEmbedding")       \
   X(kKvCacheWrite, "KvCacheWrite")             \
-  X(kPagedAttention, "PagedAttention")
+  X(kPagedAttention, "PagedAttention")         \
+  X(kTopKLogprobs, "TopKLogprobs")             \
+  X(kLogitsMask, "LogitsMask")                 \
+  X(kLogitsAddSparse, "LogitsAddSparse")       \
+  X(kLogitsPenalties, "LogitsPenalties")       \
+  X(kSampleTokens, "SampleTokens")
 
 enum class OpId : int {
 #define VT_OP_ENUM(id, name) id,

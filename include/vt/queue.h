@@ -32,6 +32,13 @@ CpuIsa DetectCpuIsa();
 // Number of CUDA devices visible to this process: 0 in a build without CUDA or without a GPU.
 int CudaDeviceCount();
 
+// Free and total bytes of CUDA device `index` (cudaMemGetInfo); throws vt::Error in a build
+// without CUDA or when the device is absent.
+struct DeviceMemory {
+  size_t free_bytes = 0, total_bytes = 0;
+};
+DeviceMemory CudaMemoryInfo(int index);
+
 class Queue {
  public:
   // threads <= 0: one per hardware thread.

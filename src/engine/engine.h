@@ -30,6 +30,7 @@
 namespace vtllm::engine {
 
 enum class SchedulingPolicy { kFcfs, kPriority };
+class Executor;
 
 // The serve flags (DESIGN.md) that shape the engine; 0 / nullopt: a default chosen at start-up
 // and reported by Engine::config().
@@ -59,6 +60,10 @@ class Engine {
   // An engine over a model already loaded (tests, tools); tokenizer may be absent (then no
   // text, no stop strings and no bad words).
   Engine(const EngineConfig& config, std::shared_ptr<model::Model> model, std::optional<Tokenizer> tokenizer);
+  // The same with another executor of the schedules (tests: a fake model runner); the model
+  // then only supplies its config and KV sizes.
+  Engine(const EngineConfig& config, std::shared_ptr<model::Model> model, std::optional<Tokenizer> tokenizer,
+         std::unique_ptr<Executor> executor);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -66,6 +71,8 @@ class Engine {
   // Validates and queues a request; throws RequestError naming the field on bad input and
   // keeps nothing of it then.
   void AddRequest(EngineRequest request);
+  // The checks AddRequest makes, without adding: safe from any thread.
+  void ValidateRequest(const EngineRequest& request) const;
   // Finishes a request at once (finish reason abort, reported by the next Step) and frees its
   // blocks; unknown ids are ignored (the request may have just finished).
   void Abort(const std::string& request_id);

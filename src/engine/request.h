@@ -26,8 +26,9 @@ class RequestError : public std::runtime_error {
   std::string param_;
 };
 
-// Sampling and stopping, with vLLM's names, meanings and defaults. Fields left unset by a
-// client take the checkpoint's generation_config.json values (EngineConfig::defaults).
+// Sampling and stopping, with vLLM's names, meanings and defaults. A front end starts from
+// Engine::default_params() (the checkpoint's generation_config.json values) and sets only the
+// fields the client gave.
 struct SamplingParams {
   int n = 1;                       // independent completions of the prompt
   double temperature = 1.0;        // < 1e-5: greedy
@@ -85,7 +86,8 @@ struct CompletionDelta {
   std::string text;                // new text (complete UTF-8; stop strings held back/trimmed)
   std::vector<PositionLogprobs> logprobs;  // one per new token when params.logprobs is set
   std::optional<FinishReason> finish_reason;
-  // Why it stopped with kStop: the stop string, or the token id (EOS / stop_token_ids).
+  // Why it stopped with kStop: the stop string, or the token of stop_token_ids (neither for
+  // EOS, as vLLM reports it).
   std::optional<std::string> stop_string;
   std::optional<int32_t> stop_token_id;
   int64_t num_generated = 0;  // tokens of this completion so far (usage)

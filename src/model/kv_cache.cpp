@@ -10,7 +10,7 @@ int64_t KvCacheSpec::BytesPerBlock() const {
   return 2 * num_layers * block_size * num_kv_heads * head_dim * static_cast<int64_t>(vt::DTypeSize(dtype));
 }
 
-KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec) {
+KvCacheTensors::KvCacheTensors(const KvCacheSpec& spec) : spec_(spec) {
   VT_CHECK(spec.num_layers > 0 && spec.num_kv_heads > 0 && spec.head_dim > 0 && spec.block_size > 0 &&
                spec.num_blocks > 0,
            "KvCache: every size must be > 0 (layers ", spec.num_layers, ", kv heads ", spec.num_kv_heads,
@@ -21,6 +21,9 @@ KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec) {
     keys_.push_back(vt::Tensor::Empty(shape, spec.dtype, spec.device));
     values_.push_back(vt::Tensor::Empty(shape, spec.dtype, spec.device));
   }
+}
+
+KvCache::KvCache(const KvCacheSpec& spec) : tensors_(spec) {
   free_.reserve(static_cast<size_t>(spec.num_blocks));
   for (int64_t b = spec.num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
@@ -30,8 +33,8 @@ void KvCache::Reserve(SequenceKv& seq, int64_t new_tokens) {
   const int64_t need = BlocksFor(seq.num_tokens + new_tokens) - static_cast<int64_t>(seq.block_table.size());
   if (need <= 0) return;
   VT_CHECK(need <= num_free_blocks(), "KvCache: a sequence of ", seq.num_tokens, " tokens needs ", need,
-           " more blocks of ", spec_.block_size, " tokens for ", new_tokens, " new tokens, but only ",
-           num_free_blocks(), " of ", spec_.num_blocks, " are free");
+           " more blocks of ", spec().block_size, " tokens for ", new_tokens, " new tokens, but only ",
+           num_free_blocks(), " of ", spec().num_blocks, " are free");
   for (int64_t i = 0; i < need; ++i) {
     seq.block_table.push_back(free_.back());
     free_.pop_back();
@@ -45,46 +48,11 @@ void KvCache::Release(SequenceKv& seq) {
 }
 
 int64_t KvCache::SlotOf(const SequenceKv& seq, int64_t pos) const {
-  const int64_t b = pos / spec_.block_size;
+  const int64_t bs = spec().block_size;
+  const int64_t b = pos / bs;
   VT_CHECK(pos >= 0 && b < static_cast<int64_t>(seq.block_table.size()), "KvCache: position ", pos,
-           " is outside the sequence's ", seq.block_table.size(), " blocks of ", spec_.block_size, " tokens");
-  return static_cast<int64_t>(seq.block_table[static_cast<size_t>(b)]) * spec_.block_size + pos % spec_.block_size;
-}
-
-AttentionMetadata BuildAttentionMetadata(const KvCache& cache, std::span<const StepSequence> batch) {
-  const int64_t S = static_cast<int64_t>(batch.size());
-  VT_CHECK(S > 0, "BuildAttentionMetadata: empty batch");
-  int64_t T = 0;
-  size_t max_blocks = 1;
-  for (const StepSequence& s : batch) {
-    VT_CHECK(s.seq != nullptr && s.num_new > 0, "BuildAttentionMetadata: each sequence needs new tokens");
-    T += s.num_new;
-    max_blocks = std::max(max_blocks, s.seq->block_table.size());
-  }
-  std::vector<int64_t> positions, slots;
-  std::vector<int32_t> tables(static_cast<size_t>(S) * max_blocks, 0), lens, qsl{0};
-  positions.reserve(static_cast<size_t>(T));
-  slots.reserve(static_cast<size_t>(T));
-  for (int64_t i = 0; i < S; ++i) {
-    const SequenceKv& seq = *batch[i].seq;
-    for (int64_t p = seq.num_tokens; p < seq.num_tokens + batch[i].num_new; ++p) {
-      positions.push_back(p);
-      slots.push_back(cache.SlotOf(seq, p));
-    }
-    std::copy(seq.block_table.begin(), seq.block_table.end(), tables.begin() + i * max_blocks);
-    lens.push_back(static_cast<int32_t>(seq.num_tokens + batch[i].num_new));
-    qsl.push_back(qsl.back() + static_cast<int32_t>(batch[i].num_new));
-  }
-  const vt::Device dev = cache.spec().device;
-  AttentionMetadata m;
-  m.num_tokens = T;
-  m.positions = vt::Tensor::FromHost(positions.data(), {T}, vt::DType::kI64, dev);
-  m.slot_mapping = vt::Tensor::FromHost(slots.data(), {T}, vt::DType::kI64, dev);
-  m.block_tables =
-      vt::Tensor::FromHost(tables.data(), {S, static_cast<int64_t>(max_blocks)}, vt::DType::kI32, dev);
-  m.seq_lens = vt::Tensor::FromHost(lens.data(), {S}, vt::DType::kI32, dev);
-  m.query_start_loc = vt::Tensor::FromHost(qsl.data(), {S + 1}, vt::DType::kI32, dev);
-  return m;
+           " is outside the sequence's ", seq.block_table.size(), " blocks of ", bs, " tokens");
+  return static_cast<int64_t>(seq.block_table[static_cast<size_t>(b)]) * bs + pos % bs;
 }
 
 }  // namespace vtllm::model

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 
@@ -101,6 +102,123 @@ KvCache Model::MakeKvCache(int64_t max_tokens, int64_t block_size) const {
   return KvCache(lm_->CacheSpec((max_tokens + block_size - 1) / block_size, block_size, queue_.device()));
 }
 
+KvCacheTensors Model::MakeKvCacheTensors(int64_t num_blocks, int64_t block_size) const {
+  VT_CHECK(num_blocks > 0 && block_size > 0, "MakeKvCacheTensors: num_blocks ", num_blocks, " and block_size ",
+           block_size, " must be > 0");
+  return KvCacheTensors(lm_->CacheSpec(num_blocks, block_size, queue_.device()));
+}
+
+int64_t Model::KvCacheBytesPerBlock(int64_t block_size) const {
+  return lm_->CacheSpec(1, block_size, queue_.device()).BytesPerBlock();
+}
+
+void Model::ReserveStepBuffers(const StepLimits& want) {
+  StepLimits l = buffers_.limits;
+  l.max_num_tokens = std::max(l.max_num_tokens, want.max_num_tokens);
+  l.max_num_seqs = std::max(l.max_num_seqs, want.max_num_seqs);
+  l.max_blocks_per_seq = std::max(l.max_blocks_per_seq, want.max_blocks_per_seq);
+  l.max_logit_rows = std::max(l.max_logit_rows, want.max_logit_rows);
+  const StepLimits& have = buffers_.limits;
+  const vt::Device dev = queue_.device();
+  using vt::DType;
+  if (l.max_num_tokens > have.max_num_tokens || !buffers_.ids.defined()) {
+    buffers_.ids = vt::Tensor::Empty({l.max_num_tokens}, DType::kI32, dev);
+    buffers_.positions = vt::Tensor::Empty({l.max_num_tokens}, DType::kI64, dev);
+    buffers_.slots = vt::Tensor::Empty({l.max_num_tokens}, DType::kI64, dev);
+  }
+  if (l.max_num_seqs > have.max_num_seqs || l.max_blocks_per_seq > have.max_blocks_per_seq ||
+      !buffers_.block_tables.defined()) {
+    buffers_.block_tables = vt::Tensor::Empty({l.max_num_seqs * l.max_blocks_per_seq}, DType::kI32, dev);
+    buffers_.seq_lens = vt::Tensor::Empty({l.max_num_seqs}, DType::kI32, dev);
+    buffers_.query_start_loc = vt::Tensor::Empty({l.max_num_seqs + 1}, DType::kI32, dev);
+  }
+  if (l.max_logit_rows > have.max_logit_rows || !buffers_.logits.defined()) {
+    buffers_.logit_rows = vt::Tensor::Empty({l.max_logit_rows}, DType::kI32, dev);
+    buffers_.logits = vt::Tensor::Empty({l.max_logit_rows, config_.vocab_size}, DType::kF32, dev);
+  }
+  buffers_.limits = l;
+}
+
+void Model::CheckStep(const StepInput& step, const KvCacheTensors& cache) const {
+  const int64_t T = step.num_tokens(), S = step.num_seqs(), R = step.num_logit_rows();
+  VT_CHECK(T > 0 && S > 0, "Execute: an empty step (", T, " tokens, ", S, " sequences)");
+  VT_CHECK(static_cast<int64_t>(step.positions.size()) == T && static_cast<int64_t>(step.slot_mapping.size()) == T,
+           "Execute: ", T, " token ids but ", step.positions.size(), " positions and ", step.slot_mapping.size(),
+           " slots");
+  VT_CHECK(static_cast<int64_t>(step.query_start_loc.size()) == S + 1 && step.query_start_loc.front() == 0 &&
+               step.query_start_loc.back() == T,
+           "Execute: query_start_loc must have ", S + 1, " entries from 0 to ", T);
+  VT_CHECK(static_cast<int64_t>(step.block_tables.size()) == S * step.block_table_stride,
+           "Execute: block tables of ", step.block_tables.size(), " entries for ", S, " sequences of stride ",
+           step.block_table_stride);
+  for (int32_t id : step.token_ids)
+    VT_CHECK(id >= 0 && id < config_.vocab_size, "Forward: token id ", id, " is outside the vocabulary of ",
+             config_.vocab_size);
+  const int64_t slots = cache.spec().num_blocks * cache.spec().block_size;
+  for (int64_t t = 0; t < T; ++t)
+    VT_CHECK(step.slot_mapping[t] >= 0 && step.slot_mapping[t] < slots, "Execute: slot_mapping[", t, "] = ",
+             step.slot_mapping[t], " is outside the cache's ", slots, " slots");
+  for (int64_t s = 0; s < S; ++s) {
+    VT_CHECK(step.query_start_loc[s + 1] > step.query_start_loc[s], "Execute: sequence ", s, " has no new tokens");
+    VT_CHECK(step.seq_lens[s] <= config_.max_position_embeddings, "Forward: a sequence of ", step.seq_lens[s],
+             " tokens exceeds max_position_embeddings ", config_.max_position_embeddings);
+    const int64_t blocks = (step.seq_lens[s] + cache.spec().block_size - 1) / cache.spec().block_size;
+    VT_CHECK(blocks <= step.block_table_stride, "Execute: sequence ", s, " of ", step.seq_lens[s],
+             " tokens needs ", blocks, " blocks but its table has ", step.block_table_stride);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int32_t id = step.block_tables[static_cast<size_t>(s * step.block_table_stride + b)];
+      VT_CHECK(id >= 0 && id < cache.spec().num_blocks, "Execute: block ", id, " of sequence ", s,
+               " is outside the cache's ", cache.spec().num_blocks, " blocks");
+    }
+  }
+  for (int32_t r : step.logit_rows)
+    VT_CHECK(r >= 0 && r < T, "Execute: logit row ", r, " is outside the step's ", T, " tokens");
+  VT_CHECK(R >= 0, "Execute: negative logit rows");
+}
+
+vt::Tensor Model::Execute(const StepInput& step, const KvCacheTensors& cache) {
+  const auto issue_start = std::chrono::steady_clock::now();
+  CheckStep(step, cache);
+  const int64_t T = step.num_tokens(), S = step.num_seqs(), R = step.num_logit_rows();
+  const int64_t W = step.block_table_stride;
+  StepLimits need{T, S, W, std::max<int64_t>(R, 1)};
+  const StepLimits& have = buffers_.limits;
+  if (!buffers_.ids.defined() || T > have.max_num_tokens || S > have.max_num_seqs || W > have.max_blocks_per_seq ||
+      need.max_logit_rows > have.max_logit_rows)
+    ReserveStepBuffers(need);
+  using vt::DType;
+  auto fill = [](const vt::Tensor& dst, const void* src, int64_t n, DType dt) {
+    vt::Tensor view = dst.Slice(0, 0, n);
+    view.CopyFrom(vt::Tensor::Borrow(const_cast<void*>(src), vt::Shape{n}, dt, vt::Device::Cpu(), nullptr));
+    return view;
+  };
+  const vt::Tensor ids = fill(buffers_.ids, step.token_ids.data(), T, DType::kI32);
+  AttentionMetadata meta;
+  meta.num_tokens = T;
+  meta.positions = fill(buffers_.positions, step.positions.data(), T, DType::kI64);
+  meta.slot_mapping = fill(buffers_.slots, step.slot_mapping.data(), T, DType::kI64);
+  meta.block_tables = fill(buffers_.block_tables, step.block_tables.data(), S * W, DType::kI32).View({S, W});
+  meta.seq_lens = fill(buffers_.seq_lens, step.seq_lens.data(), S, DType::kI32);
+  meta.query_start_loc = fill(buffers_.query_start_loc, step.query_start_loc.data(), S + 1, DType::kI32);
+  const vt::Tensor logits = buffers_.logits.Slice(0, 0, R);
+  bool identity = R == T;
+  for (int64_t r = 0; identity && r < R; ++r) identity = step.logit_rows[r] == r;
+  if (identity) {
+    lm_->Forward(queue_, ids, meta, cache, vt::Tensor(), logits);
+  } else if (R > 0) {
+    const vt::Tensor rows = fill(buffers_.logit_rows, step.logit_rows.data(), R, DType::kI32);
+    lm_->Forward(queue_, ids, meta, cache, rows, logits);
+  } else {
+    // No row is sampled (every sequence is mid-prefill): the model still writes the KV cache;
+    // the head runs on one row so that every layer's work is the same as in a sampled step.
+    const int32_t last = static_cast<int32_t>(T - 1);
+    const vt::Tensor rows = fill(buffers_.logit_rows, &last, 1, DType::kI32);
+    lm_->Forward(queue_, ids, meta, cache, rows, buffers_.logits.Slice(0, 0, 1));
+  }
+  last_issue_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - issue_start).count();
+  return logits;
+}
+
 std::vector<float> Model::Forward(std::span<const int32_t> token_ids, std::span<const int64_t> positions, KvState kv,
                                   bool all_logits) {
   VT_CHECK(kv.cache != nullptr && kv.seq != nullptr, "Forward: no KV state");
@@ -121,7 +239,6 @@ std::vector<float> Model::ForwardBatch(KvCache& cache, std::span<const int32_t> 
 
 std::vector<float> Model::Run(KvCache& cache, std::span<const int32_t> token_ids, std::span<const BatchEntry> batch,
                               bool all_logits) {
-  const auto issue_start = std::chrono::steady_clock::now();
   const int64_t T = static_cast<int64_t>(token_ids.size());
   int64_t total = 0;
   for (const BatchEntry& e : batch) {
@@ -132,35 +249,38 @@ std::vector<float> Model::Run(KvCache& cache, std::span<const int32_t> token_ids
   for (int32_t id : token_ids)
     VT_CHECK(id >= 0 && id < config_.vocab_size, "Forward: token id ", id, " is outside the vocabulary of ",
              config_.vocab_size);
-  for (const BatchEntry& e : batch) {
+  for (const BatchEntry& e : batch)
     VT_CHECK(e.seq->num_tokens + e.num_new <= config_.max_position_embeddings, "Forward: a sequence of ",
              e.seq->num_tokens + e.num_new, " tokens exceeds max_position_embeddings ",
              config_.max_position_embeddings);
-    cache.Reserve(*e.seq, e.num_new);
+  // Reserve every sequence's blocks first; on failure give back what this call took.
+  std::vector<size_t> had;
+  for (const BatchEntry& e : batch) had.push_back(e.seq->block_table.size());
+  try {
+    for (const BatchEntry& e : batch) cache.Reserve(*e.seq, e.num_new);
+  } catch (...) {
+    for (size_t i = 0; i < batch.size(); ++i) batch[i].seq->block_table.resize(had[i]);
+    throw;
   }
-  std::vector<StepSequence> steps;
-  std::vector<int32_t> rows;
-  int64_t end = 0;
+  size_t stride = 1;
+  for (const BatchEntry& e : batch) stride = std::max(stride, e.seq->block_table.size());
+  StepInput step;
+  step.Clear(static_cast<int64_t>(stride));
+  int64_t at = 0;
   for (const BatchEntry& e : batch) {
-    steps.push_back({e.seq, e.num_new});
-    end += e.num_new;
-    rows.push_back(static_cast<int32_t>(end - 1));
+    step.AddSequence(token_ids.subspan(static_cast<size_t>(at), static_cast<size_t>(e.num_new)), e.seq->num_tokens,
+                     e.seq->block_table, cache.spec().block_size);
+    at += e.num_new;
+    if (!all_logits) step.logit_rows.push_back(static_cast<int32_t>(at - 1));
   }
   if (all_logits) {
-    rows.resize(static_cast<size_t>(T));
-    std::iota(rows.begin(), rows.end(), 0);
+    step.logit_rows.resize(static_cast<size_t>(T));
+    std::iota(step.logit_rows.begin(), step.logit_rows.end(), 0);
   }
-  const vt::Device dev = queue_.device();
-  const AttentionMetadata meta = BuildAttentionMetadata(cache, steps);
-  const vt::Tensor ids = vt::Tensor::FromHost(token_ids.data(), {T}, vt::DType::kI32, dev);
-  const int64_t R = static_cast<int64_t>(rows.size());
-  const vt::Tensor row_ids = vt::Tensor::FromHost(rows.data(), {R}, vt::DType::kI32, dev);
-  const vt::Tensor logits = vt::Tensor::Empty({R, config_.vocab_size}, vt::DType::kF32, dev);
-  lm_->Forward(queue_, ids, meta, cache, row_ids, logits);
-  last_issue_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - issue_start).count();
+  const vt::Tensor logits = Execute(step, cache.tensors());
   queue_.Synchronize();
   for (const BatchEntry& e : batch) e.seq->num_tokens += e.num_new;
-  std::vector<float> out(static_cast<size_t>(R * config_.vocab_size));
+  std::vector<float> out(static_cast<size_t>(logits.numel()));
   logits.CopyToHost(out.data());
   return out;
 }

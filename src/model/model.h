@@ -1,5 +1,10 @@
 // A loaded model on one device, ready to run steps over a paged KV cache.
 //
+// The engine runs steps with Execute: a StepInput (plain host data: tokens, positions, slots,
+// block tables of the blocks its KV-cache manager assigned) is copied into persistent device
+// buffers, and the logits of the wanted rows stay on the device for the sampler.
+//
+// Tools and tests without the engine use Forward over a KvCache (its own free list):
 //   auto model = Model::Load(dir, vt::Device::Cpu(), std::nullopt);
 //   KvCache cache = model->MakeKvCache(max_tokens);
 //   SequenceKv seq;
@@ -18,6 +23,7 @@
 #include "model/kv_cache.h"
 #include "model/models/causal_lm.h"
 #include "model/quant_config.h"
+#include "model/step_input.h"
 #include "vt/queue.h"
 
 namespace vtllm::model {
@@ -32,7 +38,15 @@ struct LoadOptions {
   bool progress = true;                    // a progress bar on stderr for slow loads
 };
 
-// One sequence's KV state for a step: the cache and the sequence's blocks in it.
+// Sizes of the persistent step buffers (ReserveStepBuffers).
+struct StepLimits {
+  int64_t max_num_tokens = 0;       // tokens of one step
+  int64_t max_num_seqs = 0;         // sequences of one step
+  int64_t max_blocks_per_seq = 0;   // block-table stride
+  int64_t max_logit_rows = 0;       // rows of logits of one step
+};
+
+// One sequence's KV state for a Forward: the cache and the sequence's blocks in it.
 struct KvState {
   KvCache* cache = nullptr;
   SequenceKv* seq = nullptr;
@@ -55,6 +69,19 @@ class Model {
 
   // A cache with room for `max_tokens` tokens in blocks of `block_size`.
   KvCache MakeKvCache(int64_t max_tokens, int64_t block_size = 16) const;
+  // The KV tensors of `num_blocks` blocks (the engine's manager assigns them).
+  KvCacheTensors MakeKvCacheTensors(int64_t num_blocks, int64_t block_size) const;
+  // Bytes one block of `block_size` tokens takes in every layer.
+  int64_t KvCacheBytesPerBlock(int64_t block_size) const;
+
+  // Allocates the device buffers a step reads (ids, positions, slots, block tables, sequence
+  // lengths, query starts, logit rows, logits) for steps up to `limits`, once. A step beyond
+  // them grows the buffers (an allocation; the engine sizes them so that none does).
+  void ReserveStepBuffers(const StepLimits& limits);
+  // Runs one step over `cache`. Returns the logits of step.logit_rows, [R, vocab] F32 on the
+  // model's device: a view of the persistent buffer, valid until the next Execute.
+  // Validates the input (token ids, positions, lengths) and throws vt::Error naming the value.
+  vt::Tensor Execute(const StepInput& step, const KvCacheTensors& cache);
 
   // Runs `token_ids` at `positions` (which must continue kv.seq: seq.num_tokens, +1, ...),
   // appending them to the sequence's cache (blocks are reserved as needed). Returns F32
@@ -82,6 +109,14 @@ class Model {
       : config_(std::move(config)), quant_(std::move(quant)), queue_(std::move(queue)) {}
   std::vector<float> Run(KvCache& cache, std::span<const int32_t> token_ids, std::span<const BatchEntry> batch,
                          bool all_logits);
+  void CheckStep(const StepInput& step, const KvCacheTensors& cache) const;
+
+  // Persistent device buffers of a step (flat; each step takes views of their first rows).
+  struct StepBuffers {
+    StepLimits limits;
+    vt::Tensor ids, positions, slots, block_tables, seq_lens, query_start_loc, logit_rows, logits;
+  };
+  StepBuffers buffers_;
 
   ModelConfig config_;
   QuantConfig quant_;

@@ -1,9 +1,10 @@
-// The paged KV cache: block allocation, slot mapping and the attention metadata of a batch.
+// The paged KV cache: block allocation, slot mapping, and the step input of a batch.
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "model/step_input.h"
 #include "vt/error.h"
 
 namespace vtllm::model {
@@ -20,16 +21,6 @@ KvCacheSpec Spec(int64_t blocks, int64_t block_size) {
   return s;
 }
 
-std::vector<int64_t> ToVec64(const vt::Tensor& t) {
-  std::vector<int64_t> v(static_cast<size_t>(t.numel()));
-  t.CopyToHost(v.data());
-  return v;
-}
-std::vector<int32_t> ToVec32(const vt::Tensor& t) {
-  std::vector<int32_t> v(static_cast<size_t>(t.numel()));
-  t.CopyToHost(v.data());
-  return v;
-}
 
 TEST(KvCache, ReservesBlocksAndMapsPositionsToSlots) {
   KvCache cache(Spec(5, 4));
@@ -60,27 +51,34 @@ TEST(KvCache, ReservesBlocksAndMapsPositionsToSlots) {
   EXPECT_TRUE(a.block_table.empty());
 }
 
-TEST(KvCache, BatchMetadataFollowsEachSequencesBlockTable) {
+TEST(StepInput, RowsFollowEachSequencesBlockTable) {
   KvCache cache(Spec(8, 2));
   SequenceKv a, b;
   cache.Reserve(b, 3);  // b gets blocks first, so a's blocks are not 0, 1, ...
   b.num_tokens = 3;
   cache.Reserve(b, 1);
   cache.Reserve(a, 3);
-  const StepSequence steps[] = {{&a, 3}, {&b, 1}};
-  AttentionMetadata m = BuildAttentionMetadata(cache, steps);
-  EXPECT_EQ(m.num_tokens, 4);
-  EXPECT_EQ(ToVec64(m.positions), (std::vector<int64_t>{0, 1, 2, 3}));
-  const std::vector<int64_t> slots = ToVec64(m.slot_mapping);
-  EXPECT_EQ(slots[0], a.block_table[0] * 2);
-  EXPECT_EQ(slots[2], a.block_table[1] * 2);
-  EXPECT_EQ(slots[3], b.block_table[1] * 2 + 1);
-  EXPECT_EQ(ToVec32(m.seq_lens), (std::vector<int32_t>{3, 4}));
-  EXPECT_EQ(ToVec32(m.query_start_loc), (std::vector<int32_t>{0, 3, 4}));
-  EXPECT_EQ(m.block_tables.shape(), (vt::Shape{2, 2}));
-  const std::vector<int32_t> tables = ToVec32(m.block_tables);
-  EXPECT_EQ(tables[0], a.block_table[0]);
-  EXPECT_EQ(tables[2], b.block_table[0]);
+  StepInput step;
+  step.Clear(2);
+  const std::vector<int32_t> ta = {7, 8, 9}, tb = {5};
+  EXPECT_EQ(step.AddSequence(ta, 0, a.block_table, 2), 0);
+  EXPECT_EQ(step.AddSequence(tb, 3, b.block_table, 2), 3);
+  EXPECT_EQ(step.num_tokens(), 4);
+  EXPECT_EQ(step.token_ids, (std::vector<int32_t>{7, 8, 9, 5}));
+  EXPECT_EQ(step.positions, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(step.slot_mapping[0], a.block_table[0] * 2);
+  EXPECT_EQ(step.slot_mapping[2], a.block_table[1] * 2);
+  EXPECT_EQ(step.slot_mapping[3], b.block_table[1] * 2 + 1);
+  for (int64_t p = 0; p < 3; ++p) EXPECT_EQ(step.slot_mapping[p], cache.SlotOf(a, p));
+  EXPECT_EQ(step.seq_lens, (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(step.query_start_loc, (std::vector<int32_t>{0, 3, 4}));
+  ASSERT_EQ(step.block_tables.size(), 4u);
+  EXPECT_EQ(step.block_tables[0], a.block_table[0]);
+  EXPECT_EQ(step.block_tables[2], b.block_table[0]);
+  // A table that does not cover the new positions, or is wider than the stride, is an error.
+  EXPECT_THROW(step.AddSequence(ta, 2, a.block_table, 2), vt::Error);
+  const std::vector<int32_t> wide = {0, 1, 2};
+  EXPECT_THROW(step.AddSequence(tb, 0, wide, 2), vt::Error);
 }
 
 }  // namespace

@@ -19,6 +19,17 @@ namespace vtllm::model {
 struct ModelConfig;
 class LoadProgress;
 
+// A step's attention inputs on the model's device (views of the model's persistent step
+// buffers): the new tokens of sequence s are rows [query_start_loc[s], query_start_loc[s+1]).
+struct AttentionMetadata {
+  vt::Tensor positions;        // [T] I64
+  vt::Tensor slot_mapping;     // [T] I64
+  vt::Tensor block_tables;     // [S, stride] I32
+  vt::Tensor seq_lens;         // [S] I32, context length after this step
+  vt::Tensor query_start_loc;  // [S+1] I32
+  int64_t num_tokens = 0;
+};
+
 // Everything an architecture needs to build itself.
 struct BuildContext {
   const ModelConfig* config = nullptr;
@@ -32,10 +43,10 @@ class CausalLM {
  public:
   virtual ~CausalLM() = default;
   // Runs one step. ids: [T] I32 on the device; meta: the batch's attention inputs;
-  // logit_rows: [R] I32 rows of the T tokens whose logits are wanted;
-  // logits: [R, vocab] F32 on the device.
+  // logit_rows: [R] I32 rows of the T tokens whose logits are wanted, or undefined for all T
+  // rows in order; logits: [R, vocab] F32 on the device.
   virtual void Forward(const vt::Queue& q, const vt::Tensor& ids, const AttentionMetadata& meta,
-                       const KvCache& cache, const vt::Tensor& logit_rows, const vt::Tensor& logits) = 0;
+                       const KvCacheTensors& cache, const vt::Tensor& logit_rows, const vt::Tensor& logits) = 0;
   // The ops Forward dispatches, for the up-front registration check.
   virtual std::vector<vt::OpId> RequiredOps() const = 0;
   // Bytes of weights one step reads (every weight once).

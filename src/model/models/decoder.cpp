@@ -93,6 +93,8 @@ class Decoder final : public CausalLM {
     V_ = cfg_.vocab_size;
     VT_CHECK(Hk_ > 0 && Hq_ % Hk_ == 0, cfg_.architecture, ": num_attention_heads ", Hq_,
              " must be a multiple of num_key_value_heads ", Hk_);
+    VT_CHECK(cfg_.hidden_act == "silu" || cfg_.hidden_act == "swish", cfg_.architecture, ": hidden_act \"",
+             cfg_.hidden_act, "\" is not implemented (the MLP supports silu)");
     eps_ = static_cast<float>(cfg_.rms_norm_eps);
     // The fused norm/activation + FP8 recipes round to BF16 before quantizing, which is
     // exactly the unfused BF16 model's arithmetic; an F32 model quantizes its F32 values
@@ -194,7 +196,7 @@ class Decoder final : public CausalLM {
     return s;
   }
 
-  void Forward(const vt::Queue& q, const Tensor& ids, const AttentionMetadata& m, const KvCache& cache,
+  void Forward(const vt::Queue& q, const Tensor& ids, const AttentionMetadata& m, const KvCacheTensors& cache,
                const Tensor& logit_rows, const Tensor& logits) override {
     const int64_t T = ids.dim(0);
     VT_CHECK(m.num_tokens == T, "Forward: ", T, " token ids but the attention metadata has ", m.num_tokens);
@@ -257,9 +259,9 @@ class Decoder final : public CausalLM {
       }
     }
     vt::RmsNorm(q, normed, hidden, final_norm_, eps_, &residual);
-    const int64_t R = logit_rows.dim(0);
     Tensor rows = normed;
-    if (R != T) {
+    if (logit_rows.defined()) {
+      const int64_t R = logit_rows.dim(0);
       rows = buf(kRows, R, H_, act_);
       vt::Embedding(q, rows, normed, logit_rows);  // a row gather
     }

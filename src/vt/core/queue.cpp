@@ -31,6 +31,9 @@ Queue Queue::Cuda(int index) {
 
 #ifndef VT_WITH_CUDA
 int CudaDeviceCount() { return 0; }
+DeviceMemory CudaMemoryInfo(int index) {
+  throw Error(StrCat("CudaMemoryInfo(", index, "): vtllm was built without CUDA"));
+}
 #endif
 
 Device Queue::device() const { return impl_->device; }

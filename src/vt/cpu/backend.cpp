@@ -10,6 +10,7 @@ void RegisterKernels() {
   RegisterCastKernels();
   RegisterFusedKernels();
   RegisterModelKernels();
+  RegisterSamplingKernels();
 }
 
 }  // namespace vt::cpu

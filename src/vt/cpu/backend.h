@@ -33,5 +33,6 @@ void RegisterActivationKernels();
 void RegisterCastKernels();
 void RegisterFusedKernels();
 void RegisterModelKernels();  // embedding, rotary embedding, KV cache, attention
+void RegisterSamplingKernels();
 
 }  // namespace vt::cpu

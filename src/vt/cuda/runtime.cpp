@@ -23,6 +23,15 @@ int CudaDeviceCount() {
   return n;
 }
 
+DeviceMemory CudaMemoryInfo(int index) {
+  VT_CHECK(index >= 0 && index < CudaDeviceCount(), "CudaMemoryInfo: no CUDA device ", index, " (", CudaDeviceCount(),
+           " visible)");
+  cuda::DeviceGuard guard(index);
+  DeviceMemory m;
+  VT_CUDA_CHECK(cudaMemGetInfo(&m.free_bytes, &m.total_bytes));
+  return m;
+}
+
 namespace cuda {
 
 namespace detail {

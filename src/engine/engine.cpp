@@ -1,0 +1,385 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <unordered_map>
+
+#include "engine/model_runner.h"
+#include "engine/output_processor.h"
+#include "engine/request_validation.h"
+#include "engine/scheduler.h"
+#include "vt/error.h"
+
+namespace vtllm::engine {
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// MemAvailable of /proc/meminfo in bytes (0 when unknown).
+int64_t AvailableHostMemory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+// Rows of logits a step keeps for prompt logprobs beyond its sampled rows: a request asking
+// for them is prefilled in chunks of this many tokens.
+constexpr int64_t kPromptLogprobChunk = 128;
+
+}  // namespace
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+  }
+  return "unknown";
+}
+
+// One client request: its children (n of them) and what was already reported.
+struct Parent {
+  std::string id;
+  std::vector<Request*> children;
+  int64_t num_prompt_tokens = 0;
+  bool first_output_sent = false;
+  std::optional<std::string> error;
+};
+
+struct Engine::Impl {
+  EngineConfig config;
+  std::shared_ptr<model::Model> model;
+  std::optional<Tokenizer> tokenizer;
+  SamplingParams defaults;
+  std::set<int32_t> eos_ids;
+  int64_t max_model_len = 0;
+  std::unique_ptr<KvCacheManager> kv;
+  std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<Executor> executor;
+  RequestTable requests;  // by child id
+  std::unordered_map<std::string, Parent> parents;
+  std::vector<std::string> finished_unreported;  // parents finished outside a step (aborts)
+  EngineMetrics metrics;
+  std::mt19937_64 rng;
+  RequestValidator validator;
+
+  void Init();
+  void FinishChild(Request* req, FinishReason reason, double now);
+  void CollectOutputs(const std::vector<std::string>& parent_ids, std::vector<RequestOutput>& out);
+};
+
+void Engine::Impl::Init() {
+  const model::ModelConfig& mc = model->config();
+  const bool cuda = model->queue().device().is_cuda();
+  max_model_len = config.max_model_len > 0 ? config.max_model_len : mc.max_position_embeddings;
+  VT_CHECK(max_model_len <= mc.max_position_embeddings, "--max-model-len ", max_model_len,
+           " exceeds the model's max_position_embeddings ", mc.max_position_embeddings);
+  VT_CHECK(config.block_size > 0 && config.block_size <= 1024, "--block-size must be in [1, 1024], got ",
+           config.block_size);
+  if (config.max_num_seqs <= 0) config.max_num_seqs = cuda ? 256 : 64;
+  if (config.max_num_batched_tokens <= 0) config.max_num_batched_tokens = cuda ? 8192 : 2048;
+  VT_CHECK(config.max_num_batched_tokens >= config.max_num_seqs, "--max-num-batched-tokens ",
+           config.max_num_batched_tokens, " must be >= --max-num-seqs ", config.max_num_seqs);
+  config.max_model_len = max_model_len;
+
+  // KV capacity: the memory budget in blocks, no more than every sequence at full length
+  // (twice, for the prefix cache) would use.
+  const int64_t per_block = model->KvCacheBytesPerBlock(config.block_size);
+  const int64_t blocks_per_seq = (max_model_len + config.block_size - 1) / config.block_size;
+  int64_t budget = config.kv_cache_memory_bytes;
+  if (budget <= 0) {
+    if (cuda) {
+      const vt::DeviceMemory m = vt::CudaMemoryInfo(model->queue().device().index);
+      VT_CHECK(config.gpu_memory_utilization > 0 && config.gpu_memory_utilization <= 1,
+               "--gpu-memory-utilization must be in (0, 1], got ", config.gpu_memory_utilization);
+      const double allowed = config.gpu_memory_utilization * static_cast<double>(m.total_bytes);
+      const double used = static_cast<double>(m.total_bytes - m.free_bytes);
+      // Activations and the sampler's buffers take a share of what is left.
+      budget = static_cast<int64_t>(std::max(0.0, (allowed - used) * 0.9));
+    } else {
+      const int64_t avail = AvailableHostMemory();
+      budget = std::min<int64_t>(int64_t{4} << 30, avail > 0 ? avail / 4 : int64_t{1} << 30);
+    }
+  }
+  int64_t num_blocks = budget / per_block;
+  num_blocks = std::min(num_blocks, 2 * blocks_per_seq * config.max_num_seqs);
+  num_blocks = std::min<int64_t>(num_blocks, INT32_MAX);
+  VT_CHECK(num_blocks >= blocks_per_seq, "the KV cache has room for ", num_blocks, " blocks of ",
+           config.block_size, " tokens (", budget, " bytes at ", per_block,
+           " bytes per block) but one sequence of --max-model-len ", max_model_len, " needs ", blocks_per_seq,
+           ": lower --max-model-len or raise ", cuda ? "--gpu-memory-utilization" : "--kv-cache-memory-bytes");
+  config.kv_cache_memory_bytes = num_blocks * per_block;
+
+  kv = std::make_unique<KvCacheManager>(num_blocks, config.block_size, config.enable_prefix_caching);
+  SchedulerConfig sc;
+  sc.max_num_seqs = config.max_num_seqs;
+  sc.max_num_batched_tokens = config.max_num_batched_tokens;
+  sc.max_model_len = max_model_len;
+  sc.long_prefill_token_threshold = config.long_prefill_token_threshold;
+  sc.priority = config.scheduling_policy == SchedulingPolicy::kPriority;
+  scheduler = std::make_unique<Scheduler>(sc, *kv);
+  if (!executor) {
+    model::StepLimits limits;
+    limits.max_num_tokens = config.max_num_batched_tokens;
+    limits.max_num_seqs = config.max_num_seqs;
+    limits.max_blocks_per_seq = blocks_per_seq;
+    limits.max_logit_rows = config.max_num_seqs + kPromptLogprobChunk;
+    executor = std::make_unique<ModelRunner>(model, num_blocks, config.block_size, limits);
+  }
+
+  // Sampling defaults and the end-of-sequence ids.
+  const model::GenerationConfig gen = config.model_dir.empty() ? model::GenerationConfig{}
+                                                                : model::GenerationConfig::FromDir(config.model_dir);
+  if (config.use_generation_config) {
+    defaults.temperature = gen.temperature;
+    defaults.top_p = gen.top_p;
+    defaults.top_k = static_cast<int>(gen.top_k);
+    defaults.min_p = gen.min_p;
+    defaults.repetition_penalty = gen.repetition_penalty;
+  }
+  for (int64_t id : gen.eos_token_ids) eos_ids.insert(static_cast<int32_t>(id));
+  for (int64_t id : mc.eos_token_ids) eos_ids.insert(static_cast<int32_t>(id));
+  if (tokenizer && tokenizer->eos_token_id()) eos_ids.insert(*tokenizer->eos_token_id());
+  rng.seed(config.seed);
+  metrics.num_kv_blocks = num_blocks;
+  metrics.request_prompt_tokens = Histogram(TokenCountBuckets(max_model_len));
+  metrics.request_generation_tokens = Histogram(TokenCountBuckets(max_model_len));
+
+  validator.vocab_size = mc.vocab_size;
+  validator.max_model_len = max_model_len;
+  validator.max_logprobs = config.max_logprobs;
+  validator.max_n = config.max_n;
+  validator.tokenizer = tokenizer ? &*tokenizer : nullptr;
+}
+
+Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
+  impl_->config = config;
+  impl_->model = std::shared_ptr<model::Model>(model::Model::Load(config.model_dir, config.load).release());
+  if (std::filesystem::exists(std::filesystem::path(config.model_dir) / "tokenizer.json"))
+    impl_->tokenizer = Tokenizer::FromDir(config.model_dir);
+  impl_->Init();
+}
+
+Engine::Engine(const EngineConfig& config, std::shared_ptr<model::Model> model, std::optional<Tokenizer> tokenizer)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->config = config;
+  impl_->model = std::move(model);
+  impl_->tokenizer = std::move(tokenizer);
+  impl_->Init();
+}
+
+Engine::Engine(const EngineConfig& config, std::shared_ptr<model::Model> model, std::optional<Tokenizer> tokenizer,
+               std::unique_ptr<Executor> executor)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->config = config;
+  impl_->model = std::move(model);
+  impl_->tokenizer = std::move(tokenizer);
+  impl_->executor = std::move(executor);
+  impl_->Init();
+}
+
+Engine::~Engine() = default;
+
+const SamplingParams& Engine::default_params() const { return impl_->defaults; }
+const EngineConfig& Engine::config() const { return impl_->config; }
+const model::Model& Engine::model() const { return *impl_->model; }
+const std::optional<Tokenizer>& Engine::tokenizer() const { return impl_->tokenizer; }
+int64_t Engine::max_model_len() const { return impl_->max_model_len; }
+int64_t Engine::num_free_blocks() const { return impl_->kv->num_free_blocks(); }
+int64_t Engine::num_total_blocks() const { return impl_->kv->num_blocks(); }
+bool Engine::HasUnfinished() const { return !impl_->parents.empty(); }
+
+void Engine::ValidateRequest(const EngineRequest& request) const { impl_->validator.Validate(request); }
+
+EngineMetrics Engine::metrics() const {
+  EngineMetrics m = impl_->metrics;
+  m.num_requests_running = static_cast<int64_t>(impl_->scheduler->running().size());
+  m.num_requests_waiting = static_cast<int64_t>(impl_->scheduler->waiting().size());
+  m.kv_cache_usage = impl_->kv->usage();
+  m.prefix_cache_queries = impl_->kv->prefix_queries();
+  m.prefix_cache_hits = impl_->kv->prefix_hits();
+  m.num_preemptions = impl_->scheduler->num_preemptions();
+  return m;
+}
+
+void Engine::AddRequest(EngineRequest r) {
+  Impl& I = *impl_;
+  I.validator.Validate(r);
+  if (r.request_id.empty()) r.request_id = "req-" + std::to_string(I.rng());
+  if (I.parents.count(r.request_id))
+    throw RequestError("request_id", "a request with id '" + r.request_id + "' is already running");
+  const double now = Now();
+  if (r.arrival_time <= 0) r.arrival_time = now;
+  const SamplingParams& p = r.params;
+  const int64_t P = static_cast<int64_t>(r.prompt_token_ids.size());
+  const int64_t max_tokens = p.max_tokens.value_or(I.max_model_len - P);
+
+  Parent parent;
+  parent.id = r.request_id;
+  parent.num_prompt_tokens = P;
+  const uint64_t base_seed = p.seed.value_or(I.rng());
+  std::vector<std::vector<int32_t>> bad_words = I.validator.BadWordsIds(p);
+  std::vector<std::pair<int32_t, float>> bias;
+  for (const auto& [tok, v] : p.logit_bias) bias.emplace_back(tok, std::clamp(v, -100.0f, 100.0f));
+  std::vector<int32_t> min_banned = p.stop_token_ids;
+  if (!p.ignore_eos) min_banned.insert(min_banned.end(), I.eos_ids.begin(), I.eos_ids.end());
+  size_t max_stop = 0;
+  for (const std::string& s : p.stop) max_stop = std::max(max_stop, s.size());
+
+  for (int i = 0; i < p.n; ++i) {
+    auto req = std::make_unique<Request>();
+    req->id = i == 0 ? r.request_id : r.request_id + "#" + std::to_string(i);
+    req->parent_id = r.request_id;
+    req->index = i;
+    req->prompt = r.prompt_token_ids;
+    req->all_tokens = r.prompt_token_ids;
+    req->params = p;
+    req->max_tokens = max_tokens;
+    req->priority = r.priority;
+    req->arrival_time = r.arrival_time;
+    req->cache_salt = r.cache_salt;
+    req->seed = base_seed + static_cast<uint64_t>(i);
+    req->logit_bias = bias;
+    req->bad_words_ids = bad_words;
+    req->min_tokens_banned = min_banned;
+    req->max_stop_len = max_stop;
+    if (p.prompt_logprobs) req->max_chunk_tokens = kPromptLogprobChunk;
+    if (I.tokenizer) req->detokenizer = std::make_unique<IncrementalDetokenizer>(*I.tokenizer, p.skip_special_tokens);
+    parent.children.push_back(req.get());
+    I.scheduler->AddRequest(req.get());
+    I.requests.emplace(req->id, std::move(req));
+  }
+  I.parents.emplace(r.request_id, std::move(parent));
+}
+
+void Engine::Impl::FinishChild(Request* req, FinishReason reason, double now) {
+  if (req->finished()) return;
+  scheduler->FinishRequest(req, reason);
+  executor->Forget(req->id);
+  const FinishReason fr = *req->finish_reason;
+  metrics.request_success[FinishReasonName(fr)]++;
+  metrics.e2e_request_latency.Observe(now - req->arrival_time);
+  if (req->first_scheduled_time > 0) metrics.request_queue_time.Observe(req->first_scheduled_time - req->arrival_time);
+  metrics.request_prompt_tokens.Observe(static_cast<double>(req->num_prompt_tokens()));
+  metrics.request_generation_tokens.Observe(static_cast<double>(req->num_output_tokens()));
+}
+
+void Engine::Abort(const std::string& request_id) {
+  Impl& I = *impl_;
+  auto it = I.parents.find(request_id);
+  if (it == I.parents.end()) return;
+  const double now = Now();
+  bool any = false;
+  for (Request* c : it->second.children)
+    if (!c->finished()) {
+      c->finish_reason = FinishReason::kAbort;
+      I.FinishChild(c, FinishReason::kAbort, now);
+      any = true;
+    }
+  if (any) I.finished_unreported.push_back(request_id);
+}
+
+void Engine::Impl::CollectOutputs(const std::vector<std::string>& parent_ids, std::vector<RequestOutput>& out) {
+  for (const std::string& pid : parent_ids) {
+    auto it = parents.find(pid);
+    if (it == parents.end()) continue;
+    Parent& parent = it->second;
+    RequestOutput o;
+    o.request_id = pid;
+    bool all_done = true;
+    for (Request* c : parent.children) {
+      if (HasNews(*c)) o.completions.push_back(TakeDelta(*c));
+      all_done = all_done && c->finished() && c->finish_reported;
+    }
+    if (!parent.first_output_sent && (!o.completions.empty() || all_done)) {
+      Request* first = parent.children.front();
+      if (first->params.prompt_logprobs) o.prompt_logprobs = first->prompt_logprobs;
+      parent.first_output_sent = true;
+    }
+    o.num_prompt_tokens = parent.num_prompt_tokens;
+    o.num_cached_tokens = std::max<int64_t>(0, parent.children.front()->num_cached_tokens);
+    o.finished = all_done;
+    o.error = parent.error;
+    if (o.completions.empty() && !o.finished) continue;
+    out.push_back(std::move(o));
+    if (all_done) {
+      for (Request* c : parent.children) requests.erase(c->id);
+      parents.erase(it);
+    }
+  }
+}
+
+std::vector<RequestOutput> Engine::Step() {
+  Impl& I = *impl_;
+  std::vector<RequestOutput> out;
+  std::vector<std::string> touched = std::move(I.finished_unreported);
+  I.finished_unreported.clear();
+
+  const SchedulerOutput schedule = I.scheduler->Schedule();
+  if (schedule.empty()) {
+    I.CollectOutputs(touched, out);
+    return out;
+  }
+  const double start = Now();
+  for (const ScheduledRequest& s : schedule.scheduled) {
+    Request* req = I.requests.at(s.request_id).get();
+    if (req->first_scheduled_time == 0) req->first_scheduled_time = start;
+  }
+  StepResult result;
+  try {
+    result = I.executor->Execute(schedule, I.requests);
+  } catch (const std::exception& e) {
+    // The step failed as a whole: its requests end with the error; the others go on.
+    const double now = Now();
+    for (const ScheduledRequest& s : schedule.scheduled) {
+      Request* req = I.requests.at(s.request_id).get();
+      Parent& parent = I.parents.at(req->parent_id);
+      parent.error = std::string("the model step failed: ") + e.what();
+      for (Request* c : parent.children) {
+        c->finish_reason = FinishReason::kAbort;
+        I.FinishChild(c, FinishReason::kAbort, now);
+      }
+      touched.push_back(req->parent_id);
+    }
+    I.CollectOutputs(touched, out);
+    return out;
+  }
+  const double now = Now();
+  ++I.metrics.steps;
+  for (size_t i = 0; i < schedule.scheduled.size(); ++i) {
+    Request* req = I.requests.at(schedule.scheduled[i].request_id).get();
+    for (PositionLogprobs& lp : result.prompt_logprobs[i]) req->prompt_logprobs.push_back(std::move(lp));
+    if (!result.sampled[i]) continue;
+    SampledToken& tok = *result.sampled[i];
+    if (req->num_output_tokens() == 0) {
+      req->first_token_time = now;
+      I.metrics.time_to_first_token.Observe(now - req->arrival_time);
+      I.metrics.prompt_tokens += static_cast<uint64_t>(req->num_prompt_tokens());
+    } else {
+      I.metrics.inter_token_latency.Observe(now - req->last_token_time);
+    }
+    req->last_token_time = now;
+    ++I.metrics.generation_tokens;
+    AppendToken(*req, tok.token_id, std::move(tok.logprobs), I.eos_ids, I.max_model_len);
+    if (req->finish_reason) I.FinishChild(req, *req->finish_reason, now);
+    touched.push_back(req->parent_id);
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  I.CollectOutputs(touched, out);
+  return out;
+}
+
+}  // namespace vtllm::engine

@@ -1,0 +1,40 @@
+// The one input of a model step: a flattened batch of sequences, each contributing some new
+// tokens (a prefill chunk or one decode token) after the ones already in its KV blocks.
+// Plain host data; the model copies it into persistent device buffers.
+//
+// Sequence s owns rows [query_start_loc[s], query_start_loc[s+1]) of the step's tokens;
+// its block table is row s of block_tables (block_table_stride entries per row, only the
+// first ceil(seq_lens[s] / block_size) read).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace vtllm::model {
+
+struct StepInput {
+  std::vector<int32_t> token_ids;        // [T]
+  std::vector<int64_t> positions;        // [T]
+  std::vector<int64_t> slot_mapping;     // [T]
+  std::vector<int32_t> query_start_loc;  // [S + 1], starts at 0
+  std::vector<int32_t> seq_lens;         // [S], context length after this step
+  std::vector<int32_t> block_tables;     // [S, block_table_stride]
+  int64_t block_table_stride = 1;
+  std::vector<int32_t> logit_rows;       // [R] rows of the T tokens whose logits are wanted
+
+  int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+  int64_t num_seqs() const { return static_cast<int64_t>(seq_lens.size()); }
+  int64_t num_logit_rows() const { return static_cast<int64_t>(logit_rows.size()); }
+
+  // Empties the step, keeping capacity; `stride` entries per block-table row (>= the largest
+  // block table of the step's sequences).
+  void Clear(int64_t stride);
+  // Appends one sequence: `tokens` at positions [start, start + tokens.size()), keys and values
+  // written to slots of `block_table` (which must cover those positions), in blocks of
+  // `block_size`. Returns the step row of the sequence's first new token.
+  int32_t AddSequence(std::span<const int32_t> tokens, int64_t start, std::span<const int32_t> block_table,
+                      int64_t block_size);
+};
+
+}  // namespace vtllm::model
