@@ -223,9 +223,9 @@ ParsedRequest ParseCompletionRequest(const Json& body, const ProtocolContext& ct
     add_text(prompt->get<std::string>());
   } else if (prompt->is_array()) {
     if (prompt->empty()) throw BadRequest("prompt", "Either prompt or prompt_embeds must be provided and non-empty.");
-    if (prompt->size() > kMaxPrompts)
-      throw BadRequest("prompt", "At most " + std::to_string(kMaxPrompts) + " prompts per request, got " + std::to_string(prompt->size()) + ".");
     const Json& first = prompt->front();
+    if ((first.is_string() || first.is_array()) && prompt->size() > kMaxPrompts)
+      throw BadRequest("prompt", "At most " + std::to_string(kMaxPrompts) + " prompts per request, got " + std::to_string(prompt->size()) + ".");
     if (first.is_string()) {
       for (const Json& e : *prompt) {
         if (!e.is_string()) throw BadRequest("prompt", bad_prompt + ", got a list mixing strings and " + e.type_name());
