@@ -48,9 +48,12 @@ Serving::Serving(engine::AsyncEngine& engine, ServingOptions options) : engine_(
 Serving::~Serving() = default;
 
 std::unique_ptr<ParsedRequest> Serving::Parse(Endpoint endpoint, std::string_view body) const {
-  const Json j = ParseBody(body);
-  return std::make_unique<ParsedRequest>(endpoint == Endpoint::kChat ? ParseChatRequest(j, ctx_)
-                                                                      : ParseCompletionRequest(j, ctx_));
+  return ParseJson(endpoint, ParseBody(body));
+}
+
+std::unique_ptr<ParsedRequest> Serving::ParseJson(Endpoint endpoint, const Json& body) const {
+  return std::make_unique<ParsedRequest>(endpoint == Endpoint::kChat ? ParseChatRequest(body, ctx_)
+                                                                      : ParseCompletionRequest(body, ctx_));
 }
 
 Generation::Generation(Serving& serving, std::unique_ptr<ParsedRequest> request)

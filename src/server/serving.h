@@ -36,6 +36,7 @@ class Serving {
 
   // Body -> validated request for `endpoint`; throws ApiError.
   std::unique_ptr<ParsedRequest> Parse(Endpoint endpoint, std::string_view body) const;
+  std::unique_ptr<ParsedRequest> ParseJson(Endpoint endpoint, const Json& body) const;
 
  private:
   engine::AsyncEngine& engine_;
