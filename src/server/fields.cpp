@@ -41,7 +41,7 @@ Json ParseBody(std::string_view body) {
   Json j;
   try {
     j = Json::parse(body);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
     throw BadRequest("", std::string("The request body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw BadRequest("", "The request body must be a JSON object, got " + Describe(j));

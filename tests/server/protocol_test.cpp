@@ -30,6 +30,7 @@ TEST(ParseBody, RejectsBadJsonDeepNestingAndNonObjects) {
   EXPECT_EQ(ErrorOf([] { ParseBody("[1,2]"); }).status(), 400);
   EXPECT_EQ(ErrorOf([] { ParseBody(std::string(100000, '[')); }).status(), 400);
   EXPECT_EQ(ErrorOf([] { ParseBody("{\"s\":\"\xff\xfe\"}"); }).status(), 400);  // invalid UTF-8
+  EXPECT_EQ(ErrorOf([] { ParseBody("{\"n\": 55e555555555}"); }).status(), 400);   // number overflow
   EXPECT_NO_THROW(ParseBody("{\"s\":\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"}"));
 }
 

@@ -20,6 +20,7 @@ const cases = [
   ['nesting 60k deep', C, '['.repeat(60000), 400, 'BadRequestError', null],
   ['nesting inside a field', C, '{"prompt": "x", "logit_bias": ' + '{"a":'.repeat(5000) + '1' + '}'.repeat(5001), 400, 'BadRequestError', null],
   ['invalid UTF-8', C, Buffer.from([0x7b, 0x22, 0x70, 0x72, 0x6f, 0x6d, 0x70, 0x74, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d]), 400, 'BadRequestError', null],
+  ['number out of range', C, '{"prompt": "x", "temperature": 55e5555555}', 400, 'BadRequestError', null],
   ['prompt missing', C, { model: 'tiny' }, 400, 'BadRequestError', 'prompt'],
   ['prompt a number', C, { prompt: 5 }, 400, 'BadRequestError', 'prompt'],
   ['prompt empty list', C, { prompt: [] }, 400, 'BadRequestError', 'prompt'],
