@@ -2,6 +2,7 @@
 // completions and chat (streaming and not), usage, greedy determinism, seeds, n > 1, several
 // prompts, token-id prompts, logprobs in both shapes, echo, stop strings, the reasoning parser,
 // tools, errors and 401, tokenize/detokenize, health, and a clean SIGTERM exit.
+import { execFileSync } from 'node:child_process';
 import OpenAI from 'openai';
 import { parseArgs, makeModel, startServer, check, assert, assertEq, finish, postJson } from './harness.mjs';
 
@@ -187,6 +188,15 @@ await check('health, ping, version, metrics', async () => {
   const m = await (await fetch(srv.base + '/metrics')).text();
   for (const name of ['vllm:num_requests_running', 'vllm:generation_tokens_total', 'vllm:time_to_first_token_seconds_bucket', 'vllm:request_success_total{finished_reason="length"'])
     assert(m.includes(name), name);
+});
+
+await check('vtllm bench serve runs against it', async () => {
+  const out = execFileSync(args.vtllm, ['bench', 'serve', '--base-url', srv.base, '--random-input-len', '16', '--random-output-len', '4',
+                                        '--num-prompts', '6', '--max-concurrency', '3', '--request-rate', '50', '--ignore-eos', '--json']).toString();
+  const r = JSON.parse(out);
+  assertEq([r.successful_requests, r.failed_requests, r.total_output_tokens], [6, 0, 24]);
+  for (const k of ['mean_ttft_ms', 'median_tpot_ms', 'p99_itl_ms', 'mean_e2el_ms', 'request_throughput', 'output_throughput', 'total_token_throughput'])
+    assert(r[k] > 0, k);
 });
 
 await check('SIGTERM exits 0', async () => {
