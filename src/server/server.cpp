@@ -76,6 +76,10 @@ HttpServer::HttpServer(Serving& serving, ServerOptions options)
   http_->set_keep_alive_max_count(100000);
   http_->set_keep_alive_timeout(options_.keep_alive_timeout_s);
   http_->set_tcp_nodelay(true);
+  // A request is read as soon as its connection gets a pool thread, but under full load
+  // (every core busy with model steps) that thread may wait its turn for seconds.
+  http_->set_read_timeout(30, 0);
+  http_->set_write_timeout(30, 0);
   Routes();
 }
 
