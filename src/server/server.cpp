@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <ctime>
+#include <functional>
 
 #include "server/error.h"
 #include "server/metrics_text.h"
@@ -60,6 +61,34 @@ std::string SseEvents(const std::vector<Json>& chunks) {
     out += "\n\n";
   }
   return out;
+}
+
+// A POST handler that gets the body read under the size limit. cpp-httplib checks its own
+// limit only against Content-Length; a chunked body is counted here as it arrives. An
+// over-long body is answered 413 and the connection closed (the rest is never read).
+httplib::Server::HandlerWithContentReader WithBody(size_t limit,
+                                                  std::function<void(const httplib::Request&, httplib::Response&, const std::string&)> fn) {
+  return [limit, fn = std::move(fn)](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+    std::string body;
+    bool too_large = false;
+    const bool ok = reader([&](const char* data, size_t len) {
+      if (body.size() + len > limit) {
+        too_large = true;
+        return false;
+      }
+      body.append(data, len);
+      return true;
+    });
+    if (too_large || (!ok && res.status == 413)) {
+      res.set_header("Connection", "close");
+      return SendError(res, PayloadTooLarge(limit));
+    }
+    if (!ok) {
+      res.set_header("Connection", "close");
+      return SendError(res, BadRequest("", "The request body could not be read."));
+    }
+    fn(req, res, body);
+  };
 }
 
 }  // namespace
@@ -134,12 +163,13 @@ void HttpServer::Routes() {
 
   // Generation endpoints.
   auto generate = [this](Endpoint endpoint) {
-    return [this, endpoint](const httplib::Request& req, httplib::Response& res) {
+    return WithBody(options_.max_request_body_bytes, [this, endpoint](const httplib::Request&, httplib::Response& res,
+                                                                      const std::string& body) {
       if (draining_) return SendError(res, ServiceUnavailable("The server is shutting down."));
       if (!serving_.engine().healthy()) return SendError(res, ServiceUnavailable("The engine has failed."));
       std::shared_ptr<Generation> gen;
       try {
-        gen = std::make_shared<Generation>(serving_, serving_.Parse(endpoint, req.body));
+        gen = std::make_shared<Generation>(serving_, serving_.Parse(endpoint, body));
       } catch (const ApiError& e) {
         return SendError(res, e);
       } catch (const std::exception& e) {
@@ -185,7 +215,7 @@ void HttpServer::Routes() {
           [gen](bool success) {
             if (!success) gen->Abort();
           });
-    };
+    });
   };
   s.Post("/v1/completions", generate(Endpoint::kCompletions));
   s.Post("/v1/chat/completions", generate(Endpoint::kChat));
@@ -203,9 +233,9 @@ void HttpServer::Routes() {
                       {"vocab_size", serving_.context().vocab_size}});
     SendJson(res, {{"object", "list"}, {"data", std::move(data)}});
   });
-  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/tokenize", WithBody(body_limit, [this](const httplib::Request&, httplib::Response& res, const std::string& body) {
     try {
-      TokenizeResult t = ParseTokenizeRequest(ParseBody(req.body), serving_.context());
+      TokenizeResult t = ParseTokenizeRequest(ParseBody(body), serving_.context());
       Json j = {{"count", t.tokens.size()}, {"max_model_len", serving_.context().max_model_len}, {"tokens", t.tokens}};
       SendJson(res, j);
     } catch (const ApiError& e) {
@@ -213,17 +243,17 @@ void HttpServer::Routes() {
     } catch (const std::exception& e) {
       SendError(res, BadRequest("", e.what()));
     }
-  });
-  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  }));
+  s.Post("/detokenize", WithBody(body_limit, [this](const httplib::Request&, httplib::Response& res, const std::string& body) {
     try {
-      const std::vector<int32_t> ids = ParseDetokenizeRequest(ParseBody(req.body), serving_.context());
+      const std::vector<int32_t> ids = ParseDetokenizeRequest(ParseBody(body), serving_.context());
       SendJson(res, {{"prompt", serving_.context().tokenizer->Decode(ids)}});
     } catch (const ApiError& e) {
       SendError(res, e);
     } catch (const std::exception& e) {
       SendError(res, BadRequest("", e.what()));
     }
-  });
+  }));
   auto health = [this](const httplib::Request&, httplib::Response& res) {
     if (serving_.engine().healthy()) {
       res.status = 200;
