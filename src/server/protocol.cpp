@@ -131,6 +131,7 @@ void ParseSamplingFields(const Json& body, const ProtocolContext& ctx, ParsedReq
     if (*pl < 0 || *pl > ctx.max_logprobs)
       throw BadRequest("prompt_logprobs", "prompt_logprobs must be in [0, " + std::to_string(ctx.max_logprobs) + "], got " + std::to_string(*pl) + ".");
     p.prompt_logprobs = static_cast<int>(*pl);
+    req.return_prompt_logprobs = true;
   }
 
   if (auto pr = GetInt(body, "priority")) {

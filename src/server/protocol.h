@@ -54,6 +54,7 @@ struct ParsedRequest {
   bool continuous_usage_stats = false;  // stream_options.continuous_usage_stats
   bool echo = false;
   std::optional<int> prompt_logprobs_to_return;  // completions echo+logprobs: prompt positions too
+  bool return_prompt_logprobs = false;  // the body asked for prompt_logprobs (vLLM's field in the response)
   // chat
   std::string echo_text;            // chat echo: the last message's content when its role is assistant
   bool parse_reasoning = false;     // --reasoning-parser applies

@@ -182,6 +182,24 @@ Json ResponseBuilder::ChatLogprobs(const std::vector<engine::PositionLogprobs>& 
   return {{"content", std::move(content)}};
 }
 
+// vLLM's prompt_logprobs: null for the first position, then {token id: {logprob, rank,
+// decoded_token}} with the prompt's own token and the top ones.
+Json ResponseBuilder::PromptLogprobs(const Prompt& p) const {
+  Json out = Json::array();
+  out.push_back(nullptr);
+  if (!p.prompt_logprobs) return out;
+  for (const engine::PositionLogprobs& pos : *p.prompt_logprobs) {
+    Json entry = Json::object();
+    auto add = [&](const engine::TokenLogprob& t) {
+      entry[std::to_string(t.token_id)] = {{"logprob", SafeLogprob(t.logprob)}, {"rank", t.rank}, {"decoded_token", TokenText(t.token_id)}};
+    };
+    add(pos.chosen);
+    for (const engine::TokenLogprob& t : pos.top) add(t);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 void ResponseBuilder::Parse(Choice& c, const std::string& text, bool final, Json& delta) {
   std::string reasoning, content = text;
   if (req_.parse_reasoning) {
@@ -352,6 +370,7 @@ Json ResponseBuilder::Response() const {
         }
       }
       choice["logprobs"] = std::move(logprobs);
+      if (req_.return_prompt_logprobs) choice["prompt_logprobs"] = PromptLogprobs(p);
     } else {
       const bool nullable = req_.parse_reasoning || !c.calls.empty();
       Json message;
@@ -371,6 +390,8 @@ Json ResponseBuilder::Response() const {
   }
   j["choices"] = std::move(choices);
   j["usage"] = Usage();
+  if (req_.endpoint == Endpoint::kChat && req_.return_prompt_logprobs && !prompts_.empty())
+    j["prompt_logprobs"] = PromptLogprobs(prompts_.front());
   return j;
 }
 

@@ -59,6 +59,7 @@ class ResponseBuilder {
   Json CompletionLogprobs(const std::vector<engine::PositionLogprobs>& lps, const std::vector<int32_t>& ids,
                           size_t& text_offset, bool first_is_null) const;
   Json ChatLogprobs(const std::vector<engine::PositionLogprobs>& lps) const;
+  Json PromptLogprobs(const Prompt& p) const;
   std::string TokenText(int32_t id) const;
   Json StopReason(const Choice& c) const;
   std::string FinishReason(const Choice& c) const;

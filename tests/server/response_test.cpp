@@ -201,6 +201,22 @@ TEST(Response, ChatWithoutParsersKeepsTextAsContent) {
   EXPECT_TRUE(lp["bytes"].is_array());
 }
 
+TEST(Response, PromptLogprobsAsVllm) {
+  ParsedRequest req = Completion();
+  req.return_prompt_logprobs = true;
+  ResponseBuilder b(req, Meta());
+  RequestOutput o = Out(0, {5}, "x", FinishReason::kLength, true);
+  o.prompt_logprobs = std::vector<engine::PositionLogprobs>{{{2, -1.0f, 3}, {{9, -0.5f, 1}}}, {{3, -2.0f, 4}, {}}};
+  b.Add(0, o);
+  const Json pl = b.Response()["choices"][0]["prompt_logprobs"];
+  ASSERT_EQ(pl.size(), 3u);
+  EXPECT_TRUE(pl[0].is_null());
+  EXPECT_EQ(pl[1]["2"]["logprob"], -1.0);
+  EXPECT_EQ(pl[1]["2"]["rank"], 3);
+  EXPECT_EQ(pl[1]["9"]["decoded_token"], "token_id:9");
+  EXPECT_EQ(pl[2]["3"]["rank"], 4);
+}
+
 TEST(Response, EngineErrorIsReported) {
   ParsedRequest req = Chat();
   ResponseBuilder b(req, {"chatcmpl-x", 1, "m", nullptr});
