@@ -22,10 +22,10 @@ cmake --build build/ci -j"$JOBS"
 echo "== tests (main configuration)"
 ctest --test-dir build/ci --output-on-failure -j"$JOBS" --no-tests=error
 
-echo "== build (ASan+UBSan: vt core, parsers, server)"
+echo "== build (ASan+UBSan: vt core, parsers, engine, server)"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVTLLM_SANITIZE=ON -DVTLLM_BENCH=OFF >/dev/null
-SAN_TARGETS=$(cmake --build build/asan --target help | sed -n 's/^\(vt_tests\|tokenizer_tests\|model_tests\|server_tests\): .*/\1/p' | tr '\n' ' ')
+SAN_TARGETS=$(cmake --build build/asan --target help | sed -n 's/^\(vt_tests\|tokenizer_tests\|model_tests\|engine_tests\|server_tests\): .*/\1/p' | tr '\n' ' ')
 cmake --build build/asan -j"$JOBS" --target $SAN_TARGETS
 echo "== tests (ASan+UBSan)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build/asan --output-on-failure -j"$JOBS" --no-tests=error -L 'vt|tokenizer|model|server' -E 'Peer|Bench|Large'
+  ctest --test-dir build/asan --output-on-failure -j"$JOBS" --no-tests=error -L 'vt|tokenizer|model|engine|server' -E 'Peer|Bench|Large'

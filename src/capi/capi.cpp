@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "default_model/default_model.h"
 #include "engine/engine.h"
 #include "server/error.h"
 #include "server/serving.h"
@@ -153,9 +154,12 @@ VTLLM_EXPORT const char* vtllm_last_error(void) { return last_error.c_str(); }
 VTLLM_EXPORT vtllm_status vtllm_engine_create(const char* model_dir, const char* options_json, vtllm_engine** out) {
   if (!out) return Fail(VTLLM_ERR_INVALID_ARGUMENT, "vtllm_engine_create: out is NULL");
   *out = nullptr;
-  if (!model_dir) return Fail(VTLLM_ERR_LOAD, "vtllm_engine_create: this build embeds no default model; pass a checkpoint directory");
   vtllm::engine::EngineConfig config;
-  config.model_dir = model_dir;
+  try {
+    config.model_dir = model_dir ? std::string(model_dir) : vtllm::DefaultModelDir();
+  } catch (const std::exception& err) {
+    return Fail(VTLLM_ERR_LOAD, err.what());
+  }
   config.load.progress = false;
   vtllm::server::ServingOptions serving;
   try {

@@ -86,6 +86,7 @@ double Median(std::vector<double> v) {
 void AddBenchCommand(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
+  AddBenchThroughputCommand(*bench);
   struct Args {
     ModelArgs model;
     int64_t input_len = 128, output_len = 64, batch = 1;

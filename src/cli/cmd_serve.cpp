@@ -40,7 +40,6 @@ struct ServeArgs {
 };
 
 engine::EngineConfig MakeEngineConfig(const ServeArgs& a) {
-  VT_CHECK(!a.model.model.empty(), "no MODEL given, and this build embeds no default model: pass a checkpoint directory");
   VT_CHECK(a.scheduling_policy == "fcfs" || a.scheduling_policy == "priority",
            "--scheduling-policy: \"", a.scheduling_policy, "\" is not fcfs or priority");
   VT_CHECK(a.generation_config == "auto" || a.generation_config == "vllm",
@@ -48,8 +47,8 @@ engine::EngineConfig MakeEngineConfig(const ServeArgs& a) {
   VT_CHECK(a.block_size >= 1, "--block-size must be >= 1");
   VT_CHECK(a.gpu_memory_utilization > 0 && a.gpu_memory_utilization <= 1, "--gpu-memory-utilization must be in (0, 1]");
   engine::EngineConfig c;
-  c.model_dir = a.model.model;
-  c.load = MakeLoadOptions(a.model);
+  c.model_dir = ModelDir(a.model);
+  c.load = LoadOptionsFor(a.model);
   c.max_model_len = a.max_model_len;
   c.max_num_seqs = a.max_num_seqs;
   c.max_num_batched_tokens = a.max_num_batched_tokens;
@@ -105,7 +104,7 @@ void Serve(const ServeArgs& args) {
 void AddServeCommand(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
-  cmd->add_option("MODEL", args->model.model, "checkpoint directory");
+  cmd->add_option("MODEL", args->model.model, "checkpoint directory (default: the embedded default model)");
   cmd->add_option("--host", args->http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", args->http.port, "port (0: any free one)")->capture_default_str();
   cmd->add_option("--served-model-name", args->serving.served_model_names,

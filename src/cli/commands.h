@@ -10,9 +10,13 @@ namespace vtllm::cli {
 // reports failure by throwing; main turns exceptions into "error: ..." and exit code 1.
 void AddServeCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
+void AddChatCommand(CLI::App& app);
+void AddPerplexityCommand(CLI::App& app);
 void AddLogitsCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
+// `bench throughput`, a subcommand of `bench` (called from AddBenchCommand).
+void AddBenchThroughputCommand(CLI::App& bench);
 // Adds `serve` to the `bench` subcommand AddBenchCommand created (call after it).
 void AddBenchServeCommand(CLI::App& app);
 

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   // One line per subcommand, in the order `vtllm --help` lists them.
   vtllm::cli::AddServeCommand(app);
   vtllm::cli::AddGenerateCommand(app);
+  vtllm::cli::AddChatCommand(app);
+  vtllm::cli::AddPerplexityCommand(app);
   vtllm::cli::AddLogitsCommand(app);
   vtllm::cli::AddTokenizeCommand(app);
   vtllm::cli::AddBenchCommand(app);

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "default_model/default_model.h"
 #include "vt/error.h"
 
 namespace vtllm::cli {
@@ -46,7 +47,7 @@ std::optional<vt::DType> ParseDType(const std::string& s) {
 }
 }  // namespace
 
-model::LoadOptions MakeLoadOptions(const ModelArgs& args, bool progress) {
+model::LoadOptions LoadOptionsFor(const ModelArgs& args, bool progress) {
   model::LoadOptions o;
   o.device = ParseDevice(args.device);
   o.dtype = ParseDType(args.dtype);
@@ -56,10 +57,10 @@ model::LoadOptions MakeLoadOptions(const ModelArgs& args, bool progress) {
   return o;
 }
 
+std::string ModelDir(const ModelArgs& args) { return args.model.empty() ? DefaultModelDir() : args.model; }
+
 std::unique_ptr<model::Model> LoadModel(const ModelArgs& args, bool progress) {
-  VT_CHECK(!args.model.empty(),
-           "no MODEL given, and this build embeds no default model: pass a checkpoint directory");
-  return model::Model::Load(args.model, MakeLoadOptions(args, progress));
+  return model::Model::Load(ModelDir(args), LoadOptionsFor(args, progress));
 }
 
 std::vector<int32_t> ParsePromptIds(const std::string& text) {

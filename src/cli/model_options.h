@@ -24,8 +24,10 @@ struct ModelArgs {
 // Adds --device, --dtype, --threads and --cpu-isa to `cmd`.
 void AddModelFlags(CLI::App* cmd, ModelArgs& args);
 
-// The flags as model::LoadOptions; throws vt::Error naming a bad flag value.
-model::LoadOptions MakeLoadOptions(const ModelArgs& args, bool progress = true);
+// The load options the flags name; throws vt::Error naming a bad flag value.
+model::LoadOptions LoadOptionsFor(const ModelArgs& args, bool progress = true);
+// The checkpoint directory: args.model, or the embedded default model when it is empty.
+std::string ModelDir(const ModelArgs& args);
 
 // Loads args.model on the chosen device; throws vt::Error naming a bad flag value.
 std::unique_ptr<model::Model> LoadModel(const ModelArgs& args, bool progress = true);

@@ -99,6 +99,7 @@ void Engine::Impl::Init() {
   const int64_t per_block = model->KvCacheBytesPerBlock(config.block_size);
   const int64_t blocks_per_seq = (max_model_len + config.block_size - 1) / config.block_size;
   int64_t budget = config.kv_cache_memory_bytes;
+  const bool asked = budget > 0;
   if (budget <= 0) {
     if (cuda) {
       const vt::DeviceMemory m = vt::CudaMemoryInfo(model->queue().device().index);
@@ -114,6 +115,7 @@ void Engine::Impl::Init() {
     }
   }
   int64_t num_blocks = budget / per_block;
+  const bool capped = num_blocks > 2 * blocks_per_seq * config.max_num_seqs;
   num_blocks = std::min(num_blocks, 2 * blocks_per_seq * config.max_num_seqs);
   num_blocks = std::min<int64_t>(num_blocks, INT32_MAX);
   VT_CHECK(num_blocks >= blocks_per_seq, "the KV cache has room for ", num_blocks, " blocks of ",
@@ -121,6 +123,19 @@ void Engine::Impl::Init() {
            " bytes per block) but one sequence of --max-model-len ", max_model_len, " needs ", blocks_per_seq,
            ": lower --max-model-len or raise ", cuda ? "--gpu-memory-utilization" : "--kv-cache-memory-bytes");
   config.kv_cache_memory_bytes = num_blocks * per_block;
+  if (config.load.progress)
+    std::fprintf(stderr,
+                 "KV cache: %lld blocks of %lld tokens (%.1f MiB, %lld tokens; %s); max_model_len %lld, "
+                 "max_num_seqs %lld, max_num_batched_tokens %lld\n",
+                 static_cast<long long>(num_blocks), static_cast<long long>(config.block_size),
+                 static_cast<double>(num_blocks * per_block) / (1 << 20),
+                 static_cast<long long>(num_blocks * config.block_size),
+                 capped  ? "twice what max_num_seqs sequences of max_model_len hold"
+                 : asked ? "--kv-cache-memory-bytes"
+                 : cuda  ? "from --gpu-memory-utilization"
+                         : "a quarter of free memory, at most 4 GiB",
+                 static_cast<long long>(max_model_len), static_cast<long long>(config.max_num_seqs),
+                 static_cast<long long>(config.max_num_batched_tokens));
 
   kv = std::make_unique<KvCacheManager>(num_blocks, config.block_size, config.enable_prefix_caching);
   SchedulerConfig sc;
@@ -362,6 +377,12 @@ std::vector<RequestOutput> Engine::Step() {
     Request* req = I.requests.at(schedule.scheduled[i].request_id).get();
     for (PositionLogprobs& lp : result.prompt_logprobs[i]) req->prompt_logprobs.push_back(std::move(lp));
     if (!result.sampled[i]) continue;
+    if (req->max_tokens == 0) {  // a scoring request: its prompt is computed, nothing is drawn
+      req->finish_reason = FinishReason::kLength;
+      I.FinishChild(req, FinishReason::kLength, now);
+      touched.push_back(req->parent_id);
+      continue;
+    }
     SampledToken& tok = *result.sampled[i];
     if (req->num_output_tokens() == 0) {
       req->first_token_time = now;

@@ -39,7 +39,8 @@ struct SamplingParams {
   double frequency_penalty = 0.0;  // [-2, 2], on generated tokens
   double repetition_penalty = 1.0; // > 0, on prompt and generated tokens
   std::optional<uint64_t> seed;    // own generator; child i of n uses seed + i
-  std::optional<int64_t> max_tokens;  // nullopt: what the context leaves
+  std::optional<int64_t> max_tokens;  // nullopt: what the context leaves; 0 with prompt_logprobs:
+                                      // score the prompt only (it may then fill the context)
   int64_t min_tokens = 0;          // EOS, stop ids and stop strings are held back until then
   std::vector<std::string> stop;   // stop strings
   std::vector<int32_t> stop_token_ids;

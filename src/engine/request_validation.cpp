@@ -30,12 +30,17 @@ void RequestValidator::Validate(const EngineRequest& r) const {
             "prompt token " + std::to_string(i) + " is " + std::to_string(t) + ", outside the vocabulary [0, " +
                 std::to_string(vocab_size) + ")");
   }
-  if (P >= max_model_len)
+  // max_tokens 0 with prompt_logprobs scores the prompt alone (nothing is generated), so the
+  // prompt may then fill the whole context.
+  const bool score_only = p.max_tokens && *p.max_tokens == 0 && p.prompt_logprobs.has_value();
+  if (P > max_model_len || (P == max_model_len && !score_only))
     throw RequestError("messages", "This model's maximum context length is " + std::to_string(max_model_len) +
                                        " tokens. However, your request has " + std::to_string(P) +
                                        " input tokens. Please reduce the length of the input messages.");
   if (p.max_tokens) {
-    Require(*p.max_tokens >= 1, "max_tokens", "max_tokens must be at least 1, got " + std::to_string(*p.max_tokens));
+    Require(*p.max_tokens >= 1 || score_only, "max_tokens",
+            "max_tokens must be at least 1, got " + std::to_string(*p.max_tokens) +
+                (*p.max_tokens == 0 ? " (0 only scores the prompt, with prompt_logprobs)" : ""));
     if (P + *p.max_tokens > max_model_len)
       throw RequestError("max_tokens", "This model's maximum context length is " + std::to_string(max_model_len) +
                                            " tokens. However, you requested " + std::to_string(P + *p.max_tokens) +

@@ -29,13 +29,13 @@ int64_t FixedWords(int64_t R) { return 2 * R + 3 * R + R + 3 * R + 4 * (R + 1); 
 struct Sampler::Impl {
   vt::Queue q;
   int64_t vocab, max_rows;
-  vt::Tensor raw;        // [max_rows, vocab] F32: the raw logits of rows that want logprobs
-  vt::Tensor in_dev;     // [in_words] I32: the step's inputs (typed views below)
-  vt::Tensor out_dev;    // [max_rows * (3 + 2 * kMaxTop)] I32: ids, ranks, logprobs, top lists
+  vt::Tensor raw;                // [max_rows, vocab] F32: the raw logits of rows that want logprobs
+  vt::Tensor in_dev;             // [in_words] I32: the step's inputs (typed views below)
+  vt::Tensor out_dev;            // [max_rows * (3 + 2 * kMaxTop)] I32: ids, ranks, logprobs, top lists
   std::vector<int64_t> in_host;  // staging for in_dev, 8-byte aligned for the I64 bits
   std::vector<int32_t> out_host;
-  std::vector<int32_t> count;    // [vocab] output counts of the row being laid out (kept zero)
-  std::vector<uint8_t> listed;   // [vocab] token already listed for the row (kept zero)
+  std::vector<int32_t> count;   // [vocab] output counts of the row being laid out (kept zero)
+  std::vector<uint8_t> listed;  // [vocab] token already listed for the row (kept zero)
   // Per-step CSR lists, built on the host.
   std::vector<int32_t> allowed, banned, bias_ids, pen_ids, pen_counts;
   std::vector<float> bias_values;
@@ -69,8 +69,8 @@ struct Sampler::Impl {
   int32_t* HostWords() { return reinterpret_cast<int32_t*>(in_host.data()); }
 
   void CheckToken(int32_t t, size_t row, const char* field) const {
-    VT_CHECK(t >= 0 && t < vocab, "Sampler: row ", row, " has ", field, " token id ", t,
-             " outside the vocabulary [0, ", vocab, ")");
+    VT_CHECK(t >= 0 && t < vocab, "Sampler: row ", row, " has ", field, " token id ", t, " outside the vocabulary [0, ",
+             vocab, ")");
   }
 
   // Lays out the row's penalty tokens: every distinct output token with its count, and the
@@ -103,8 +103,8 @@ struct Sampler::Impl {
              " repetition_penalty ", row.repetition_penalty, " must be finite and > 0");
     VT_CHECK(std::isfinite(row.frequency_penalty) && std::isfinite(row.presence_penalty), "Sampler: row ", r,
              " frequency/presence penalties must be finite");
-    VT_CHECK(row.num_logprobs <= std::min<int64_t>(kMaxTop, vocab), "Sampler: row ", r, " asks for ",
-             row.num_logprobs, " logprobs; at most ", std::min<int64_t>(kMaxTop, vocab), " are supported");
+    VT_CHECK(row.num_logprobs <= std::min<int64_t>(kMaxTop, vocab), "Sampler: row ", r, " asks for ", row.num_logprobs,
+             " logprobs; at most ", std::min<int64_t>(kMaxTop, vocab), " are supported");
   }
 
   // Copies the first `n` result words to the host.
@@ -140,8 +140,8 @@ struct Sampler::Impl {
     VT_CHECK(logits.defined() && logits.dtype() == vt::DType::kF32 && logits.ndim() == 2 &&
                  logits.dim(0) == static_cast<int64_t>(rows) && logits.dim(1) == vocab,
              "Sampler::", what, ": logits ", logits.Describe(), " must be [", rows, ", ", vocab, "] F32");
-    VT_CHECK(static_cast<int64_t>(rows) <= max_rows, "Sampler::", what, ": ", rows, " rows but the sampler was made for ",
-             max_rows);
+    VT_CHECK(static_cast<int64_t>(rows) <= max_rows, "Sampler::", what, ": ", rows,
+             " rows but the sampler was made for ", max_rows);
   }
 };
 
@@ -237,8 +237,9 @@ std::vector<SampledToken> Sampler::Sample(const vt::Tensor& logits, std::span<co
   vt::SampleTokens(s.q, ids, logits, s.In(at_params, {R, 3}, vt::DType::kF32), s.In(at_topk, {R}, vt::DType::kI32),
                    s.In(0, {R}, vt::DType::kI64));
   if (want_logprobs) {
-    vt::TopKLogprobs(s.q, raw, ids, s.Out(3 * R, {R, K}, vt::DType::kI32), s.Out(3 * R + R * K, {R, K}, vt::DType::kF32),
-                     s.Out(2 * R, {R}, vt::DType::kF32), s.Out(R, {R}, vt::DType::kI32));
+    vt::TopKLogprobs(s.q, raw, ids, s.Out(3 * R, {R, K}, vt::DType::kI32),
+                     s.Out(3 * R + R * K, {R, K}, vt::DType::kF32), s.Out(2 * R, {R}, vt::DType::kF32),
+                     s.Out(R, {R}, vt::DType::kI32));
   }
   s.FetchOut(want_logprobs ? 3 * R + 2 * R * K : R);
 
@@ -256,15 +257,16 @@ std::vector<PositionLogprobs> Sampler::Logprobs(const vt::Tensor& logits, std::s
   VT_CHECK(logits.defined() && logits.dtype() == vt::DType::kF32 && logits.ndim() == 2 && logits.dim(0) == R &&
                logits.dim(1) == s.vocab,
            "Sampler::Logprobs: logits ", logits.Describe(), " must be [", R, ", ", s.vocab, "] F32");
-  VT_CHECK(k >= 0 && k <= std::min<int64_t>(Impl::kMaxTop, s.vocab), "Sampler::Logprobs: k = ", k,
-           " must be in [0, ", std::min<int64_t>(Impl::kMaxTop, s.vocab), "]");
+  VT_CHECK(k >= 0 && k <= std::min<int64_t>(Impl::kMaxTop, s.vocab), "Sampler::Logprobs: k = ", k, " must be in [0, ",
+           std::min<int64_t>(Impl::kMaxTop, s.vocab), "]");
   for (int64_t r = 0; r < R; ++r) s.CheckToken(targets[r], r, "target");
   std::vector<PositionLogprobs> out(static_cast<size_t>(R));
   // A prompt may have more positions than the sampler has rows: max_rows at a time.
   for (int64_t r0 = 0; r0 < R; r0 += s.max_rows) {
     const int64_t n = std::min(s.max_rows, R - r0);
     std::memcpy(s.HostWords(), targets.data() + r0, static_cast<size_t>(n) * 4);
-    s.in_dev.Slice(0, 0, n).CopyFrom(vt::Tensor::Borrow(s.HostWords(), {n}, vt::DType::kI32, vt::Device::Cpu(), nullptr));
+    s.in_dev.Slice(0, 0, n).CopyFrom(
+        vt::Tensor::Borrow(s.HostWords(), {n}, vt::DType::kI32, vt::Device::Cpu(), nullptr));
     s.RunLogprobs(logits.Slice(0, r0, r0 + n), n, k, 0);
     s.FetchOut(3 * n + 2 * n * k);
     for (int64_t r = 0; r < n; ++r) out[r0 + r] = s.ReadLogprobs(n, k, r, targets[r0 + r], k);

@@ -181,6 +181,13 @@ vt::Tensor WeightOnDevice(const vt::Tensor& t, vt::Device device) {
   return w;
 }
 
+vt::Tensor LoadFloatWeight(const Checkpoint& ckpt, const std::string& name, const vt::Shape& shape, vt::Device device) {
+  const vt::DType dt = ckpt.Info(name).dtype;
+  VT_CHECK(dt == vt::DType::kF32 || dt == vt::DType::kBF16 || dt == vt::DType::kF16, ckpt.FileOf(name), ": tensor '",
+           name, "' is ", vt::DTypeName(dt), " but must be F32, BF16 or F16");
+  return WeightOnDevice(ckpt.GetAs(name, dt, shape), device);
+}
+
 bool Checkpoint::DropPages(const vt::Tensor& t) const {
   if (!t.device().is_cpu() || t.bytes_released()) return false;
   for (const auto& f : files_)

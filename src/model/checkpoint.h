@@ -64,4 +64,8 @@ float ValidateScale(float value, std::string_view what);
 // loading it before the kernel ahead of it finishes.
 vt::Tensor WeightOnDevice(const vt::Tensor& t, vt::Device device);
 
+// A float weight (norm weights, embeddings) of `shape` as stored (F32/BF16/F16), on the
+// device, read-only; a tensor of another dtype is a LoadError naming file and tensor.
+vt::Tensor LoadFloatWeight(const Checkpoint& ckpt, const std::string& name, const vt::Shape& shape, vt::Device device);
+
 }  // namespace vtllm::model

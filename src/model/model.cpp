@@ -12,23 +12,6 @@ namespace vtllm::model {
 
 namespace {
 
-// The ops a model of this config needs, known before any weight is read: the decoder's own
-// plus the FP8 ones when the checkpoint is quantized.
-std::vector<vt::OpId> OpsForConfig(const QuantConfig& quant, vt::DType dtype) {
-  using vt::OpId;
-  std::vector<OpId> ops = {OpId::kEmbedding,      OpId::kRmsNorm, OpId::kRotaryEmbedding, OpId::kKvCacheWrite,
-                           OpId::kPagedAttention, OpId::kMatmul,  OpId::kSiluMul};
-  if (quant.method == QuantMethod::kFp8Static) {
-    ops.push_back(OpId::kMatmulFp8);
-    ops.push_back(OpId::kQuantFp8Static);
-    if (dtype == vt::DType::kBF16) {  // the fused recipes serve BF16 activations
-      ops.push_back(OpId::kRmsNormQuantFp8);
-      ops.push_back(OpId::kSiluMulQuantFp8);
-    }
-  }
-  return ops;
-}
-
 vt::Queue MakeQueue(const LoadOptions& o) {
   return o.device.is_cpu() ? vt::Queue::Cpu(o.cpu_threads, o.cpu_isa) : vt::Queue::Cuda(o.device.index);
 }
@@ -60,7 +43,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   // Every op the model will dispatch must have a kernel on the device: say all that are
   // missing at once, before reading any weight (no fallback to another device).
   {
-    const std::vector<vt::OpId> ops = OpsForConfig(quant, dtype);
+    const std::vector<vt::OpId> ops = arch.required_ops(quant, dtype);
     const std::vector<std::string> missing = MissingOps(ops, options.device.type);
     if (!missing.empty()) {
       std::string list;
@@ -88,11 +71,6 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   ctx.progress = progress.get();
   model->lm_ = arch.create(ctx);
   if (progress) progress->Finish();
-  // The built model may need fewer ops than the config suggested, never more.
-  const std::vector<vt::OpId> ops = model->lm_->RequiredOps();
-  const std::vector<std::string> missing = MissingOps(ops, options.device.type);
-  VT_CHECK(missing.empty(), dir, ": the model needs ", missing.front(), " which has no kernel for ",
-           vt::DeviceTypeName(options.device.type));
   return model;
 }
 

@@ -3,7 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <functional>
 #include <numeric>
 
@@ -125,6 +130,21 @@ TEST(ModelRunner, LoadListsEveryOpMissingOnTheDevice) {
                                      vt::OpId::kMatmulFp8, vt::OpId::kQuantFp8Static, vt::OpId::kSiluMul};
   EXPECT_TRUE(MissingOps(ops, vt::DeviceType::kCUDA).empty());
   EXPECT_TRUE(MissingOps(ops, vt::DeviceType::kCPU).empty());
+}
+
+TEST(ModelRunner, AnActivationTheMlpDoesNotImplementIsRefused) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("vtllm-gelu-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(kLlama)) fs::copy_file(e.path(), dir / e.path().filename());
+  std::ifstream in(dir / "config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  in.close();
+  cfg["hidden_act"] = "gelu";
+  std::ofstream(dir / "config.json") << cfg.dump();
+  const std::string msg = ErrorOf([&] { Model::Load(dir.string(), F32()); });
+  EXPECT_NE(msg.find("hidden_act \"gelu\" is not implemented"), std::string::npos) << msg;
+  fs::remove_all(dir);
 }
 
 TEST(ModelRunner, UnknownArchitectureNamesTheSupportedOnes) {

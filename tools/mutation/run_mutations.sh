@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Mutation check of the FP8 numeric core: applies each known mutation alone to a scratch
-# copy of the tree, rebuilds vt_tests there, runs it, and prints whether the tests caught it.
+# Mutation check of the FP8 numeric core, the sampler and the engine: applies each known
+# mutation alone to a scratch copy of the tree, rebuilds the test binaries there (vt_tests;
+# engine_tests too for the sampler's and the engine's mutations), runs them, and prints
+# whether the tests caught it. ONLY=vt, ONLY=sampler or ONLY=engine runs one group.
 #
 #   tools/mutation/run_mutations.sh [SCRATCH_DIR]      (default: a fresh /tmp directory)
 #
@@ -28,6 +30,9 @@ cmake -S "$SRC" -B "$BUILD" -G Ninja -DVTLLM_BENCH=OFF >"$SCRATCH/configure.log"
 # before the next mutation.
 TOUCHED=(include/vt/dtype.h include/vt/detail/numerics.h src/vt/cpu/reference.cpp src/vt/cpu/simd_vec.h)
 for f in "$SRC"/src/vt/cpu/matmul*.cpp; do TOUCHED+=("${f#$SRC/}"); done
+TOUCHED+=(src/vt/cpu/sampling.cpp src/vt/cpu/sampling_reference.cpp src/engine/sampler.cpp)
+TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache_manager.cpp
+          src/engine/output_processor.cpp)
 
 restore() {
   for f in "${TOUCHED[@]}"; do cp "$PRISTINE/$f" "$SRC/$f"; done
@@ -98,23 +103,100 @@ mutate_no_denormal_guard() {
   done
 }
 
-# run NAME: builds and runs vt_tests; prints "failed|passed|names of failed tests" or a reason.
+# The sampler (vLLM's order and the filter definitions), in the CPU kernel and its scalar
+# reference alike. Logprobs taken from the processed logits instead of the raw snapshot:
+mutate_sampler_logprobs_after_processing() {
+  edit src/engine/sampler.cpp 's/vt::TopKLogprobs\(s\.q, raw, ids/vt::TopKLogprobs(s.q, logits, ids/'
+}
+# The penalties applied before logit_bias.
+mutate_sampler_penalties_before_bias() {
+  edit src/engine/sampler.cpp 's/(  if \(any_bias\)\n.*?;\n)(  if \(any_penalty\)\n.*?;\n)/$2$1/s'
+}
+# The temperature applied before the penalties: (x / T) - f * c equals (x - T * f * c) / T,
+# and the repetition penalty commutes with it, so scaling frequency and presence by T is
+# that order exactly.
+mutate_sampler_temperature_before_penalties() {
+  edit src/engine/sampler.cpp 's/row\.frequency_penalty, row\.presence_penalty\};/row.frequency_penalty * row.temperature, row.presence_penalty * row.temperature};/'
+}
+# top_p's mass taken over the tokens before top_k (top_p applied as if before top_k).
+mutate_sampler_top_p_before_top_k() {
+  edit src/vt/cpu/sampling.cpp 's/if \(kept_by_k\(i\)\) total \+= p\[i\];/if (p[i] >= min_p) total += p[i];/'
+  edit src/vt/cpu/sampling_reference.cpp 's/if \(keep\[i\]\) total \+= p\[i\];/if (p[i] >= min_p) total += p[i];/'
+}
+# The temperature left out of the probabilities.
+mutate_sampler_no_temperature() {
+  edit src/vt/cpu/sampling.cpp 's/xs\[i\] = x\[i\] \/ temperature/xs[i] = x[i]/'
+  edit src/vt/cpu/sampling_reference.cpp 's/xs\[i\] = x\[i\] \/ temperature/xs[i] = x[i]/'
+}
+# Greedy ties going to the highest id.
+mutate_sampler_greedy_last_tie() {
+  for f in src/vt/cpu/sampling.cpp src/vt/cpu/sampling_reference.cpp; do
+    edit "$f" 's/if \(x\[i\] > best_v\)/if (x[i] >= best_v)/'
+  done
+}
+# The repetition penalty dividing negative logits too.
+mutate_sampler_repetition_sign() {
+  edit src/vt/cpu/sampling_reference.cpp 's/v = v > 0 \? v \/ repetition : v \* repetition;/v = v \/ repetition;/'
+}
+
+# The engine: the step's token budget ignored; the prefix hash without its parent (blocks
+# of different prefixes collide); a prefix hit covering the last prompt token; fcfs
+# preempting the first running request instead of the last; freed blocks queued in table
+# order (the first block evicted first); stop strings not held back while streaming.
+mutate_engine_budget_ignored() {
+  edit src/engine/scheduler.cpp 's/    n = std::min\(n, budget\);\n//'
+}
+mutate_engine_hash_no_parent() {
+  edit src/engine/block_pool.cpp 's/const uint64_t p\[2\] = \{parent \? parent->lo : 0, parent \? parent->hi : 0\};/const uint64_t p[2] = {0, 0};/'
+  edit src/engine/block_pool.cpp 's/buf.push_back\(parent \? 1 : 0\);/buf.push_back(0);/'
+}
+mutate_engine_hit_covers_last_token() {
+  edit src/engine/kv_cache_manager.cpp 's/\(req.num_tokens\(\) - 1\) \/ block_size_/req.num_tokens() \/ block_size_/'
+}
+mutate_engine_preempt_first() {
+  edit src/engine/scheduler.cpp 's/if \(!config_.priority\) return running_.size\(\) - 1;/if (!config_.priority) return 0;/'
+}
+mutate_engine_free_in_table_order() {
+  edit src/engine/kv_cache_manager.cpp 's/std::vector<int32_t> reversed\(it->second.blocks.rbegin\(\), it->second.blocks.rend\(\)\);/std::vector<int32_t> reversed(it->second.blocks.begin(), it->second.blocks.end());/'
+}
+mutate_engine_stop_no_holdback() {
+  edit src/engine/output_processor.cpp 's/const bool hold = !done &&/const bool hold = false \&\&/'
+}
+
+# run NAME: builds and runs vt_tests (and engine_tests for the baseline and sampler_*
+# mutations); prints "failed|passed|names of failed tests" or a reason.
 run_tests() {
   local name="$1" log="$SCRATCH/$1.log"
-  if ! ninja -C "$BUILD" -j"$JOBS" vt_tests >"$log" 2>&1; then
+  local bins=(vt_tests)
+  [[ $name == baseline || $name == sampler_* || $name == engine_* ]] && bins+=(engine_tests)
+  if ! ninja -C "$BUILD" -j"$JOBS" "${bins[@]}" >"$log" 2>&1; then
     echo "build failed (see $log)"
     return
   fi
-  "$BUILD/tests/vt_tests" --gtest_brief=1 >>"$log" 2>&1 || true
-  local ran passed names
-  ran="$(grep -E '^\[==========\] [0-9]+ tests? from' "$log" | tail -1 | grep -oE '[0-9]+' | head -1 || true)"
-  passed="$(grep -E '^\[  PASSED  \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | head -1 || true)"
+  local ran=0 passed=0 names="" b r p
+  for b in "${bins[@]}"; do
+    "$BUILD/tests/$b" --gtest_brief=1 >"$log.$b" 2>&1 || true
+    cat "$log.$b" >>"$log"
+    r="$(grep -E '^\[==========\] [0-9]+ tests? from' "$log.$b" | tail -1 | grep -oE '[0-9]+' | head -1 || true)"
+    p="$(grep -E '^\[  PASSED  \] [0-9]+ test' "$log.$b" | grep -oE '[0-9]+' | head -1 || true)"
+    if [[ -z "$r" ]]; then echo "$b did not run (see $log)"; return; fi
+    ran=$(( ran + r )); passed=$(( passed + ${p:-0} ))
+  done
   names="$(grep -E '^\[  FAILED  \] [A-Za-z0-9_]+\.[A-Za-z0-9_]+' "$log" | sed -E 's/^\[  FAILED  \] ([^ ]+).*/\1/' | sort -u | paste -sd' ' || true)"
-  if [[ -z "$ran" ]]; then echo "did not run (see $log)"; return; fi
-  echo "$(( ran - ${passed:-0} ))|${passed:-0}|$names"
+  echo "$(( ran - passed ))|$passed|$names"
 }
 
-MUTATIONS=(scale_ignored divide no_saturation truncate alpha_ignored packed_k_shift parts_c_stride epilogue_bf16_truncate no_denormal_guard)
+VT_MUTATIONS=(scale_ignored divide no_saturation truncate alpha_ignored packed_k_shift parts_c_stride epilogue_bf16_truncate no_denormal_guard)
+SAMPLER_MUTATIONS=(sampler_logprobs_after_processing sampler_penalties_before_bias sampler_temperature_before_penalties
+                   sampler_top_p_before_top_k sampler_no_temperature sampler_greedy_last_tie sampler_repetition_sign)
+ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_last_token engine_preempt_first
+                  engine_free_in_table_order engine_stop_no_holdback)
+case "${ONLY:-}" in
+  vt) MUTATIONS=("${VT_MUTATIONS[@]}") ;;
+  sampler) MUTATIONS=("${SAMPLER_MUTATIONS[@]}") ;;
+  engine) MUTATIONS=("${ENGINE_MUTATIONS[@]}") ;;
+  *) MUTATIONS=("${VT_MUTATIONS[@]}" "${SAMPLER_MUTATIONS[@]}" "${ENGINE_MUTATIONS[@]}") ;;
+esac
 declare -A RESULT
 restore
 RESULT[baseline]="$(run_tests baseline)"
@@ -131,8 +213,8 @@ for m in "${MUTATIONS[@]}"; do
 done
 restore
 
-printf '\n%-18s | %-14s | %-8s | %s\n' "mutation" "tests failed" "caught?" "failing tests"
-printf -- '-------------------+----------------+----------+--------------\n'
+printf '\n%-34s | %-14s | %-8s | %s\n' "mutation" "tests failed" "caught?" "failing tests"
+printf -- '-----------------------------------+----------------+----------+--------------\n'
 status=0
 for m in baseline "${MUTATIONS[@]}"; do
   r="${RESULT[$m]}"
@@ -142,9 +224,9 @@ for m in baseline "${MUTATIONS[@]}"; do
     if [[ $m == baseline ]]; then verdict=$([[ $failed == 0 ]] && echo "clean" || echo "NOT CLEAN"); else
       verdict=$([[ $failed -gt 0 ]] && echo "yes" || echo "NO"); fi
     [[ $verdict == "NO" || $verdict == "NOT CLEAN" ]] && status=1
-    printf '%-18s | %-14s | %-8s | %s\n' "$m" "$failed" "$verdict" "$names"
+    printf '%-34s | %-14s | %-8s | %s\n' "$m" "$failed" "$verdict" "$names"
   else
-    printf '%-18s | %-14s | %-8s |\n' "$m" "-" "$r"
+    printf '%-34s | %-14s | %-8s |\n' "$m" "-" "$r"
     status=1
   fi
 done

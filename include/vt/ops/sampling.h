@@ -48,7 +48,8 @@ constexpr double SampleUniform(uint64_t bits) { return static_cast<double>(bits 
 inline constexpr float kGreedyTemperature = 1e-5f;
 
 // The logprobs of rows of raw logits: lp[i] = x[i] - (m + log Σ_j exp(x[j] - m)), m = the
-// row's max (exp in f32, the sum and the log in double; a token equal to m counts exp(0) = 1
+// row's max (each exp(x[j] - m) in double rounded to f32, so that every backend gets the
+// same terms; the sum and the log in double; a token equal to m counts exp(0) = 1
 // even when m is ±inf). For each row r:
 //   target_logprobs[r] = lp[targets[r]]; target_ranks[r] = 1 + #{j : x[j] > x[targets[r]]};
 //   top_ids[r, :K], top_logprobs[r, :K] = the K most likely tokens, ties by lower id first.
@@ -81,8 +82,8 @@ void LogitsPenalties(const Queue& q, const Tensor& logits, const Tensor& offsets
 
 // One token per row. With (T, top_p, min_p) = params[r, 0..2], k = top_k[r]:
 // - T < kGreedyTemperature: the argmax of the row (ties: the lowest id);
-// - else x = logit / T (f32), m = max x, p = (x == m) ? 1 : exp(x - m) (f32), and a token is
-//   kept when it passes every filter:
+// - else x = logit / T (f32), m = max x, p = (x == m) ? 1 : f32(exp(double(x - m))), and a
+//   token is kept when it passes every filter:
 //     min_p:  p >= min_p (p of the most likely token is 1);
 //     top_k:  k <= 0 or k >= V, or x >= the k-th largest x of the row (ties at the k-th kept);
 //     top_p:  top_p >= 1, or p >= p*, where p* is the largest p among the tokens kept by
@@ -106,13 +107,12 @@ struct OpTraits<OpId::kLogitsMask> {
 };
 template <>
 struct OpTraits<OpId::kLogitsAddSparse> {
-  using Fn = void(const Queue& q, const Tensor& logits, const Tensor& offsets, const Tensor& ids,
-                  const Tensor& values);
+  using Fn = void(const Queue& q, const Tensor& logits, const Tensor& offsets, const Tensor& ids, const Tensor& values);
 };
 template <>
 struct OpTraits<OpId::kLogitsPenalties> {
-  using Fn = void(const Queue& q, const Tensor& logits, const Tensor& offsets, const Tensor& ids,
-                  const Tensor& counts, const Tensor& penalties);
+  using Fn = void(const Queue& q, const Tensor& logits, const Tensor& offsets, const Tensor& ids, const Tensor& counts,
+                  const Tensor& penalties);
 };
 template <>
 struct OpTraits<OpId::kSampleTokens> {

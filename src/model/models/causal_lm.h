@@ -17,6 +17,7 @@
 namespace vtllm::model {
 
 struct ModelConfig;
+struct QuantConfig;
 class LoadProgress;
 
 // A step's attention inputs on the model's device (views of the model's persistent step
@@ -47,18 +48,19 @@ class CausalLM {
   // rows in order; logits: [R, vocab] F32 on the device.
   virtual void Forward(const vt::Queue& q, const vt::Tensor& ids, const AttentionMetadata& meta,
                        const KvCacheTensors& cache, const vt::Tensor& logit_rows, const vt::Tensor& logits) = 0;
-  // The ops Forward dispatches, for the up-front registration check.
-  virtual std::vector<vt::OpId> RequiredOps() const = 0;
   // Bytes of weights one step reads (every weight once).
   virtual int64_t weight_bytes() const = 0;
   virtual KvCacheSpec CacheSpec(int64_t num_blocks, int64_t block_size, vt::Device device) const = 0;
 };
 
 using ArchitectureFactory = std::unique_ptr<CausalLM> (*)(const BuildContext& ctx);
+// Every op the architecture's Forward dispatches for this quantization and activation dtype.
+using ArchitectureOps = std::vector<vt::OpId> (*)(const QuantConfig& quant, vt::DType act);
 
 struct Architecture {
   std::string_view name;  // HF class name, e.g. "Qwen3ForCausalLM"
   ArchitectureFactory create;
+  ArchitectureOps required_ops;
 };
 
 // The architectures this build supports (an explicit table; no static registration).

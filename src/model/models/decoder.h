@@ -5,6 +5,10 @@
 #pragma once
 
 #include <memory>
+#include <vector>
+
+#include "model/quant_config.h"
+#include "vt/op_id.h"
 
 #include "model/models/causal_lm.h"
 
@@ -16,5 +20,9 @@ struct DecoderOptions {
 };
 
 std::unique_ptr<CausalLM> MakeDecoder(const BuildContext& ctx, const DecoderOptions& options);
+
+// The ops a decoder dispatches for a checkpoint of this quantization with `act` activations:
+// the one list the load checks against the device's kernels before reading any weight.
+std::vector<vt::OpId> DecoderOps(const QuantConfig& quant, vt::DType act);
 
 }  // namespace vtllm::model

@@ -24,9 +24,9 @@ std::unique_ptr<CausalLM> CreateLlama(const BuildContext& ctx) {
 }
 
 constexpr std::array<Architecture, 3> kArchitectures = {{
-    {"Qwen3ForCausalLM", &CreateQwen3},
-    {"Qwen2ForCausalLM", &CreateQwen2},
-    {"LlamaForCausalLM", &CreateLlama},
+    {"Qwen3ForCausalLM", &CreateQwen3, &DecoderOps},
+    {"Qwen2ForCausalLM", &CreateQwen2, &DecoderOps},
+    {"LlamaForCausalLM", &CreateLlama, &DecoderOps},
 }};
 
 }  // namespace

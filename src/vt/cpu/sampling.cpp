@@ -1,17 +1,20 @@
 // CPU kernels of the sampling ops (vt/ops/sampling.h), parallel over rows. The sparse
 // ops run the scalar reference row functions (they touch only the listed tokens); the
-// selections avoid sorting the vocabulary: TopKLogprobs and top_k use nth_element, top_p
-// sorts a growing prefix of the most likely tokens until it holds the requested mass.
+// selections avoid sorting the vocabulary: TopKLogprobs keeps the best K in one pass, top_k
+// uses nth_element, top_p sorts only the tokens above a histogram estimate of its cut.
 // Sums run in id order (and top_p's in descending-probability order) exactly as in the
 // reference, so every kernel returns the reference's result bit for bit.
+#include "vt/ops/sampling.h"
+
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
 #include "vt/cpu/backend.h"
 #include "vt/cpu/sampling_reference.h"
-#include "vt/ops/sampling.h"
 
 namespace vt::cpu {
 
@@ -56,7 +59,7 @@ void TopKLogprobsCpu(const Queue& q, const Tensor& logits, const Tensor& targets
     float m = kNegInf;
     for (int64_t i = 0; i < V; ++i) m = std::max(m, x[i]);
     double s = 0;
-    for (int64_t i = 0; i < V; ++i) s += x[i] == m ? 1.0f : std::exp(x[i] - m);
+    for (int64_t i = 0; i < V; ++i) s += x[i] == m ? 1.0f : static_cast<float>(std::exp(double{x[i] - m}));
     const double log_s = std::log(s);
     auto logprob = [&](int64_t i) {
       return x[i] == m ? static_cast<float>(-log_s) : static_cast<float>((double{x[i]} - double{m}) - log_s);
@@ -67,16 +70,28 @@ void TopKLogprobsCpu(const Queue& q, const Tensor& logits, const Tensor& targets
     target_ranks.data_as<int32_t>()[r] = rank;
     target_logprobs.data_as<float>()[r] = logprob(t);
     if (K == 0) return;
-    // The K most likely, ties by lower id: a selection, then a sort of the K.
-    thread_local std::vector<int32_t> order;
-    order.resize(static_cast<size_t>(V));
-    for (int64_t i = 0; i < V; ++i) order[i] = static_cast<int32_t>(i);
+    // The K most likely, ties by lower id: for small K one pass keeping the best K in order,
+    // else a selection and a sort of the K.
     const auto before = [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
-    if (K < V) std::nth_element(order.begin(), order.begin() + (K - 1), order.end(), before);
-    std::sort(order.begin(), order.begin() + K, before);
+    thread_local std::vector<int32_t> best;
+    best.clear();
+    if (K > 64) {
+      best.resize(static_cast<size_t>(V));
+      for (int64_t i = 0; i < V; ++i) best[i] = static_cast<int32_t>(i);
+      if (K < V) std::nth_element(best.begin(), best.begin() + (K - 1), best.end(), before);
+      std::sort(best.begin(), best.begin() + K, before);
+    }
+    for (int64_t i = 0; i < V && K <= 64; ++i) {
+      const auto id = static_cast<int32_t>(i);
+      if (static_cast<int64_t>(best.size()) == K) {
+        if (!before(id, best.back())) continue;
+        best.pop_back();
+      }
+      best.insert(std::upper_bound(best.begin(), best.end(), id, before), id);
+    }
     for (int64_t j = 0; j < K; ++j) {
-      top_ids.data_as<int32_t>()[r * K + j] = order[j];
-      top_logprobs.data_as<float>()[r * K + j] = logprob(order[j]);
+      top_ids.data_as<int32_t>()[r * K + j] = best[j];
+      top_logprobs.data_as<float>()[r * K + j] = logprob(best[j]);
     }
   });
 }
@@ -128,28 +143,46 @@ void LogitsPenaltiesCpu(const Queue& q, const Tensor& logits, const Tensor& offs
              "] (frequency, presence) = (", pen[3 * r + 1], ", ", pen[3 * r + 2], ") must be finite");
   }
   ForRows(q, R, [&](int64_t r) {
-    ref::LogitsPenaltiesRow(logits.data_as<float>() + r * V, ids.data_as<int32_t>() + o[r], c + o[r],
-                            o[r + 1] - o[r], pen[3 * r], pen[3 * r + 1], pen[3 * r + 2]);
+    ref::LogitsPenaltiesRow(logits.data_as<float>() + r * V, ids.data_as<int32_t>() + o[r], c + o[r], o[r + 1] - o[r],
+                            pen[3 * r], pen[3 * r + 1], pen[3 * r + 2]);
   });
 }
 
-// p* of top_p (see SampleTokens) over the candidate ids `cand` (any order), `need` being
-// top_p times their mass: sorts ever longer prefixes of the most likely.
-float TopPThreshold(std::vector<int32_t>& cand, const float* p, double need) {
-  const auto more_likely = [&](int32_t a, int32_t b) { return p[a] > p[b]; };
-  const size_t n = cand.size();
-  for (size_t prefix = std::min<size_t>(256, n);; prefix = std::min(n, prefix * 4)) {
-    if (prefix < n) std::nth_element(cand.begin(), cand.begin() + (prefix - 1), cand.end(), more_likely);
-    std::sort(cand.begin(), cand.begin() + prefix, more_likely);
+// p* of top_p (see SampleTokens) over the candidate ids `cand`, `need` being top_p times
+// their mass. A histogram of the probabilities' bit patterns (monotone for p >= 0; 8 bits
+// of exponent and 2 of mantissa per bucket) locates the crossing approximately; only the
+// tokens of the buckets from one below it up are then sorted and walked exactly as the
+// reference walks them (every tie group lies in one bucket, so groups are whole). If that
+// walk falls short (rounding of the bucket sums), the walk is redone over every candidate.
+float TopPThreshold(const std::vector<int32_t>& cand, const float* p, double need) {
+  constexpr int kBuckets = 1024;  // p <= 1: bits >> 20 <= 0x3F8
+  const auto bucket = [&](int32_t i) { return static_cast<int>(std::bit_cast<uint32_t>(p[i]) >> 20); };
+  thread_local std::vector<double> mass;
+  mass.assign(kBuckets, 0.0);
+  for (int32_t i : cand) mass[bucket(i)] += p[i];
+  int lo = 0;
+  double acc = 0;
+  for (int b = kBuckets - 1; b >= 0; --b) {
+    acc += mass[b];
+    if (acc >= need) {
+      lo = std::max(b - 1, 0);
+      break;
+    }
+  }
+  thread_local std::vector<std::pair<float, int32_t>> top;
+  for (;; lo = 0) {
+    top.clear();
+    for (int32_t i : cand)
+      if (bucket(i) >= lo) top.emplace_back(p[i], i);
+    std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     double cum = 0;
     float v = 0;
-    for (size_t j = 0; j < prefix;) {
-      v = p[cand[j]];
-      for (; j < prefix && p[cand[j]] == v; ++j) cum += p[cand[j]];
-      // A group cut by the prefix end only grows past it: reaching `need` here is final.
+    for (size_t j = 0; j < top.size();) {
+      v = top[j].first;
+      for (; j < top.size() && top[j].first == v; ++j) cum += top[j].first;
       if (cum >= need) return v;
     }
-    if (prefix == n) return v;  // rounding left the whole set short of `need`: keep it all
+    if (lo == 0) return v;  // rounding left the whole set short of `need`: keep it all
   }
 }
 
@@ -170,7 +203,7 @@ int32_t SampleRowFast(const float* x, int64_t V, float temperature, float top_p,
   for (int64_t i = 0; i < V; ++i) m = std::max(m, xs[i] = x[i] / temperature);
   cand.clear();
   for (int64_t i = 0; i < V; ++i) {
-    p[i] = xs[i] == m ? 1.0f : std::exp(xs[i] - m);
+    p[i] = xs[i] == m ? 1.0f : static_cast<float>(std::exp(double{xs[i] - m}));
     if (p[i] >= min_p) cand.push_back(static_cast<int32_t>(i));
   }
   // min_p keeps an upper set of x, so the k-th largest x among its tokens is the row's
@@ -178,9 +211,11 @@ int32_t SampleRowFast(const float* x, int64_t V, float temperature, float top_p,
   float kth = kNegInf;
   const bool use_k = top_k > 0 && static_cast<size_t>(top_k) < cand.size();
   if (use_k) {
-    std::nth_element(cand.begin(), cand.begin() + (top_k - 1), cand.end(),
-                     [&](int32_t a, int32_t b) { return xs[a] > xs[b]; });
-    kth = xs[cand[top_k - 1]];
+    thread_local std::vector<float> values;  // a contiguous copy selects faster than ids
+    values.clear();
+    for (int32_t i : cand) values.push_back(xs[i]);
+    std::nth_element(values.begin(), values.begin() + (top_k - 1), values.end(), std::greater<float>());
+    kth = values[top_k - 1];
     std::erase_if(cand, [&](int32_t i) { return !(xs[i] >= kth); });
   }
   const auto kept_by_k = [&](int64_t i) { return p[i] >= min_p && (!use_k || xs[i] >= kth); };

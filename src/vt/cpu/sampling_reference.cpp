@@ -21,7 +21,9 @@ float RowMax(const float* x, int64_t V) {
 }
 
 // The unnormalised probability of a token of value v in a row whose max is m.
-float Prob(float v, float m) { return v == m ? 1.0f : std::exp(v - m); }
+// exp in double rounded to f32: the CPU's and CUDA's double exp differ by far less than
+// the f32 rounding, so both backends get the same f32 nearly always.
+float Prob(float v, float m) { return v == m ? 1.0f : static_cast<float>(std::exp(double{v - m})); }
 
 }  // namespace
 
@@ -94,8 +96,10 @@ int32_t SampleRow(const float* x, int64_t V, float temperature, float top_p, flo
   if (top_p < 1.0f) {
     double total = 0;
     std::vector<int32_t> kept;
-    for (int64_t i = 0; i < V; ++i)
-      if (keep[i]) total += p[i], kept.push_back(static_cast<int32_t>(i));
+    for (int64_t i = 0; i < V; ++i) {
+      if (keep[i]) total += p[i];
+      if (keep[i]) kept.push_back(static_cast<int32_t>(i));
+    }
     std::sort(kept.begin(), kept.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
     const double need = double{top_p} * total;
     float p_star = 0;

@@ -17,6 +17,7 @@ void RegisterMatmulKernels();      // matmul.cpp (cuBLASLt) + matmul_fp8.cu
 void RegisterEmbeddingKernels();   // embedding.cu
 void RegisterRopeKernels();        // rope.cu
 void RegisterAttentionKernels();   // attention.cu: KvCacheWrite, PagedAttention
+void RegisterSamplingKernels();    // sampling.cu
 
 // Element storage tags for templated kernels: the value type in memory and exact
 // conversions to and from f32 (the same functions as the CPU backend's).

@@ -367,6 +367,7 @@ void RegisterKernels() {
   RegisterEmbeddingKernels();
   RegisterRopeKernels();
   RegisterAttentionKernels();
+  RegisterSamplingKernels();
 }
 
 }  // namespace cuda

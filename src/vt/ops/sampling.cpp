@@ -44,8 +44,8 @@ void TopKLogprobs(const Queue& q, const Tensor& logits, const Tensor& targets, c
   check::NDim(op, "top_ids", top_ids, 2);
   const int64_t K = top_ids.dim(1);
   check::ShapeIs(op, "top_ids", top_ids, {R, K});
-  VT_CHECK(K <= logits.dim(1), op, ": top_ids ", top_ids.Describe(), " asks for ", K, " tokens of a ",
-           logits.dim(1), "-token vocabulary");
+  VT_CHECK(K <= logits.dim(1), op, ": top_ids ", top_ids.Describe(), " asks for ", K, " tokens of a ", logits.dim(1),
+           "-token vocabulary");
   check::Output(op, q, "top_logprobs", top_logprobs, {DType::kF32});
   check::ShapeIs(op, "top_logprobs", top_logprobs, {R, K});
   check::Output(op, q, "target_logprobs", target_logprobs, {DType::kF32});

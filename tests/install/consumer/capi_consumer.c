@@ -12,8 +12,19 @@ int main(void) {
   char* out = NULL;
   int finished = 0;
   if (vtllm_abi_version() != VTLLM_ABI_VERSION) ++bad;
-  if (vtllm_engine_create(NULL, NULL, &e) != VTLLM_ERR_LOAD || e != NULL || strlen(vtllm_last_error()) == 0) ++bad;
-  if (vtllm_engine_create("/nonexistent/model", "{\"device\": \"cpu\"}", &e) != VTLLM_ERR_LOAD) ++bad;
+  if (vtllm_engine_create("/nonexistent/model", "{\"device\": \"cpu\"}", &e) != VTLLM_ERR_LOAD || e != NULL ||
+      strlen(vtllm_last_error()) == 0)
+    ++bad;
+  /* the embedded default model: one completion */
+  if (vtllm_engine_create(NULL, "{\"threads\": 1}", &e) != VTLLM_OK || e == NULL) {
+    ++bad;
+  } else {
+    if (vtllm_complete(e, "{\"prompt\": \"The\", \"max_tokens\": 2}", &out) != VTLLM_OK || !strstr(out, "text_completion")) ++bad;
+    vtllm_free(out);
+    out = NULL;
+    vtllm_engine_destroy(e);
+    e = NULL;
+  }
   if (vtllm_complete(NULL, "{}", &out) != VTLLM_ERR_INVALID_ARGUMENT) ++bad;
   if (vtllm_stream(NULL, "{}", NULL, NULL) != VTLLM_ERR_INVALID_ARGUMENT) ++bad;
   if (vtllm_submit(NULL, "{}", &r) != VTLLM_ERR_INVALID_ARGUMENT || r != NULL) ++bad;

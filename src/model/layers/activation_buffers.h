@@ -1,0 +1,49 @@
+// Activation buffers of a model's step: one per slot, allocated for the largest step seen and
+// sliced to each step's rows, so a step of a size seen before allocates nothing.
+#pragma once
+
+#include <vector>
+
+#include "vt/device.h"
+#include "vt/tensor.h"
+
+namespace vtllm::model {
+
+enum ActivationSlot {
+  kSlotQkv,
+  kSlotResidual,
+  kSlotHidden,
+  kSlotNormed,
+  kSlotX8,
+  kSlotQ,
+  kSlotK,
+  kSlotV,
+  kSlotQn,
+  kSlotKn,
+  kSlotAttn,
+  kSlotAttnOut,
+  kSlotGateUp,
+  kSlotAct,
+  kSlotAct8,
+  kSlotRows,
+};
+
+class ActivationBuffers {
+ public:
+  explicit ActivationBuffers(vt::Device device = vt::Device::Cpu()) : device_(device) {}
+  // Rows [0, rows) of slot's [>= rows, cols] tensor of `dtype`.
+  vt::Tensor Get(ActivationSlot slot, int64_t rows, int64_t cols, vt::DType dtype) {
+    const size_t i = static_cast<size_t>(slot);
+    if (slots_.size() <= i) slots_.resize(i + 1);
+    vt::Tensor& t = slots_[i];
+    if (!t.defined() || t.dim(0) < rows || t.dim(1) != cols || t.dtype() != dtype)
+      t = vt::Tensor::Empty({rows, cols}, dtype, device_);
+    return t.Slice(0, 0, rows);
+  }
+
+ private:
+  vt::Device device_;
+  std::vector<vt::Tensor> slots_;
+};
+
+}  // namespace vtllm::model

@@ -1,0 +1,33 @@
+#include "model/layers/mlp.h"
+
+#include "vt/ops/activation.h"
+#include "vt/ops/fused.h"
+
+namespace vtllm::model {
+
+GatedMlp GatedMlp::Load(const LinearContext& lc, const std::string& p, int64_t hidden, int64_t intermediate) {
+  GatedMlp m;
+  m.intermediate_ = intermediate;
+  m.gate_up_ = Linear::Load(lc, {{p + "gate_proj", intermediate}, {p + "up_proj", intermediate}}, hidden, false);
+  m.down_ = Linear::Load(lc, {{p + "down_proj", hidden}}, intermediate, false);
+  return m;
+}
+
+void GatedMlp::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, bool fuse_quant,
+                       ActivationBuffers& buf) const {
+  const int64_t T = x.dim(0), I = intermediate_;
+  const vt::DType act = out.dtype();
+  const vt::Tensor gate_up = buf.Get(kSlotGateUp, T, 2 * I, act);
+  gate_up_.Apply(q, x, gate_up);
+  if (down_.takes_quantized_input() && fuse_quant) {
+    const vt::Tensor act8 = buf.Get(kSlotAct8, T, I, vt::DType::kF8E4M3);
+    vt::SiluMulQuantFp8(q, act8, gate_up, down_.input_scale());
+    down_.Apply(q, act8, out);
+  } else {
+    const vt::Tensor a = buf.Get(kSlotAct, T, I, act);
+    vt::SiluMul(q, a, gate_up);
+    down_.Apply(q, a, out);
+  }
+}
+
+}  // namespace vtllm::model
