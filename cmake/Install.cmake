@@ -1,4 +1,5 @@
-# Installed CMake package `vtllm`: targets vtllm::vt and vtllm::vtllm, umbrella header <vt/vt.h>.
+# Installed CMake package `vtllm`: targets vtllm::vt and vtllm::vtllm, umbrella header <vt/vt.h>;
+# vtllm::capi, the C ABI (a shared library) with <vtllm.h>.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -6,7 +7,7 @@ add_library(vtllm_all INTERFACE)
 set_target_properties(vtllm_all PROPERTIES EXPORT_NAME vtllm)
 target_link_libraries(vtllm_all INTERFACE vtllm_engine vtllm_model vtllm_tokenizer vtllm_vt)
 
-install(TARGETS vtllm_vt vtllm_model vtllm_engine vtllm_default_model vtllm_tokenizer vtllm_all EXPORT vtllmTargets
+install(TARGETS vtllm_vt vtllm_model vtllm_engine vtllm_default_model vtllm_tokenizer vtllm_all vtllm_capi EXPORT vtllmTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -2,7 +2,7 @@
 # The test command (README, .ci/run): set up a fresh machine, build, run every test.
 #  1. the main build (with the CUDA backend compiled when nvcc is present; GPU tests
 #     report SKIPPED without a GPU), all tests;
-#  2. an ASan+UBSan build of the parsers and the vt core, their tests.
+#  2. an ASan+UBSan build of the parsers, the vt core and the server's request handling, their tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -22,10 +22,10 @@ cmake --build build/ci -j"$JOBS"
 echo "== tests (main configuration)"
 ctest --test-dir build/ci --output-on-failure -j"$JOBS" --no-tests=error
 
-echo "== build (ASan+UBSan: vt core, parsers, engine)"
+echo "== build (ASan+UBSan: vt core, parsers, engine, server)"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVTLLM_SANITIZE=ON -DVTLLM_BENCH=OFF >/dev/null
-SAN_TARGETS=$(cmake --build build/asan --target help | sed -n 's/^\(vt_tests\|tokenizer_tests\|model_tests\|engine_tests\): .*/\1/p' | tr '\n' ' ')
+SAN_TARGETS=$(cmake --build build/asan --target help | sed -n 's/^\(vt_tests\|tokenizer_tests\|model_tests\|engine_tests\|server_tests\): .*/\1/p' | tr '\n' ' ')
 cmake --build build/asan -j"$JOBS" --target $SAN_TARGETS
 echo "== tests (ASan+UBSan)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build/asan --output-on-failure -j"$JOBS" --no-tests=error -L 'vt|tokenizer|model|engine' -E 'Peer|Bench|Large'
+  ctest --test-dir build/asan --output-on-failure -j"$JOBS" --no-tests=error -L 'vt|tokenizer|model|engine|server' -E 'Peer|Bench|Large'

@@ -17,5 +17,7 @@ void AddTokenizeCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
 // `bench throughput`, a subcommand of `bench` (called from AddBenchCommand).
 void AddBenchThroughputCommand(CLI::App& bench);
+// Adds `serve` to the `bench` subcommand AddBenchCommand created (call after it).
+void AddBenchServeCommand(CLI::App& app);
 
 }  // namespace vtllm::cli

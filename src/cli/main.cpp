@@ -8,12 +8,14 @@ int main(int argc, char** argv) {
   CLI::App app{"vtllm: LLM inference and serving with static FP8 W8A8 on CPU and CUDA"};
   app.require_subcommand(1);
   // One line per subcommand, in the order `vtllm --help` lists them.
+  vtllm::cli::AddServeCommand(app);
   vtllm::cli::AddGenerateCommand(app);
   vtllm::cli::AddChatCommand(app);
   vtllm::cli::AddPerplexityCommand(app);
   vtllm::cli::AddLogitsCommand(app);
   vtllm::cli::AddTokenizeCommand(app);
   vtllm::cli::AddBenchCommand(app);
+  vtllm::cli::AddBenchServeCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

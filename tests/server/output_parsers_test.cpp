@@ -1,0 +1,88 @@
+#include <gtest/gtest.h>
+
+#include "server/output_parsers.h"
+
+namespace vtllm::server {
+namespace {
+
+// Feeds `text` in pieces of `step` bytes and joins the results.
+ReasoningDelta RunReasoning(const std::string& text, size_t step, bool starts_inside = false) {
+  ReasoningParser p(starts_inside);
+  ReasoningDelta all;
+  for (size_t i = 0; i < text.size(); i += step) {
+    ReasoningDelta d = p.Push(text.substr(i, step));
+    all.reasoning += d.reasoning;
+    all.content += d.content;
+  }
+  ReasoningDelta f = p.Finish();
+  all.reasoning += f.reasoning;
+  all.content += f.content;
+  return all;
+}
+
+TEST(ReasoningParser, SplitsThinkBlockAtAnyChunking) {
+  const std::string text = "<think>\nLet me see.\n</think>\n\nThe answer is 4.";
+  for (size_t step : {1u, 2u, 3u, 7u, 100u}) {
+    const ReasoningDelta d = RunReasoning(text, step);
+    EXPECT_EQ(d.reasoning, "\nLet me see.\n") << step;
+    EXPECT_EQ(d.content, "\n\nThe answer is 4.") << step;
+  }
+}
+
+TEST(ReasoningParser, NoBlockIsContentAndPromptOpenedBlockIsReasoning) {
+  EXPECT_EQ(RunReasoning("Plain <thin answer", 1).content, "Plain <thin answer");
+  EXPECT_EQ(RunReasoning("<thi", 1).content, "<thi");
+  const ReasoningDelta d = RunReasoning("thinking...</think>done", 2, /*starts_inside=*/true);
+  EXPECT_EQ(d.reasoning, "thinking...");
+  EXPECT_EQ(d.content, "done");
+  // Cut off while thinking: what came is reasoning.
+  EXPECT_EQ(RunReasoning("<think>unfinished</thi", 3).reasoning, "unfinished</thi");
+}
+
+ToolDelta RunTools(const std::string& text, size_t step) {
+  HermesToolParser p;
+  ToolDelta all;
+  auto take = [&](ToolDelta d) {
+    all.content += d.content;
+    for (auto& c : d.calls) all.calls.push_back(c);
+  };
+  for (size_t i = 0; i < text.size(); i += step) take(p.Push(text.substr(i, step)));
+  take(p.Finish());
+  return all;
+}
+
+TEST(HermesToolParser, ParsesBlocksAtAnyChunking) {
+  const std::string text =
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+  for (size_t step : {1u, 4u, 11u, 1000u}) {
+    const ToolDelta d = RunTools(text, step);
+    EXPECT_EQ(d.content, "Let me check.\n") << step;
+    ASSERT_EQ(d.calls.size(), 2u) << step;
+    EXPECT_EQ(d.calls[0].name, "get_weather");
+    EXPECT_EQ(d.calls[0].arguments, "{\"city\":\"Paris\"}");
+    EXPECT_EQ(d.calls[0].id.rfind("chatcmpl-tool-", 0), 0u);
+    EXPECT_EQ(d.calls[1].name, "get_time");
+    EXPECT_NE(d.calls[0].id, d.calls[1].id);
+  }
+}
+
+TEST(HermesToolParser, BadBlocksStayContent) {
+  EXPECT_EQ(RunTools("no tools here", 3).content, "no tools here");
+  ToolDelta d = RunTools("<tool_call>not json</tool_call>", 2);
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, "<tool_call>not json</tool_call>");
+  d = RunTools("a <tool_call>{\"name\": \"f\"", 2);  // cut off inside a block
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, "a <tool_call>{\"name\": \"f\"");
+}
+
+TEST(PartialTagSuffix, Lengths) {
+  EXPECT_EQ(PartialTagSuffix("abc<tool", "<tool_call>"), 5u);
+  EXPECT_EQ(PartialTagSuffix("abc", "<tool_call>"), 0u);
+  EXPECT_EQ(PartialTagSuffix("<", "<think>"), 1u);
+  EXPECT_EQ(PartialTagSuffix("", "<think>"), 0u);
+}
+
+}  // namespace
+}  // namespace vtllm::server
