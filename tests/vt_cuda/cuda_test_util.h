@@ -57,6 +57,21 @@ inline std::vector<float> Floats(const vt::Tensor& t) {
   return out;
 }
 
+// Byte equality of two tensors (any devices) of one dtype and shape; reports the first
+// difference.
+inline ::testing::AssertionResult SameBytes(const vt::Tensor& a, const vt::Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape())
+    return ::testing::AssertionFailure() << a.Describe() << " vs " << b.Describe();
+  std::vector<uint8_t> x(a.nbytes()), y(b.nbytes());
+  a.CopyToHost(x.data());
+  b.CopyToHost(y.data());
+  const size_t es = vt::DTypeSize(a.dtype());
+  for (size_t i = 0; i < x.size(); i += es)
+    if (std::memcmp(&x[i], &y[i], es) != 0)
+      return ::testing::AssertionFailure() << "element " << i / es << " of " << a.Describe() << " differs";
+  return ::testing::AssertionSuccess();
+}
+
 inline std::string FixturesDir() {
   if (const char* env = std::getenv("VTLLM_FIXTURES_DIR")) return env;
   return VTLLM_FIXTURES_DIR;
