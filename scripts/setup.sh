@@ -33,7 +33,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Test data and the JS tokenizer peer (exact versions pinned in tests/js/package-lock.json).
-if [ -f tests/js/package.json ] && [ ! -d tests/js/node_modules ]; then
-  echo "setup: npm ci in tests/js"
-  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+# Re-installed whenever package-lock.json changes (its hash is kept beside the modules).
+if [ -f tests/js/package.json ]; then
+  lock_hash=$(sha256sum tests/js/package-lock.json | cut -d' ' -f1)
+  if [ ! -d tests/js/node_modules ] || [ "$(cat tests/js/node_modules/.lock-sha256 2>/dev/null)" != "$lock_hash" ]; then
+    echo "setup: npm ci in tests/js"
+    (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$lock_hash" > tests/js/node_modules/.lock-sha256
+  fi
 fi
