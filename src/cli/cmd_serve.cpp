@@ -93,6 +93,7 @@ void Serve(const ServeArgs& args) {
                    sig == SIGINT ? "SIGINT" : "SIGTERM", args.shutdown_timeout_s);
       http.Drain();
       engine.Shutdown(std::chrono::milliseconds(static_cast<int64_t>(args.shutdown_timeout_s * 1000)));
+      http.WaitIdle(std::chrono::seconds(5));
       http.Stop();
       return;
     }
