@@ -40,7 +40,7 @@
 #include <immintrin.h>
 #endif
 
-#include "vt/cpu/matmul_kernels.h"
+#include "vt/cpu/matmul/kernels.h"
 #include "vt/vt.h"
 
 namespace {

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake ninja-build ccache pkg-config git
       libgtest-dev libgmock-dev libbenchmark-dev
       nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libcli11-dev libxxhash-dev
-      clang libclang-rt-14-dev nodejs npm python3)
+      clang libclang-rt-14-dev nodejs npm python3 curl)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -20,6 +20,7 @@ if [ ${#missing[@]} -gt 0 ]; then
       nodejs) command -v node >/dev/null || want+=("$p") ;;
       npm) command -v npm >/dev/null || want+=("$p") ;;
       python3) command -v python3 >/dev/null || want+=("$p") ;;
+      curl) command -v curl >/dev/null || want+=("$p") ;;
       *) want+=("$p") ;;
     esac
   done
@@ -32,7 +33,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Test data and the JS tokenizer peer (exact versions pinned in tests/js/package-lock.json).
-if [ -f tests/js/package.json ] && [ ! -d tests/js/node_modules ]; then
-  echo "setup: npm ci in tests/js"
-  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+# Re-installed whenever package-lock.json changes (its hash is kept beside the modules).
+if [ -f tests/js/package.json ]; then
+  lock_hash=$(sha256sum tests/js/package-lock.json | cut -d' ' -f1)
+  if [ ! -d tests/js/node_modules ] || [ "$(cat tests/js/node_modules/.lock-sha256 2>/dev/null)" != "$lock_hash" ]; then
+    echo "setup: npm ci in tests/js"
+    (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$lock_hash" > tests/js/node_modules/.lock-sha256
+  fi
 fi

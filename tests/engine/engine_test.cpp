@@ -38,6 +38,7 @@ EngineConfig Config(int64_t budget = 0, int64_t kv_bytes = 0, int64_t max_model_
   c.max_num_seqs = 16;
   c.kv_cache_memory_bytes = kv_bytes;
   c.use_generation_config = false;
+  c.load.progress = false;
   return c;
 }
 

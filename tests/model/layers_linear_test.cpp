@@ -15,7 +15,7 @@
 #include "model/layers/linear.h"
 #include "model/quant_config.h"
 #include "model/safetensors_writer.h"
-#include "vt/cpu/matmul_kernels.h"
+#include "vt/cpu/matmul/kernels.h"
 #include "vt/vt.h"
 
 namespace vtllm::model {

@@ -89,6 +89,9 @@ TEST(Matmul, MatchesFloat64ReferenceOnEveryIsa) {
           const vt::Queue q = vt::Queue::Cpu(threads, isa);
           for (vt::DType od : {vt::DType::kF32, vt::DType::kBF16}) {
             for (bool with_bias : {false, true}) {
+              // Half of the threads x out x bias product, every pair of the three still met: the
+              // epilogue per out dtype and bias does not depend on the thread count.
+              if (with_bias != ((threads == 3) != (od == vt::DType::kBF16))) continue;
               SCOPED_TRACE(vt::StrCat("M=", s.M, " N=", s.N, " K=", s.K, " a=", vt::DTypeName(adt), " b=",
                                       vt::DTypeName(bdt), " isa=", vt::CpuIsaName(q.cpu_isa()), " threads=", threads,
                                       " out=", vt::DTypeName(od), " bias=", with_bias));

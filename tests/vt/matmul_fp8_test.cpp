@@ -23,7 +23,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
-#include "vt/cpu/matmul_kernels.h"
+#include "vt/cpu/matmul/kernels.h"
 #include "vt/vt.h"
 
 namespace {
@@ -50,15 +50,7 @@ const std::vector<double>& Fp8Values() {
   return table;
 }
 
-std::vector<uint8_t> RandomFp8(size_t n, std::mt19937& rng) {
-  std::uniform_int_distribution<int> code(0, 255);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) {
-    do b = static_cast<uint8_t>(code(rng));
-    while ((b & 0x7F) == 0x7F);
-  }
-  return v;
-}
+using vt_test::RandomFp8;
 
 
 std::vector<float> ToFloats(const vt::Tensor& t) {
@@ -135,6 +127,9 @@ TEST(MatmulFp8, MatchesFloat64ReferenceOnEveryIsa) {
         const vt::Queue q = vt::Queue::Cpu(threads, isa);
         for (vt::DType od : {vt::DType::kF32, vt::DType::kBF16}) {
           for (bool with_bias : {false, true}) {
+            // Half of the threads x out x bias product, every pair of the three still met: the
+            // epilogue per out dtype and bias does not depend on the thread count.
+            if (with_bias != ((threads == 3) != (od == vt::DType::kBF16))) continue;
             SCOPED_TRACE(vt::StrCat("M=", s.M, " N=", s.N, " K=", s.K, " isa=", vt::CpuIsaName(q.cpu_isa()),
                                     " threads=", threads, " out=", vt::DTypeName(od), " bias=", with_bias));
             auto out = vt::Tensor::Empty({s.M, s.N}, od);
@@ -332,7 +327,7 @@ TEST(MatmulFp8, NanCodesPropagate) {
 }
 
 #if defined(__x86_64__)
-// The AVX2 stream's two fp8 decodes (Fp8StreamDecode in matmul_kernels.h), each forced in
+// The AVX2 stream's two fp8 decodes (Fp8StreamDecode in matmul/kernels.h), each forced in
 // turn at every ISA level: uniform codes (1 in 16 subnormal), K tails, NaN codes in a and in
 // weight rows, and the caller's MXCSR set to denormals-are-zero and flush-to-zero (the
 // queue's threads, created after, inherit it). Within the bound, NaN exactly where a NaN
@@ -480,16 +475,18 @@ TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
               const auto got = ToFloats(out);
               auto bias_at = [&](int64_t i) { return with_bias ? static_cast<double>(bias_f[i % s.N]) : 0.0; };
               auto want = [&](int64_t i) { return static_cast<double>(alpha) * ref.dot[i] + bias_at(i); };
+              // Every element is checked; the first five outside the bound are reported.
+              int64_t bad = 0;
               for (int64_t i = 0; i < s.M * s.N; ++i) {
                 const bool want_nan = (nan && i / s.N == 2) || (nan_b && (i % s.N == 13 || i % s.N == s.N - 1));
-                if (want_nan) {
-                  EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
-                } else {
-                  EXPECT_NEAR(got[i], want(i), vt_test::MatmulBound(want(i), ref.mag[i], alpha, bias_at(i), s.K, od))
-                      << "element " << i;
-                }
+                const double tol = vt_test::MatmulBound(want(i), ref.mag[i], alpha, bias_at(i), s.K, od);
+                const bool ok = want_nan ? std::isnan(got[i]) : std::fabs(got[i] - want(i)) <= tol;
+                if (!ok && bad++ < 5)
+                  ADD_FAILURE() << "element " << i << " = " << got[i] << ", want " << (want_nan ? NAN : want(i))
+                                << " within " << tol;
                 ++checked;
               }
+              EXPECT_EQ(bad, 0);
               // Again: the copy is found, and the same kernel gives the same bits.
               auto again = vt::Tensor::Empty({s.M, s.N}, od);
               vt::MatmulFp8(q, again, ta, tb, alpha, with_bias ? &tbias : nullptr);

@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "elementwise_test_util.h"  // IsaLevels
@@ -15,6 +16,17 @@
 
 namespace vt_test {
 
+
+// Random fp8 codes, NaN codes excluded (MatmulFp8.NanCodesPropagate tests those).
+inline std::vector<uint8_t> RandomFp8(size_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> code(0, 255);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) {
+    do b = static_cast<uint8_t>(code(rng));
+    while ((b & 0x7F) == 0x7F);
+  }
+  return v;
+}
 
 struct Shape3 {
   int64_t M, N, K;

@@ -29,7 +29,7 @@ cmake -S "$SRC" -B "$BUILD" -G Ninja -DVTLLM_BENCH=OFF >"$SCRATCH/configure.log"
 # Files each mutation touches (relative to the tree); restored from the pristine copy
 # before the next mutation.
 TOUCHED=(include/vt/dtype.h include/vt/detail/numerics.h src/vt/cpu/reference.cpp src/vt/cpu/simd_vec.h)
-for f in "$SRC"/src/vt/cpu/matmul*.cpp; do TOUCHED+=("${f#$SRC/}"); done
+for f in "$SRC"/src/vt/cpu/matmul/*.cpp; do TOUCHED+=("${f#$SRC/}"); done
 TOUCHED+=(src/vt/cpu/sampling.cpp src/vt/cpu/sampling_reference.cpp src/engine/sampler.cpp)
 TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache_manager.cpp
           src/engine/output_processor.cpp)
@@ -73,32 +73,32 @@ mutate_truncate() {
 mutate_alpha_ignored() {
   edit src/vt/cpu/reference.cpp 's/float v = alpha \* acc;/float v = acc;/'
   # Fast-path epilogues: every "<x.>alpha * " in the CPU matmul sources.
-  for f in "$SRC"/src/vt/cpu/matmul*.cpp; do
+  for f in "$SRC"/src/vt/cpu/matmul/*.cpp; do
     if grep -qE '\b([A-Za-z_]+\.)?alpha \* ' "$f"; then edit "${f#$SRC/}" 's/\b(?:[A-Za-z_]+\.)?alpha \* //g'; fi
   done
 }
 
-# The outer-product kernels on re-laid-out weights (matmul_packed_*.cpp): each row of a
+# The outer-product kernels on re-laid-out weights (matmul/packed_*.cpp): each row of a
 # read one element late, so every K pair meets the wrong activations.
 mutate_packed_k_shift() {
-  edit src/vt/cpu/matmul_packed_avx512.cpp 's/std::memcpy\(&p0, a \+ i \* lda \+ 4 \* s, 4\);/std::memcpy(&p0, a + i * lda + 4 * s + 1, 4);/'
-  edit src/vt/cpu/matmul_packed_avx2.cpp 's/_mm256_broadcast_ss\(a \+ i \* lda \+ 2 \* p\);/_mm256_broadcast_ss(a + i * lda + 2 * p + 1);/'
+  edit src/vt/cpu/matmul/packed_avx512.cpp 's/std::memcpy\(&p0, a \+ i \* lda \+ 4 \* s, 4\);/std::memcpy(&p0, a + i * lda + 4 * s + 1, 4);/'
+  edit src/vt/cpu/matmul/packed_avx2.cpp 's/_mm256_broadcast_ss\(a \+ i \* lda \+ 2 \* p\);/_mm256_broadcast_ss(a + i * lda + 2 * p + 1);/'
 }
 # The parts walk of the outer-product kernels (ForEachPackedTile, M <= 16): a tile's
 # blocks are `stride` blocks apart, but their results stored as if adjacent.
 mutate_parts_c_stride() {
-  for f in src/vt/cpu/matmul_packed_avx512.cpp src/vt/cpu/matmul_packed_avx2.cpp; do
+  for f in src/vt/cpu/matmul/packed_avx512.cpp src/vt/cpu/matmul/packed_avx2.cpp; do
     edit "$f" 's/ldc, stride \* kCols\);/ldc, kCols);/'
   done
 }
 # The matmul epilogue (every vector width) truncating to BF16 instead of rounding.
 mutate_epilogue_bf16_truncate() {
-  edit src/vt/cpu/matmul.cpp 's/dst\[j\] = FloatToBf16\(alpha \* \(c\[j\] \* unscale\)\);/{ const float v = alpha * (c[j] * unscale); uint32_t u; std::memcpy(&u, &v, 4); dst[j] = static_cast<uint16_t>(u >> 16); }/'
+  edit src/vt/cpu/matmul/matmul.cpp 's/dst\[j\] = FloatToBf16\(alpha \* \(c\[j\] \* unscale\)\);/{ const float v = alpha * (c[j] * unscale); uint32_t u; std::memcpy(&u, &v, 4); dst[j] = static_cast<uint16_t>(u >> 16); }/'
 }
 # The f32-bits fp8 decode (AVX2 stream and packed kernel) without clearing the caller's
 # denormals-are-zero: subnormal weights would count as 0.
 mutate_no_denormal_guard() {
-  for f in src/vt/cpu/matmul_avx2.cpp src/vt/cpu/matmul_packed_avx2.cpp; do
+  for f in src/vt/cpu/matmul/gemm_avx2.cpp src/vt/cpu/matmul/packed_avx2.cpp; do
     edit "$f" 's/if \(\(csr & kDazFtz\) != 0\) _mm_setcsr\(csr & ~kDazFtz\);//'
   done
 }

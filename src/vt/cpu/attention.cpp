@@ -1,5 +1,6 @@
-// CPU PagedAttention: causal attention of each sequence's new tokens over its paged KV
-// cache, with an f32 online softmax.
+// CPU KvCacheWrite (each token's key and value rows copied into its cache slot) and
+// PagedAttention: causal attention of each sequence's new tokens over its paged KV cache,
+// with an f32 online softmax.
 //
 // Work is split into items (sequence, KV head, group of query heads, chunk of query rows);
 // an item converts each cache block of its KV head to f32 once and uses it for every query
@@ -211,8 +212,31 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
   });
 }
 
+void KvCacheWriteCpu(const Queue& q, const Tensor& key, const Tensor& value, const Tensor& key_cache,
+                     const Tensor& value_cache, const Tensor& slot_mapping) {
+  const int64_t T = slot_mapping.dim(0);
+  const int64_t num_slots = key_cache.dim(0) * key_cache.dim(1);
+  const auto* slots = slot_mapping.data_as<int64_t>();
+  for (int64_t t = 0; t < T; ++t)
+    VT_CHECK(slots[t] < num_slots, "KvCacheWrite: slot_mapping[", t, "] = ", slots[t], " but the cache has ",
+             num_slots, " slots (", key_cache.dim(0), " blocks of ", key_cache.dim(1), ")");
+  const size_t row = static_cast<size_t>(key.dim(1)) * DTypeSize(key.dtype());
+  Cpu(q).pool.ParallelFor(T, 8, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      if (slots[t] < 0) continue;
+      std::memcpy(static_cast<char*>(key_cache.data()) + slots[t] * row,
+                  static_cast<const char*>(key.data()) + t * row, row);
+      std::memcpy(static_cast<char*>(value_cache.data()) + slots[t] * row,
+                  static_cast<const char*>(value.data()) + t * row, row);
+    }
+  });
+}
+
 }  // namespace
 
-void RegisterAttentionKernels() { Register<OpId::kPagedAttention>(DeviceType::kCPU, &PagedAttentionCpu); }
+void RegisterAttentionKernels() {
+  Register<OpId::kKvCacheWrite>(DeviceType::kCPU, &KvCacheWriteCpu);
+  Register<OpId::kPagedAttention>(DeviceType::kCPU, &PagedAttentionCpu);
+}
 
 }  // namespace vt::cpu

@@ -1,6 +1,6 @@
-// Helpers of the kernel files compiled with AVX-512 (matmul_avx512.cpp, matmul_amx.cpp),
+// Helpers of the kernel files compiled with AVX-512 (matmul/gemm_avx512.cpp, matmul/gemm_amx.cpp),
 // and only for them: fp8 (e4m3fn) -> BF16 decoding in registers, lane masks. Internal linkage on
-// purpose, as in matmul_local.h: each ISA file gets its own copy. Include it first.
+// purpose, as in matmul/local.h: each ISA file gets its own copy. Include it first.
 #pragma once
 
 #include <immintrin.h>

@@ -9,7 +9,9 @@ void RegisterKernels() {
   RegisterActivationKernels();
   RegisterCastKernels();
   RegisterFusedKernels();
-  RegisterModelKernels();
+  RegisterEmbeddingKernels();
+  RegisterRopeKernels();
+  RegisterAttentionKernels();
   RegisterSamplingKernels();
 }
 

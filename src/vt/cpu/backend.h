@@ -11,7 +11,7 @@ namespace vt::cpu {
 
 struct CpuQueue : Queue::Impl {
   CpuQueue(int threads, CpuIsa isa) : Queue::Impl(Device::Cpu()), pool(threads), isa(isa) {}
-  bool PrepareMatmulFp8Weight(const Tensor& b, std::span<const int64_t> row_starts) override;  // matmul.cpp
+  bool PrepareMatmulFp8Weight(const Tensor& b, std::span<const int64_t> row_starts) override;  // matmul/matmul.cpp
   ThreadPool pool;
   CpuIsa isa;  // effective level: min(detected, requested)
 };
@@ -25,14 +25,17 @@ inline CpuQueue& Cpu(const Queue& q) {
 // Registers every CPU kernel; called once from vt::EnsureBackendsRegistered.
 void RegisterKernels();
 
-// One registration function per op family (cpu/<family>.cpp).
+// One registration function per op family of include/vt/ops (cpu/<family>.cpp; matmul in
+// cpu/matmul/), each called once from RegisterKernels (backend.cpp).
 void RegisterQuantKernels();
 void RegisterMatmulKernels();
 void RegisterNormKernels();
 void RegisterActivationKernels();
 void RegisterCastKernels();
 void RegisterFusedKernels();
-void RegisterModelKernels();  // embedding, rotary embedding, KV cache, attention
+void RegisterEmbeddingKernels();
+void RegisterRopeKernels();
+void RegisterAttentionKernels();  // KvCacheWrite, PagedAttention
 void RegisterSamplingKernels();
 
 }  // namespace vt::cpu

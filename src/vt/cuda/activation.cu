@@ -1,10 +1,9 @@
-// CUDA SiluMul and Cast: element-wise, with the CPU kernels' arithmetic (numerics::Silu,
-// the dtype conversions of vt/dtype.h), so the bytes match.
+// CUDA SiluMul: element-wise, with the CPU kernels' arithmetic (numerics::Silu and the
+// dtype conversions of vt/dtype.h), so the bytes match.
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/kernels.h"
 #include "vt/cuda/rows.h"
 #include "vt/ops/activation.h"
-#include "vt/ops/cast.h"
 
 namespace vt::cuda {
 
@@ -24,25 +23,10 @@ __global__ void SiluMulKernel(void* out, DType od, const void* x, DType xd, int6
   }
 }
 
-__global__ void CastKernel(void* out, DType od, const void* x, DType xd, int64_t n) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    StoreAny(out, od, i, LoadAny(x, xd, i));
-}
-
 void SiluMulCuda(const Queue& q, const Tensor& out, const Tensor& x) {
   const int64_t I = out.dim(-1);
   LaunchSiluMul(Cuda(q), out.data(), out.dtype(), x.data(), x.dtype(), I == 0 ? 0 : out.numel() / I, I, nullptr,
                 0.0f);
-}
-
-void CastCuda(const Queue& q, const Tensor& out, const Tensor& x) {
-  CudaQueue& cq = Cuda(q);
-  const int64_t n = x.numel();
-  if (n == 0) return;
-  DeviceGuard guard(cq.device.index);
-  CastKernel<<<GridFor(n, 256, cq), 256, 0, cq.stream>>>(out.data(), out.dtype(), x.data(), x.dtype(), n);
-  VT_CUDA_CHECK_LAUNCH("CastKernel");
 }
 
 }  // namespace
@@ -55,9 +39,6 @@ void LaunchSiluMul(CudaQueue& cq, void* out, DType od, const void* x, DType xd, 
   VT_CUDA_CHECK_LAUNCH("SiluMulKernel");
 }
 
-void RegisterActivationKernels() {
-  Register<OpId::kSiluMul>(DeviceType::kCUDA, &SiluMulCuda);
-  Register<OpId::kCast>(DeviceType::kCUDA, &CastCuda);
-}
+void RegisterActivationKernels() { Register<OpId::kSiluMul>(DeviceType::kCUDA, &SiluMulCuda); }
 
 }  // namespace vt::cuda

@@ -11,9 +11,10 @@ namespace vt::cuda {
 
 void RegisterQuantKernels();       // quant.cu
 void RegisterNormKernels();        // norm.cu
-void RegisterActivationKernels();  // activation.cu: SiluMul, Cast
-void RegisterFusedKernels();       // fused.cu
-void RegisterMatmulKernels();      // matmul.cpp (cuBLASLt) + matmul_fp8.cu
+void RegisterActivationKernels();  // activation.cu
+void RegisterCastKernels();        // cast.cu
+void RegisterFusedKernels();       // fused.cpp
+void RegisterMatmulKernels();      // matmul.cpp (cuBLASLt) + matmul_fp8*.cu
 void RegisterEmbeddingKernels();   // embedding.cu
 void RegisterRopeKernels();        // rope.cu
 void RegisterAttentionKernels();   // attention.cu: KvCacheWrite, PagedAttention

@@ -362,6 +362,7 @@ void RegisterKernels() {
   RegisterQuantKernels();
   RegisterNormKernels();
   RegisterActivationKernels();
+  RegisterCastKernels();
   RegisterFusedKernels();
   RegisterMatmulKernels();
   RegisterEmbeddingKernels();

@@ -3,8 +3,8 @@
 // K loop without reassociating anything.
 #include <cstring>
 
-#include "vt/cpu/matmul_kernels.h"
-#include "vt/cpu/matmul_local.h"
+#include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/local.h"
 
 namespace vt::cpu::matmul {
 

@@ -22,12 +22,21 @@
 
 namespace vt::cpu::matmul {
 
+// The inner path a kernel takes where it has several, answered by the same predicate its
+// own branch uses: the driver records it once per call (the test counters below), so the
+// kernels carry no instrumentation.
+enum class Inner : uint8_t {
+  kPlain,
+  kF32Bits,   // the AVX2 fp8 decode into f32 bits (Fp8StreamDecode::kF32Bits)
+  kAmxTiles,  // the AMX tiles
+};
+
 // Rows of b handled by one micro-tile; the driver pads panels to a multiple of it.
 inline constexpr int kPanelRows = 4;
 
 // An fp8 GEMM on weights re-laid out once into blocks of `block_cols` weight rows, for
-// kernels that keep one output column per vector lane (matmul_packed_avx512.cpp and
-// matmul_packed_avx2.cpp describe their layouts). The driver uses it only for read-only
+// kernels that keep one output column per vector lane (matmul/packed_avx512.cpp and
+// matmul/packed_avx2.cpp describe their layouts). The driver uses it only for read-only
 // weights (Tensor::SetReadOnly), whose re-laid-out copy it keeps with the weight's storage
 // (Tensor::DerivedData), so it is made once and stays valid; the weight's own bytes are
 // then no longer read.
@@ -54,6 +63,8 @@ struct PackedFp8Kernels {
   // ForEachPackedTile), so callers pass a thread's whole range there.
   void (*gemm)(const void* a, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,
                int64_t block1, float* c, int64_t ldc);
+  // Optional: the inner path gemm takes now (nullptr: kPlain).
+  Inner (*inner)() = nullptr;
 };
 // Rows of a up to which PackedFp8Kernels::gemm reads its blocks in parts (decode).
 inline constexpr int64_t kPackedPartsMaxRows = 16;
@@ -95,6 +106,9 @@ struct KernelSet {
   void (*prepare_stream_a)(const void* a, int64_t lda, int64_t M, int64_t block0, int64_t block1, void* dst) = nullptr;
   // Optional: the fp8 x fp8 GEMM on re-laid-out weights, for read-only weights (every M).
   const PackedFp8Kernels* packed = nullptr;
+  // Optional, with stream: the inner path stream takes for b_dtype and M rows of a
+  // (nullptr: kPlain).
+  Inner (*stream_inner)(DType b_dtype, int64_t M) = nullptr;
 };
 inline constexpr int64_t kStreamABlockRows = 16;
 
@@ -117,11 +131,11 @@ LastGemm LastGemmOnThisThread();
 // rounded once to out_dtype (kF32 or kBF16). Returns the variant's name.
 const char* StoreRowsForTest(int isa, const float* acc, int64_t rows, int64_t cols, float unscale, float alpha,
                              const float* bias, DType out_dtype, void* out);
-// Calls of a PackedFp8Kernels gemm in this process (one per chunk of a thread's share).
+// Calls of Matmul/MatmulFp8 in this process that ran a PackedFp8Kernels gemm.
 int64_t PackedGemmCalls();
 // Re-laid-out weight copies made in this process (one per weight, however it is sliced).
 int64_t PackedCopiesMade();
-// Calls of the AMX streaming path in this process (0 where it is not built).
+// Calls that streamed on the AMX tiles in this process (0 where they are not built).
 int64_t AmxStreamCalls();
 
 // How the AVX2 streaming path (also the AVX-512 F32 set's) decodes fp8 weights:
@@ -137,9 +151,9 @@ int64_t AmxStreamCalls();
 // order, so the bits may differ. Set for tests and benchmarks; not thread-safe with calls.
 enum class Fp8StreamDecode { kAuto, kHalf, kF32Bits };
 void SetFp8StreamDecode(Fp8StreamDecode decode);
-// Calls of the AVX2 streaming path that decoded fp8 as kF32Bits (0 where it is not built).
+// Calls whose AVX2 streaming path decoded fp8 as kF32Bits (0 where it is not built).
 int64_t F32BitsStreamCalls();
-// Calls of the AVX2 outer-product kernel (Avx2PackedKernels) that decoded as kF32Bits.
+// Calls whose AVX2 outer-product kernel (Avx2PackedKernels) decoded as kF32Bits.
 int64_t F32BitsPackedCalls();
 
 // The portable set (plain C++ the compiler vectorizes); always available.
@@ -159,6 +173,8 @@ const PackedFp8Kernels& Avx2PackedKernels();        // F32 FMA, 8 columns per bl
 inline constexpr int64_t kStreamMaxMF32 = 4;
 void StreamF32Avx2(DType b_dtype, const void* a, int64_t lda, int64_t M, const void* b, int64_t K, int64_t nrows,
                    float* c, int64_t ldc);
+// Its stream_inner: kF32Bits where it decodes fp8 that way.
+Inner StreamInnerF32Avx2(DType b_dtype, int64_t M);
 // Its stream_a_bytes and prepare_stream_a (the rows of a for the kF32Bits decode).
 size_t StreamABytesF32Avx2(DType b_dtype, int64_t lda, int64_t M);
 void PrepareStreamAF32Avx2(const void* a, int64_t lda, int64_t M, int64_t block0, int64_t block1, void* dst);

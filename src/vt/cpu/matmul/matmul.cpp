@@ -1,5 +1,5 @@
 // CPU MatmulFp8 and Matmul: a blocked driver shared by every ISA level, and the choice of
-// kernel set (matmul_kernels.h) from the queue's effective ISA and the operand dtypes.
+// kernel set (matmul/kernels.h) from the queue's effective ISA and the operand dtypes.
 //
 // Read-only fp8 weights (a model's, Tensor::SetReadOnly) on a level with an outer-product
 // kernel (PackedFp8Kernels: AVX2, AVX-512, vdpbf16ps) are multiplied, at every M, from a
@@ -20,7 +20,7 @@
 
 #include "vt/cpu/backend.h"
 #include "vt/cpu/elem.h"
-#include "vt/cpu/matmul_kernels.h"
+#include "vt/cpu/matmul/kernels.h"
 #include "vt/ops/matmul.h"
 
 namespace vt::cpu {
@@ -252,7 +252,9 @@ struct PackedB {
   const uint8_t* blocks;
 };
 std::atomic<int64_t> g_packed_copies{0};
-std::atomic<int64_t> g_packed_gemm_calls{0};
+// Per call, for tests (matmul/kernels.h): which paths the calls took.
+std::atomic<int64_t> g_packed_gemm_calls{0}, g_f32bits_stream_calls{0}, g_f32bits_packed_calls{0},
+    g_amx_stream_calls{0};
 
 PackedB PackedWeightOf(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g) {
   // The copy has its own mapping, returned to the OS when the weight goes (from malloc,
@@ -346,7 +348,6 @@ void RunPacked(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g, 
       for (int64_t jb = j0; jb < j1; jb += chunk) {
         const int64_t je = std::min(jb + chunk, j1);
         pk.gemm(ap + m0 * lda * pk.a_elt_size, lda, rows_m, blocks_of_b, g.K, jb, je, acc, ldc);
-        g_packed_gemm_calls.fetch_add(1, std::memory_order_relaxed);
         const int64_t n0 = jb * pk.block_cols;
         g.store_rows(g, pk.unscale, acc, ldc, m0, rows_m, n0, std::min(je * pk.block_cols, g.N) - n0);
       }
@@ -374,6 +375,9 @@ void RunGemm(const Queue& q, Gemm g) {
     if (packed.blocks != nullptr) {
       t_last_gemm = matmul::LastGemm{ks.packed->name, false, true, g.store_rows_name};
       RunPacked(cq, *ks.packed, g, packed.blocks);
+      g_packed_gemm_calls.fetch_add(1, std::memory_order_relaxed);
+      if (ks.packed->inner != nullptr && ks.packed->inner() == matmul::Inner::kF32Bits)
+        g_f32bits_packed_calls.fetch_add(1, std::memory_order_relaxed);
       return;
     }
   }
@@ -405,6 +409,9 @@ void RunGemm(const Queue& q, Gemm g) {
       as = dst;
     }
     cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunStream(ks, g, bl, as, n0, n1); });
+    const matmul::Inner inner = ks.stream_inner != nullptr ? ks.stream_inner(g.b_dtype, g.M) : matmul::Inner::kPlain;
+    if (inner == matmul::Inner::kF32Bits) g_f32bits_stream_calls.fetch_add(1, std::memory_order_relaxed);
+    if (inner == matmul::Inner::kAmxTiles) g_amx_stream_calls.fetch_add(1, std::memory_order_relaxed);
   } else if (g.N >= static_cast<int64_t>(threads) * 4 * kPanelRows || g.M < 64) {
     cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunTile(ks, g, bl, ap, 0, g.M, n0, n1); });
   } else {
@@ -456,11 +463,11 @@ const char* matmul::StoreRowsForTest(int isa, const float* acc, int64_t rows, in
 }
 int64_t matmul::PackedCopiesMade() { return g_packed_copies.load(std::memory_order_relaxed); }
 int64_t matmul::PackedGemmCalls() { return g_packed_gemm_calls.load(std::memory_order_relaxed); }
+int64_t matmul::AmxStreamCalls() { return g_amx_stream_calls.load(std::memory_order_relaxed); }
+int64_t matmul::F32BitsStreamCalls() { return g_f32bits_stream_calls.load(std::memory_order_relaxed); }
+int64_t matmul::F32BitsPackedCalls() { return g_f32bits_packed_calls.load(std::memory_order_relaxed); }
 #if !defined(VT_CPU_X86)
-int64_t matmul::AmxStreamCalls() { return 0; }
 void matmul::SetFp8StreamDecode(Fp8StreamDecode) {}
-int64_t matmul::F32BitsStreamCalls() { return 0; }
-int64_t matmul::F32BitsPackedCalls() { return 0; }
 #endif
 
 void RegisterMatmulKernels() {

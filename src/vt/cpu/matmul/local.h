@@ -1,14 +1,14 @@
-// Small helpers of the CPU matmul kernel files (matmul_avx512.cpp, matmul_avx2.cpp,
-// matmul_scalar.cpp). Internal linkage on purpose: each ISA-specific file gets its own copy
+// Small helpers of the CPU matmul kernel files (matmul/gemm_avx512.cpp, matmul/gemm_avx2.cpp,
+// matmul/gemm_scalar.cpp). Internal linkage on purpose: each ISA-specific file gets its own copy
 // compiled with its own flags, so the linker can never hand one file's code to another
-// (see matmul_kernels.h).
+// (see matmul/kernels.h).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
-#include "vt/cpu/matmul_kernels.h"
+#include "vt/cpu/matmul/kernels.h"
 
 namespace vt::cpu::matmul {
 namespace {

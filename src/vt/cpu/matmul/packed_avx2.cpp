@@ -1,11 +1,11 @@
 // fp8 GEMM on weights re-laid out once, for AVX2 (F32 FMA on 8 lanes; also run by the
-// AVX-512 F32 level): the outer-product form of matmul_packed_avx512.cpp with one output
+// AVX-512 F32 level): the outer-product form of matmul/packed_avx512.cpp with one output
 // column per f32 lane. A weight block holds 8 columns; per pair of K values its 16 codes
 // are interleaved (column 0 at k and k + 1, column 1 ...), so one sign extension to 16-bit
 // words gives, per 32-bit lane, one column's two codes. Each row of a enters as a
 // broadcast f32, so a step of MR rows x NB blocks is NB decodes and 2 MR broadcasts for
 // 2 MR NB FMAs, with no lane sums. The decode is the one the streaming path uses
-// (Fp8StreamDecode, matmul_kernels.h):
+// (Fp8StreamDecode, matmul/kernels.h):
 //  - kF32Bits (AMD by default): shifting each lane left by 20 (by 4) and masking puts the
 //    low (high) word's magnitude bits and sign into f32 bits: value * 2^-120 for both K
 //    values in two instructions each; a is scaled by 2^112 when packed, so every product
@@ -23,11 +23,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
-#include "vt/cpu/matmul_kernels.h"
-#include "vt/cpu/matmul_local.h"
+#include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/local.h"
 
 namespace vt::cpu::matmul {
 
@@ -40,7 +39,6 @@ constexpr int64_t kAhead = 1024;
 // kF32Bits: a's scale (see above).
 constexpr float kF32BitsAScale = 0x1p112f;
 
-std::atomic<int64_t> g_f32bits_calls{0};
 
 inline int64_t CountNan(__m128i x) {
   const __m128i nan = _mm_cmpeq_epi8(_mm_or_si128(x, _mm_set1_epi8(static_cast<char>(0x80))), _mm_set1_epi8(-1));
@@ -219,7 +217,6 @@ void GemmPacked(const void* av, int64_t lda, int64_t M, const uint8_t* packed, i
     const unsigned csr = _mm_getcsr();
     constexpr unsigned kDazFtz = 0x8040;
     if ((csr & kDazFtz) != 0) _mm_setcsr(csr & ~kDazFtz);
-    g_f32bits_calls.fetch_add(1, std::memory_order_relaxed);
     GemmBlocks<true>(a, lda, M, packed, K, block0, block1, c, ldc);
     if ((csr & kDazFtz) != 0) _mm_setcsr(csr);
   } else {
@@ -227,14 +224,15 @@ void GemmPacked(const void* av, int64_t lda, int64_t M, const uint8_t* packed, i
   }
 }
 
+// The inner path GemmPacked takes now (its own branch's predicate).
+Inner PackedInner() { return Fp8DecodeAsF32Bits() ? Inner::kF32Bits : Inner::kPlain; }
+
 }  // namespace
 
 const PackedFp8Kernels& Avx2PackedKernels() {
   static const PackedFp8Kernels k{"avx2-outer8", kCols, 4, 8, 256.0f, false, &PackedBytes, &PackWeights, &PackA,
-                                  &GemmPacked};
+                                  &GemmPacked, &PackedInner};
   return k;
 }
-
-int64_t F32BitsPackedCalls() { return g_f32bits_calls.load(std::memory_order_relaxed); }
 
 }  // namespace vt::cpu::matmul

@@ -21,8 +21,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "vt/cpu/matmul_kernels.h"
-#include "vt/cpu/matmul_local.h"
+#include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/local.h"
 
 namespace vt::cpu::matmul {
 

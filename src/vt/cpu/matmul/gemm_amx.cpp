@@ -23,12 +23,11 @@
 #include "vt/cpu/avx512_common.h"  // first: intrinsics and their warning settings
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <new>
 
-#include "vt/cpu/matmul_kernels.h"
-#include "vt/cpu/matmul_local.h"
+#include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/local.h"
 
 namespace vt::cpu::matmul {
 
@@ -47,8 +46,6 @@ constexpr int64_t kAmxMinM = 4;
 // longer ones take the set's packed vdpbf16ps GEMM, whose accumulators would otherwise
 // need M x 256 floats per thread.
 constexpr int64_t kStreamMaxM = 4096;
-
-std::atomic<int64_t> g_amx_stream_calls{0};
 
 // Palette 1: tmm0, tmm1 the two 16 x 32 BF16 weight slices of a 64-value K step; tmm2,
 // tmm3 a's matching slices (16 K pairs x M rows); tmm4, tmm5 f32 sums [16 weight rows][M],
@@ -372,6 +369,9 @@ size_t StreamABytes(DType, int64_t lda, int64_t M) {
   return static_cast<size_t>((M + 15) / 16 * (lda / 32) * 256) * sizeof(uint32_t);
 }
 
+// The set's stream_inner: the tiles from kAmxMinM rows of a (StreamAmx's own branch).
+Inner StreamInner(DType, int64_t M) { return M < kAmxMinM ? Inner::kPlain : Inner::kAmxTiles; }
+
 // The set's stream entry: c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows; a is
 // the packed rows below kAmxMinM, their pair-interleaved blocks from it.
 __attribute__((target("avx512vbmi"))) void StreamAmx(DType dt, const void* av, int64_t lda, int64_t M,
@@ -382,7 +382,6 @@ __attribute__((target("avx512vbmi"))) void StreamAmx(DType dt, const void* av, i
     return;
   }
   if (dt != DType::kF8E4M3 && dt != DType::kBF16) ThrowUnsupportedPack("amx stream", dt);
-  g_amx_stream_calls.fetch_add(1, std::memory_order_relaxed);
   const auto* vnni = static_cast<const uint32_t*>(av);  // prepared by PairInterleaveBlocks
   if (M > kMaxM) {
     StreamWide(Fp8ToBf16Lut(), dt, vnni, lda, M, bv, K, nrows, c, ldc);
@@ -411,11 +410,11 @@ const KernelSet& AmxKernels() {
     k.stream_max_m = kStreamMaxM;
     k.stream_a_bytes = &StreamABytes;
     k.prepare_stream_a = &PairInterleaveBlocks;
+    k.stream_inner = &StreamInner;
     return k;
   }();
   return ks;
 }
 
-int64_t AmxStreamCalls() { return g_amx_stream_calls.load(std::memory_order_relaxed); }
 
 }  // namespace vt::cpu::matmul

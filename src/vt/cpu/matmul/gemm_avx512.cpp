@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "vt/cpu/matmul_kernels.h"
-#include "vt/cpu/matmul_local.h"
+#include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/local.h"
 
 namespace vt::cpu::matmul {
 
@@ -334,7 +334,7 @@ __attribute__((target("avx512vbmi"))) void StreamGroupAllRows(const Fp8ToBf16Lut
 }
 
 // c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows; a packed (lda a multiple of
-// 64, zero-padded), b the raw [nrows, K] weight rows; groups laid out as matmul_local.h
+// 64, zero-padded), b the raw [nrows, K] weight rows; groups laid out as matmul/local.h
 // describes (quarters for up to 4 rows of a, adjacent rows otherwise).
 __attribute__((target("avx512vbmi"))) void StreamBf16(DType dt, const void* av, int64_t lda, int64_t M,
                                                       const void* bv, int64_t K, int64_t nrows, float* c,
@@ -364,7 +364,7 @@ const KernelSet& Avx512Bf16Kernels() {
 const KernelSet& Avx512Kernels() {
   static const KernelSet ks{"avx512-f32", 16, 4, kFp8Unscale, &AcceptsF32, &PackF32, &GemmBlocks<float, F32Tile>,
                             &StreamF32Avx2, kStreamMaxMF32, &StreamABytesF32Avx2, &PrepareStreamAF32Avx2,
-                            &Avx2PackedKernels()};
+                            &Avx2PackedKernels(), &StreamInnerF32Avx2};
   return ks;
 }
 

@@ -1,17 +1,17 @@
 // AVX2 matmul kernel set (compiled with AVX2/FMA/F16C): operands packed to F32 and
 // multiplied with FMA on 8 lanes. fp8 is decoded with the half trick described in
-// matmul_avx512.cpp (sign-extend, shift left by 7, clear bit 14: value * 2^-8 as an IEEE
+// matmul/gemm_avx512.cpp (sign-extend, shift left by 7, clear bit 14: value * 2^-8 as an IEEE
 // half), then vcvtph2ps; the driver multiplies by 2^8 per fp8 operand. Small M streams
 // the weight rows straight into the FMAs (decoded in registers, no panel), on AMD
-// processors with the f32-bits decode (Fp8StreamDecode in matmul_kernels.h).
+// processors with the f32-bits decode (Fp8StreamDecode in matmul/kernels.h).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 
-#include "vt/cpu/matmul_kernels.h"
-#include "vt/cpu/matmul_local.h"
+#include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/local.h"
 
 namespace vt::cpu::matmul {
 
@@ -106,7 +106,6 @@ void Gemm(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, i
 // ---- Streaming decode (small M) -----------------------------------------------------
 
 std::atomic<int> g_decode{static_cast<int>(Fp8StreamDecode::kAuto)};
-std::atomic<int64_t> g_f32bits_calls{0};
 
 // Whether the stream decodes these weights as kF32Bits (and so reads prepared rows of a).
 bool UseF32Bits(DType b_dtype) {
@@ -272,7 +271,7 @@ void StreamGroup(const float* a, int64_t lda, int64_t M, const W* b, int64_t ldb
 
 // c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows; a packed as by Pack (F32,
 // zero from K to lda; with kBits prepared by PrepareStreamAF32Avx2), b the raw [nrows, K]
-// weight rows; groups laid out as matmul_local.h describes.
+// weight rows; groups laid out as matmul/local.h describes.
 template <typename W, bool kBits = false>
 void StreamAll(const float* a, int64_t lda, int64_t M, const W* b, int64_t K, int64_t nrows, float* c,
                int64_t ldc) {
@@ -287,7 +286,6 @@ void StreamAll(const float* a, int64_t lda, int64_t M, const W* b, int64_t K, in
 }  // namespace
 
 void SetFp8StreamDecode(Fp8StreamDecode decode) { g_decode.store(static_cast<int>(decode)); }
-int64_t F32BitsStreamCalls() { return g_f32bits_calls.load(std::memory_order_relaxed); }
 
 bool Fp8DecodeAsF32Bits() { return UseF32Bits(DType::kF8E4M3); }
 
@@ -314,7 +312,6 @@ void StreamF32Avx2(DType dt, const void* a, int64_t lda, int64_t M, const void* 
     const unsigned csr = _mm_getcsr();
     constexpr unsigned kDazFtz = 0x8040;
     if ((csr & kDazFtz) != 0) _mm_setcsr(csr & ~kDazFtz);
-    g_f32bits_calls.fetch_add(1, std::memory_order_relaxed);
     StreamAll<uint8_t, true>(af, F32BitsLda(lda), M, static_cast<const uint8_t*>(b), K, nrows, c, ldc);
     if ((csr & kDazFtz) != 0) _mm_setcsr(csr);
   } else if (dt == DType::kF8E4M3)
@@ -327,9 +324,12 @@ void StreamF32Avx2(DType dt, const void* a, int64_t lda, int64_t M, const void* 
     ThrowUnsupportedPack("avx2 stream", dt);
 }
 
+Inner StreamInnerF32Avx2(DType b_dtype, int64_t) { return UseF32Bits(b_dtype) ? Inner::kF32Bits : Inner::kPlain; }
+
 const KernelSet& Avx2Kernels() {
-  static const KernelSet ks{"avx2-f32", kLanes, 4, 256.0f, &Accepts, &Pack, &Gemm, &StreamF32Avx2,
-                            kStreamMaxMF32, &StreamABytesF32Avx2, &PrepareStreamAF32Avx2, &Avx2PackedKernels()};
+  static const KernelSet ks{"avx2-f32",           kLanes,           4, 256.0f, &Accepts, &Pack, &Gemm,
+                            &StreamF32Avx2,       kStreamMaxMF32,   &StreamABytesF32Avx2,
+                            &PrepareStreamAF32Avx2, &Avx2PackedKernels(), &StreamInnerF32Avx2};
   return ks;
 }
 

@@ -1,0 +1,113 @@
+// Table cases of MatmulFp8 and Matmul. The GEMMs promise no byte equality across backends
+// (their f32 sums run in different orders), only the DESIGN bound against a float64
+// reference; the reference run is within that bound too, so a backend may differ from it
+// by twice the bound. The shapes cover K = 1, odd N and K, tails of the vector widths and
+// the small-M streaming paths; a read-only weight takes the CPU's re-laid-out copy where
+// the level has one.
+#include <cmath>
+#include <random>
+
+#include "matmul_test_util.h"
+#include "op_table.h"
+
+namespace vt_table {
+
+namespace {
+
+using vt::DType;
+
+// A few shapes per path; matmul_fp8_test.cpp, matmul_bf16_test.cpp and the CUDA matmul
+// tests cover each kernel variant's tiles and crossovers against float64.
+const vt_test::Shape3 kShapes[] = {
+    {1, 7, 1}, {1, 33, 67}, {2, 5, 31}, {5, 9, 257}, {17, 31, 65}, {65, 35, 1}, {4, 8, 128}, {9, 11, 1600},
+};
+
+
+// Σ_k |a[m,k]·b[n,k]| of two host tensors of any float dtype, [M, N] row-major.
+std::vector<double> Magnitudes(const vt::Tensor& a, const vt::Tensor& b) {
+  const int64_t M = a.dim(0), N = b.dim(0), K = a.dim(1);
+  std::vector<double> av(a.numel()), bv(b.numel()), mag(static_cast<size_t>(M * N));
+  for (int64_t i = 0; i < a.numel(); ++i) av[i] = ValueAt(a, i);
+  for (int64_t i = 0; i < b.numel(); ++i) bv[i] = ValueAt(b, i);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += std::fabs(av[m * K + k] * bv[n * K + k]);
+      mag[m * N + n] = s;
+    }
+  return mag;
+}
+
+// Twice the DESIGN bound of output element i (see the file comment).
+TolFn TwiceTheBound(std::vector<double> mag, std::vector<float> bias, double alpha, int64_t K, int64_t N,
+                    DType out) {
+  return [mag = std::move(mag), bias = std::move(bias), alpha, K, N, out](size_t, int64_t i, double want) {
+    const double b = bias.empty() ? 0.0 : bias[i % N];
+    return 2.0 * vt_test::MatmulBound(want, mag[i], alpha, b, K, out);
+  };
+}
+
+}  // namespace
+
+std::vector<OpCase> MatmulFp8Cases() {
+  std::vector<OpCase> cases;
+  std::mt19937 rng(1234);
+  const float alpha = 0.0123f;
+  for (const vt_test::Shape3& s : kShapes) {
+    const vt::Tensor a = HostOf(vt_test::RandomFp8(s.M * s.K, rng), {s.M, s.K}, DType::kF8E4M3);
+    const vt::Tensor b = HostOf(vt_test::RandomFp8(s.N * s.K, rng), {s.N, s.K}, DType::kF8E4M3);
+    const std::vector<float> bias = Normal(s.N, static_cast<uint32_t>(s.N * 7 + s.K), 50.0f);
+    const std::vector<double> mag = Magnitudes(a, b);
+    // F32 out without bias; BF16 out with the bias; BF16 out on a read-only weight.
+    for (int variant = 0; variant < 3; ++variant) {
+      const DType od = variant == 0 ? DType::kF32 : DType::kBF16;
+      const bool with_bias = variant >= 1, read_only = variant == 2;
+      OpCase c{vt::StrCat(s.M, "x", s.N, "x", s.K, " out ", vt::DTypeName(od), with_bias ? " bias" : "",
+                          read_only ? " read-only weight" : ""),
+               {a, b},
+               {Filled({s.M, s.N}, od)},
+               nullptr,
+               TwiceTheBound(mag, with_bias ? bias : std::vector<float>{}, alpha, s.K, s.N, od),
+               nullptr};
+      if (with_bias) c.inputs.push_back(Host(bias, {s.N}, DType::kF32));
+      c.run = [alpha, read_only](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        if (read_only) in[1].SetReadOnly();
+        vt::MatmulFp8(q, out[0], in[0], in[1], alpha, in.size() > 2 ? &in[2] : nullptr);
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+std::vector<OpCase> MatmulCases() {
+  std::vector<OpCase> cases;
+  const std::pair<DType, DType> pairs[] = {
+      {DType::kF32, DType::kBF16}, {DType::kBF16, DType::kBF16}, {DType::kF32, DType::kF32}, {DType::kBF16, DType::kF32}};
+  uint32_t seed = 99;
+  for (const vt_test::Shape3& s : kShapes) {
+    for (auto [adt, bdt] : pairs) {
+      const vt::Tensor a = Host(Normal(s.M * s.K, ++seed, 1.0f, 6.0f), {s.M, s.K}, adt);
+      const vt::Tensor b = Host(Normal(s.N * s.K, ++seed, 1.0f, 6.0f), {s.N, s.K}, bdt);
+      // Out and bias alternate with the pair, so every pair meets both out dtypes over the shapes.
+      const DType od = (seed / 2) % 2 == 0 ? DType::kF32 : DType::kBF16;
+      const bool with_bias = (seed / 2) % 3 != 0;
+      const std::vector<float> bias = with_bias ? Normal(s.N, ++seed, 4.0f) : std::vector<float>{};
+      OpCase c{vt::StrCat(s.M, "x", s.N, "x", s.K, " a ", vt::DTypeName(adt), " b ", vt::DTypeName(bdt), " out ",
+                          vt::DTypeName(od), with_bias ? " bias" : ""),
+               {a, b},
+               {Filled({s.M, s.N}, od)},
+               nullptr,
+               TwiceTheBound(Magnitudes(a, b), bias, 1.0, s.K, s.N, od),
+               nullptr};
+      if (with_bias) c.inputs.push_back(Host(bias, {s.N}, DType::kF32));
+      c.run = [](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::Matmul(q, out[0], in[0], in[1], in.size() > 2 ? &in[2] : nullptr);
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+}  // namespace vt_table

@@ -1,0 +1,187 @@
+// Table cases of the ops the model layer needs beyond linear algebra: Embedding and
+// KvCacheWrite move bytes (byte-exact); RotaryEmbedding computes the same unfused f32
+// expression everywhere (within one unit in the last place: a backend may contract it);
+// PagedAttention sums in f32 in another order per backend (2 ulp of the output dtype plus
+// 1e-5: the two roundings straddling a tie, and the f32 exp and sums).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "op_table.h"
+#include "vt/ops/attention.h"
+#include "vt/ops/embedding.h"
+#include "vt/ops/rope.h"
+
+namespace vt_table {
+
+namespace {
+
+using vt::DType;
+
+const DType kFloatTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+
+// A cos/sin table like the model layer's (theta 1e6): row p is cos(p·f_i) then sin(p·f_i).
+vt::Tensor CosSinCache(int64_t max_pos, int64_t D) {
+  std::vector<float> cs(static_cast<size_t>(max_pos * D));
+  for (int64_t p = 0; p < max_pos; ++p)
+    for (int64_t i = 0; i < D / 2; ++i) {
+      const double f = std::pow(1.0e6, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+      cs[p * D + i] = static_cast<float>(std::cos(p * f));
+      cs[p * D + D / 2 + i] = static_cast<float>(std::sin(p * f));
+    }
+  return HostOf(cs, {max_pos, D}, DType::kF32);
+}
+
+struct AttnGeometry {
+  int64_t Hq, Hk, D, block_size;
+  std::vector<std::pair<int64_t, int64_t>> seqs;  // per sequence: cached length, new rows
+};
+
+}  // namespace
+
+PagedBatch MakePagedBatch(const std::vector<std::pair<int64_t, int64_t>>& seqs, int64_t block_size, uint32_t seed) {
+  PagedBatch b;
+  b.S = static_cast<int64_t>(seqs.size());
+  int64_t total_blocks = 0;
+  for (const auto& [ctx, n] : seqs) {
+    const int64_t nb = (ctx + block_size - 1) / block_size;
+    b.max_blocks = std::max(b.max_blocks, nb);
+    total_blocks += nb;
+    b.T += n;
+  }
+  b.num_blocks = total_blocks + 3;
+  std::vector<int32_t> perm(static_cast<size_t>(b.num_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
+  b.tables.assign(static_cast<size_t>(b.S * b.max_blocks), -1);
+  b.query_start_loc = {0};
+  size_t next = 0;
+  for (int64_t s = 0; s < b.S; ++s) {
+    const auto [ctx, n] = seqs[s];
+    for (int64_t blk = 0; blk < (ctx + block_size - 1) / block_size; ++blk) b.tables[s * b.max_blocks + blk] = perm[next++];
+    b.lens.push_back(static_cast<int32_t>(ctx));
+    b.query_start_loc.push_back(b.query_start_loc.back() + static_cast<int32_t>(n));
+  }
+  return b;
+}
+
+std::vector<OpCase> EmbeddingCases() {
+  std::vector<OpCase> cases;
+  const int64_t V = 37;
+  const std::vector<int32_t> ids = {0, 36, 5, 5, 17, 0, 36, 2, 9};
+  const int64_t T = static_cast<int64_t>(ids.size());
+  for (int64_t H : {1, 7, 64, 130}) {
+    for (DType td : kFloatTypes) {
+      for (DType od : {DType::kF32, DType::kBF16, DType::kF16}) {
+        if (od == DType::kF16 && td != DType::kF16) continue;  // out: the table's dtype, F32 or BF16
+        OpCase c{vt::StrCat("H ", H, " ", vt::DTypeName(td), " -> ", vt::DTypeName(od)),
+                 {Host(Normal(static_cast<size_t>(V * H), 11, 3.0f), {V, H}, td), HostOf(ids, {T}, DType::kI32)},
+                 {Filled({T, H}, od)},
+                 nullptr,
+                 nullptr,
+                 nullptr};
+        c.run = [](const vt::Queue& q, const Tensors& in, const Tensors& out) { vt::Embedding(q, out[0], in[0], in[1]); };
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<OpCase> RotaryEmbeddingCases() {
+  std::vector<OpCase> cases;
+  const int64_t max_pos = 300, Hq = 4, Hk = 2;
+  const std::vector<int64_t> pos64 = {0, 1, 2, 299, 150, 7, 7};
+  const std::vector<int32_t> pos32(pos64.begin(), pos64.end());
+  const int64_t T = static_cast<int64_t>(pos64.size());
+  for (int64_t D : {8, 64, 128}) {
+    const vt::Tensor cache = CosSinCache(max_pos, D);
+    for (DType d : kFloatTypes) {
+      for (DType pd : {DType::kI32, DType::kI64}) {
+        for (bool with_key : {true, false}) {
+          OpCase c{vt::StrCat("D ", D, " ", vt::DTypeName(d), " positions ", vt::DTypeName(pd), with_key ? " key" : ""),
+                   {pd == DType::kI32 ? HostOf(pos32, {T}, pd) : HostOf(pos64, {T}, pd), cache},
+                   {Host(Normal(static_cast<size_t>(T * Hq * D), 21, 2.0f), {T, Hq * D}, d)},
+                   nullptr,
+                   [d](size_t, int64_t, double want) { return Ulp(d, want); },
+                   nullptr};
+          if (with_key) c.outputs.push_back(Host(Normal(static_cast<size_t>(T * Hk * D), 22, 2.0f), {T, Hk * D}, d));
+          c.run = [D](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+            vt::RotaryEmbedding(q, in[0], out[0], out.size() > 1 ? &out[1] : nullptr, in[1], D);
+          };
+          cases.push_back(std::move(c));
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<OpCase> KvCacheWriteCases() {
+  std::vector<OpCase> cases;
+  const int64_t blocks = 5, bs = 4;
+  const std::vector<int64_t> slots = {19, -1, 0, 7, 8, -5, 12};  // negative: skipped
+  const int64_t T = static_cast<int64_t>(slots.size());
+  for (int64_t Hk : {1, 3}) {
+    for (int64_t D : {6, 64}) {
+      for (DType d : kFloatTypes) {
+        const vt::Shape cshape{blocks, bs, Hk, D};
+        const size_t cn = static_cast<size_t>(blocks * bs * Hk * D);
+        OpCase c{vt::StrCat("Hk ", Hk, " D ", D, " ", vt::DTypeName(d)),
+                 {Host(Normal(static_cast<size_t>(T * Hk * D), 33), {T, Hk * D}, d),
+                  Host(Normal(static_cast<size_t>(T * Hk * D), 34), {T, Hk * D}, d), HostOf(slots, {T}, DType::kI64)},
+                 {Host(Normal(cn, 31), cshape, d), Host(Normal(cn, 32), cshape, d)},
+                 nullptr,
+                 nullptr,
+                 nullptr};
+        c.run = [](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+          vt::KvCacheWrite(q, in[0], in[1], out[0], out[1], in[2]);
+        };
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<OpCase> PagedAttentionCases() {
+  // Fresh prompts, chunked prefill over earlier context, decode; GQA, MQA, MHA; head sizes
+  // on and off the vector widths; blocks handed out shuffled, spare blocks of garbage.
+  const std::vector<AttnGeometry> geometries = {
+      {4, 2, 32, 16, {{5, 5}, {40, 40}, {70, 9}}},   // GQA 2, prefill chunks
+      {8, 1, 64, 16, {{33, 33}, {100, 1}}},          // MQA, a decode row
+      {6, 6, 128, 8, {{45, 45}}},                    // MHA, small blocks
+      {12, 4, 80, 16, {{3, 3}, {1, 1}, {48, 48}}},   // a head size not a multiple of 32
+      {4, 4, 8, 4, {{9, 1}, {17, 1}, {2, 1}}},       // decode batch, a head size of 8
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 100;
+  for (const AttnGeometry& g : geometries) {
+    for (DType d : kFloatTypes) {
+      seed += 10;
+      const PagedBatch b = MakePagedBatch(g.seqs, g.block_size, seed);
+      const int64_t S = b.S, T = b.T, max_blocks = b.max_blocks, num_blocks = b.num_blocks;
+      const vt::Shape cshape{num_blocks, g.block_size, g.Hk, g.D};
+      const size_t cn = static_cast<size_t>(num_blocks * g.block_size * g.Hk * g.D);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(g.D));
+      OpCase c{vt::StrCat("Hq ", g.Hq, " Hk ", g.Hk, " D ", g.D, " block ", g.block_size, " seqs ", S, " ",
+                          vt::DTypeName(d)),
+               {Host(Normal(static_cast<size_t>(T * g.Hq * g.D), seed + 3, 1.5f), {T, g.Hq * g.D}, d),
+                Host(Normal(cn, seed + 1), cshape, d), Host(Normal(cn, seed + 2), cshape, d),
+                HostOf(b.tables, {S, max_blocks}, DType::kI32), HostOf(b.lens, {S}, DType::kI32),
+                HostOf(b.query_start_loc, {S + 1}, DType::kI32)},
+               {Filled({T, g.Hq * g.D}, d)},
+               nullptr,
+               [d](size_t, int64_t, double want) { return 2.0 * Ulp(d, want) + 1e-5; },
+               nullptr};
+      c.run = [scale](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::PagedAttention(q, out[0], in[0], in[1], in[2], in[3], in[4], in[5], scale);
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+}  // namespace vt_table
