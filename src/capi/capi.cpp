@@ -167,6 +167,7 @@ VTLLM_EXPORT vtllm_status vtllm_engine_create(const char* model_dir, const char*
   } catch (const ApiError& err) {
     return FromApiError(err);
   }
+  if (!model_dir && serving.served_model_names.empty()) serving.served_model_names.push_back("vtllm-default");
   try {
     auto e = std::make_unique<vtllm_engine>();
     e->engine = std::make_unique<vtllm::engine::AsyncEngine>(config);

@@ -73,7 +73,11 @@ void Serve(const ServeArgs& args) {
 
   const engine::EngineConfig config = MakeEngineConfig(args);
   engine::AsyncEngine engine(config);
-  server::Serving serving(engine, args.serving);
+  server::ServingOptions serving_options = args.serving;
+  // The embedded model's folder is named by a content hash; clients get a stable name.
+  if (args.model.model.empty() && serving_options.served_model_names.empty())
+    serving_options.served_model_names.push_back("vtllm-default");
+  server::Serving serving(engine, serving_options);
   server::HttpServer http(serving, args.http);
   const int port = http.Bind();
   std::fprintf(stderr, "vtllm serve: model %s on http://%s:%d (max_model_len %lld)\n", serving.model_name().c_str(),
@@ -89,6 +93,7 @@ void Serve(const ServeArgs& args) {
                    sig == SIGINT ? "SIGINT" : "SIGTERM", args.shutdown_timeout_s);
       http.Drain();
       engine.Shutdown(std::chrono::milliseconds(static_cast<int64_t>(args.shutdown_timeout_s * 1000)));
+      http.WaitIdle(std::chrono::seconds(5));
       http.Stop();
       return;
     }

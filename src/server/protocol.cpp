@@ -159,6 +159,9 @@ void ParseSamplingFields(const Json& body, const ProtocolContext& ctx, ParsedReq
 }
 
 void CheckContextLength(ParsedRequest& req, const ProtocolContext& ctx) {
+  if (req.prompts.size() * static_cast<size_t>(req.params.n) > kMaxChoices)
+    throw BadRequest("n", "A request may ask for at most " + std::to_string(kMaxChoices) + " completions (prompts * n), got " +
+                              std::to_string(req.prompts.size() * static_cast<size_t>(req.params.n)) + ".");
   const std::optional<int64_t>& max_tokens = req.params.max_tokens;
   for (const std::vector<int32_t>& prompt : req.prompts) {
     const int64_t n = static_cast<int64_t>(prompt.size());

@@ -40,6 +40,7 @@ struct ProtocolContext {
 };
 
 inline constexpr size_t kMaxPrompts = 1024;  // prompts in one completions body
+inline constexpr size_t kMaxChoices = 4096;  // prompts * n in one body
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::kCompletions;

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <ctime>
 #include <functional>
+#include <thread>
 
 #include "server/error.h"
 #include "server/metrics_text.h"
@@ -51,6 +52,18 @@ ApiError ErrorForStatus(int status, const httplib::Request& req, size_t body_lim
 struct StreamState {
   bool started = false;
   Clock::time_point last_write = Clock::now();
+};
+
+// Counts a generation request as being answered for as long as it lives.
+class ActiveGuard {
+ public:
+  explicit ActiveGuard(std::shared_ptr<std::atomic<int>> n) : n_(std::move(n)) { ++*n_; }
+  ~ActiveGuard() { --*n_; }
+  ActiveGuard(const ActiveGuard&) = delete;
+  ActiveGuard& operator=(const ActiveGuard&) = delete;
+
+ private:
+  std::shared_ptr<std::atomic<int>> n_;
 };
 
 std::string SseEvents(const std::vector<Json>& chunks) {
@@ -128,6 +141,13 @@ int HttpServer::Bind() {
 
 void HttpServer::Run() { http_->listen_after_bind(); }
 
+void HttpServer::WaitIdle(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (*active_ > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // A non-streaming response is written just after its handler returns.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
 void HttpServer::Stop() { http_->stop(); }
 
 void HttpServer::Routes() {
@@ -167,6 +187,7 @@ void HttpServer::Routes() {
                                                                       const std::string& body) {
       if (draining_) return SendError(res, ServiceUnavailable("The server is shutting down."));
       if (!serving_.engine().healthy()) return SendError(res, ServiceUnavailable("The engine has failed."));
+      auto active = std::make_shared<ActiveGuard>(active_);
       std::shared_ptr<Generation> gen;
       try {
         gen = std::make_shared<Generation>(serving_, serving_.Parse(endpoint, body));
@@ -186,7 +207,7 @@ void HttpServer::Routes() {
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [gen, state](size_t, httplib::DataSink& sink) {
+          [gen, state, active](size_t, httplib::DataSink& sink) {
             std::vector<Json> chunks;
             if (!state->started) {
               chunks = gen->Start();

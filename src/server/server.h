@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -49,6 +50,9 @@ class HttpServer {
   void Run();
   // New generation requests get 503 from now on (shutdown has begun); others still answer.
   void Drain() { draining_ = true; }
+  // Waits up to `timeout` until no generation request is being answered (after the engine's
+  // Shutdown, so the last chunks and [DONE] reach the clients before Stop closes the sockets).
+  void WaitIdle(std::chrono::milliseconds timeout);
   // Stops accepting and makes Run return (thread-safe; from a signal-watching thread).
   void Stop();
 
@@ -58,6 +62,7 @@ class HttpServer {
   ServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> draining_{false};
+  std::shared_ptr<std::atomic<int>> active_ = std::make_shared<std::atomic<int>>(0);  // generations being answered
 };
 
 }  // namespace vtllm::server

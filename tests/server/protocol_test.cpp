@@ -52,6 +52,10 @@ TEST(Completions, TokenIdPromptsWithoutTokenizer) {
   EXPECT_EQ(ErrorOf([&] { ParseCompletionRequest(J(R"({"prompt": "text"})"), ctx); }).param(), "prompt");
   EXPECT_EQ(ErrorOf([&] { ParseCompletionRequest(J(R"({"prompt": [100]})"), ctx); }).param(), "prompt");
   EXPECT_EQ(ErrorOf([&] { ParseCompletionRequest(J(R"({"prompt": [1], "model": "x"})"), ctx); }).status(), 404);
+  Json many = J(R"({"n": 100})");
+  many["prompt"] = Json::array();
+  for (int i = 0; i < 50; ++i) many["prompt"].push_back(Json::array({1}));
+  EXPECT_EQ(ErrorOf([&] { ParseCompletionRequest(many, ctx); }).param(), "n");  // 5000 completions
 }
 
 TEST(Completions, ContextLengthMessagesAsVllm) {

@@ -9,7 +9,8 @@ const args = parseArgs();
 const model = makeModel(args);
 const N = Number(process.env.CLIENTS || 64);
 const MAX_TOKENS = Number(process.env.MAX_TOKENS || 48);
-const srv = await startServer(args.vtllm, model, ['--max-num-seqs', String(Math.max(64, N)), '--http-threads', String(Math.max(512, 2 * N))]);
+const srv = await startServer(args.vtllm, model, ['--max-num-seqs', String(Math.max(64, N)), '--http-threads', String(Math.max(512, 2 * N)),
+                                                  '--shutdown-timeout', '1']);
 const client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'x', maxRetries: 0, timeout: 600000 });
 const prompts = ['Tell me a story', 'List three colors', 'What is 2 + 2?', 'Translate hello'];
 const base = { model: 'tiny', max_tokens: MAX_TOKENS, temperature: 0, ignore_eos: true };
@@ -63,9 +64,28 @@ await check('afterwards: 0 running, 0 waiting, KV usage 0, aborts counted', asyn
   assert(aborted >= 1, `aborted requests counted: ${aborted}`);
 });
 
-await check('the server still answers, and exits 0', async () => {
+await check('the server still answers', async () => {
   const r = await client.completions.create({ ...base, prompt: prompts[0] });
   assertEq(r.choices[0].text, reference[0]);
-  assertEq(await srv.stop(), 0);
+});
+
+await check('SIGTERM with streams running: they end (abort) with [DONE], exit 0', async () => {
+  const long = [];
+  for (let i = 0; i < 4; ++i) {
+    long.push((async () => {
+      const stream = await client.completions.create({ ...base, prompt: prompts[i], max_tokens: 900, stream: true });
+      let finish = null, chunks = 0;
+      for await (const c of stream) {
+        ++chunks;
+        if (c.choices[0] && c.choices[0].finish_reason) finish = c.choices[0].finish_reason;
+      }
+      return { finish, chunks };
+    })());
+  }
+  await new Promise((r) => setTimeout(r, 500));
+  const code = await srv.stop();
+  const ends = await Promise.all(long);
+  assertEq(code, 0, 'exit code');
+  for (const e of ends) assert(e.finish === 'abort' || e.finish === 'length', JSON.stringify(e));
 });
 finish();
