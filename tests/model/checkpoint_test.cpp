@@ -129,7 +129,9 @@ TEST(Checkpoint, ValidateScale) {
 }
 
 // The ModelOpt fixture, read through the loader: FP8 weights [N, K] with positive scalar
-// scales, and, because weight_scale = amax(W) / 448, every weight reaches +-448 somewhere.
+// scales. Projections that read one input (q/k/v, gate/up) share one weight scale,
+// amax over the group / 448, so in each group some weight reaches +-448; o_proj and
+// down_proj have scales of their own and each reaches it.
 TEST(Checkpoint, ModelOptFixture) {
   const std::string dir = testing::FixtureDir("fp8_modelopt");
   const Checkpoint c = Checkpoint::Open(dir);
@@ -137,23 +139,29 @@ TEST(Checkpoint, ModelOptFixture) {
   const QuantConfig q = QuantConfig::FromDir(dir);
   ASSERT_EQ(q.method, QuantMethod::kFp8Static);
   const int64_t qd = cfg.num_attention_heads * cfg.head_dim, kvd = cfg.num_key_value_heads * cfg.head_dim;
+  using Group = std::vector<std::pair<std::string, vt::Shape>>;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    const std::pair<std::string, vt::Shape> linears[] = {
-        {"self_attn.q_proj", {qd, cfg.hidden_size}},        {"self_attn.k_proj", {kvd, cfg.hidden_size}},
-        {"self_attn.v_proj", {kvd, cfg.hidden_size}},       {"self_attn.o_proj", {cfg.hidden_size, qd}},
-        {"mlp.gate_proj", {cfg.intermediate_size, cfg.hidden_size}},
-        {"mlp.up_proj", {cfg.intermediate_size, cfg.hidden_size}},
-        {"mlp.down_proj", {cfg.hidden_size, cfg.intermediate_size}}};
-    for (const auto& [name, shape] : linears) {
-      SCOPED_TRACE(p + name);
-      ASSERT_TRUE(q.IsQuantized(p + name));
-      const vt::Tensor w = c.GetAs(p + name + ".weight", vt::DType::kF8E4M3, shape);
-      EXPECT_GT(c.GetScaleF32(p + name + ".weight_scale"), 0.0f);
-      EXPECT_GT(c.GetScaleF32(p + name + ".input_scale"), 0.0f);
-      const auto* bytes = w.data_as<uint8_t>();
+    const Group groups[] = {{{"self_attn.q_proj", {qd, cfg.hidden_size}},
+                             {"self_attn.k_proj", {kvd, cfg.hidden_size}},
+                             {"self_attn.v_proj", {kvd, cfg.hidden_size}}},
+                            {{"self_attn.o_proj", {cfg.hidden_size, qd}}},
+                            {{"mlp.gate_proj", {cfg.intermediate_size, cfg.hidden_size}},
+                             {"mlp.up_proj", {cfg.intermediate_size, cfg.hidden_size}}},
+                            {{"mlp.down_proj", {cfg.hidden_size, cfg.intermediate_size}}}};
+    for (const Group& g : groups) {
+      SCOPED_TRACE(p + g.front().first);
       bool reaches_max = false;
-      for (int64_t i = 0; i < w.numel(); ++i) reaches_max |= std::fabs(vt::Fp8E4M3ToFloat(bytes[i])) == 448.0f;
+      const float scale = c.GetScaleF32(p + g.front().first + ".weight_scale");
+      EXPECT_GT(scale, 0.0f);
+      for (const auto& [name, shape] : g) {
+        ASSERT_TRUE(q.IsQuantized(p + name));
+        const vt::Tensor w = c.GetAs(p + name + ".weight", vt::DType::kF8E4M3, shape);
+        EXPECT_EQ(c.GetScaleF32(p + name + ".weight_scale"), scale) << name << " does not share the group's scale";
+        EXPECT_GT(c.GetScaleF32(p + name + ".input_scale"), 0.0f);
+        const auto* bytes = w.data_as<uint8_t>();
+        for (int64_t i = 0; i < w.numel(); ++i) reaches_max |= std::fabs(vt::Fp8E4M3ToFloat(bytes[i])) == 448.0f;
+      }
       EXPECT_TRUE(reaches_max);
     }
   }
