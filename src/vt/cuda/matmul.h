@@ -12,11 +12,12 @@ namespace vt::cuda {
 
 // MatmulFp8 uses cuBLASLt for M > kSmallMMax and K >= kLtMinK; for M = 1 and
 // kGemvMinK <= K <= kGemvMaxK the persistent GEMV kernel; otherwise (and when cuBLASLt has
-// no algorithm for the shape) the split-K streaming kernel, which measured faster than
-// MatmulFp8Small on every benchmarked shape. Below kLtMinK cuBLASLt's
-// FP8 tensor-core accumulation (about 13 mantissa bits per partial sum on sm_90) exceeds the
-// DESIGN bound 4·K·FLT_EPSILON·Σ|a·b|, measured on the H200; from 2048 up it stays inside.
-// At M = 4 the streaming kernel was measured at half of cuBLASLt's speed, hence 1.
+// no algorithm for the shape) the split-K streaming kernel, which is faster than
+// MatmulFp8Small on the benchmarked shapes. Below kLtMinK cuBLASLt's FP8 tensor-core
+// accumulation (about 13 mantissa bits per partial sum on sm_90) exceeds the DESIGN bound
+// 4·K·FLT_EPSILON·Σ|a·b|; from 2048 up it stays inside. kSmallMMax is 1 because already at
+// a few rows of a cuBLASLt's tensor cores outrun the streaming kernel.
+// bench/kernel_notes.md has the measurements behind these constants.
 inline constexpr int64_t kSmallMMax = 1;
 inline constexpr int64_t kLtMinK = 2048;
 inline constexpr int64_t kViaBf16MinM = 16;
@@ -50,12 +51,10 @@ bool GemvFits(const Tensor& a, const Tensor& b);
 //  - early_weight_loads (with overlap): before that wait each CTA loads its first group of
 //    weight rows into registers. Only for a weight that no kernel still running can write:
 //    MatmulFp8Gemv does it exactly when b.read_only() (Tensor::SetReadOnly).
-// Measured on the H200 (cuda_fp8_bench --gemv, M = 1): the L2 prefetch of 16 KiB streamed
-// 1.10-1.23x faster than the ordinary launch (chained calls); early loads instead of it
-// faster again on 4096 x 4096: 3024-3054 against 2743-2754 GB/s chained, 3223-3229 against
-// 2975-2979 replayed from a CUDA graph (two runs); 1.03x chained and 1.04-1.05x replayed
-// on 12288 x 4096 and 6144 x 4096; on 4096 x 12288 (one 768-thread CTA per SM) 0.95x
-// chained and 1.00x replayed.
+// The defaults: an overlapped launch with a 16 KiB L2 prefetch for a writable weight, so
+// its stream starts warm in L2 during the previous kernel's tail; early loads for a
+// read-only one, which start the stream in registers instead. bench/kernel_notes.md has
+// the measurements of each mode.
 struct GemvLaunch {
   bool overlap = false;
   uint32_t l2_prefetch = 0;

@@ -13,18 +13,12 @@
 //
 // Launched overlapped (programmatic dependent launch, see GemvLaunch), a CTA of a weight
 // marked read-only loads its first group of rows before it waits for the previous kernel,
-// so the weight stream starts during that kernel's tail. H200, 4096 x 4096 (16 MiB),
-// cuda_fp8_bench --gemv, chained / graph replay GB/s: 3058-3112 / 3239-3253 this way,
-// 2781 / 2970 with the L2 prefetch of a writable weight instead; the plain read roofline of
-// a 16 MiB buffer in the same runs 2494-2509 / 3054-3075. Before the 4-row tuning was held
-// to 64 registers, the dispatched kernel ran 2670-2723 / 2836-2919.
+// so the weight stream starts during that kernel's tail.
 //
-// Tried and dropped: weight rows brought into shared memory by bulk copies (cp.async.bulk
-// into a ring of 16 KiB stages, one or two CTAs per SM, so that the next kernel's CTAs fit
-// beside them and prefetch while this one streams). Same sums bit for bit, but on the H200
-// (cuda_fp8_bench --gemv, replayed from a CUDA graph) the best tuning reached 0.84x of this
-// kernel on 4096 x 4096 (2432 vs 2879 GB/s), 0.85x on 12288 x 4096 and 0.61x on 4096 x
-// 12288: each SM's bulk copies ran at 16-24 GB/s, and more, smaller copies were slower.
+// The weights go straight from global memory into registers rather than into shared
+// memory by bulk copies (cp.async.bulk): each SM's bulk copies run too slowly to keep up
+// with the register stream, and more, smaller copies do not help. bench/kernel_notes.md
+// has the measurements of this kernel, of its launch modes and of the bulk-copy variant.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -53,9 +47,9 @@ __device__ __forceinline__ void LoadGroup(uint4 (&w)[U][RB], const uint8_t* __re
 }
 
 // CTAs per SM the register budget must allow for the one-vector tunings: 1024 threads per
-// SM (64 registers a thread) for CTAs of up to 512 threads. A build of the 256-thread,
-// 4-row tuning that took 78 registers (3 CTAs per SM) streamed 16 MiB at 0.88x of one that
-// took 61 (4 CTAs per SM), both with early weight loads (H200, chained and graph replay).
+// SM (64 registers a thread) for CTAs of up to 512 threads, so that a full SM's worth of
+// threads keeps loads in flight; a tuning over that budget runs fewer CTAs per SM and
+// streams more slowly (bench/kernel_notes.md).
 constexpr int MinCtasPerSm(int threads, int vectors) { return vectors == 1 && threads <= 512 ? 1024 / threads : 1; }
 
 // Launch modes (GemvLaunch): overlap 0/1, prefetch_bytes of L2 prefetch, early 0/1.
@@ -171,12 +165,9 @@ template <int T, int U, int RB>
 void Launch(CudaQueue& cq, const Tensor& out, const Tensor& a, const Tensor& b, float alpha, const Tensor* bias,
             GemvLaunch how) {
   const int N = static_cast<int>(b.dim(0)), K = static_cast<int>(b.dim(1));
-  // One wave, but no CTA with fewer rows than a group. (Fewer CTAs per SM, which leave room
-  // for the next kernel's CTAs to start and prefetch early, measured slower: half a wave
-  // 0.6-0.9x of this; 1 or 2 CTAs per SM on 4096 x 4096 0.57-0.87x, whether each CTA
-  // prefetched 16 KiB, 64 KiB or its whole share. Measured again replayed from a CUDA
-  // graph, 20 calls, 4096 x 4096 and 12288 x 4096: 2 CTAs per SM 0.87x and 0.75x; a 1 MiB
-  // prefetch cap (each CTA's whole share) instead of 16 KiB 0.85x and 0.81x.)
+  // One wave, but no CTA with fewer rows than a group: every resident CTA slot streams,
+  // which keeps more loads in flight than leaving room for the next kernel's CTAs to start
+  // and prefetch early (bench/kernel_notes.md, GEMV grid size).
   const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * ResidentCtas<T, U, RB>();
   const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wave, N / RB)));
   const bool overlap = how.overlap && cq.cc_major >= 9;
@@ -206,15 +197,10 @@ struct Variant {
 };
 
 // The instantiated tunings: threads per CTA, 16-byte vectors per thread and row (so K up
-// to threads * vectors * 16), rows per group. Measured on the H200 (cuda_fp8_bench, M = 1,
-// chained calls): no thread should be idle (a 256 x 2 tuning on K = 4096 ran at 0.66x of
-// 256 x 1), one vector per thread beats several (K = 12288: 768 x 1 at 3273 GB/s, 256 x 3
-// at 3141), and groups of 4 rows beat 8 and 16. Groups of 2 rows, which won on 4096 x 4096
-// while the 4-row tuning took 78 registers, lost everywhere once it was held to 64
-// (cuda_fp8_bench --gemv, chained / graph replay GB/s, early loads): 4096 x 4096 3112 /
-// 3247 with 4 rows against 2705 / 2932 with 2, 6144 x 4096 3280 / 3536 against 3108 /
-// 3366, 6144 x 1024 1752 / 2065 against 1224 / 1572; with the L2-prefetch launch of a
-// writable weight too (4096 x 4096 2781 / 2970 against 2359 / 2486).
+// to threads * vectors * 16), rows per group. The set follows three rules: no thread is
+// idle (ChooseVariant takes the fewest threads x vectors that cover the row), one vector
+// per thread rather than several up to 768 threads, and groups of 4 rows, within the
+// 64-register budget of MinCtasPerSm. bench/kernel_notes.md has the measurements behind each rule.
 template <int T, int U, int RB>
 constexpr Variant V() {
   return {T, U, RB, &Launch<T, U, RB>};

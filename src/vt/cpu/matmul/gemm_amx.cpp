@@ -4,8 +4,8 @@
 // tiled GEMM (the wide path below).
 //
 // Why: a step of M rows of a does M·K·N multiply-adds; with vdpbf16ps (32 per instruction)
-// that bounds M = 4..16 below the memory bandwidth on server cores (measured by
-// vt_kernels_bench's multiply limit). One tdpbf16ps does 16 x M x 32 of them.
+// that bounds M = 4..16 below the memory bandwidth on server cores (vt_kernels_bench's
+// multiply limit; bench/kernel_notes.md). One tdpbf16ps does 16 x M x 32 of them.
 //
 // Layout: the weight is the tiles' left operand, the rows of a the right one, so no weight
 // is ever transposed: per 16 weight rows and 64-value K step, the fp8 rows are decoded to
@@ -36,11 +36,9 @@ namespace {
 constexpr int kTileRows = 16;  // weight rows per tile block (the AMX maximum)
 static_assert(kStreamABlockRows == 16, "a prepared block of rows is one 16-column tile");
 constexpr int kMaxM = 16;      // rows of a per call: the columns of one sums tile
-// Fewer rows of a take the AVX-512 set's vdpbf16ps stream: measured on 2 threads of the
-// H200 host's Xeon (AMX-BF16; vt_kernels_bench), fp8 at M = 1 streamed at 19-21 GB/s there
-// against 11-20 through the tiles (the tiles add a store and a tile load per decoded
-// vector, and one row of a leaves them idle), and at M = 2 16-23 against 9-22; from M = 4
-// the tiles won (M = 4: 14-18 against 11-13 GB/s; M = 16: 9-13 against 3-4).
+// Fewer rows of a take the AVX-512 set's vdpbf16ps stream: the tiles add a store and a
+// tile load per decoded vector, and one or two rows of a leave them mostly idle; from
+// M = 4 their multiply rate outweighs that (bench/kernel_notes.md has the measurements).
 constexpr int64_t kAmxMinM = 4;
 // Every GEMM up to this many rows of a runs on the tiles (the wide path past kMaxM);
 // longer ones take the set's packed vdpbf16ps GEMM, whose accumulators would otherwise
@@ -404,7 +402,8 @@ const KernelSet& AmxKernels() {
   static const KernelSet ks = [] {
     KernelSet k = Avx512Bf16Kernels();
     k.name = "amx-bf16";
-    // Not measured against the tiles yet: read-only weights take the AMX paths as stored.
+    // The packed kernels are not compared with the tiles yet (bench/kernel_notes.md):
+    // read-only weights take the AMX paths as stored.
     k.packed = nullptr;
     k.stream = &StreamAmx;
     k.stream_max_m = kStreamMaxM;

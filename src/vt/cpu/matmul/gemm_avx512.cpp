@@ -314,9 +314,10 @@ __attribute__((target("avx512vbmi"))) void StreamGroup(const Fp8ToBf16Lut& lut, 
 }
 
 // The group against all M rows of a, in blocks of kRowsA: the group's weight rows stay
-// in L1/L2 after the first block. (Blocks of 8 rows of a against 2 weight rows at a time,
-// which decode each weight once per 8 rows, measured slower from memory: 8-10 against
-// 11-14 GB/s at M = 16, vt_kernels_bench, 2 threads; as fast on cache-resident weights.)
+// in L1/L2 after the first block. Every block of rows of a reads all NR weight rows of the
+// group, so NR weight streams run from memory at once; fewer weight rows against more rows
+// of a would decode each weight fewer times but stream fewer rows at once, which costs more
+// from memory than it saves (bench/kernel_notes.md has the comparison).
 template <int NR>
 __attribute__((target("avx512vbmi"))) void StreamGroupAllRows(const Fp8ToBf16Lut& lut, DType dt, const uint16_t* a,
                                                               int64_t lda, int64_t M, const void* b, int64_t ldb,

@@ -94,7 +94,7 @@ struct KernelSet {
   void (*stream)(DType b_dtype, const void* a, int64_t lda, int64_t M, const void* b, int64_t K, int64_t nrows,
                  float* c, int64_t ldc);
   // Largest M that takes `stream`: past it, decoding each weight group once per few rows
-  // of a costs more than packing a panel once (measured per set with vt_kernels_bench).
+  // of a costs more than packing a panel once (chosen per set; bench/kernel_notes.md).
   int64_t stream_max_m = 0;
   // Optional, with stream: a's packed rows rearranged once per call into the layout the
   // stream path reads, so that its calls (one per block of weight rows and thread) do not
@@ -143,9 +143,8 @@ int64_t AmxStreamCalls();
 //  - kF32Bits: the code's bits placed straight into f32 bits (value * 2^-120, five integer
 //    instructions per 16 codes), against rows of a prepared once per call. fp8 subnormals
 //    become f32 subnormals, which AMD cores multiply at full speed and Intel cores through
-//    microcode assists (vt_kernels_bench --isa avx2 on random codes, the H200 host's AMX
-//    Xeon, 2 threads: 0.7 GB/s against 12.5-18.2 with kHalf; this Zen 5 VM: 34-36 against
-//    25-28);
+//    microcode assists, which make this decode far slower than kHalf there and faster on
+//    AMD (bench/kernel_notes.md);
 //  - kAuto (the default): kF32Bits on AMD processors, kHalf elsewhere.
 // Both give results within the DESIGN bound; the lanes sum the K values in a different
 // order, so the bits may differ. Set for tests and benchmarks; not thread-safe with calls.
@@ -167,9 +166,8 @@ const PackedFp8Kernels& Avx512Bf16PackedKernels();  // vdpbf16ps, 16 columns per
 const PackedFp8Kernels& Avx2PackedKernels();        // F32 FMA, 8 columns per block
 // The streaming path of the F32 sets (AVX2 code, also used by the AVX-512 F32 set): a
 // packed to F32 as their packs do (fp8 as value * 2^-8), b fp8, BF16 or F32. It takes
-// M <= kStreamMaxMF32: measured with vt_kernels_bench --isa avx2 (2 threads), fp8 weights
-// streamed at M = 4 beat the packed GEMM (9.9 vs 8.8 GB/s on 4096->12288) and lost at
-// M = 16 (2.5 vs 3.8 GB/s: the weights are decoded again for every pair of rows of a).
+// M <= kStreamMaxMF32: it decodes the weights again for every pair of rows of a, so past a
+// few rows packing a panel once costs less (bench/kernel_notes.md has the measurements).
 inline constexpr int64_t kStreamMaxMF32 = 4;
 void StreamF32Avx2(DType b_dtype, const void* a, int64_t lda, int64_t M, const void* b, int64_t K, int64_t nrows,
                    float* c, int64_t ldc);

@@ -19,14 +19,11 @@ constexpr int64_t kStreamPrefetch = 1536;
 // The layouts of the streaming decode paths' groups of kPanelRows weight rows:
 //  - quarters (M <= 4): the rows are cut into 4 contiguous quarters and group g takes row g
 //    of each, so every row a step reads continues one of 4 sequential streams, whatever K
-//    is, and the prefetch target is a plain distance ahead. With 1-KiB rows (Qwen3-0.6B)
-//    adjacent groups read 4 interleaved strided streams per page and fp8 ran at ~17 GB/s
-//    per thread against ~30 in quarters. At M = 2 and 3 quarters also won on every
-//    benchmarked shape (avx512bf16, 2 threads, from memory: M = 2 45-72 against 31-50
-//    GB/s, M = 3 44-58 against 28-48), at M = 4 they were as fast or faster (32 -> 48 GB/s
-//    on 3072 -> 1024).
-//  - adjacent (M > 4): group g is rows 4g..4g+3. At M = 8 and 16, where the multiplies
-//    bound the stream, quarters measured 15% slower to 20% faster depending on the shape.
+//    is, and the prefetch target is a plain distance ahead; with short rows (1 KiB in
+//    Qwen3-0.6B) adjacent groups would read 4 interleaved strided streams per page instead.
+//  - adjacent (M > 4): group g is rows 4g..4g+3. There the multiplies bound the stream,
+//    so the layout of the reads matters less than near M = 1.
+// bench/kernel_notes.md has the measurements behind the M = 4 boundary.
 // Byte offset from a row's current position (element k of rows of `ld` elements of `elt`
 // bytes) to prefetch in the adjacent layout: row j of a group is followed by row j of the
 // next group, so long rows prefetch kStreamPrefetch bytes ahead in the row and, past its
@@ -77,13 +74,8 @@ template <int kRowsA, typename Tile>
 //    `group` contiguous parts and tile i takes block i of each part (then every row tile
 //    of it), so each of a tile's weight streams runs on through its part in address
 //    order and the prefetches stay ahead across block boundaries; adjacent blocks
-//    restarted `group` streams every tile. Measured (2 threads, weights rotating through
-//    512 MiB, medians, the two walks alternated in one process, Qwen3-0.6B and -8B
-//    shapes): avx512bf16 M = 1 49-65 GB/s adjacent against 64-74 in parts (K = 1024
-//    gained most), M = 4 44-59 against 56-64, M = 8 29-41 against 35-44, M = 16 17-23
-//    against 20-23.5; avx2 M = 1 30-39 against 34-46, M = 4 16-20 against 20-22. At
-//    M = 1, 8 parts (45-55) and 2 parts (47-57) were slower than 4. The last
-//    (n mod group) blocks go one at a time.
+//    restarted `group` streams every tile (bench/kernel_notes.md compares the two walks
+//    and the part counts). The last (n mod group) blocks go one at a time.
 //  - adjacent (prefill, bound by the multiplies; the driver passes 256-column chunks):
 //    groups of adjacent blocks, and for each group every tile of up to `rows_per_tile`
 //    rows in turn, so the group's weights come from memory once; a group is cut into

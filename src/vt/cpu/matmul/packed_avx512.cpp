@@ -2,15 +2,15 @@
 //
 // The other kernels form dot products along K (acc[m][n] += a[m, k..k+31] · b[n, k..k+31],
 // lanes summed at the end), which costs one 64-byte load of a and one of b per
-// vdpbf16ps pair in a 4 x 4 tile; this core's L1 does not feed that at two vdpbf16ps per
-// cycle (measured: 3.9-4.0 G/s against a 7.0 peak for the 4 x 4 tile with its operands in
-// L1). Here each f32 lane is one output column instead: a weight block holds 16 columns
-// and, per step of 4 K values, 64 codes laid out so that the fp8 table's decode (two
-// vpermt2b, one vpternlog, two vpunpck) gives the two BF16 pair vectors vdpbf16ps wants
-// ([col 0: k0 k1][col 1: k0 k1]... and the same for k2 k3); each row of a enters as a
-// broadcast BF16 pair, so a step costs one weight load per 16 columns and two 4-byte
-// broadcasts per row of a, and no lane sums. Measured in a standalone probe (one thread,
-// operands in L1): 6.84 G vdpbf16ps/s for 8 rows x 32 columns, 98% of the peak.
+// vdpbf16ps pair in a 4 x 4 tile; L1 does not feed that at two vdpbf16ps per cycle, so
+// even with the operands in L1 the multiplies stay well short of their peak. Here each f32
+// lane is one output column instead: a weight block holds 16 columns and, per step of 4 K
+// values, 64 codes laid out so that the fp8 table's decode (two vpermt2b, one vpternlog,
+// two vpunpck) gives the two BF16 pair vectors vdpbf16ps wants ([col 0: k0 k1][col 1:
+// k0 k1]... and the same for k2 k3); each row of a enters as a broadcast BF16 pair, so a
+// step costs one weight load per 16 columns and two 4-byte broadcasts per row of a, and no
+// lane sums, which lets the multiplies run near their peak rate (bench/kernel_notes.md has
+// the measurements of both forms).
 //
 // Layout (PackedWeightBytes): block j (columns 16j..16j+15) is RoundUp(K, 4) / 4 steps of
 // 64 bytes; in step s the code of column 16j + 4L + i at K offset 4s + t sits at byte
