@@ -1,7 +1,7 @@
 // vtllm chat [MODEL]: an interactive chat through the engine. Each line is a user turn; the
 // model's chat template renders the whole history, the answer streams as it is generated.
 // "/reset" forgets the history, "/exit" (or end of input) quits, Ctrl-C stops the current
-// answer (a second Ctrl-C while idle quits). When stdin is not a terminal, lines are read
+// answer (Ctrl-C while waiting for input quits). When stdin is not a terminal, lines are read
 // from it the same way, with no prompt shown (tests drive it so).
 #include <unistd.h>
 
