@@ -30,7 +30,7 @@ vt::Tensor Host(const std::vector<float>& v, const vt::Shape& shape, vt::DType d
 
 vt::Tensor Filled(const vt::Shape& shape, vt::DType dtype) {
   vt::Tensor t = vt::Tensor::Empty(shape, dtype);
-  std::memset(t.data(), 0x5A, t.nbytes());
+  if (t.nbytes() > 0) std::memset(t.data(), 0x5A, t.nbytes());  // an empty tensor has no data
   return t;
 }
 
