@@ -38,6 +38,10 @@ struct OpCase {
   // Optional: the op's definition on the same backend (a fused recipe's composite), whose
   // outputs the op must reproduce byte for byte.
   RunFn definition;
+  // A NaN the op's arithmetic makes (SiluMul of a -inf gate: -inf * 0) has no defined sign:
+  // x86 makes the negative default NaN, CUDA the positive canonical one. Set for such ops: a
+  // NaN then equals any NaN. Unset, a NaN must keep its sign (the quantizers' contract).
+  bool nan_sign_free = false;
 };
 
 // The cases of one op; every OpId has an entry (op_table_test.cpp's switch).
@@ -93,6 +97,6 @@ struct PagedBatch {
 PagedBatch MakePagedBatch(const std::vector<std::pair<int64_t, int64_t>>& seqs, int64_t block_size, uint32_t seed);
 
 // Byte equality with the first difference in the message; NaNs as OpCase::tol says.
-::testing::AssertionResult SameBytes(const vt::Tensor& got, const vt::Tensor& want);
+::testing::AssertionResult SameBytes(const vt::Tensor& got, const vt::Tensor& want, bool nan_sign_free = false);
 
 }  // namespace vt_table

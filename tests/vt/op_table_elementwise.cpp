@@ -182,6 +182,7 @@ std::vector<OpCase> SiluMulCases() {
         OpCase c{vt::StrCat(Describe(s, xd), " out ", vt::DTypeName(od)), {Host(v, {s.rows, 2 * s.width}, xd)},
                  {Filled({s.rows, s.width}, od)}, nullptr, nullptr, nullptr};
         c.run = [](const vt::Queue& q, const Tensors& in, const Tensors& out) { vt::SiluMul(q, out[0], in[0]); };
+        c.nan_sign_free = true;  // the -inf gates
         cases.push_back(std::move(c));
       }
     }
@@ -331,6 +332,7 @@ std::vector<OpCase> SiluMulQuantFp8Cases() {
         args.input_scale = scale;
         vt::FusedChainComposite(q, vt::recipes::kSiluMulQuantFp8, args);
       };
+      c.nan_sign_free = true;  // the -inf gates
       cases.push_back(std::move(c));
     }
   }
