@@ -7,12 +7,14 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "vt/device.h"
 
 namespace vt {
 
 class Tensor;
+struct GraphImpl;
 
 // Instruction-set levels of the CPU backend, from the portable scalar code up. A queue
 // uses the lower of what the processor has and what it was asked for, so tests can force
@@ -68,6 +70,8 @@ struct Queue::Impl {
   explicit Impl(Device d) : device(d) {}
   virtual ~Impl() = default;
   virtual void Synchronize() {}
+  // Records what fn enqueues (vt::Graph::Capture); the default records nothing.
+  virtual std::shared_ptr<GraphImpl> CaptureGraph(const std::function<void()>& fn, std::string* why_not);
   // Backends that multiply fp8 weights on a copy laid out for their kernels make it here
   // (see vt::PrepareMatmulFp8Weight in vt/ops/matmul.h); the default lays out nothing.
   virtual bool PrepareMatmulFp8Weight(const Tensor& b, std::span<const int64_t> row_starts) {

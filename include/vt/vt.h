@@ -4,6 +4,7 @@
 #include "vt/device.h"
 #include "vt/dtype.h"
 #include "vt/error.h"
+#include "vt/graph.h"
 #include "vt/op_id.h"
 #include "vt/ops/activation.h"
 #include "vt/ops/attention.h"

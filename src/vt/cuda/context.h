@@ -8,10 +8,15 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <functional>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "vt/cuda/device_error.h"
 #include "vt/error.h"
+#include "vt/graph.h"
 #include "vt/queue.h"
 
 #ifdef VT_CUDA_CUBLASLT
@@ -44,6 +49,7 @@ struct CudaQueue : Queue::Impl {
   explicit CudaQueue(int index);
   ~CudaQueue() override;
   void Synchronize() override;
+  std::shared_ptr<GraphImpl> CaptureGraph(const std::function<void()>& fn, std::string* why_not) override;  // graph.cpp
 
   cudaStream_t stream = nullptr;
   // The device's index-error record (device_error.h), looked up once per queue.
@@ -63,6 +69,13 @@ struct CudaQueue : Queue::Impl {
 
 // The CUDA queue behind `q` (an internal error if a CUDA kernel got another queue).
 CudaQueue& Cuda(const Queue& q);
+
+// Blocks of the caching allocator (runtime.cpp) that a recorded graph keeps: while `keep` is
+// set for a device, blocks freed on it go there instead of back to the cache (a graph's ops
+// may still use them at every replay); ReturnBlocks gives them back when the graph is gone.
+using KeptBlocks = std::vector<std::pair<void*, size_t>>;
+void KeepFreedBlocks(int device, KeptBlocks* keep);
+void ReturnBlocks(int device, KeptBlocks& blocks);
 
 }  // namespace vt::cuda
 

@@ -102,7 +102,23 @@ class CachingAllocator {
 
   void Free(int device, void* p, size_t block_size) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (static_cast<size_t>(device) < keep_.size() && keep_[device] != nullptr) {
+      keep_[device]->emplace_back(p, block_size);
+      return;
+    }
     Pool(device).emplace(block_size, p);
+  }
+
+  void Keep(int device, KeptBlocks* keep) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (static_cast<size_t>(device) >= keep_.size()) keep_.resize(device + 1, nullptr);
+    keep_[device] = keep;
+  }
+
+  void Return(int device, KeptBlocks& blocks) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [p, size] : blocks) Pool(device).emplace(size, p);
+    blocks.clear();
   }
 
  private:
@@ -127,6 +143,7 @@ class CachingAllocator {
 
   std::mutex mu_;
   std::vector<std::multimap<size_t, void*>> pools_;
+  std::vector<KeptBlocks*> keep_;  // per device: where freed blocks go while a graph records
 };
 
 // ---- pinned staging for large host-to-device copies ------------------------------------
@@ -254,6 +271,9 @@ void ThrowPendingIndexError(int device) {
   VT_CUDA_CHECK(cudaMemset(p, 0, sizeof r));
   throw Error(DescribeIndexError(r, device));
 }
+
+void KeepFreedBlocks(int device, KeptBlocks* keep) { CachingAllocator::Get().Keep(device, keep); }
+void ReturnBlocks(int device, KeptBlocks& blocks) { CachingAllocator::Get().Return(device, blocks); }
 
 std::shared_ptr<Storage> AllocateStorage(int device, size_t nbytes) {
   const int count = CudaDeviceCount();
