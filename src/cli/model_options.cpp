@@ -15,6 +15,8 @@ void AddModelFlags(CLI::App* cmd, ModelArgs& args) {
                   "highest CPU kernel level to use: scalar, avx2, avx512, avx512bf16, amx or best (what the "
                   "processor has)")
       ->capture_default_str();
+  cmd->add_flag("--enforce-eager", args.enforce_eager,
+                "CUDA: run every step eagerly, not decode steps as replays of recorded CUDA graphs");
 }
 
 namespace {
@@ -54,6 +56,7 @@ model::LoadOptions LoadOptionsFor(const ModelArgs& args, bool progress) {
   o.cpu_threads = args.threads;
   o.cpu_isa = ParseCpuIsa(args.cpu_isa);
   o.progress = progress;
+  o.enforce_eager = args.enforce_eager;
   return o;
 }
 

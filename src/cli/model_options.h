@@ -19,9 +19,10 @@ struct ModelArgs {
   std::string dtype = "auto";  // auto | bfloat16 | float32
   int threads = 0;             // CPU threads (0: all)
   std::string cpu_isa = "best";  // cap on the CPU kernels' instruction set
+  bool enforce_eager = false;    // CUDA: no graph replays
 };
 
-// Adds --device, --dtype, --threads and --cpu-isa to `cmd`.
+// Adds --device, --dtype, --threads, --cpu-isa and --enforce-eager to `cmd`.
 void AddModelFlags(CLI::App* cmd, ModelArgs& args);
 
 // The load options the flags name; throws vt::Error naming a bad flag value.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <numeric>
 
+#include "model/layers/activation_buffers.h"
 #include "model/progress.h"
 #include "vt/error.h"
 #include "vt/registry.h"
@@ -56,6 +57,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   vt::Queue queue = MakeQueue(options);
   std::unique_ptr<Model> model(new Model(std::move(config), std::move(quant), queue));
   model->dtype_ = dtype;
+  model->graphs_enabled_ = options.device.is_cuda() && !options.enforce_eager;
 
   Checkpoint ckpt = Checkpoint::Open(dir);
   vt::Queue host = options.device.is_cpu() ? queue : vt::Queue::Cpu(options.cpu_threads);
@@ -115,6 +117,7 @@ void Model::ReserveStepBuffers(const StepLimits& want) {
     buffers_.logits = vt::Tensor::Empty({l.max_logit_rows, config_.vocab_size}, DType::kF32, dev);
   }
   buffers_.limits = l;
+  ++StepBufferGeneration();  // (also when nothing grew: cheap, and graphs re-record at most once)
 }
 
 void Model::CheckStep(const StepInput& step, const KvCacheTensors& cache) const {
@@ -157,6 +160,12 @@ void Model::CheckStep(const StepInput& step, const KvCacheTensors& cache) const 
 vt::Tensor Model::Execute(const StepInput& step, const KvCacheTensors& cache) {
   const auto issue_start = std::chrono::steady_clock::now();
   CheckStep(step, cache);
+  if (graphs_enabled_ && ExecuteGraph(step, cache)) {
+    ++graph_stats_.replays;
+    last_issue_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - issue_start).count();
+    return buffers_.logits.Slice(0, 0, step.num_logit_rows());
+  }
+  ++graph_stats_.eager;
   const int64_t T = step.num_tokens(), S = step.num_seqs(), R = step.num_logit_rows();
   const int64_t W = step.block_table_stride;
   StepLimits need{T, S, W, std::max<int64_t>(R, 1)};

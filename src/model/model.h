@@ -12,10 +12,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/checkpoint.h"
@@ -24,7 +26,7 @@
 #include "model/models/causal_lm.h"
 #include "model/quant_config.h"
 #include "model/step_input.h"
-#include "vt/queue.h"
+#include "vt/graph.h"
 
 namespace vtllm::model {
 
@@ -36,6 +38,8 @@ struct LoadOptions {
   int cpu_threads = 0;                     // 0: one per hardware thread
   vt::CpuIsa cpu_isa = vt::CpuIsa::kBest;  // cap on the CPU kernels' instruction set (tests)
   bool progress = true;                    // a progress bar on stderr for slow loads
+  // CUDA: decode steps run eagerly, not as replays of recorded graphs (vLLM's --enforce-eager).
+  bool enforce_eager = false;
 };
 
 // Sizes of the persistent step buffers (ReserveStepBuffers).
@@ -104,12 +108,30 @@ class Model {
   // device: close to the whole step when the host (launches, dispatch) is the bound.
   double last_issue_seconds() const { return last_issue_s_; }
 
+  // Decode steps (one new token per sequence, every row sampled, at most kMaxGraphBatch
+  // sequences) on CUDA replay a graph recorded for their batch-size bucket (1, 2, 4, 8, then
+  // multiples of 8), the batch padded up to it, unless the model was loaded with
+  // enforce_eager or set_step_graphs(false). Counts, for tests and benchmarks:
+  struct GraphStats {
+    int64_t captures = 0;  // graphs recorded
+    int64_t replays = 0;   // steps run as a replay
+    int64_t eager = 0;     // steps run eagerly
+  };
+  static constexpr int64_t kMaxGraphBatch = 512;
+  static int64_t GraphBucket(int64_t num_seqs);
+  bool step_graphs() const { return graphs_enabled_; }
+  void set_step_graphs(bool on);  // recorded graphs are kept while off (on CPU, graphs stay off)
+  const GraphStats& graph_stats() const { return graph_stats_; }
+
  private:
   Model(ModelConfig config, QuantConfig quant, vt::Queue queue)
       : config_(std::move(config)), quant_(std::move(quant)), queue_(std::move(queue)) {}
   std::vector<float> Run(KvCache& cache, std::span<const int32_t> token_ids, std::span<const BatchEntry> batch,
                          bool all_logits);
   void CheckStep(const StepInput& step, const KvCacheTensors& cache) const;
+  // Runs a decode step as a graph replay (model_graphs.cpp); false when the step is not one
+  // a graph runs (then nothing was enqueued).
+  bool ExecuteGraph(const StepInput& step, const KvCacheTensors& cache);
 
   // Persistent device buffers of a step (flat; each step takes views of their first rows).
   struct StepBuffers {
@@ -124,6 +146,14 @@ class Model {
   vt::DType dtype_ = vt::DType::kBF16;
   std::unique_ptr<CausalLM> lm_;
   double last_issue_s_ = 0.0;
+
+  // Recorded decode steps, by (bucket, the cache's first tensor, its blocks, block size).
+  bool graphs_enabled_ = false;
+  std::map<std::tuple<int64_t, const void*, int64_t, int64_t>, vt::Graph> graphs_;
+  uint64_t graphs_generation_ = 0;  // StepBufferGeneration() when graphs_ was last valid
+  GraphStats graph_stats_;
+  std::vector<int32_t> pad_i32_;    // host staging of a padded step
+  std::vector<int64_t> pad_i64_;
 };
 
 // The ops of `required` with no kernel on `device`, by name.

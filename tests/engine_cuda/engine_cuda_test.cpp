@@ -1,8 +1,12 @@
 // The engine on CUDA: the same requests, batched with chunked prefill and preemption, give on
 // the GPU the greedy tokens the CPU engine gives (f32 activations, up to the first near-tie of
-// the HF reference), and the sampler's kernels ran on the GPU. Without a GPU: SKIPPED.
+// the HF reference), and the sampler's kernels ran on the GPU; decode steps ran as CUDA graph
+// replays (counted), and give the tokens of the eager engine, also when requests finish at
+// different steps so that the batch shrinks through the buckets. Without a GPU: SKIPPED.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "engine/engine.h"
@@ -21,10 +25,17 @@ std::string Id(size_t i) {
 
 const std::string kTiny = std::string(VTLLM_FIXTURES_DIR) + "/oracles/qwen3-tiny";
 
+struct RunOptions {
+  bool enforce_eager = false;
+  std::vector<int> max_tokens;  // per request (default 24 each)
+  model::Model::GraphStats* stats = nullptr;
+};
+
 std::map<std::string, std::vector<int32_t>> RunGreedy(vt::Device device, const std::string& dir, int64_t budget,
-                                                      int64_t kv_blocks) {
+                                                      int64_t kv_blocks, const RunOptions& ro = {}) {
   model::LoadOptions o;
   o.device = device;
+  o.enforce_eager = ro.enforce_eager;
   o.dtype = vt::DType::kF32;
   o.cpu_threads = 2;
   o.progress = false;
@@ -44,7 +55,7 @@ std::map<std::string, std::vector<int32_t>> RunGreedy(vt::Device device, const s
     r.request_id = Id(i);
     r.prompt_token_ids = cases[i].prompt;
     r.params.temperature = 0;
-    r.params.max_tokens = 24;
+    r.params.max_tokens = i < ro.max_tokens.size() ? ro.max_tokens[i] : 24;
     r.params.ignore_eos = true;
     e.AddRequest(r);
   }
@@ -57,6 +68,7 @@ std::map<std::string, std::vector<int32_t>> RunGreedy(vt::Device device, const s
   if (kv_blocks <= 6) {
     EXPECT_GT(e.metrics().num_preemptions, 0u);
   }
+  if (ro.stats) *ro.stats = m->graph_stats();
   return out;
 }
 
@@ -77,6 +89,37 @@ TEST(EngineCuda, GreedyTokensMatchTheCpuEngineAndTransformers) {
         if (std::string(sub) == "/bf16") {
           EXPECT_EQ(gpu.at(id)[t], cases[i].greedy[t]) << id << " step " << t;
         }
+      }
+    }
+  }
+}
+
+TEST(EngineCuda, GraphReplaysGiveTheEagerEnginesTokens) {
+  if (vt::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: skipped";
+  const auto cases = model::testing::ReadOracle(kTiny);
+  for (const char* sub : {"/bf16", "/fp8_modelopt"}) {
+    // Requests of different lengths: the decode batch shrinks 4 -> 3 -> 2 -> 1 (buckets 4, 4,
+    // 2, 1); with 6 KV blocks some are preempted and come back.
+    for (const int64_t kv_blocks : {int64_t{64}, int64_t{6}}) {
+      RunOptions graphs, eager;
+      graphs.max_tokens = eager.max_tokens = {24, 9, 17, 4};
+      model::Model::GraphStats gs, es;
+      graphs.stats = &gs;
+      eager.stats = &es;
+      eager.enforce_eager = true;
+      const auto g = RunGreedy(vt::Device::Cuda(0), kTiny + sub, 16, kv_blocks, graphs);
+      const auto e = RunGreedy(vt::Device::Cuda(0), kTiny + sub, 16, kv_blocks, eager);
+      std::printf("[%s, %lld blocks] graphs: %lld recorded, %lld replays, %lld eager steps\n", sub,
+                  static_cast<long long>(kv_blocks), static_cast<long long>(gs.captures),
+                  static_cast<long long>(gs.replays), static_cast<long long>(gs.eager));
+      EXPECT_GT(gs.replays, 0) << sub << ": no decode step replayed a graph";
+      EXPECT_GE(gs.captures, 2) << sub << ": the shrinking batch should need more than one bucket";
+      EXPECT_EQ(es.replays, 0) << sub << ": --enforce-eager replayed a graph";
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const std::string id = Id(i);
+        ASSERT_EQ(g.at(id).size(), e.at(id).size()) << sub << " " << id;
+        const size_t n = std::min(g.at(id).size(), model::testing::StepsBeforeNearTie(cases[i].margins));
+        for (size_t t = 0; t < n; ++t) EXPECT_EQ(g.at(id)[t], e.at(id)[t]) << sub << " " << id << " step " << t;
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -192,6 +193,80 @@ TEST(ModelCuda, BatchedStepsMatchCpu) {
                                                             want.begin() + static_cast<int64_t>(i + 1) * V) -
                                            (want.begin() + static_cast<int64_t>(i) * V)));
         b_cpu[i].num_new = b_gpu[i].num_new = 1;
+      }
+    }
+  }
+}
+
+// Decode steps as CUDA graph replays: a step of 4 sequences (bucket 4, no padding) gives the
+// eager step's logits bit for bit, and so does every later replay; a step of 3 (padded to
+// bucket 4, the same recorded graph) gives the same tokens as its eager run and logits
+// within the BF16 tolerance (the GEMMs then run M = 4, where cuBLASLt may choose another
+// algorithm than for M = 3). The counts prove which path ran.
+TEST(ModelCuda, GraphReplayEqualsEagerStep) {
+  REQUIRE_CUDA();
+  const auto prompts = Prompts(FixturesDir() + "/oracles/qwen3-tiny/reference.json");
+  ASSERT_GE(prompts.size(), 4u);
+  for (const std::string& dir : {FixturesDir() + "/oracles/qwen3-tiny/bf16",
+                                 FixturesDir() + "/oracles/qwen3-tiny/fp8_modelopt"}) {
+    auto m = LoadOn(dir, vt::Device::Cuda(0), vt::DType::kBF16);
+    ASSERT_TRUE(m->step_graphs()) << "graphs are on by default on CUDA";
+    const int64_t V = m->vocab_size();
+    KvCache cache = m->MakeKvCache(1024, 16);
+    std::vector<SequenceKv> seqs(4);
+    std::vector<int32_t> ids;
+    std::vector<BatchEntry> batch;
+    for (size_t i = 0; i < 4; ++i) {
+      for (int32_t id : prompts[i]) ids.push_back(static_cast<int32_t>(id % V));
+      batch.push_back({&seqs[i], static_cast<int64_t>(prompts[i].size())});
+    }
+    m->ForwardBatch(cache, ids, batch);  // the prefill: eager (several tokens per sequence)
+    EXPECT_EQ(m->graph_stats().replays, 0);
+    for (const size_t S : {size_t{4}, size_t{3}}) {
+      std::vector<BatchEntry> step;
+      std::vector<int32_t> next;
+      for (size_t i = 0; i < S; ++i) {
+        step.push_back({&seqs[i], 1});
+        next.push_back(static_cast<int32_t>((7 * i + 3) % static_cast<size_t>(V)));
+      }
+      const std::vector<SequenceKv> before = seqs;
+      // The same step three times over the same cache state (each rewrites its token's slot).
+      auto run = [&](bool graphs) {
+        m->set_step_graphs(graphs);
+        std::vector<float> out = m->ForwardBatch(cache, next, step);
+        for (size_t i = 0; i < S; ++i) seqs[i].num_tokens = before[i].num_tokens;
+        return out;
+      };
+      const Model::GraphStats s0 = m->graph_stats();
+      const std::vector<float> eager = run(false);
+      const std::vector<float> first = run(true);
+      const std::vector<float> again = run(true);
+      const Model::GraphStats s1 = m->graph_stats();
+      EXPECT_EQ(s1.eager - s0.eager, 1) << dir << " S=" << S;
+      EXPECT_EQ(s1.replays - s0.replays, 2) << dir << " S=" << S;
+      // S = 4 records bucket 4; S = 3 replays that same graph, padded.
+      EXPECT_EQ(s1.captures - s0.captures, S == 4 ? 1 : 0) << dir << " S=" << S;
+      ASSERT_EQ(first.size(), S * static_cast<size_t>(V));
+      EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * sizeof(float)), 0)
+          << dir << " S=" << S << ": two replays of one step differ";
+      if (S == 4) {
+        EXPECT_EQ(std::memcmp(first.data(), eager.data(), first.size() * sizeof(float)), 0)
+            << dir << ": the replay differs from the eager step";
+      } else {
+        const double err = MaxAbsDiff(first, eager);
+        std::printf("[%s graph] S=3 padded to 4: max |logit replay - eager| = %.3g\n",
+                    dir.substr(dir.find_last_of('/') + 1).c_str(), err);
+        EXPECT_LE(err, TolFor(vt::DType::kBF16).logits) << dir;
+        for (size_t i = 0; i < S; ++i) {
+          auto row = [&](const std::vector<float>& v) { return v.begin() + static_cast<std::ptrdiff_t>(i * V); };
+          std::vector<float> e(row(eager), row(eager) + V);
+          const auto top = std::max_element(e.begin(), e.end());
+          const float best = *top;
+          const int64_t want = top - e.begin();
+          *top = -INFINITY;
+          if (best - *std::max_element(e.begin(), e.end()) < TolFor(vt::DType::kBF16).near_tie) continue;
+          EXPECT_EQ(std::max_element(row(first), row(first) + V) - row(first), want) << dir << " row " << i;
+        }
       }
     }
   }

@@ -2,12 +2,22 @@
 // sliced to each step's rows, so a step of a size seen before allocates nothing.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <vector>
 
 #include "vt/device.h"
 #include "vt/tensor.h"
 
 namespace vtllm::model {
+
+// Counts reallocations of a step's device buffers (activation slots, quantized inputs, step
+// inputs). A recorded step graph holds their addresses, so a graph recorded before the
+// count last moved may use freed memory and is recorded again (Model::ExecuteGraph).
+inline std::atomic<uint64_t>& StepBufferGeneration() {
+  static std::atomic<uint64_t> generation{0};
+  return generation;
+}
 
 enum ActivationSlot {
   kSlotQkv,
@@ -36,8 +46,10 @@ class ActivationBuffers {
     const size_t i = static_cast<size_t>(slot);
     if (slots_.size() <= i) slots_.resize(i + 1);
     vt::Tensor& t = slots_[i];
-    if (!t.defined() || t.dim(0) < rows || t.dim(1) != cols || t.dtype() != dtype)
+    if (!t.defined() || t.dim(0) < rows || t.dim(1) != cols || t.dtype() != dtype) {
       t = vt::Tensor::Empty({rows, cols}, dtype, device_);
+      ++StepBufferGeneration();
+    }
     return t.Slice(0, 0, rows);
   }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "model/checkpoint.h"
+#include "model/layers/activation_buffers.h"
 #include "model/quant_config.h"
 #include "vt/detail/numerics.h"
 #include "vt/error.h"
@@ -182,8 +183,10 @@ void Linear::ApplyShards(const vt::Queue& q, const vt::Tensor& x, std::span<cons
   vt::Tensor input = x;
   if (method_->takes_quantized_input() && x.dtype() != vt::DType::kF8E4M3) {
     const int64_t T = x.dim(0);
-    if (!quantized_.defined() || quantized_.dim(0) < T)
+    if (!quantized_.defined() || quantized_.dim(0) < T) {
       quantized_ = vt::Tensor::Empty({T, in_features_}, vt::DType::kF8E4M3, q.device());
+      ++StepBufferGeneration();
+    }
     input = quantized_.Slice(0, 0, T);
     vt::QuantFp8Static(q, input, x, method_->input_scale());
   }

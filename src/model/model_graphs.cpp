@@ -1,0 +1,102 @@
+// Decode steps as CUDA graph replays (Model::ExecuteGraph).
+//
+// A decode step of S sequences runs as the graph recorded for its bucket Sb >= S, over the
+// same persistent buffers every step: the step's inputs are copied into them, padded to Sb
+// rows. A padding row reads token 0 at position 0 with a context of one token in block 0,
+// and its slot is -1, so it writes no KV entry; its logits rows are computed and ignored.
+// Rows are independent through every op of a layer, so the real rows' results do not
+// depend on the padding. A graph holds the addresses of the buffers it was recorded with:
+// when any of them is reallocated (StepBufferGeneration moves) every graph is dropped and
+// recorded again on first use.
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "model/layers/activation_buffers.h"
+#include "model/model.h"
+#include "vt/error.h"
+
+namespace vtllm::model {
+
+int64_t Model::GraphBucket(int64_t num_seqs) {
+  if (num_seqs <= 1) return 1;
+  if (num_seqs <= 2) return 2;
+  if (num_seqs <= 4) return 4;
+  return (num_seqs + 7) / 8 * 8;
+}
+
+void Model::set_step_graphs(bool on) { graphs_enabled_ = on && queue_.device().is_cuda(); }
+
+bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
+  const int64_t T = step.num_tokens(), S = step.num_seqs(), R = step.num_logit_rows();
+  if (T != S || R != T || S > kMaxGraphBatch) return false;
+  for (int64_t r = 0; r < R; ++r)
+    if (step.logit_rows[static_cast<size_t>(r)] != r) return false;
+  const int64_t Sb = GraphBucket(S);
+  // The recorded block tables are [Sb, W] with W the reserved width, whatever this step's.
+  const StepLimits& have = buffers_.limits;
+  if (!buffers_.ids.defined() || Sb > have.max_num_tokens || Sb > have.max_num_seqs || Sb > have.max_logit_rows ||
+      step.block_table_stride > have.max_blocks_per_seq)
+    ReserveStepBuffers({Sb, Sb, std::max(step.block_table_stride, have.max_blocks_per_seq), Sb});
+  const int64_t W = buffers_.limits.max_blocks_per_seq;
+
+  using vt::DType;
+  auto fill = [](const vt::Tensor& dst, const void* src, int64_t n, DType dt) {
+    vt::Tensor view = dst.Slice(0, 0, n);
+    view.CopyFrom(vt::Tensor::Borrow(const_cast<void*>(src), vt::Shape{n}, dt, vt::Device::Cpu(), nullptr));
+    return view;
+  };
+  const size_t sb = static_cast<size_t>(Sb), s = static_cast<size_t>(S);
+  pad_i32_.assign(sb, 0);
+  std::copy(step.token_ids.begin(), step.token_ids.end(), pad_i32_.begin());
+  const vt::Tensor ids = fill(buffers_.ids, pad_i32_.data(), Sb, DType::kI32);
+  AttentionMetadata meta;
+  meta.num_tokens = Sb;
+  pad_i64_.assign(sb, 0);
+  std::copy(step.positions.begin(), step.positions.end(), pad_i64_.begin());
+  meta.positions = fill(buffers_.positions, pad_i64_.data(), Sb, DType::kI64);
+  pad_i64_.assign(sb, -1);  // padding writes no KV entry
+  std::copy(step.slot_mapping.begin(), step.slot_mapping.end(), pad_i64_.begin());
+  meta.slot_mapping = fill(buffers_.slots, pad_i64_.data(), Sb, DType::kI64);
+  pad_i32_.assign(sb * static_cast<size_t>(W), 0);
+  for (size_t r = 0; r < s; ++r)
+    std::copy_n(step.block_tables.begin() + static_cast<std::ptrdiff_t>(r * static_cast<size_t>(step.block_table_stride)),
+                step.block_table_stride, pad_i32_.begin() + static_cast<std::ptrdiff_t>(r * static_cast<size_t>(W)));
+  meta.block_tables = fill(buffers_.block_tables, pad_i32_.data(), Sb * W, DType::kI32).View({Sb, W});
+  pad_i32_.assign(sb, 1);  // padding: a context of one token
+  std::copy(step.seq_lens.begin(), step.seq_lens.end(), pad_i32_.begin());
+  meta.seq_lens = fill(buffers_.seq_lens, pad_i32_.data(), Sb, DType::kI32);
+  pad_i32_.resize(sb + 1);
+  std::iota(pad_i32_.begin(), pad_i32_.end(), 0);
+  meta.query_start_loc = fill(buffers_.query_start_loc, pad_i32_.data(), Sb + 1, DType::kI32);
+  const vt::Tensor logits = buffers_.logits.Slice(0, 0, Sb);
+
+  if (StepBufferGeneration().load() != graphs_generation_) {
+    graphs_.clear();
+    graphs_generation_ = StepBufferGeneration().load();
+  }
+  const auto key = std::make_tuple(Sb, cache.key(0).data(), cache.spec().num_blocks, cache.spec().block_size);
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    std::string why_not;
+    vt::Graph g = vt::Graph::Capture(
+        queue_, [&] { lm_->Forward(queue_, ids, meta, cache, vt::Tensor(), logits); }, &why_not);
+    if (!g.defined()) {
+      std::fprintf(stderr, "vtllm: CUDA graphs off (decode steps run eagerly): recording a step failed: %s\n",
+                   why_not.c_str());
+      set_step_graphs(false);
+      return false;  // the inputs are in the buffers; the eager path copies them again
+    }
+    ++graph_stats_.captures;
+    // Recording may have grown buffers that older graphs use: those are stale now.
+    if (StepBufferGeneration().load() != graphs_generation_) {
+      graphs_.clear();
+      graphs_generation_ = StepBufferGeneration().load();
+    }
+    it = graphs_.emplace(key, std::move(g)).first;
+  }
+  it->second.Replay();
+  return true;
+}
+
+}  // namespace vtllm::model
