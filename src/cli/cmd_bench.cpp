@@ -1,8 +1,11 @@
-// vtllm bench latency [MODEL] [--input-len 128] [--output-len 64] [--batch-size 1]
+// vtllm bench latency [MODEL] [--input-len 128] [--output-len 64] [--batch-size 1] [--rounds 2]
 //   [--device cpu|cuda] [--json]
-// Prefill and decode speed of B random prompts, and the memory bandwidth the decode steps
-// use (weight and KV-cache bytes read per step / step time) as a fraction of the bandwidth
-// measured on the same device in the same run.
+// Prefill and decode speed of B random prompts through the engine (as `vllm bench latency`:
+// one batch of requests, greedy, EOS ignored), beside the same batch run as bare model steps
+// (Model::ForwardBatch: no scheduler, no sampler, the argmax on the host) in the same process,
+// rounds alternated; and the memory bandwidth the decode steps use (weight and KV-cache bytes
+// read per step / step time) as a fraction of the bandwidth measured on the same device in
+// the same run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "engine/engine.h"
 #include "vt/error.h"
 
 namespace vtllm::cli {
@@ -81,6 +85,114 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// One round's figures for one way of running the batch.
+struct RoundResult {
+  double prefill_s = 0;      // the step(s) that computed the prompts (and drew each first token)
+  double step_median_s = 0;  // median decode step
+  double decode_s = 0;       // all decode steps
+  double issue_median_s = 0; // host time to issue a decode step's work
+  int64_t decode_steps = 0;
+};
+
+// The batch as bare model steps on a cache of its own.
+RoundResult RunModelOnly(model::Model& model, model::KvCache& cache, int64_t B, int64_t L, int64_t O, uint32_t seed) {
+  const int64_t V = model.vocab_size();
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
+  std::vector<model::SequenceKv> seqs(static_cast<size_t>(B));
+  std::vector<int32_t> ids;
+  std::vector<model::BatchEntry> batch;
+  for (auto& s : seqs) {
+    for (int64_t i = 0; i < L; ++i) ids.push_back(tok(rng));
+    batch.push_back({&s, L});
+  }
+  RoundResult r;
+  const auto t0 = Clock::now();
+  std::vector<float> logits = model.ForwardBatch(cache, ids, batch);
+  r.prefill_s = Seconds(t0, Clock::now());
+  std::vector<double> steps, issue;
+  for (auto& e : batch) e.num_new = 1;
+  for (int64_t step = 1; step < O; ++step) {  // the prefill drew the first token, as the engine's does
+    ids.clear();
+    for (int64_t b = 0; b < B; ++b) {
+      const float* row = logits.data() + b * V;
+      ids.push_back(static_cast<int32_t>(std::max_element(row, row + V) - row));
+    }
+    const auto s0 = Clock::now();
+    logits = model.ForwardBatch(cache, ids, batch);
+    steps.push_back(Seconds(s0, Clock::now()));
+    issue.push_back(model.last_issue_seconds());
+  }
+  for (auto& s : seqs) cache.Release(s);
+  for (double s : steps) r.decode_s += s;
+  r.step_median_s = Median(steps);
+  r.issue_median_s = Median(issue);
+  r.decode_steps = static_cast<int64_t>(steps.size());
+  return r;
+}
+
+// The batch as B requests through the engine: the first step computes every prompt (the
+// token budget holds them all) and draws each request's first token; each later step decodes
+// one token for all B.
+RoundResult RunEngine(engine::Engine& eng, const model::Model& model, int64_t B, int64_t L, int64_t O,
+                      uint32_t seed, int round) {
+  const int64_t V = model.vocab_size();
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
+  for (int64_t b = 0; b < B; ++b) {
+    engine::EngineRequest r;
+    r.request_id = "latency-" + std::to_string(round);
+    r.request_id.append("-").append(std::to_string(b));
+    for (int64_t i = 0; i < L; ++i) r.prompt_token_ids.push_back(tok(rng));
+    r.params = eng.default_params();
+    r.params.temperature = 0;
+    r.params.max_tokens = O;
+    r.params.ignore_eos = true;
+    eng.AddRequest(std::move(r));
+  }
+  RoundResult r;
+  int64_t with_first = 0;
+  std::vector<double> steps, issue;
+  std::vector<bool> seen(static_cast<size_t>(B), false);
+  const auto t0 = Clock::now();
+  while (eng.HasUnfinished()) {
+    const auto s0 = Clock::now();
+    const std::vector<engine::RequestOutput> outs = eng.Step();
+    const double s = Seconds(s0, Clock::now());
+    if (with_first < B) {
+      for (const engine::RequestOutput& o : outs) {
+        const size_t b = static_cast<size_t>(std::stoll(o.request_id.substr(o.request_id.rfind('-') + 1)));
+        if (!seen[b] && !o.completions.empty() && !o.completions[0].token_ids.empty()) {
+          seen[b] = true;
+          ++with_first;
+        }
+      }
+      if (with_first == B) r.prefill_s = Seconds(t0, Clock::now());
+      continue;
+    }
+    if (outs.empty()) continue;  // a step that decoded nothing (none is expected here)
+    steps.push_back(s);
+    issue.push_back(model.last_issue_seconds());
+  }
+  for (double s : steps) r.decode_s += s;
+  r.step_median_s = Median(steps);
+  r.issue_median_s = Median(issue);
+  r.decode_steps = static_cast<int64_t>(steps.size());
+  return r;
+}
+
+nlohmann::json RoundJson(const RoundResult& r, int64_t B, int64_t L) {
+  nlohmann::json j;
+  j["prefill_s"] = r.prefill_s;
+  j["prefill_tok_s"] = static_cast<double>(B * L) / r.prefill_s;
+  j["decode_steps"] = r.decode_steps;
+  j["decode_step_median_s"] = r.step_median_s;
+  j["decode_tok_s"] = r.decode_s > 0 ? static_cast<double>(B * r.decode_steps) / r.decode_s : 0.0;
+  j["decode_tok_s_at_median_step"] = r.step_median_s > 0 ? static_cast<double>(B) / r.step_median_s : 0.0;
+  j["decode_issue_median_s"] = r.issue_median_s;
+  return j;
+}
+
 }  // namespace
 
 void AddBenchCommand(CLI::App& app) {
@@ -90,63 +202,77 @@ void AddBenchCommand(CLI::App& app) {
   struct Args {
     ModelArgs model;
     int64_t input_len = 128, output_len = 64, batch = 1;
+    int rounds = 2;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* cmd = bench->add_subcommand("latency", "Prefill and decode speed at a fixed batch");
+  CLI::App* cmd = bench->add_subcommand("latency", "Prefill and decode speed of one batch through the engine, beside bare model steps");
   cmd->add_option("MODEL", args->model.model, "checkpoint directory");
   cmd->add_option("--input-len", args->input_len, "prompt tokens per sequence")->capture_default_str();
-  cmd->add_option("--output-len", args->output_len, "decode steps")->capture_default_str();
+  cmd->add_option("--output-len", args->output_len, "tokens generated per sequence")->capture_default_str();
   cmd->add_option("--batch-size", args->batch, "sequences decoded together")->capture_default_str();
+  cmd->add_option("--rounds", args->rounds, "rounds of (model steps, engine), alternated; medians reported")
+      ->capture_default_str();
   cmd->add_flag("--json", args->json, "print one JSON object");
   AddModelFlags(cmd, args->model);
   cmd->callback([args] {
     const int64_t B = args->batch, L = args->input_len, O = args->output_len;
-    VT_CHECK(B >= 1 && L >= 1 && O >= 1, "bench latency: --batch-size, --input-len and --output-len must be >= 1");
-    auto model = LoadModel(args->model);
+    VT_CHECK(B >= 1 && L >= 1 && O >= 2, "bench latency: --batch-size and --input-len must be >= 1 and --output-len >= 2");
+    VT_CHECK(args->rounds >= 1, "bench latency: --rounds must be >= 1, not ", args->rounds);
+    std::shared_ptr<model::Model> model = LoadModel(args->model);
     const int64_t V = model->vocab_size();
     VT_CHECK(L + O <= model->config().max_position_embeddings, "bench latency: input + output length ", L + O,
              " exceeds the model's context ", model->config().max_position_embeddings);
-    // Every sequence holds whole blocks: B sequences of L + O tokens, plus the warm-up's.
+    // The bare steps' cache: every sequence holds whole blocks, plus the warm-up's block. Made
+    // before the engine sizes its own from what memory is left.
     constexpr int64_t kBlock = 16;
     model::KvCache cache = model->MakeKvCache(B * ((L + O + kBlock - 1) / kBlock * kBlock) + kBlock, kBlock);
-    std::mt19937 rng(0);
-    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
-
-    // Warm-up: one token through every weight (first touches of the mapped checkpoint).
-    {
+    {  // Warm-up: one token through every weight (first touches of the mapped checkpoint).
+      std::mt19937 rng(0);
       model::SequenceKv warm;
-      model->Forward(std::vector<int32_t>{tok(rng)}, std::vector<int64_t>{0}, {&cache, &warm});
+      model->Forward(std::vector<int32_t>{static_cast<int32_t>(rng() % static_cast<uint32_t>(V))},
+                     std::vector<int64_t>{0}, {&cache, &warm});
       cache.Release(warm);
     }
-    std::vector<model::SequenceKv> seqs(static_cast<size_t>(B));
-    std::vector<int32_t> ids;
-    std::vector<model::BatchEntry> batch;
-    for (auto& s : seqs) {
-      for (int64_t i = 0; i < L; ++i) ids.push_back(tok(rng));
-      batch.push_back({&s, L});
+    engine::EngineConfig config;
+    config.model_dir = ModelDir(args->model);
+    config.load = LoadOptionsFor(args->model, false);
+    config.max_num_seqs = B;
+    config.max_model_len = L + O;
+    config.max_num_batched_tokens = std::max<int64_t>(B * L, B);
+    config.enable_prefix_caching = false;  // random prompts; and each round's prompts are new
+    engine::Engine eng(config, model, std::nullopt);
+    {  // The engine's warm-up: one short request (its step buffers and the sampler).
+      engine::EngineRequest w;
+      w.request_id = "warm-up";
+      w.prompt_token_ids = {0, 1};
+      w.params = eng.default_params();
+      w.params.max_tokens = 2;
+      w.params.ignore_eos = true;
+      eng.AddRequest(std::move(w));
+      while (eng.HasUnfinished()) eng.Step();
     }
-    const auto t0 = Clock::now();
-    std::vector<float> logits = model->ForwardBatch(cache, ids, batch);
-    const double prefill_s = Seconds(t0, Clock::now());
-
-    std::vector<double> steps;
-    for (auto& e : batch) e.num_new = 1;
-    std::vector<double> issue;  // host time to issue each step's work
-    for (int64_t step = 0; step < O; ++step) {
-      ids.clear();
-      for (int64_t b = 0; b < B; ++b) {
-        const float* row = logits.data() + b * V;
-        ids.push_back(static_cast<int32_t>(std::max_element(row, row + V) - row));
-      }
-      const auto s0 = Clock::now();
-      logits = model->ForwardBatch(cache, ids, batch);
-      steps.push_back(Seconds(s0, Clock::now()));
-      issue.push_back(model->last_issue_seconds());
+    std::vector<RoundResult> bare, through;
+    for (int round = 0; round < args->rounds; ++round) {
+      const uint32_t seed = static_cast<uint32_t>(round + 1);
+      bare.push_back(RunModelOnly(*model, cache, B, L, O, seed));
+      through.push_back(RunEngine(eng, *model, B, L, O, seed, round));
     }
-    double decode_s = 0;
-    for (double s : steps) decode_s += s;
-    const double step_s = Median(steps), issue_s = Median(issue);
+    VT_CHECK(eng.num_free_blocks() == eng.num_total_blocks(), "bench latency: the engine kept ",
+             eng.num_total_blocks() - eng.num_free_blocks(), " KV blocks after its requests ended");
+    auto median_of = [](const std::vector<RoundResult>& v, double RoundResult::*f) {
+      std::vector<double> x;
+      for (const RoundResult& r : v) x.push_back(r.*f);
+      return Median(x);
+    };
+    RoundResult eng_med, bare_med;
+    for (auto [dst, src] : {std::pair{&eng_med, &through}, std::pair{&bare_med, &bare}}) {
+      dst->prefill_s = median_of(*src, &RoundResult::prefill_s);
+      dst->step_median_s = median_of(*src, &RoundResult::step_median_s);
+      dst->decode_s = median_of(*src, &RoundResult::decode_s);
+      dst->issue_median_s = median_of(*src, &RoundResult::issue_median_s);
+      dst->decode_steps = src->front().decode_steps;
+    }
     const double bandwidth = MeasureBandwidth(model->queue());
 
     const model::KvCacheSpec& kv = cache.spec();
@@ -156,10 +282,11 @@ void AddBenchCommand(CLI::App& app) {
     // A decode step reads every weight once plus each sequence's cached keys and values (at
     // the median step the context is about L + O/2).
     const double kv_bytes_per_step = static_cast<double>(B) * (static_cast<double>(L) + O / 2.0) * kv_bytes_per_token;
-    const double achieved = (weight_bytes + kv_bytes_per_step) / step_s / 1e9;
+    auto achieved = [&](double step_s) { return (weight_bytes + kv_bytes_per_step) / step_s / 1e9; };
 
-    nlohmann::json j;
-    j["model"] = args->model.model;
+    // The headline (top-level) figures are the engine's; "model_only" holds the bare steps'.
+    nlohmann::json j = RoundJson(eng_med, B, L);
+    j["model"] = config.model_dir;
     j["device"] = vt::ToString(model->queue().device());
     j["dtype"] = std::string(vt::DTypeName(model->dtype()));
     j["quantization"] = model->quant().method == model::QuantMethod::kFp8Static ? "fp8-static" : "none";
@@ -168,39 +295,52 @@ void AddBenchCommand(CLI::App& app) {
     j["batch_size"] = B;
     j["input_len"] = L;
     j["output_len"] = O;
-    j["prefill_s"] = prefill_s;
-    j["prefill_tok_s"] = static_cast<double>(B * L) / prefill_s;
-    j["decode_step_median_s"] = step_s;
-    j["decode_tok_s"] = static_cast<double>(B * O) / decode_s;
-    j["decode_tok_s_at_median_step"] = static_cast<double>(B) / step_s;
-    j["decode_issue_median_s"] = issue_s;
+    j["rounds"] = args->rounds;
+    j["model_only"] = RoundJson(bare_med, B, L);
+    j["engine_step_over_model_step"] = eng_med.step_median_s / bare_med.step_median_s;
+    for (size_t r = 0; r < through.size(); ++r) {
+      j["per_round"].push_back({{"engine", RoundJson(through[r], B, L)}, {"model_only", RoundJson(bare[r], B, L)}});
+    }
+    const model::Model::GraphStats& gs = model->graph_stats();
+    j["cuda_graphs"] = {{"on", model->step_graphs()}, {"recorded", gs.captures}, {"replays", gs.replays},
+                        {"eager_steps", gs.eager}};
     j["weight_bytes_per_step"] = weight_bytes;
     j["weight_bytes_per_token"] = weight_bytes / static_cast<double>(B);
     j["kv_bytes_per_step"] = kv_bytes_per_step;
-    j["achieved_gb_s"] = achieved;
+    j["achieved_gb_s"] = achieved(eng_med.step_median_s);
+    j["model_only"]["achieved_gb_s"] = achieved(bare_med.step_median_s);
     j["measured_bandwidth_gb_s"] = bandwidth;
-    j["bandwidth_fraction"] = achieved / bandwidth;
+    j["bandwidth_fraction"] = achieved(eng_med.step_median_s) / bandwidth;
+    j["model_only"]["bandwidth_fraction"] = achieved(bare_med.step_median_s) / bandwidth;
     if (args->json) {
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("model %s on %s%s, %s activations, %s weights, batch %lld\n", args->model.model.c_str(),
-                j["device"].get<std::string>().c_str(),
+    std::printf("model %s on %s%s, %s activations, %s weights, batch %lld, medians of %d rounds\n",
+                config.model_dir.c_str(), j["device"].get<std::string>().c_str(),
                 j.contains("cpu_isa") ? vt::StrCat(" (", j["cpu_isa"].get<std::string>(), " kernels)").c_str() : "",
                 j["dtype"].get<std::string>().c_str(), j["quantization"].get<std::string>().c_str(),
-                static_cast<long long>(B));
-    std::printf("prefill: %lld tokens in %.3f s = %.1f tok/s\n", static_cast<long long>(B * L), prefill_s,
-                j["prefill_tok_s"].get<double>());
-    std::printf("decode:  %lld steps, median %.2f ms/step = %.2f tok/s (mean %.2f tok/s)\n",
-                static_cast<long long>(O), step_s * 1e3, static_cast<double>(B) / step_s,
-                j["decode_tok_s"].get<double>());
-    if (!model->queue().device().is_cpu())  // (CPU kernels run while they are issued)
-      std::printf("host:    %.2f ms/step to issue the step's work (%.0f%% of the step; near 100%%: host-bound)\n",
-                  issue_s * 1e3, 100.0 * issue_s / step_s);
+                static_cast<long long>(B), args->rounds);
+    const bool cuda = !model->queue().device().is_cpu();
+    for (auto [name, r] : {std::pair{"engine", &eng_med}, std::pair{"model steps", &bare_med}}) {
+      std::printf("%s:\n", name);
+      std::printf("  prefill: %lld tokens in %.3f s = %.1f tok/s\n", static_cast<long long>(B * L), r->prefill_s,
+                  static_cast<double>(B * L) / r->prefill_s);
+      std::printf("  decode:  %lld steps, median %.2f ms/step = %.2f tok/s\n", static_cast<long long>(r->decode_steps),
+                  r->step_median_s * 1e3, static_cast<double>(B) / r->step_median_s);
+      if (cuda)  // (CPU kernels run while they are issued)
+        std::printf("  host:    %.2f ms/step to issue the model's work (%.0f%% of the step; near 100%%: host-bound)\n",
+                    r->issue_median_s * 1e3, 100.0 * r->issue_median_s / r->step_median_s);
+      std::printf("  bandwidth: %.1f GB/s used of %.1f GB/s measured (%.0f%%)\n", achieved(r->step_median_s),
+                  bandwidth, 100.0 * achieved(r->step_median_s) / bandwidth);
+    }
+    std::printf("engine decode step / model step: %.3f\n", eng_med.step_median_s / bare_med.step_median_s);
+    if (cuda)
+      std::printf("CUDA graphs: %s (%lld recorded, %lld steps replayed, %lld eager)\n",
+                  model->step_graphs() ? "on" : "off", static_cast<long long>(gs.captures),
+                  static_cast<long long>(gs.replays), static_cast<long long>(gs.eager));
     std::printf("bytes per step: weights %.1f MB, KV cache %.1f MB; per token %.1f MB of weights\n",
                 weight_bytes / 1e6, kv_bytes_per_step / 1e6, weight_bytes / static_cast<double>(B) / 1e6);
-    std::printf("bandwidth: %.1f GB/s used of %.1f GB/s measured (%.0f%%)\n", achieved, bandwidth,
-                100.0 * achieved / bandwidth);
   });
 }
 

@@ -114,6 +114,9 @@ void AddBenchThroughputCommand(CLI::App& bench) {
     j["ttft_p99_s"] = Percentile(ttft, 0.99);
     j["step_median_s"] = Percentile(step_s, 0.5);
     j["steps"] = step_s.size();
+    const model::Model::GraphStats& gs = eng.model().graph_stats();
+    j["cuda_graphs"] = {{"on", eng.model().step_graphs()}, {"recorded", gs.captures}, {"replays", gs.replays},
+                        {"eager_steps", gs.eager}};
     if (args->json) {
       std::printf("%s\n", j.dump().c_str());
       return;
@@ -126,6 +129,10 @@ void AddBenchThroughputCommand(CLI::App& bench) {
     std::printf("time to first token: median %.3f s, p99 %.3f s; step median %.2f ms over %zu steps\n",
                 j["ttft_median_s"].get<double>(), j["ttft_p99_s"].get<double>(), j["step_median_s"].get<double>() * 1e3,
                 step_s.size());
+    if (!eng.model().queue().device().is_cpu())
+      std::printf("CUDA graphs: %s (%lld recorded, %lld steps replayed, %lld eager)\n",
+                  eng.model().step_graphs() ? "on" : "off", static_cast<long long>(gs.captures),
+                  static_cast<long long>(gs.replays), static_cast<long long>(gs.eager));
   });
 }
 

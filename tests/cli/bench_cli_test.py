@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """`vtllm bench latency` on the tiny FP8 fixture: --cpu-isa caps the CPU kernels (the JSON
-names the level that ran), a batch whose sequences end inside a KV block runs to the end,
-and bad flag values are refused with a message naming the flag and the value.
+names the level that ran), the engine and the bare model steps both decode every token
+(output-len - 1 decode steps after the prefill drew the first), a batch whose sequences end
+inside a KV block runs to the end, and bad flag values are refused with a message naming the
+flag and the value.
 usage: bench_cli_test.py VTLLM SOURCE_DIR"""
 import json
 import os
@@ -34,6 +36,12 @@ for isa in ["scalar", "avx2"]:
         check(j.get("cpu_isa") in ([isa] if isa == "scalar" else [isa, "scalar"]),
               f"--cpu-isa {isa}: ran {j.get('cpu_isa')}")
         check(j.get("decode_tok_s", 0) > 0, f"--cpu-isa {isa}: no decode speed")
+        check(j.get("decode_steps") == 3, f"--cpu-isa {isa}: the engine ran {j.get('decode_steps')} decode steps, not 3")
+        mo = j.get("model_only", {})
+        check(mo.get("decode_steps") == 3 and mo.get("decode_tok_s", 0) > 0,
+              f"--cpu-isa {isa}: model-only figures {mo}")
+        check(len(j.get("per_round", [])) == 2, f"--cpu-isa {isa}: {len(j.get('per_round', []))} rounds, not 2")
+        check(j.get("engine_step_over_model_step", 0) > 0, f"--cpu-isa {isa}: no engine/model step ratio")
 
 # 4 sequences of 14 + 4 tokens hold 2 blocks of 16 each: 8 blocks, where 4 x 18 tokens
 # alone would round to 5 (the cache was once sized that way and ran out mid-decode).
