@@ -188,7 +188,7 @@ VTLLM_EXPORT vtllm_status vtllm_complete(vtllm_engine* e, const char* request_js
   *response_json = nullptr;
   try {
     vtllm::server::Generation gen(*e->serving, ParseRequest(e, request_json, false));
-    *response_json = Copy(vtllm::server::Dump(gen.Complete()));
+    *response_json = Copy(vtllm::server::Dump(*gen.Complete()));  // no client_gone: it always completes
     return VTLLM_OK;
   } catch (const ApiError& err) {
     return FromApiError(err);

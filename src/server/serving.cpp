@@ -133,9 +133,15 @@ std::vector<Json> Generation::End() {
   return builder_->End();
 }
 
-Json Generation::Complete() {
+std::optional<Json> Generation::Complete(const std::function<bool()>& client_gone) {
   std::vector<Json> ignored;
-  while (!Poll(std::chrono::milliseconds(100), ignored)) ignored.clear();
+  while (!Poll(std::chrono::milliseconds(100), ignored)) {
+    ignored.clear();
+    if (client_gone && client_gone()) {
+      Abort();
+      return std::nullopt;
+    }
+  }
   if (builder_->error()) throw InternalError("The engine failed this request: " + *builder_->error());
   return builder_->Response();
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,8 +65,9 @@ class Generation {
   // Streaming: the closing chunks (usage); an error chunk first when the engine failed.
   std::vector<Json> End();
   // Non-streaming: waits for the end and returns the response body; throws ApiError 500 when
-  // the engine failed the request.
-  Json Complete();
+  // the engine failed the request. `client_gone`, asked every 100 ms while waiting, says the
+  // client has left: then every engine request is aborted and nullopt returned.
+  std::optional<Json> Complete(const std::function<bool()>& client_gone = {});
   void Abort();  // aborts every unfinished engine request (a client that went away)
 
  private:

@@ -64,6 +64,29 @@ await check('afterwards: 0 running, 0 waiting, KV usage 0, aborts counted', asyn
   assert(aborted >= 1, `aborted requests counted: ${aborted}`);
 });
 
+await check('a non-streaming client that hangs up: its request is aborted, not run to the end', async () => {
+  const [abort0, length0] = [await metric('vllm:request_success_total', 'finished_reason="abort"'),
+                             await metric('vllm:request_success_total', 'finished_reason="length"')];
+  const ctl = new AbortController();
+  // 900 tokens take seconds here; the client gives up once the request is running.
+  const pending = fetch(srv.base + '/v1/completions', {
+    method: 'POST', headers: { 'content-type': 'application/json' }, signal: ctl.signal,
+    body: JSON.stringify({ ...base, prompt: prompts[0], max_tokens: 900 }),
+  }).catch((e) => e);
+  for (let t = 0; t < 100 && (await metric('vllm:num_requests_running')) !== 1; ++t) await new Promise((r) => setTimeout(r, 20));
+  ctl.abort();
+  assertEq((await pending).name, 'AbortError');
+  let running = NaN;
+  for (let t = 0; t < 100 && running !== 0; ++t) {
+    running = await metric('vllm:num_requests_running');
+    if (running !== 0) await new Promise((r) => setTimeout(r, 50));
+  }
+  assertEq(running, 0, 'running after the hang-up');
+  const [abort1, length1] = [await metric('vllm:request_success_total', 'finished_reason="abort"'),
+                             await metric('vllm:request_success_total', 'finished_reason="length"')];
+  assertEq([abort1 - abort0, length1 - length0], [1, 0], 'aborted / ran to max_tokens');
+});
+
 await check('the server still answers', async () => {
   const r = await client.completions.create({ ...base, prompt: prompts[0] });
   assertEq(r.choices[0].text, reference[0]);
