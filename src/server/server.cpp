@@ -2,12 +2,15 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <csignal>
 #include <ctime>
 #include <functional>
 #include <thread>
 
+#include "server/client_socket.h"
 #include "server/error.h"
 #include "server/metrics_text.h"
 
@@ -122,6 +125,10 @@ HttpServer::HttpServer(Serving& serving, ServerOptions options)
   // (every core busy with model steps) that thread may wait its turn for seconds.
   http_->set_read_timeout(30, 0);
   http_->set_write_timeout(30, 0);
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = static_cast<int>(sock);
+  });
   Routes();
 }
 
@@ -136,6 +143,10 @@ int HttpServer::Bind() {
     throw std::runtime_error("cannot bind " + options_.host + ":" + std::to_string(port) +
                              " (in use, or not an address of this machine)");
   }
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of new connections (a benchmark
+  // opening 128 at once) then overflows the accept queue. Listening again on the bound
+  // socket raises it (Linux takes the new backlog).
+  if (listen_socket_ >= 0) (void)::listen(listen_socket_, SOMAXCONN);
   return port;
 }
 
@@ -183,8 +194,8 @@ void HttpServer::Routes() {
 
   // Generation endpoints.
   auto generate = [this](Endpoint endpoint) {
-    return WithBody(options_.max_request_body_bytes, [this, endpoint](const httplib::Request&, httplib::Response& res,
-                                                                      const std::string& body) {
+    return WithBody(options_.max_request_body_bytes, [this, endpoint](const httplib::Request& req,
+                                                                      httplib::Response& res, const std::string& body) {
       if (draining_) return SendError(res, ServiceUnavailable("The server is shutting down."));
       if (!serving_.engine().healthy()) return SendError(res, ServiceUnavailable("The engine has failed."));
       auto active = std::make_shared<ActiveGuard>(active_);
@@ -198,7 +209,15 @@ void HttpServer::Routes() {
       }
       if (!gen->request().stream) {
         try {
-          return SendJson(res, gen->Complete());
+          // Nothing is written before the response is whole, so a client that hangs up is
+          // noticed on its socket; its requests are aborted and nothing is sent.
+          const ClientSocket client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+          std::optional<Json> body = gen->Complete([&client] { return client.PeerClosed(); });
+          if (!body) {
+            res.set_header("Connection", "close");
+            return;
+          }
+          return SendJson(res, *body);
         } catch (const ApiError& e) {
           return SendError(res, e);
         }

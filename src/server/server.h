@@ -61,6 +61,7 @@ class HttpServer {
   Serving& serving_;
   ServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_socket_ = -1;  // the bound socket, for a larger listen backlog than cpp-httplib's 5
   std::atomic<bool> draining_{false};
   std::shared_ptr<std::atomic<int>> active_ = std::make_shared<std::atomic<int>>(0);  // generations being answered
 };
