@@ -3,7 +3,7 @@
 // per-tensor FP8 W8A8 in the ModelOpt or compressed-tensors spelling. For benchmarks and
 // loader tests; the weights mean nothing.
 //
-//   make_random_checkpoint --out DIR --preset qwen3-0.6b|qwen3-tiny|qwen3-tiny-vocab
+//   make_random_checkpoint --out DIR --preset qwen3-0.6b|qwen3-8b|qwen3-tiny|qwen3-tiny-vocab
 //       [--format bf16|fp8-modelopt|fp8-compressed-tensors] [--layers N] [--seed S] [--threads T]
 //
 // Weights are N(0, 0.02) (an Irwin-Hall approximation: fast, and plenty for random
@@ -47,11 +47,13 @@ struct Preset {
 
 Preset GetPreset(const std::string& name) {
   if (name == "qwen3-0.6b") return {1024, 3072, 28, 16, 8, 128, 151936, 40960, true, 151643, 151645};
+  if (name == "qwen3-8b") return {4096, 12288, 36, 32, 8, 128, 151936, 40960, false, 151643, 151645};
   if (name == "qwen3-tiny") return {128, 384, 3, 4, 2, 32, 512, 1024, false, nullptr, nullptr};
   // Tiny layers over Qwen3's whole vocabulary: for tests that pair a random model with the
   // real Qwen3 tokenizer (ids up to 151668 must exist).
   if (name == "qwen3-tiny-vocab") return {64, 128, 2, 2, 1, 32, 151936, 4096, true, 151643, 151645};
-  throw vt::Error("make_random_checkpoint: unknown preset '" + name + "' (qwen3-0.6b, qwen3-tiny, qwen3-tiny-vocab)");
+  throw vt::Error("make_random_checkpoint: unknown preset '" + name +
+                  "' (qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-tiny-vocab)");
 }
 
 uint64_t SplitMix(uint64_t& s) {
@@ -222,8 +224,8 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   app.add_option("--out", out_dir, "output directory (created if absent)")->required();
-  app.add_option("--preset", preset_name, "qwen3-0.6b, qwen3-tiny or qwen3-tiny-vocab")->required()
-      ->check(CLI::IsMember({"qwen3-0.6b", "qwen3-tiny", "qwen3-tiny-vocab"}));
+  app.add_option("--preset", preset_name, "qwen3-0.6b, qwen3-8b, qwen3-tiny or qwen3-tiny-vocab")->required()
+      ->check(CLI::IsMember({"qwen3-0.6b", "qwen3-8b", "qwen3-tiny", "qwen3-tiny-vocab"}));
   app.add_option("--format", format, "bf16, fp8-modelopt or fp8-compressed-tensors")
       ->check(CLI::IsMember({"bf16", "fp8-modelopt", "fp8-compressed-tensors"}));
   app.add_option("--layers", layers, "number of decoder layers (default: the preset's)")->check(CLI::PositiveNumber);
