@@ -21,6 +21,13 @@ namespace vt {
 
 using Shape = std::vector<int64_t>;
 
+// A backend's own layout of a read-only tensor's bytes (e.g. a weight re-laid out for its
+// kernels), kept with the tensor's storage. The core never looks inside: the backend that
+// made it recognises its own type and reads it; every other kernel reads the plain bytes.
+struct BackendLayout {
+  virtual ~BackendLayout() = default;
+};
+
 // The bytes behind one or more tensors.
 struct Storage {
   void* data = nullptr;
@@ -41,6 +48,9 @@ struct Storage {
   };
   std::mutex derived_mutex;
   std::vector<Derived> derived;
+  // A backend's form of these bytes laid out for its kernels (vt::PrepareWeight), opaque
+  // here; set when the storage is made (Tensor::WithBackendLayout) and never changed.
+  std::shared_ptr<const BackendLayout> layout;
 };
 
 class Tensor {
@@ -82,6 +92,13 @@ class Tensor {
   // rows = the whole rows of `cols` elements the storage holds (shares the storage and its
   // flags): for kernels that derive data once for a weight whose row slices they get.
   Tensor StorageRows(int64_t cols) const;
+  // For backends (vt::PrepareWeight in vt/prepared.h): this read-only, contiguous tensor's
+  // elements in a new storage that holds `layout` besides the same bytes (shared, not
+  // copied) and flags, so that its slices carry the layout too. Throws vt::Error for a
+  // writable or non-contiguous tensor, or one whose bytes were released.
+  Tensor WithBackendLayout(std::shared_ptr<const BackendLayout> layout) const;
+  // The layout a backend keeps with this tensor's storage, or null (see WithBackendLayout).
+  const BackendLayout* backend_layout() const { return storage_ != nullptr ? storage_->layout.get() : nullptr; }
   // Bytes from the storage's start to this tensor's first element.
   size_t storage_offset() const { return offset_; }
   // Frees the host bytes of a read-only tensor that vt allocated (Empty, FromHost, To), for

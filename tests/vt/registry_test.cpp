@@ -324,4 +324,51 @@ TEST(Validation, DerivedDataIsMadeOnceAndLivesWithTheStorage) {
   EXPECT_TRUE(kept.expired());
 }
 
+// Tensor::WithBackendLayout: a new storage over the same bytes that holds the layout,
+// carried by slices and views, refused for writable tensors, freed with the storage's last
+// tensor; ReleaseBytes on it leaves the given tensor's bytes alone. PrepareWeight returns a
+// weight unchanged where the backend has no layout for it.
+TEST(Validation, BackendLayoutLivesWithItsStorage) {
+  struct Layout : vt::BackendLayout {
+    int id = 7;
+  };
+  std::weak_ptr<const vt::BackendLayout> kept;
+  const std::vector<float> v = {1, 2, 3, 4, 5, 6, 7, 8};
+  {
+    vt::Tensor w = vt::Tensor::FromHost(v.data(), {4, 2}, vt::DType::kF32);
+    auto layout = std::make_shared<const Layout>();
+    kept = layout;
+    ExpectErrorWith([&] { (void)w.WithBackendLayout(layout); }, {"WithBackendLayout", "writable", "[4, 2]"});
+    EXPECT_EQ(w.backend_layout(), nullptr);
+    w.SetReadOnly();
+    ExpectErrorWith([&] { (void)w.Slice(1, 0, 1).WithBackendLayout(layout); }, {"WithBackendLayout", "contiguous"});
+    const vt::Tensor p = w.Slice(0, 1, 4).WithBackendLayout(std::move(layout));
+    EXPECT_EQ(w.backend_layout(), nullptr);
+    ASSERT_NE(p.backend_layout(), nullptr);
+    EXPECT_EQ(dynamic_cast<const Layout*>(p.backend_layout())->id, 7);
+    EXPECT_EQ(p.Slice(0, 1, 3).backend_layout(), p.backend_layout());
+    EXPECT_EQ(p.View({6}).backend_layout(), p.backend_layout());
+    EXPECT_EQ(p.storage_offset(), 0u);
+    EXPECT_EQ(p.Slice(0, 1, 3).storage_offset(), 2 * sizeof(float));
+    EXPECT_EQ(p.data(), w.Slice(0, 1, 4).data());
+    EXPECT_TRUE(p.read_only());
+    EXPECT_EQ(p.shape(), (vt::Shape{3, 2}));
+    std::vector<float> copied(6);
+    p.To(vt::Device::Cpu()).CopyToHost(copied.data());
+    EXPECT_EQ(copied, std::vector<float>(v.begin() + 2, v.end()));
+    EXPECT_TRUE(p.ReleaseBytes());
+    EXPECT_TRUE(p.bytes_released());
+    EXPECT_FALSE(w.bytes_released());
+    std::vector<float> back(8);
+    w.CopyToHost(back.data());
+    EXPECT_EQ(back, v);
+    EXPECT_FALSE(kept.expired());
+    // The scalar level keeps no layout: the weight comes back as it is.
+    const vt::Tensor same = vt::PrepareWeight(vt::Queue::Cpu(1, vt::CpuIsa::kScalar), w, vt::WeightUse::kMatmulB);
+    EXPECT_EQ(same.backend_layout(), nullptr);
+    EXPECT_EQ(same.data(), w.data());
+  }
+  EXPECT_TRUE(kept.expired());
+}
+
 }  // namespace

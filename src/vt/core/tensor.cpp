@@ -119,6 +119,27 @@ Tensor Tensor::StorageRows(int64_t cols) const {
   return t;
 }
 
+Tensor Tensor::WithBackendLayout(std::shared_ptr<const BackendLayout> layout) const {
+  VT_CHECK(read_only(), "WithBackendLayout: ", Describe(),
+           " is writable; only read-only tensors (Tensor::SetReadOnly) may have a backend layout");
+  VT_CHECK(is_contiguous(), "WithBackendLayout: ", Describe(), " is not contiguous");
+  VT_CHECK(layout != nullptr, "WithBackendLayout: no layout for ", Describe());
+  auto s = std::make_shared<Storage>();
+  s->data = data();  // throws if released
+  s->nbytes = nbytes();
+  s->device = storage_->device;
+  s->owner = storage_->owner;  // the bytes themselves, not this tensor's storage
+  s->read_only = true;
+  s->allocated_by_vt = storage_->allocated_by_vt;
+  s->layout = std::move(layout);
+  Tensor t;
+  t.storage_ = std::move(s);
+  t.shape_ = shape_;
+  t.strides_ = ContiguousStrides(shape_);
+  t.dtype_ = dtype_;
+  return t;
+}
+
 bool Tensor::ReleaseBytes() const {
   VT_CHECK(read_only(), "ReleaseBytes: ", Describe(), " is writable; only read-only tensors may release their bytes");
   if (!storage_->allocated_by_vt || !device().is_cpu()) return false;
