@@ -68,13 +68,6 @@ struct Queue::Impl {
   explicit Impl(Device d) : device(d) {}
   virtual ~Impl() = default;
   virtual void Synchronize() {}
-  // Backends that multiply fp8 weights on a copy laid out for their kernels make it here
-  // (see vt::PrepareMatmulFp8Weight in vt/ops/matmul.h); the default lays out nothing.
-  virtual bool PrepareMatmulFp8Weight(const Tensor& b, std::span<const int64_t> row_starts) {
-    (void)b;
-    (void)row_starts;
-    return false;
-  }
   Device device;
 };
 
