@@ -9,7 +9,7 @@
 //      weights cannot stream faster than rate·w/M elements per second however the memory
 //      performs: from M = 4 on this bounds the decode before the bandwidth does on a
 //      2-core VM;
-//   3. MatmulFp8 (fp8 weights read-only, as a model marks them, and writable) and BF16
+//   3. MatmulFp8 (fp8 weights prepared, as a model prepares them, and writable) and BF16
 //      Matmul on Qwen3-0.6B- and Qwen3-8B-shaped projections: decode
 //      (M = 1, 2, 4, 8, 16) as weight bytes streamed per second and the fraction of the
 //      limit (the lower of the bandwidth and the multiply limit), the fp8 speedup over
@@ -337,9 +337,9 @@ int main(int argc, char** argv) {
   const double decode_secs = opt.quick ? 0.02 : 0.3;
   const int prefill_reps = opt.quick ? 1 : 3;
 
-  // fp8 weights twice: read-only (as a model marks its weights; the vdpbf16ps level then
-  // multiplies a copy laid out once for its outer-product kernel, made here in the first
-  // pass over the copies) and writable (multiplied as stored: the direct streaming path).
+  // fp8 weights twice: prepared (read-only and vt::PrepareWeight, as a model does with its
+  // weights; the vdpbf16ps level then multiplies a copy laid out once for its outer-product
+  // kernel) and writable (multiplied as stored: the direct streaming path).
   std::printf("%-11s %-17s %4s | %9s %9s %6s %8s | %9s %8s | %9s %9s %6s %8s | %7s\n", "model", "projection", "M",
               "fp8 us", "fp8 GB/s", "of bw", "of limit", "rw GB/s", "of limit", "bf16 us", "bf16 GB/s", "of bw",
               "of limit", "fp8/bf16");
@@ -348,14 +348,14 @@ int main(int argc, char** argv) {
   for (const ShapeSpec& s : shapes) {
     const vt::Tensor w8_src = RandomFp8(s.N, s.K, rng);
     const Rotation w8 = MakeRotation(w8_src, rotation_bytes);
-    const Rotation w8ro = MakeRotation(w8_src, rotation_bytes);
-    // Laid out now, as a model does at load: the pass over every copy below then reads
+    Rotation w8ro = MakeRotation(w8_src, rotation_bytes);
+    // Prepared now, as a model does at load: the pass over every copy below then reads
     // the copies once before timing, as it does the weights (on this VM the first read of
     // freshly written memory is slow; laid out in that pass, the M = 1 rows of the small
     // shapes measured 24-38 GB/s against 33-42 in a probe that lays out first).
-    for (const vt::Tensor& t : w8ro.copies) {
+    for (vt::Tensor& t : w8ro.copies) {
       t.SetReadOnly();
-      vt::PrepareMatmulFp8Weight(q, t);
+      t = vt::PrepareWeight(q, t, vt::WeightUse::kMatmulB);
     }
     const Rotation w16 = MakeRotation(RandomBf16(s.N, s.K, rng), rotation_bytes);
     const float alpha = 0.0117f;
@@ -401,7 +401,7 @@ int main(int argc, char** argv) {
   std::printf("\n%-11s %-17s %4s | %9s %9s | %9s | %9s %9s\n", "model", "projection", "M", "fp8 ms", "fp8 GF/s",
               "rw GF/s", "bf16 ms", "bf16 GF/s");
   for (const auto& l : prefill_lines) std::fputs(l.c_str(), stdout);
-  std::printf("\nfp8: MatmulFp8 (F8E4M3 x F8E4M3 -> BF16) on read-only weights, as a model runs it; rw: the same on "
+  std::printf("\nfp8: MatmulFp8 (F8E4M3 x F8E4M3 -> BF16) on prepared weights, as a model runs it; rw: the same on "
               "writable weights (no re-laid-out copy); bf16: Matmul (BF16 x BF16 -> BF16). GB/s counts weight "
               "bytes; 'of bw' is the fraction of the %d-thread read bandwidth above, 'of limit' of the lower of it and the "
               "multiply limit.\n",

@@ -72,13 +72,6 @@ struct Queue::Impl {
   virtual void Synchronize() {}
   // Records what fn enqueues (vt::Graph::Capture); the default records nothing.
   virtual std::shared_ptr<GraphImpl> CaptureGraph(const std::function<void()>& fn, std::string* why_not);
-  // Backends that multiply fp8 weights on a copy laid out for their kernels make it here
-  // (see vt::PrepareMatmulFp8Weight in vt/ops/matmul.h); the default lays out nothing.
-  virtual bool PrepareMatmulFp8Weight(const Tensor& b, std::span<const int64_t> row_starts) {
-    (void)b;
-    (void)row_starts;
-    return false;
-  }
   Device device;
 };
 

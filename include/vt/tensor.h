@@ -21,6 +21,13 @@ namespace vt {
 
 using Shape = std::vector<int64_t>;
 
+// A backend's own layout of a read-only tensor's bytes (e.g. a weight re-laid out for its
+// kernels), kept with the tensor's storage. The core never looks inside: the backend that
+// made it recognises its own type and reads it; every other kernel reads the plain bytes.
+struct BackendLayout {
+  virtual ~BackendLayout() = default;
+};
+
 // The bytes behind one or more tensors.
 struct Storage {
   void* data = nullptr;
@@ -30,17 +37,9 @@ struct Storage {
   std::atomic<bool> read_only{false};  // see Tensor::SetReadOnly
   bool allocated_by_vt = false;        // host bytes from Tensor::Empty (ReleaseBytes may free them)
   std::atomic<bool> released{false};   // see Tensor::ReleaseBytes
-  // Objects kernels derived from read-only bytes, by kind and view (see
-  // Tensor::DerivedData); compared field by field, so a lookup allocates nothing.
-  struct Derived {
-    std::string kind;
-    size_t offset;  // bytes
-    std::vector<int64_t> shape, strides;
-    DType dtype;
-    std::shared_ptr<const void> data;
-  };
-  std::mutex derived_mutex;
-  std::vector<Derived> derived;
+  // A backend's form of these bytes laid out for its kernels (vt::PrepareWeight), opaque
+  // here; set when the storage is made (Tensor::WithBackendLayout) and never changed.
+  std::shared_ptr<const BackendLayout> layout;
 };
 
 class Tensor {
@@ -71,26 +70,23 @@ class Tensor {
   // bytes through data() after this breaks that contract.
   void SetReadOnly() const;
   bool read_only() const { return storage_ != nullptr && storage_->read_only; }
-  // For kernels: an object built from this read-only tensor's bytes (a weight re-laid out
-  // for a kernel), made by `make` on the first call for this view (offset, shape, strides,
-  // dtype) and `kind`, then kept with the storage (freed with the last tensor sharing it)
-  // and returned by later calls. Calls for one storage are serialised; `make` runs once.
-  // Throws vt::Error unless read_only(): writable bytes could change under the copy.
-  std::shared_ptr<const void> DerivedData(std::string_view kind,
-                                          const std::function<std::shared_ptr<const void>()>& make) const;
-  // The storage's bytes from its start as a contiguous [rows, cols] tensor of this dtype,
-  // rows = the whole rows of `cols` elements the storage holds (shares the storage and its
-  // flags): for kernels that derive data once for a weight whose row slices they get.
-  Tensor StorageRows(int64_t cols) const;
+  // For backends (vt::PrepareWeight in vt/prepared.h): this read-only, contiguous tensor's
+  // elements in a new storage that holds `layout` besides the same bytes (shared, not
+  // copied) and flags, so that its slices carry the layout too. Throws vt::Error for a
+  // writable or non-contiguous tensor, or one whose bytes were released.
+  Tensor WithBackendLayout(std::shared_ptr<const BackendLayout> layout) const;
+  // The layout a backend keeps with this tensor's storage, or null (see WithBackendLayout).
+  const BackendLayout* backend_layout() const { return storage_ != nullptr ? storage_->layout.get() : nullptr; }
   // Bytes from the storage's start to this tensor's first element.
   size_t storage_offset() const { return offset_; }
-  // Frees the host bytes of a read-only tensor that vt allocated (Empty, FromHost, To), for
-  // every tensor sharing them, and keeps the storage's derived data: a weight whose
-  // kernels read only a re-laid-out copy (PrepareMatmulFp8Weight returned true) then does
-  // not take its memory twice. From then on data() throws vt::Error naming the tensor.
-  // Returns false and changes nothing for borrowed bytes (Borrow: e.g. a checkpoint's
-  // mapping, whose clean pages the OS reclaims once unused) and device memory. Not while
-  // an op may be using the tensor.
+  // Drops the host bytes of a read-only tensor that vt allocated (Empty, FromHost, To) from
+  // its storage, for every tensor sharing it, and keeps the storage's backend layout: a
+  // weight whose kernels read only a copy laid out for them (vt::PrepareWeight) then does
+  // not take its memory twice. The bytes are freed once no other storage holds them (the
+  // tensor PrepareWeight was given keeps its own hold). From then on data() throws
+  // vt::Error naming the tensor. Returns false and changes nothing for borrowed bytes
+  // (Borrow: e.g. a checkpoint's mapping, whose clean pages the OS reclaims once unused)
+  // and device memory. Not while an op may be using the tensor.
   bool ReleaseBytes() const;
   bool bytes_released() const { return storage_ != nullptr && storage_->released; }
 

@@ -15,6 +15,7 @@
 #include "vt/ops/norm.h"
 #include "vt/ops/quant.h"
 #include "vt/ops/rope.h"
+#include "vt/prepared.h"
 #include "vt/queue.h"
 #include "vt/registry.h"
 #include "vt/tensor.h"

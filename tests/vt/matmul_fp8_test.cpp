@@ -391,16 +391,17 @@ TEST(MatmulFp8, StreamDecodesWithinBound) {
 }
 #endif
 
-// Read-only weights (as a model marks them) take an outer-product kernel on a copy laid
-// out once (PackedFp8Kernels) where the level has one: the vdpbf16ps level (16-column
+// Prepared weights (vt::PrepareWeight, as a model prepares them after loading) take an
+// outer-product kernel on a copy laid out once (PackedFp8Kernels) where the level has one:
+// the vdpbf16ps level (16-column
 // blocks, 4 K values per step) and the AVX2 and AVX-512 F32 levels (8-column blocks). Every
 // block/row tail of those layouts (N around multiples of 8 and 16, K around multiples of
 // 4, 8, 16 and 64, rows of a around the tiles of 2, 4, 6 and 8 and past 16, where the rows
 // go in passes), NaN codes in a and in weight rows, bias and both output dtypes, 1 and 3
 // threads, against the float64 reference. The counter and LastGemm show which kernels
-// ran: the AVX2 decode cannot keep NaN codes, so a weight holding one is multiplied as
-// stored there; a second call finds the copy (the same result bits).
-TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
+// ran: the AVX2 decode cannot keep NaN codes, so a weight holding one is not prepared and
+// is multiplied as stored there; a second call finds the copy (the same result bits).
+TEST(MatmulFp8, PreparedWeightsWithinBoundOnTheirRelaidOutCopy) {
   namespace mm = vt::cpu::matmul;
   struct RestoreAuto {
     ~RestoreAuto() { vt::cpu::matmul::SetFp8StreamDecode(vt::cpu::matmul::Fp8StreamDecode::kAuto); }
@@ -458,6 +459,8 @@ TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
 #endif
         for (int threads : {1, 3}) {
           const vt::Queue q = vt::Queue::Cpu(threads, isa);
+          const vt::Tensor pb = vt::PrepareWeight(q, tb, vt::WeightUse::kMatmulB);
+          EXPECT_EQ(pb.backend_layout() != nullptr, packed_level);
           for (vt::DType od : {vt::DType::kF32, vt::DType::kBF16}) {
             for (bool with_bias : {false, true}) {
               SCOPED_TRACE(vt::StrCat("M=", s.M, " N=", s.N, " K=", s.K, " isa=", vt::CpuIsaName(q.cpu_isa()),
@@ -465,7 +468,7 @@ TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
                                       " decode mode=", mode, " daz=", daz));
               auto out = vt::Tensor::Empty({s.M, s.N}, od);
               const int64_t before = mm::PackedGemmCalls(), bits_before = mm::F32BitsPackedCalls();
-              vt::MatmulFp8(q, out, ta, tb, alpha, with_bias ? &tbias : nullptr);
+              vt::MatmulFp8(q, out, ta, pb, alpha, with_bias ? &tbias : nullptr);
               EXPECT_EQ(mm::PackedGemmCalls() > before, packed_level);
               EXPECT_EQ(mm::F32BitsPackedCalls() > bits_before, packed_level && !bf16_packed && mode % 2 == 1);
               EXPECT_EQ(mm::LastGemmOnThisThread().packed, packed_level);
@@ -489,7 +492,7 @@ TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
               EXPECT_EQ(bad, 0);
               // Again: the copy is found, and the same kernel gives the same bits.
               auto again = vt::Tensor::Empty({s.M, s.N}, od);
-              vt::MatmulFp8(q, again, ta, tb, alpha, with_bias ? &tbias : nullptr);
+              vt::MatmulFp8(q, again, ta, pb, alpha, with_bias ? &tbias : nullptr);
               const auto got_again = ToFloats(again);
               EXPECT_EQ(0, std::memcmp(got.data(), got_again.data(), got.size() * sizeof(float)));
             }
@@ -507,10 +510,12 @@ TEST(MatmulFp8, ReadOnlyWeightsWithinBoundOnTheirRelaidOutCopy) {
 }
 
 // One copy per weight, whatever slices of its rows the model multiplies: slices starting
-// on a block of the weight (16 rows at the vdpbf16ps level, 8 at AVX2) share the whole
-// weight's copy (a merged q/k/v weight and its shards), others get their own; every slice
-// gets its own rows right.
-TEST(MatmulFp8, ReadOnlyWeightSlicesShareOneCopy) {
+// on a block of the weight (16 rows at the vdpbf16ps level, 8 at AVX2) read the whole
+// weight's copy (a merged q/k/v weight and its shards), named or not; a shard named at
+// preparation that starts inside a block gets a copy of its own, made then. Every slice
+// gets its own rows right; one starting inside a block that was not named is multiplied
+// as stored.
+TEST(MatmulFp8, PreparedWeightSlicesShareOneCopy) {
 #if defined(__x86_64__)
   namespace mm = vt::cpu::matmul;
   struct Level {
@@ -528,24 +533,35 @@ TEST(MatmulFp8, ReadOnlyWeightSlicesShareOneCopy) {
   const auto ta = vt::Tensor::FromHost(a.data(), {M, K}, vt::DType::kF8E4M3);
   const Reference ref = ComputeReference(a, b, M, N, K);
   for (const Level& level : levels) {
+    const vt::Queue q = vt::Queue::Cpu(2, level.isa);
+    const int64_t mid = level.mid_block;
     const auto tb = vt::Tensor::FromHost(b.data(), {N, K}, vt::DType::kF8E4M3);
     tb.SetReadOnly();
-    const vt::Queue q = vt::Queue::Cpu(2, level.isa);
+    // Shards at rows 16 and 48 (block starts: the whole weight's copy only); then shards at
+    // `mid` (inside a block: one copy more).
+    const std::vector<int64_t> aligned = {0, 16, 48}, unaligned = {0, mid};
+    int64_t copies = mm::PackedCopiesMade();
+    const vt::Tensor pa = vt::PrepareWeight(q, tb, vt::WeightUse::kMatmulB, aligned);
+    EXPECT_EQ(mm::PackedCopiesMade() - copies, 1);
+    copies = mm::PackedCopiesMade();
+    const vt::Tensor pu = vt::PrepareWeight(q, tb, vt::WeightUse::kMatmulB, unaligned);
+    EXPECT_EQ(mm::PackedCopiesMade() - copies, 2);
     struct Case {
-      int64_t n0, n1, new_copies;
+      const vt::Tensor* w;
+      int64_t n0, n1;
+      bool packed;
     };
-    // The whole weight; shards at rows 16 and 48 (block starts: the same copy); mid-block
-    // (a copy of its own, once); the whole weight again.
-    const int64_t mid = level.mid_block;
-    for (const Case& c : {Case{0, 72, 1}, Case{16, 48, 0}, Case{48, 72, 0}, Case{mid, 72, 1}, Case{mid, 72, 0},
-                          Case{0, 72, 0}}) {
-      SCOPED_TRACE(vt::StrCat(vt::CpuIsaName(level.isa), " rows ", c.n0, "..", c.n1));
-      const int64_t copies = mm::PackedCopiesMade();
-      const vt::Tensor slice = tb.Slice(0, c.n0, c.n1);
+    for (const Case& c : {Case{&pa, 0, 72, true}, Case{&pa, 16, 48, true}, Case{&pa, 48, 72, true},
+                          Case{&pa, 32, 48, true}, Case{&pa, mid, 72, false}, Case{&pu, mid, 72, true},
+                          Case{&pu, mid, 60, true}, Case{&pu, 0, mid, true}, Case{&pu, 0, 72, true}}) {
+      SCOPED_TRACE(vt::StrCat(vt::CpuIsaName(level.isa), c.w == &pa ? " aligned" : " unaligned", " rows ", c.n0,
+                              "..", c.n1));
+      copies = mm::PackedCopiesMade();
+      const vt::Tensor slice = c.w->Slice(0, c.n0, c.n1);
       auto out = vt::Tensor::Empty({M, c.n1 - c.n0}, vt::DType::kF32);
       vt::MatmulFp8(q, out, ta, slice, 1.0f);
-      EXPECT_TRUE(mm::LastGemmOnThisThread().packed);
-      EXPECT_EQ(mm::PackedCopiesMade() - copies, c.new_copies);
+      EXPECT_EQ(mm::LastGemmOnThisThread().packed, c.packed);
+      EXPECT_EQ(mm::PackedCopiesMade(), copies);  // none made while multiplying
       const auto got = ToFloats(out);
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = c.n0; n < c.n1; ++n) {
@@ -555,16 +571,25 @@ TEST(MatmulFp8, ReadOnlyWeightSlicesShareOneCopy) {
               << "m=" << m << " n=" << n;
         }
     }
+    // The plain weight, and a prepared one viewed with other rows, are multiplied as stored.
+    for (const vt::Tensor& w : {tb, pa.View({N / 2, 2 * K})}) {
+      auto out = vt::Tensor::Empty({M, w.dim(0)}, vt::DType::kF32);
+      const auto ta2 = w.dim(1) == K ? ta : vt::Tensor::Empty({M, w.dim(1)}, vt::DType::kF8E4M3);
+      if (w.dim(1) != K) std::memset(ta2.data(), 0, ta2.nbytes());
+      vt::MatmulFp8(q, out, ta2, w, 1.0f);
+      EXPECT_FALSE(mm::LastGemmOnThisThread().packed) << w.Describe();
+    }
   }
 #else
   GTEST_SKIP() << "no packed kernels on this processor";
 #endif
 }
 
-// PrepareMatmulFp8Weight lays out a weight and its shards at once; when it says nothing
-// will read the weight's bytes again, ReleaseBytes frees them and MatmulFp8 keeps working
-// on the same queue level (whole and by shard, within the bound, no new copies), while
-// anything that needs the bytes (another level's kernels, data(), copies) throws by name.
+// PrepareWeight lays out a weight and its shards at once; where the tensor it returns has
+// a backend layout, nothing reads the plain bytes again for it and those shards, so
+// ReleaseBytes drops them and MatmulFp8 keeps working on the same queue level (whole and
+// by shard, within the bound, no new copies), while anything that needs the bytes (another
+// level's kernels, data(), copies) throws by name. The tensor it was given keeps them.
 TEST(MatmulFp8, PreparedWeightsMultiplyAfterTheirBytesAreReleased) {
   namespace mm = vt::cpu::matmul;
   const int64_t M = 5, N = 72, K = 96;
@@ -585,15 +610,20 @@ TEST(MatmulFp8, PreparedWeightsMultiplyAfterTheirBytesAreReleased) {
     const auto tb = vt::Tensor::FromHost(b.data(), {N, K}, vt::DType::kF8E4M3);
     tb.SetReadOnly();
     const int64_t copies_before = mm::PackedCopiesMade();
-    ASSERT_TRUE(vt::PrepareMatmulFp8Weight(q, tb, starts));
+    const vt::Tensor pb = vt::PrepareWeight(q, tb, vt::WeightUse::kMatmulB, starts);
+    ASSERT_NE(pb.backend_layout(), nullptr);
+    EXPECT_EQ(pb.data(), tb.data());  // the same bytes, not a copy
+    EXPECT_TRUE(pb.read_only());
+    EXPECT_EQ(pb.Slice(0, 16, 40).backend_layout(), pb.backend_layout());
     const int64_t copies = mm::PackedCopiesMade() - copies_before;
     EXPECT_GE(copies, 1);
-    ASSERT_TRUE(tb.ReleaseBytes());
-    EXPECT_TRUE(tb.bytes_released());
+    ASSERT_TRUE(pb.ReleaseBytes());
+    EXPECT_TRUE(pb.bytes_released());
+    EXPECT_FALSE(tb.bytes_released());
     ++prepared;
     for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {0, 16}, {16, 40}, {40, N}}) {
       auto out = vt::Tensor::Empty({M, n1 - n0}, vt::DType::kF32);
-      vt::MatmulFp8(q, out, ta, n0 == 0 && n1 == N ? tb : tb.Slice(0, n0, n1), 0.5f);
+      vt::MatmulFp8(q, out, ta, n0 == 0 && n1 == N ? pb : pb.Slice(0, n0, n1), 0.5f);
       EXPECT_TRUE(mm::LastGemmOnThisThread().packed);
       const auto got = ToFloats(out);
       for (int64_t m = 0; m < M; ++m)
@@ -605,25 +635,41 @@ TEST(MatmulFp8, PreparedWeightsMultiplyAfterTheirBytesAreReleased) {
         }
     }
     EXPECT_EQ(mm::PackedCopiesMade() - copies_before, copies);  // all made by Prepare
-    vt_test::ExpectErrorWith([&] { (void)tb.data(); }, {"[72, 96] F8E4M3", "released"});
+    vt_test::ExpectErrorWith([&] { (void)pb.data(); }, {"[72, 96] F8E4M3", "released"});
     std::vector<uint8_t> host(static_cast<size_t>(N * K));
-    vt_test::ExpectErrorWith([&] { tb.CopyToHost(host.data()); }, {"released"});
+    vt_test::ExpectErrorWith([&] { pb.CopyToHost(host.data()); }, {"released"});
     auto out = vt::Tensor::Empty({M, N}, vt::DType::kF32);
-    vt_test::ExpectErrorWith([&] { vt::MatmulFp8(vt::Queue::Cpu(1, vt::CpuIsa::kScalar), out, ta, tb, 0.5f); },
+    vt_test::ExpectErrorWith([&] { vt::MatmulFp8(vt::Queue::Cpu(1, vt::CpuIsa::kScalar), out, ta, pb, 0.5f); },
                              {"MatmulFp8", "released", "scalar"});
+    // A slice starting inside a block that was not named has no copy of its own.
+    auto out_mid = vt::Tensor::Empty({M, N - 20}, vt::DType::kF32);
+    vt_test::ExpectErrorWith([&] { vt::MatmulFp8(q, out_mid, ta, pb.Slice(0, 20, N), 0.5f); },
+                             {"MatmulFp8", "released"});
+    vt_test::ExpectErrorWith([&] { (void)vt::PrepareWeight(q, pb, vt::WeightUse::kMatmulB); },
+                             {"PrepareWeight", "released"});
+    tb.CopyToHost(host.data());  // the given tensor's bytes stay
+    EXPECT_EQ(host, b);
   }
   if (prepared == 0) std::cout << "[ packed fp8 ] no AVX2: nothing is laid out on this processor\n";
 
   // Nothing to lay out: the scalar level; the AVX2 decode and a weight with a NaN code.
   auto tb = vt::Tensor::FromHost(b.data(), {N, K}, vt::DType::kF8E4M3);
   tb.SetReadOnly();
-  EXPECT_FALSE(vt::PrepareMatmulFp8Weight(vt::Queue::Cpu(1, vt::CpuIsa::kScalar), tb, starts));
+  const vt::Tensor same = vt::PrepareWeight(vt::Queue::Cpu(1, vt::CpuIsa::kScalar), tb, vt::WeightUse::kMatmulB, starts);
+  EXPECT_EQ(same.backend_layout(), nullptr);
+  EXPECT_EQ(same.data(), tb.data());
   auto b_nan = b;
   b_nan[3 * K + 7] = 0x7F;
   const auto tb_nan = vt::Tensor::FromHost(b_nan.data(), {N, K}, vt::DType::kF8E4M3);
   tb_nan.SetReadOnly();
   if (vt::DetectCpuIsa() >= vt::CpuIsa::kAvx2) {
-    EXPECT_FALSE(vt::PrepareMatmulFp8Weight(vt::Queue::Cpu(1, vt::CpuIsa::kAvx2), tb_nan));
+    EXPECT_EQ(vt::PrepareWeight(vt::Queue::Cpu(1, vt::CpuIsa::kAvx2), tb_nan, vt::WeightUse::kMatmulB).backend_layout(),
+              nullptr);
+    const vt::Tensor prepared = vt::PrepareWeight(vt::Queue::Cpu(1, vt::CpuIsa::kAvx2), tb, vt::WeightUse::kMatmulB);
+    EXPECT_NE(prepared.backend_layout(), nullptr);
+    vt_test::ExpectErrorWith(
+        [&] { (void)vt::PrepareWeight(vt::Queue::Cpu(1, vt::CpuIsa::kAvx2), prepared, vt::WeightUse::kMatmulB); },
+        {"PrepareWeight", "already prepared"});
   }
   // Borrowed bytes are not vt's to free; writable weights and bad slices are refused.
   std::vector<uint8_t> borrowed_bytes(b);
@@ -633,12 +679,12 @@ TEST(MatmulFp8, PreparedWeightsMultiplyAfterTheirBytesAreReleased) {
   EXPECT_FALSE(borrowed.ReleaseBytes());
   EXPECT_FALSE(borrowed.bytes_released());
   const auto writable = vt::Tensor::FromHost(b.data(), {N, K}, vt::DType::kF8E4M3);
-  vt_test::ExpectErrorWith([&] { vt::PrepareMatmulFp8Weight(vt::Queue::Cpu(1), writable); },
-                           {"PrepareMatmulFp8Weight", "read-only"});
+  vt_test::ExpectErrorWith([&] { (void)vt::PrepareWeight(vt::Queue::Cpu(1), writable, vt::WeightUse::kMatmulB); },
+                           {"PrepareWeight", "read-only"});
   vt_test::ExpectErrorWith([&] { (void)writable.ReleaseBytes(); }, {"ReleaseBytes", "writable"});
   const std::vector<int64_t> bad = {0, 40, 16};
-  vt_test::ExpectErrorWith([&] { vt::PrepareMatmulFp8Weight(vt::Queue::Cpu(1), tb, bad); },
-                           {"PrepareMatmulFp8Weight", "row_starts[2] = 16"});
+  vt_test::ExpectErrorWith([&] { (void)vt::PrepareWeight(vt::Queue::Cpu(1), tb, vt::WeightUse::kMatmulB, bad); },
+                           {"PrepareWeight", "row_starts[2] = 16"});
 }
 
 // ---- cuBLASLt oracle --------------------------------------------------------------------

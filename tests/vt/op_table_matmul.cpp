@@ -2,8 +2,8 @@
 // (their f32 sums run in different orders), only the DESIGN bound against a float64
 // reference; the reference run is within that bound too, so a backend may differ from it
 // by twice the bound. The shapes cover K = 1, odd N and K, tails of the vector widths and
-// the small-M streaming paths; a read-only weight takes the CPU's re-laid-out copy where
-// the level has one.
+// the small-M streaming paths; a prepared weight (vt::PrepareWeight) takes the CPU's
+// re-laid-out copy where the level has one.
 #include <cmath>
 #include <random>
 
@@ -58,21 +58,25 @@ std::vector<OpCase> MatmulFp8Cases() {
     const vt::Tensor b = HostOf(vt_test::RandomFp8(s.N * s.K, rng), {s.N, s.K}, DType::kF8E4M3);
     const std::vector<float> bias = Normal(s.N, static_cast<uint32_t>(s.N * 7 + s.K), 50.0f);
     const std::vector<double> mag = Magnitudes(a, b);
-    // F32 out without bias; BF16 out with the bias; BF16 out on a read-only weight.
+    // F32 out without bias; BF16 out with the bias; BF16 out on a prepared weight.
     for (int variant = 0; variant < 3; ++variant) {
       const DType od = variant == 0 ? DType::kF32 : DType::kBF16;
-      const bool with_bias = variant >= 1, read_only = variant == 2;
+      const bool with_bias = variant >= 1, prepared = variant == 2;
       OpCase c{vt::StrCat(s.M, "x", s.N, "x", s.K, " out ", vt::DTypeName(od), with_bias ? " bias" : "",
-                          read_only ? " read-only weight" : ""),
+                          prepared ? " prepared weight" : ""),
                {a, b},
                {Filled({s.M, s.N}, od)},
                nullptr,
                TwiceTheBound(mag, with_bias ? bias : std::vector<float>{}, alpha, s.K, s.N, od),
                nullptr};
       if (with_bias) c.inputs.push_back(Host(bias, {s.N}, DType::kF32));
-      c.run = [alpha, read_only](const vt::Queue& q, const Tensors& in, const Tensors& out) {
-        if (read_only) in[1].SetReadOnly();
-        vt::MatmulFp8(q, out[0], in[0], in[1], alpha, in.size() > 2 ? &in[2] : nullptr);
+      c.run = [alpha, prepared](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::Tensor b = in[1];
+        if (prepared) {  // as a model prepares its weights: a backend may keep its own layout
+          b.SetReadOnly();
+          b = vt::PrepareWeight(q, b, vt::WeightUse::kMatmulB);
+        }
+        vt::MatmulFp8(q, out[0], in[0], b, alpha, in.size() > 2 ? &in[2] : nullptr);
       };
       cases.push_back(std::move(c));
     }

@@ -282,8 +282,7 @@ TEST(Validation, ReadOnlyTensorsAreRefusedAsOutputs) {
   std::memcpy(b8.data(), out_rw.data(), b8.nbytes());
   vt::Tensor b8_ro = b8.To(vt::Device::Cpu());
   b8_ro.SetReadOnly();
-  // (At the scalar level: the SIMD levels multiply a read-only fp8 weight on a re-laid-out
-  // copy, whose sums may differ in the last bits; matmul_fp8_test checks those.)
+  // (At the scalar level, whose kernels read every weight as stored.)
   const vt::Queue q_f32 = vt::Queue::Cpu(1, vt::CpuIsa::kScalar);
   vt::MatmulFp8(q_f32, mm_ro, out_rw, b8_ro, 0.5f);
   vt::MatmulFp8(q_f32, mm_rw, out_rw, b8, 0.5f);
@@ -291,35 +290,49 @@ TEST(Validation, ReadOnlyTensorsAreRefusedAsOutputs) {
   y.CopyFrom(x_ro);  // a read-only tensor is a fine source
 }
 
-// Tensor::DerivedData: made once per view and kind, returned again after, refused for
-// writable tensors, and freed with the storage's last tensor.
-TEST(Validation, DerivedDataIsMadeOnceAndLivesWithTheStorage) {
-  std::weak_ptr<const void> kept;
-  int made = 0;
-  auto make = [&made]() -> std::shared_ptr<const void> {
-    ++made;
-    return std::make_shared<int>(made);
+// Tensor::WithBackendLayout: a new storage over the same bytes that holds the layout,
+// carried by slices and views, refused for writable tensors, freed with the storage's last
+// tensor; ReleaseBytes on it leaves the given tensor's bytes alone. PrepareWeight returns a
+// weight unchanged where the backend has no layout for it.
+TEST(Validation, BackendLayoutLivesWithItsStorage) {
+  struct Layout : vt::BackendLayout {
+    int id = 7;
   };
+  std::weak_ptr<const vt::BackendLayout> kept;
+  const std::vector<float> v = {1, 2, 3, 4, 5, 6, 7, 8};
   {
-    vt::Tensor w = vt::Tensor::Empty({8, 4}, vt::DType::kF8E4M3);
-    ExpectErrorWith([&] { (void)w.DerivedData("test", make); }, {"DerivedData", "test", "writable", "[8, 4]"});
-    EXPECT_EQ(made, 0);
+    vt::Tensor w = vt::Tensor::FromHost(v.data(), {4, 2}, vt::DType::kF32);
+    auto layout = std::make_shared<const Layout>();
+    kept = layout;
+    ExpectErrorWith([&] { (void)w.WithBackendLayout(layout); }, {"WithBackendLayout", "writable", "[4, 2]"});
+    EXPECT_EQ(w.backend_layout(), nullptr);
     w.SetReadOnly();
-    const auto first = w.DerivedData("test", make);
-    EXPECT_EQ(first, w.DerivedData("test", make));
-    EXPECT_EQ(first, vt::Tensor(w).DerivedData("test", make));  // another handle of the same view
-    EXPECT_EQ(made, 1);
-    const auto other_kind = w.DerivedData("other", make);
-    const auto slice = w.Slice(0, 4, 8).DerivedData("test", make);
-    const auto view = w.View({4, 8}).DerivedData("test", make);
-    EXPECT_EQ(made, 4);
-    EXPECT_NE(first, other_kind);
-    EXPECT_NE(first, slice);
-    EXPECT_NE(first, view);
-    EXPECT_EQ(*static_cast<const int*>(slice.get()), 3);
-    ExpectErrorWith([&] { (void)w.DerivedData("null", [] { return std::shared_ptr<const void>(); }); },
-                    {"DerivedData", "null", "nothing"});
-    kept = first;
+    ExpectErrorWith([&] { (void)w.Slice(1, 0, 1).WithBackendLayout(layout); }, {"WithBackendLayout", "contiguous"});
+    const vt::Tensor p = w.Slice(0, 1, 4).WithBackendLayout(std::move(layout));
+    EXPECT_EQ(w.backend_layout(), nullptr);
+    ASSERT_NE(p.backend_layout(), nullptr);
+    EXPECT_EQ(dynamic_cast<const Layout*>(p.backend_layout())->id, 7);
+    EXPECT_EQ(p.Slice(0, 1, 3).backend_layout(), p.backend_layout());
+    EXPECT_EQ(p.View({6}).backend_layout(), p.backend_layout());
+    EXPECT_EQ(p.storage_offset(), 0u);
+    EXPECT_EQ(p.Slice(0, 1, 3).storage_offset(), 2 * sizeof(float));
+    EXPECT_EQ(p.data(), w.Slice(0, 1, 4).data());
+    EXPECT_TRUE(p.read_only());
+    EXPECT_EQ(p.shape(), (vt::Shape{3, 2}));
+    std::vector<float> copied(6);
+    p.To(vt::Device::Cpu()).CopyToHost(copied.data());
+    EXPECT_EQ(copied, std::vector<float>(v.begin() + 2, v.end()));
+    EXPECT_TRUE(p.ReleaseBytes());
+    EXPECT_TRUE(p.bytes_released());
+    EXPECT_FALSE(w.bytes_released());
+    std::vector<float> back(8);
+    w.CopyToHost(back.data());
+    EXPECT_EQ(back, v);
+    EXPECT_FALSE(kept.expired());
+    // The scalar level keeps no layout: the weight comes back as it is.
+    const vt::Tensor same = vt::PrepareWeight(vt::Queue::Cpu(1, vt::CpuIsa::kScalar), w, vt::WeightUse::kMatmulB);
+    EXPECT_EQ(same.backend_layout(), nullptr);
+    EXPECT_EQ(same.data(), w.data());
   }
   EXPECT_TRUE(kept.expired());
 }

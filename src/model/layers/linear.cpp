@@ -11,6 +11,7 @@
 #include "vt/ops/cast.h"
 #include "vt/ops/matmul.h"
 #include "vt/ops/quant.h"
+#include "vt/prepared.h"
 
 namespace vtllm::model {
 
@@ -88,11 +89,13 @@ class Fp8StaticLinearMethod final : public LinearMethod {
     weight_scale_ = max_ws;
     weight_ = WeightOnDevice(StackRows(parts_), device);
     parts_.clear();
-    // The CPU kernels may multiply a copy of the weight laid out for them (made now, for
-    // the whole weight and each shard); where nothing reads the weight's own bytes again,
-    // a merged or requantized copy (memory vt allocated) is freed, and the pages of one
-    // borrowed from the checkpoint's mapping are handed back (they stay readable).
-    if (device.is_cpu() && vt::PrepareMatmulFp8Weight(host_queue, weight_, shard_rows_)) {
+    // The backend may multiply a copy of the weight laid out for its kernels (made now, for
+    // the whole weight and each shard; the CPU's SIMD levels do). Where it does, nothing
+    // reads the weight's own bytes again: a merged or requantized copy (memory vt
+    // allocated) is freed, and the pages of one borrowed from the checkpoint's mapping are
+    // handed back (they stay readable).
+    if (device.is_cpu()) weight_ = vt::PrepareWeight(host_queue, weight_, vt::WeightUse::kMatmulB, shard_rows_);
+    if (weight_.backend_layout() != nullptr) {
       released_ = weight_.ReleaseBytes();
       if (!released_) pages_dropped_ = ckpt_->DropPages(weight_);
     }

@@ -95,36 +95,31 @@ void Tensor::SetReadOnly() const {
   storage_->read_only = true;
 }
 
-std::shared_ptr<const void> Tensor::DerivedData(std::string_view kind,
-                                                const std::function<std::shared_ptr<const void>()>& make) const {
-  VT_CHECK(read_only(), "DerivedData(", kind, "): ", Describe(),
-           " is writable; only read-only tensors (Tensor::SetReadOnly) may have derived data");
-  std::lock_guard<std::mutex> lock(storage_->derived_mutex);
-  for (const Storage::Derived& d : storage_->derived)
-    if (d.kind == kind && d.offset == offset_ && d.dtype == dtype_ && d.shape == shape_ && d.strides == strides_)
-      return d.data;
-  std::shared_ptr<const void> made = make();
-  VT_CHECK(made != nullptr, "DerivedData(", kind, "): nothing was made for ", Describe());
-  storage_->derived.push_back(Storage::Derived{std::string(kind), offset_, shape_, strides_, dtype_, made});
-  return made;
-}
-
-Tensor Tensor::StorageRows(int64_t cols) const {
-  VT_CHECK(defined() && cols > 0, "StorageRows: bad arguments for ", Describe());
+Tensor Tensor::WithBackendLayout(std::shared_ptr<const BackendLayout> layout) const {
+  VT_CHECK(read_only(), "WithBackendLayout: ", Describe(),
+           " is writable; only read-only tensors (Tensor::SetReadOnly) may have a backend layout");
+  VT_CHECK(is_contiguous(), "WithBackendLayout: ", Describe(), " is not contiguous");
+  VT_CHECK(layout != nullptr, "WithBackendLayout: no layout for ", Describe());
+  auto s = std::make_shared<Storage>();
+  s->data = data();  // throws if released
+  s->nbytes = nbytes();
+  s->device = storage_->device;
+  s->owner = storage_->owner;  // the bytes themselves, not this tensor's storage
+  s->read_only = true;
+  s->allocated_by_vt = storage_->allocated_by_vt;
+  s->layout = std::move(layout);
   Tensor t;
-  t.storage_ = storage_;
+  t.storage_ = std::move(s);
+  t.shape_ = shape_;
+  t.strides_ = ContiguousStrides(shape_);
   t.dtype_ = dtype_;
-  t.shape_ = {static_cast<int64_t>(storage_->nbytes / (static_cast<size_t>(cols) * DTypeSize(dtype_))), cols};
-  t.strides_ = ContiguousStrides(t.shape_);
   return t;
 }
 
 bool Tensor::ReleaseBytes() const {
   VT_CHECK(read_only(), "ReleaseBytes: ", Describe(), " is writable; only read-only tensors may release their bytes");
   if (!storage_->allocated_by_vt || !device().is_cpu()) return false;
-  std::lock_guard<std::mutex> lock(storage_->derived_mutex);
-  if (storage_->released) return true;
-  storage_->released = true;
+  if (storage_->released.exchange(true)) return true;
   storage_->data = nullptr;
   storage_->owner.reset();
   return true;

@@ -11,7 +11,6 @@ namespace vt::cpu {
 
 struct CpuQueue : Queue::Impl {
   CpuQueue(int threads, CpuIsa isa) : Queue::Impl(Device::Cpu()), pool(threads), isa(isa) {}
-  bool PrepareMatmulFp8Weight(const Tensor& b, std::span<const int64_t> row_starts) override;  // matmul/matmul.cpp
   ThreadPool pool;
   CpuIsa isa;  // effective level: min(detected, requested)
 };
@@ -28,7 +27,7 @@ void RegisterKernels();
 // One registration function per op family of include/vt/ops (cpu/<family>.cpp; matmul in
 // cpu/matmul/), each called once from RegisterKernels (backend.cpp).
 void RegisterQuantKernels();
-void RegisterMatmulKernels();
+void RegisterMatmulKernels();  // and the preparer of fp8 matmul weights (vt::PrepareWeight)
 void RegisterNormKernels();
 void RegisterActivationKernels();
 void RegisterCastKernels();

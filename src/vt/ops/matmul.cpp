@@ -31,17 +31,6 @@ void MatmulFp8(const Queue& q, const Tensor& out, const Tensor& a, const Tensor&
   Kernel<OpId::kMatmulFp8>(q.device().type)(q, out, a, b, alpha, bias);
 }
 
-bool PrepareMatmulFp8Weight(const Queue& q, const Tensor& b, std::span<const int64_t> row_starts) {
-  constexpr std::string_view op = "PrepareMatmulFp8Weight";
-  check::Operand(op, q, "b", b, {DType::kF8E4M3});
-  check::NDim(op, "b", b, 2);
-  VT_CHECK(b.read_only(), op, ": b ", b.Describe(), " must be read-only (Tensor::SetReadOnly)");
-  for (size_t i = 0; i < row_starts.size(); ++i)
-    VT_CHECK(row_starts[i] >= 0 && row_starts[i] <= b.dim(0) && (i == 0 || row_starts[i] > row_starts[i - 1]), op,
-             ": row_starts[", i, "] = ", row_starts[i], " is not an increasing row of b ", b.Describe());
-  return q.impl()->PrepareMatmulFp8Weight(b, row_starts);
-}
-
 void Matmul(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias) {
   constexpr std::string_view op = "Matmul";
   check::Operand(op, q, "a", a, {DType::kF32, DType::kBF16});

@@ -36,10 +36,9 @@ inline constexpr int kPanelRows = 4;
 
 // An fp8 GEMM on weights re-laid out once into blocks of `block_cols` weight rows, for
 // kernels that keep one output column per vector lane (matmul/packed_avx512.cpp and
-// matmul/packed_avx2.cpp describe their layouts). The driver uses it only for read-only
-// weights (Tensor::SetReadOnly), whose re-laid-out copy it keeps with the weight's storage
-// (Tensor::DerivedData), so it is made once and stays valid; the weight's own bytes are
-// then no longer read.
+// matmul/packed_avx2.cpp describe their layouts). The driver uses it only for weights
+// prepared for it (vt::PrepareWeight), whose re-laid-out copy, made once, their storage
+// keeps as the CPU's backend layout; the weight's own bytes are then no longer read.
 struct PackedFp8Kernels {
   const char* name;
   int64_t block_cols;  // weight rows (output columns) per block
@@ -133,7 +132,8 @@ const char* StoreRowsForTest(int isa, const float* acc, int64_t rows, int64_t co
                              const float* bias, DType out_dtype, void* out);
 // Calls of Matmul/MatmulFp8 in this process that ran a PackedFp8Kernels gemm.
 int64_t PackedGemmCalls();
-// Re-laid-out weight copies made in this process (one per weight, however it is sliced).
+// Re-laid-out weight copies made in this process, all by vt::PrepareWeight: one per weight
+// (its row slices that start on a block read it), one more per named slice that does not.
 int64_t PackedCopiesMade();
 // Calls that streamed on the AMX tiles in this process (0 where they are not built).
 int64_t AmxStreamCalls();

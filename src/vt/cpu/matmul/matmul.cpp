@@ -1,9 +1,10 @@
 // CPU MatmulFp8 and Matmul: a blocked driver shared by every ISA level, and the choice of
 // kernel set (matmul/kernels.h) from the queue's effective ISA and the operand dtypes.
 //
-// Read-only fp8 weights (a model's, Tensor::SetReadOnly) on a level with an outer-product
-// kernel (PackedFp8Kernels: AVX2, AVX-512, vdpbf16ps) are multiplied, at every M, from a
-// copy laid out once for that kernel and kept with the weight (RunPacked).
+// fp8 weights prepared for a level with an outer-product kernel (PackedFp8Kernels: AVX2,
+// AVX-512, vdpbf16ps), as a model prepares its weights after loading (vt::PrepareWeight,
+// PrepareMatmulWeightCpu here), are multiplied, at every M, from the copy laid out for that
+// kernel that their storage keeps (RunPacked).
 //
 // Otherwise: decode (small M) is bound by streaming the weights: where the kernel set has
 // a direct path (`stream`), each thread reads its weight rows once straight into the
@@ -17,11 +18,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "vt/cpu/backend.h"
 #include "vt/cpu/elem.h"
 #include "vt/cpu/matmul/kernels.h"
 #include "vt/ops/matmul.h"
+#include "vt/prepared.h"
 
 namespace vt::cpu {
 
@@ -84,7 +88,7 @@ struct Gemm {
   DType out_dtype;
   const Tensor* bias;
   float alpha;
-  const Tensor* b_tensor;  // b as a tensor (its read-only flag and derived data)
+  const Tensor* b_tensor;  // b as a tensor (its backend layout, vt::PrepareWeight)
   // The epilogue for the queue's ISA level (StoreRowsFor, set by RunGemm).
   void (*store_rows)(const Gemm& g, float unscale, const float* acc, int64_t ldc, int64_t m0, int64_t rows_m,
                      int64_t nb, int64_t rows) = nullptr;
@@ -241,34 +245,20 @@ void RunStream(const KernelSet& ks, const Gemm& g, const Blocking& bl, const std
   }
 }
 
-// The re-laid-out copy of the read-only fp8 weight b, made on first use (by all threads,
-// block by block) and kept with b's storage: where b starts on a block boundary of its
-// storage's rows (a model's merged q/k/v weight and its per-shard row slices), the copy is
-// of all those rows and shared by every such slice, so a weight is never laid out twice.
-// `blocks` is the address of b's first block, or null where the set's decode cannot keep
-// the weight's NaN codes (the weight is then multiplied as stored; that is remembered).
-struct PackedB {
-  std::shared_ptr<const void> keep;
-  const uint8_t* blocks;
-};
-std::atomic<int64_t> g_packed_copies{0};
-// Per call, for tests (matmul/kernels.h): which paths the calls took.
-std::atomic<int64_t> g_packed_gemm_calls{0}, g_f32bits_stream_calls{0}, g_f32bits_packed_calls{0},
-    g_amx_stream_calls{0};
+// A weight laid out for an outer-product kernel, in its own mapping, returned to the OS when
+// the weight goes (from malloc, freed copies stayed in the heap: 65 MB more peak RSS for a
+// Qwen3-0.6B FP8 model), in 2 MiB pages where the OS grants them on request: one fault per
+// 2 MiB instead of per 4 KiB while the pack writes it (48 MiB laid out in ~50 instead of
+// ~85 ms here).
+class PackedCopy {
+ public:
+  PackedCopy() = default;
+  PackedCopy(PackedCopy&& o) noexcept : bytes_(std::exchange(o.bytes_, nullptr)), size_(o.size_) {}
+  PackedCopy& operator=(PackedCopy&&) = delete;
+  ~PackedCopy() { Unmap(); }
 
-PackedB PackedWeightOf(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g) {
-  // The copy has its own mapping, returned to the OS when the weight goes (from malloc,
-  // freed copies stayed in the heap: 65 MB more peak RSS for a Qwen3-0.6B FP8 model), in
-  // 2 MiB pages where the OS grants them on request: one fault per 2 MiB instead of per
-  // 4 KiB while the pack writes it (48 MiB laid out in ~50 instead of ~85 ms here).
-  struct Copy {
-    uint8_t* bytes = nullptr;
-    size_t size = 0;
-    ~Copy() {
-      if (bytes != nullptr) ::munmap(bytes, size);
-    }
-  };
-  auto map_copy = [](size_t bytes, Copy& c) {
+  // Maps at least `bytes` bytes; false when the OS refuses.
+  bool Map(size_t bytes) {
     constexpr uintptr_t kHuge = uintptr_t{2} << 20, kPage = 4096;
     const size_t size = (bytes + kPage - 1) / kPage * kPage;
     const size_t span = size >= kHuge ? size + kHuge : size;
@@ -284,38 +274,102 @@ PackedB PackedWeightOf(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const G
       p = aligned;
       ::madvise(p, size, MADV_HUGEPAGE);
     }
-    c.bytes = p;
-    c.size = size;
+    bytes_ = p;
+    size_ = size;
     return true;
-  };
+  }
+  void Unmap() {
+    if (bytes_ != nullptr) ::munmap(bytes_, size_);
+    bytes_ = nullptr;
+  }
+  uint8_t* bytes() const { return bytes_; }
 
-  const Tensor& b = *g.b_tensor;
-  const size_t block_rows_bytes = static_cast<size_t>(pk.block_cols * g.K);
-  const bool shared = b.storage_offset() % block_rows_bytes == 0;
-  const Tensor root = shared ? b.StorageRows(g.K) : b;
-  const int64_t N = root.dim(0);
-  std::shared_ptr<const void> d = root.DerivedData(pk.name, [&]() -> std::shared_ptr<const void> {
-    const size_t bytes = pk.bytes(N, g.K);
-    auto copy = std::make_shared<Copy>();
-    VT_CHECK(map_copy(bytes, *copy), "MatmulFp8: cannot allocate ", bytes, " bytes to re-lay out the weight ",
-             root.Describe());
-    const int64_t blocks = (N + pk.block_cols - 1) / pk.block_cols;
-    std::atomic<int64_t> nan{0};
-    const auto* src = static_cast<const uint8_t*>(root.data());  // throws if released
-    cq.pool.ParallelFor(blocks, 1, [&](int64_t j0, int64_t j1) {
-      nan += pk.pack(src, N, g.K, j0, j1, copy->bytes);
-    });
-    if (nan > 0) {  // kept empty: the weight is multiplied as stored
-      ::munmap(copy->bytes, copy->size);
-      copy->bytes = nullptr;
-    }
-    g_packed_copies.fetch_add(1, std::memory_order_relaxed);
-    return copy;
-  });
-  const uint8_t* base = static_cast<const Copy*>(d.get())->bytes;
-  if (base == nullptr) return {d, nullptr};
-  const size_t first_block = shared ? b.storage_offset() / block_rows_bytes : 0;
-  return {d, base + first_block * pk.bytes(pk.block_cols, g.K)};
+ private:
+  uint8_t* bytes_ = nullptr;
+  size_t size_ = 0;
+};
+
+// The CPU's prepared form of a read-only fp8 weight [N, K] for MatmulFp8 (vt::PrepareWeight,
+// WeightUse::kMatmulB): copies laid out for one kernel set's outer-product kernel. `whole`
+// holds all N rows; a row slice of the weight that starts on one of its blocks (a merged
+// q/k/v or gate/up weight's shards, mostly) reads it from that block on, so a weight is not
+// laid out twice. A slice named at preparation that starts inside a block has a copy of its
+// own in `parts`.
+struct PackedFp8Weight final : BackendLayout {
+  const matmul::PackedFp8Kernels* kernels = nullptr;
+  int64_t K = 0;
+  PackedCopy whole;
+  struct Part {
+    int64_t row0 = 0, rows = 0;
+    PackedCopy copy;
+  };
+  std::vector<Part> parts;
+};
+std::atomic<int64_t> g_packed_copies{0};
+// Per call, for tests (matmul/kernels.h): which paths the calls took.
+std::atomic<int64_t> g_packed_gemm_calls{0}, g_f32bits_stream_calls{0}, g_f32bits_packed_calls{0},
+    g_amx_stream_calls{0};
+
+// Lays out the fp8 rows b [N, K] into `copy` (all threads, block by block). False, with
+// nothing kept, where the set's decode cannot keep the NaN codes b holds.
+bool PackRows(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const uint8_t* b, int64_t N, int64_t K,
+              PackedCopy& copy) {
+  const size_t bytes = pk.bytes(N, K);
+  VT_CHECK(copy.Map(bytes), "PrepareWeight: cannot allocate ", bytes, " bytes to re-lay out an fp8 weight [", N,
+           ", ", K, "]");
+  const int64_t blocks = (N + pk.block_cols - 1) / pk.block_cols;
+  std::atomic<int64_t> nan{0};
+  cq.pool.ParallelFor(blocks, 1, [&](int64_t j0, int64_t j1) { nan += pk.pack(b, N, K, j0, j1, copy.bytes()); });
+  if (nan > 0) {
+    copy.Unmap();
+    return false;
+  }
+  g_packed_copies.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// The CPU's preparer for WeightUse::kMatmulB: fp8 weights on a level with an outer-product
+// kernel are laid out for it; anything else is left as it is.
+Tensor PrepareMatmulWeightCpu(const Queue& q, const Tensor& w, WeightUse, std::span<const int64_t> row_starts) {
+  CpuQueue& cq = Cpu(q);
+  if (w.dtype() != DType::kF8E4M3) return w;
+  const KernelSet& ks = ChooseKernels(cq.isa, DType::kF8E4M3, DType::kF8E4M3);
+  const int64_t N = w.dim(0), K = w.dim(1);
+  if (ks.packed == nullptr || N == 0 || K == 0) return w;
+  const matmul::PackedFp8Kernels& pk = *ks.packed;
+  auto layout = std::make_shared<PackedFp8Weight>();
+  layout->kernels = &pk;
+  layout->K = K;
+  const auto* src = static_cast<const uint8_t*>(w.data());
+  if (!PackRows(cq, pk, src, N, K, layout->whole)) return w;  // multiplied as stored
+  for (size_t i = 0; i < row_starts.size(); ++i) {
+    const int64_t row0 = row_starts[i], end = i + 1 < row_starts.size() ? row_starts[i + 1] : N;
+    if (end == row0 || row0 % pk.block_cols == 0) continue;  // empty, or read from `whole`
+    PackedFp8Weight::Part part;
+    part.row0 = row0;
+    part.rows = end - row0;
+    // Rows of a weight without NaN codes have none either.
+    VT_CHECK(PackRows(cq, pk, src + row0 * K, part.rows, K, part.copy), "internal: PrepareWeight: rows ", row0,
+             "..", end, " of ", w.Describe(), " hold NaN codes the whole weight does not");
+    layout->parts.push_back(std::move(part));
+  }
+  return w.WithBackendLayout(std::move(layout));
+}
+
+// The first block of b's rows in the copies of b's prepared weight laid out for `pk`; null
+// where b is not a prepared weight (or a row slice of one), was prepared for another
+// kernel set, or is a slice starting inside a block that no copy of its own holds.
+// Allocates nothing: MatmulFp8 asks on every call.
+const uint8_t* PackedBlocksOf(const matmul::PackedFp8Kernels& pk, const Tensor& b) {
+  const auto* w = dynamic_cast<const PackedFp8Weight*>(b.backend_layout());
+  if (w == nullptr || w->kernels != &pk || b.dim(1) != w->K) return nullptr;
+  const size_t row_bytes = static_cast<size_t>(w->K);  // one byte per fp8 element
+  if (b.storage_offset() % row_bytes != 0) return nullptr;
+  const int64_t row0 = static_cast<int64_t>(b.storage_offset() / row_bytes);
+  if (row0 % pk.block_cols == 0) return w->whole.bytes() + (row0 / pk.block_cols) * pk.bytes(pk.block_cols, w->K);
+  for (const PackedFp8Weight::Part& part : w->parts)
+    if (part.row0 == row0 && b.dim(0) <= part.rows) return part.copy.bytes();
+  return nullptr;
 }
 
 // fp8 x fp8 on a read-only weight's re-laid-out copy: a's rows packed once, then the
@@ -369,12 +423,10 @@ void RunGemm(const Queue& q, Gemm g) {
   const KernelSet& ks = ChooseKernels(cq.isa, g.a_dtype, g.b_dtype);
   const Blocking bl = ChooseBlocking(ks, g.M, g.K);
   if (g.M == 0 || g.N == 0) return;
-  if (ks.packed != nullptr && g.a_dtype == DType::kF8E4M3 && g.b_dtype == DType::kF8E4M3 && g.b_tensor != nullptr &&
-      g.b_tensor->read_only()) {
-    const PackedB packed = PackedWeightOf(cq, *ks.packed, g);
-    if (packed.blocks != nullptr) {
+  if (ks.packed != nullptr && g.a_dtype == DType::kF8E4M3 && g.b_dtype == DType::kF8E4M3 && g.b_tensor != nullptr) {
+    if (const uint8_t* blocks = PackedBlocksOf(*ks.packed, *g.b_tensor); blocks != nullptr) {
       t_last_gemm = matmul::LastGemm{ks.packed->name, false, true, g.store_rows_name};
-      RunPacked(cq, *ks.packed, g, packed.blocks);
+      RunPacked(cq, *ks.packed, g, blocks);
       g_packed_gemm_calls.fetch_add(1, std::memory_order_relaxed);
       if (ks.packed->inner != nullptr && ks.packed->inner() == matmul::Inner::kF32Bits)
         g_f32bits_packed_calls.fetch_add(1, std::memory_order_relaxed);
@@ -434,23 +486,6 @@ void MatmulCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor&
 
 }  // namespace
 
-bool CpuQueue::PrepareMatmulFp8Weight(const Tensor& b, std::span<const int64_t> row_starts) {
-  const KernelSet& ks = ChooseKernels(isa, DType::kF8E4M3, DType::kF8E4M3);
-  if (ks.packed == nullptr) return false;
-  const int64_t N = b.dim(0), K = b.dim(1);
-  auto laid_out = [&](const Tensor& w) {
-    const Gemm g{1, w.dim(0), K, nullptr, DType::kF8E4M3, nullptr, DType::kF8E4M3, nullptr, DType::kF32,
-                 nullptr, 1.0f, &w};
-    return PackedWeightOf(*this, *ks.packed, g).blocks != nullptr;
-  };
-  bool all = laid_out(b);
-  for (size_t i = 0; i < row_starts.size(); ++i) {
-    const int64_t end = i + 1 < row_starts.size() ? row_starts[i + 1] : N;
-    if (end > row_starts[i]) all = laid_out(b.Slice(0, row_starts[i], end)) && all;
-  }
-  return all;
-}
-
 matmul::LastGemm matmul::LastGemmOnThisThread() { return t_last_gemm; }
 const char* matmul::StoreRowsForTest(int isa, const float* acc, int64_t rows, int64_t cols, float unscale,
                                      float alpha, const float* bias, DType out_dtype, void* out) {
@@ -473,6 +508,7 @@ void matmul::SetFp8StreamDecode(Fp8StreamDecode) {}
 void RegisterMatmulKernels() {
   Register<OpId::kMatmulFp8>(DeviceType::kCPU, &MatmulFp8Cpu);
   Register<OpId::kMatmul>(DeviceType::kCPU, &MatmulCpu);
+  RegisterWeightPreparer(DeviceType::kCPU, WeightUse::kMatmulB, &PrepareMatmulWeightCpu);
 }
 
 }  // namespace vt::cpu
