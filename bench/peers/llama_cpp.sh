@@ -26,7 +26,8 @@
 # CONCURRENCY ("1 4 16 64"), PARALLEL ("1,4,16"), LLAMA_TYPES ("q8_0 bf16", llama-bench),
 # BATCHED_TYPES (LLAMA_TYPES), LLAMA_BENCH_REPS (3: llama-bench -r), VTLLM_DTYPES ("fp8 bf16",
 # bench latency), THROUGHPUT_DTYPES (VTLLM_DTYPES), NODE_LLAMA_CPP (node-llama-cpp version,
-# 3.22.1), PEER_DIR, NICE (10), OUT (results folder, default $PEER_DIR/results-<date>).
+# 3.22.1), PEER_DIR, LLAMA_SRC (an unpacked llama.cpp tree to build instead of the npm
+# package's), NICE (10), OUT (results folder, default $PEER_DIR/results-<date>).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VTLLM_BUILD=$(cd "${1:-${VTLLM_BUILD:-$ROOT/build/release}}" && pwd)
@@ -108,8 +109,8 @@ $NICE "$VTLLM" generate "$ROOT/models/default/bf16" --prompt "$PROMPT" --max-tok
 python3 - "$OUT/sanity-llama.txt" "$OUT/sanity-vtllm.json" "$PROMPT" <<'EOF' | tee "$OUT/sanity.txt"
 import json, sys
 llama = open(sys.argv[1], encoding="utf-8", errors="replace").read()
-if llama.endswith("\n") and not llama.endswith("\n\n"):
-    llama = llama[:-1]  # the newline llama-completion prints at the end
+if llama.endswith("\n\n"):
+    llama = llama[:-2]  # llama-completion ends its output with two newlines of its own
 vt = json.load(open(sys.argv[2]))["text"]
 n = 0
 while n < min(len(llama), len(vt)) and llama[n] == vt[n]:

@@ -12,6 +12,9 @@ def vals(pred, key):
 def med(v):
     return statistics.median(v) if v else float("nan")
 
+def ratio(a, b):
+    return f"{a / b:.2f}" if a == a and b == b and b else "-"  # no peer figure: "-", not nan
+
 def span(v):
     return f"{min(v):.1f}-{max(v):.1f}" if v else "-"
 
@@ -31,7 +34,7 @@ for what, pp, key in (("prefill 128", True, "prefill_tok_s"), ("decode (tg64)", 
     for d in ("fp8", "bf16"):
         v = lat(d, key)
         if v:
-            print(f"| vtllm {d.upper()} {what} | {med(v):.1f} | {span(v)} | {med(v) / q8:.2f} | {med(v) / b16:.2f} |")
+            print(f"| vtllm {d.upper()} {what} | {med(v):.1f} | {span(v)} | {ratio(med(v), q8)} | {ratio(med(v), b16)} |")
 print()
 bb = lambda t, pl, k: vals(lambda r: r["tool"] == "llama-batched-bench" and r["type"] == t and
                            r["pl"] == pl, k)
@@ -56,7 +59,7 @@ for c in conc:
         tt = [a + b for a, b in zip(bb(ty, c, "t_pp"), bb(ty, c, "t_tg"))]
         out = c * tg / med(tt)
         print(f"| {c} | llama.cpp {ty.upper()} | {med(dec):.1f} ({span(dec)}) | {out:.1f} | "
-              f"{med(bb(ty, c, 't_pp')):.2f} | {med(dec) / ref_dec:.2f} | {out / ref_out:.2f} |")
+              f"{med(bb(ty, c, 't_pp')):.2f} | {ratio(med(dec), ref_dec)} | {ratio(out, ref_out)} |")
     for d in ("fp8", "bf16"):
         steps = tp(d, c, "step_median_s")
         if not steps:
@@ -64,4 +67,4 @@ for c in conc:
         dec = [c / s for s in steps]
         out = tp(d, c, "output_tok_s")
         print(f"| {c} | vtllm {d.upper()} | {med(dec):.1f} ({span(dec)}) | {med(out):.1f} ({span(out)}) | "
-              f"{med(tp(d, c, 'ttft_median_s')):.2f} | {med(dec) / ref_dec:.2f} | {med(out) / ref_out:.2f} |")
+              f"{med(tp(d, c, 'ttft_median_s')):.2f} | {ratio(med(dec), ref_dec)} | {ratio(med(out), ref_out)} |")
