@@ -5,6 +5,7 @@
 #include <atomic>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "vt/vt.h"
@@ -53,3 +54,17 @@ TEST(Queue, ParallelForRethrowsAndStaysUsable) {
 }
 
 }  // namespace
+
+// A CPU queue records no graph: Capture says so, returns an undefined Graph, and neither runs
+// nor keeps the function (the caller then runs the work itself). Replaying an undefined graph
+// is an error, not a crash.
+TEST(Graph, CpuQueueRecordsNothingAndSaysWhy) {
+  const vt::Queue q = vt::Queue::Cpu(1);
+  int ran = 0;
+  std::string why;
+  const vt::Graph g = vt::Graph::Capture(q, [&] { ++ran; }, &why);
+  EXPECT_FALSE(g.defined());
+  EXPECT_EQ(ran, 0);
+  EXPECT_NE(why.find("cpu"), std::string::npos) << why;
+  EXPECT_THROW(g.Replay(), vt::Error);
+}
