@@ -28,6 +28,64 @@ inline std::vector<uint8_t> RandomFp8(size_t n, std::mt19937& rng) {
   return v;
 }
 
+// The 256 e4m3fn codes decoded from the format: 1 sign, 4 exponent bits (bias 7), 3
+// mantissa bits; exponent 0 is subnormal (m * 2^-9); S.1111.111 is NaN.
+inline const std::vector<double>& Fp8Values() {
+  static const std::vector<double> table = [] {
+    std::vector<double> t(256);
+    for (int c = 0; c < 256; ++c) {
+      const int e = (c >> 3) & 15, m = c & 7;
+      double v;
+      if (e == 15 && m == 7) {
+        v = std::nan("");
+      } else if (e == 0) {
+        v = std::ldexp(static_cast<double>(m), -9);
+      } else {
+        v = std::ldexp(1.0 + m / 8.0, e - 7);
+      }
+      t[c] = (c & 0x80) ? -v : v;
+    }
+    return t;
+  }();
+  return table;
+}
+
+// A F32 or BF16 tensor's values as floats.
+inline std::vector<float> ToFloats(const vt::Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (t.dtype() == vt::DType::kF32) {
+    t.CopyToHost(out.data());
+  } else {
+    std::vector<uint16_t> h(out.size());
+    t.CopyToHost(h.data());
+    for (size_t i = 0; i < h.size(); ++i) out[i] = vt::Bf16ToFloat(h[i]);
+  }
+  return out;
+}
+
+// Float64 products of the fp8 operands: dot[m,n] = Σ a·b, mag[m,n] = Σ |a·b|.
+struct Reference {
+  std::vector<double> dot, mag;
+};
+
+inline Reference ComputeReference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, int64_t M, int64_t N,
+                           int64_t K) {
+  const auto& v = Fp8Values();
+  Reference r{std::vector<double>(M * N), std::vector<double>(M * N)};
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0, t = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = v[a[m * K + k]] * v[b[n * K + k]];
+        s += p;
+        t += std::fabs(p);
+      }
+      r.dot[m * N + n] = s;
+      r.mag[m * N + n] = t;
+    }
+  return r;
+}
+
 struct Shape3 {
   int64_t M, N, K;
 };
