@@ -92,6 +92,12 @@ int64_t Model::KvCacheBytesPerBlock(int64_t block_size) const {
   return lm_->CacheSpec(1, block_size, queue_.device()).BytesPerBlock();
 }
 
+vt::Tensor Model::FillPrefix(const vt::Tensor& dst, const void* src, int64_t n, vt::DType dtype) {
+  vt::Tensor view = dst.Slice(0, 0, n);
+  view.CopyFrom(vt::Tensor::Borrow(const_cast<void*>(src), vt::Shape{n}, dtype, vt::Device::Cpu(), nullptr));
+  return view;
+}
+
 void Model::ReserveStepBuffers(const StepLimits& want) {
   StepLimits l = buffers_.limits;
   l.max_num_tokens = std::max(l.max_num_tokens, want.max_num_tokens);
@@ -101,23 +107,27 @@ void Model::ReserveStepBuffers(const StepLimits& want) {
   const StepLimits& have = buffers_.limits;
   const vt::Device dev = queue_.device();
   using vt::DType;
+  bool grew = false;
   if (l.max_num_tokens > have.max_num_tokens || !buffers_.ids.defined()) {
+    grew = true;
     buffers_.ids = vt::Tensor::Empty({l.max_num_tokens}, DType::kI32, dev);
     buffers_.positions = vt::Tensor::Empty({l.max_num_tokens}, DType::kI64, dev);
     buffers_.slots = vt::Tensor::Empty({l.max_num_tokens}, DType::kI64, dev);
   }
   if (l.max_num_seqs > have.max_num_seqs || l.max_blocks_per_seq > have.max_blocks_per_seq ||
       !buffers_.block_tables.defined()) {
+    grew = true;
     buffers_.block_tables = vt::Tensor::Empty({l.max_num_seqs * l.max_blocks_per_seq}, DType::kI32, dev);
     buffers_.seq_lens = vt::Tensor::Empty({l.max_num_seqs}, DType::kI32, dev);
     buffers_.query_start_loc = vt::Tensor::Empty({l.max_num_seqs + 1}, DType::kI32, dev);
   }
   if (l.max_logit_rows > have.max_logit_rows || !buffers_.logits.defined()) {
+    grew = true;
     buffers_.logit_rows = vt::Tensor::Empty({l.max_logit_rows}, DType::kI32, dev);
     buffers_.logits = vt::Tensor::Empty({l.max_logit_rows, config_.vocab_size}, DType::kF32, dev);
   }
   buffers_.limits = l;
-  ++StepBufferGeneration();  // (also when nothing grew: cheap, and graphs re-record at most once)
+  if (grew) ++StepBufferGeneration();
 }
 
 void Model::CheckStep(const StepInput& step, const KvCacheTensors& cache) const {
@@ -174,32 +184,27 @@ vt::Tensor Model::Execute(const StepInput& step, const KvCacheTensors& cache) {
       need.max_logit_rows > have.max_logit_rows)
     ReserveStepBuffers(need);
   using vt::DType;
-  auto fill = [](const vt::Tensor& dst, const void* src, int64_t n, DType dt) {
-    vt::Tensor view = dst.Slice(0, 0, n);
-    view.CopyFrom(vt::Tensor::Borrow(const_cast<void*>(src), vt::Shape{n}, dt, vt::Device::Cpu(), nullptr));
-    return view;
-  };
-  const vt::Tensor ids = fill(buffers_.ids, step.token_ids.data(), T, DType::kI32);
+  const vt::Tensor ids = FillPrefix(buffers_.ids, step.token_ids.data(), T, DType::kI32);
   AttentionMetadata meta;
   meta.num_tokens = T;
-  meta.positions = fill(buffers_.positions, step.positions.data(), T, DType::kI64);
-  meta.slot_mapping = fill(buffers_.slots, step.slot_mapping.data(), T, DType::kI64);
-  meta.block_tables = fill(buffers_.block_tables, step.block_tables.data(), S * W, DType::kI32).View({S, W});
-  meta.seq_lens = fill(buffers_.seq_lens, step.seq_lens.data(), S, DType::kI32);
-  meta.query_start_loc = fill(buffers_.query_start_loc, step.query_start_loc.data(), S + 1, DType::kI32);
+  meta.positions = FillPrefix(buffers_.positions, step.positions.data(), T, DType::kI64);
+  meta.slot_mapping = FillPrefix(buffers_.slots, step.slot_mapping.data(), T, DType::kI64);
+  meta.block_tables = FillPrefix(buffers_.block_tables, step.block_tables.data(), S * W, DType::kI32).View({S, W});
+  meta.seq_lens = FillPrefix(buffers_.seq_lens, step.seq_lens.data(), S, DType::kI32);
+  meta.query_start_loc = FillPrefix(buffers_.query_start_loc, step.query_start_loc.data(), S + 1, DType::kI32);
   const vt::Tensor logits = buffers_.logits.Slice(0, 0, R);
   bool identity = R == T;
   for (int64_t r = 0; identity && r < R; ++r) identity = step.logit_rows[r] == r;
   if (identity) {
     lm_->Forward(queue_, ids, meta, cache, vt::Tensor(), logits);
   } else if (R > 0) {
-    const vt::Tensor rows = fill(buffers_.logit_rows, step.logit_rows.data(), R, DType::kI32);
+    const vt::Tensor rows = FillPrefix(buffers_.logit_rows, step.logit_rows.data(), R, DType::kI32);
     lm_->Forward(queue_, ids, meta, cache, rows, logits);
   } else {
     // No row is sampled (every sequence is mid-prefill): the model still writes the KV cache;
     // the head runs on one row so that every layer's work is the same as in a sampled step.
     const int32_t last = static_cast<int32_t>(T - 1);
-    const vt::Tensor rows = fill(buffers_.logit_rows, &last, 1, DType::kI32);
+    const vt::Tensor rows = FillPrefix(buffers_.logit_rows, &last, 1, DType::kI32);
     lm_->Forward(queue_, ids, meta, cache, rows, buffers_.logits.Slice(0, 0, 1));
   }
   last_issue_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - issue_start).count();

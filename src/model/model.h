@@ -129,6 +129,8 @@ class Model {
   std::vector<float> Run(KvCache& cache, std::span<const int32_t> token_ids, std::span<const BatchEntry> batch,
                          bool all_logits);
   void CheckStep(const StepInput& step, const KvCacheTensors& cache) const;
+  // Copies n host values of `dtype` into the first n of a step buffer; returns that view.
+  static vt::Tensor FillPrefix(const vt::Tensor& dst, const void* src, int64_t n, vt::DType dtype);
   // Runs a decode step as a graph replay (model_graphs.cpp); false when the step is not one
   // a graph runs (then nothing was enqueued).
   bool ExecuteGraph(const StepInput& step, const KvCacheTensors& cache);

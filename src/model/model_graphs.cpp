@@ -41,34 +41,29 @@ bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
   const int64_t W = buffers_.limits.max_blocks_per_seq;
 
   using vt::DType;
-  auto fill = [](const vt::Tensor& dst, const void* src, int64_t n, DType dt) {
-    vt::Tensor view = dst.Slice(0, 0, n);
-    view.CopyFrom(vt::Tensor::Borrow(const_cast<void*>(src), vt::Shape{n}, dt, vt::Device::Cpu(), nullptr));
-    return view;
-  };
   const size_t sb = static_cast<size_t>(Sb), s = static_cast<size_t>(S);
   pad_i32_.assign(sb, 0);
   std::copy(step.token_ids.begin(), step.token_ids.end(), pad_i32_.begin());
-  const vt::Tensor ids = fill(buffers_.ids, pad_i32_.data(), Sb, DType::kI32);
+  const vt::Tensor ids = FillPrefix(buffers_.ids, pad_i32_.data(), Sb, DType::kI32);
   AttentionMetadata meta;
   meta.num_tokens = Sb;
   pad_i64_.assign(sb, 0);
   std::copy(step.positions.begin(), step.positions.end(), pad_i64_.begin());
-  meta.positions = fill(buffers_.positions, pad_i64_.data(), Sb, DType::kI64);
+  meta.positions = FillPrefix(buffers_.positions, pad_i64_.data(), Sb, DType::kI64);
   pad_i64_.assign(sb, -1);  // padding writes no KV entry
   std::copy(step.slot_mapping.begin(), step.slot_mapping.end(), pad_i64_.begin());
-  meta.slot_mapping = fill(buffers_.slots, pad_i64_.data(), Sb, DType::kI64);
+  meta.slot_mapping = FillPrefix(buffers_.slots, pad_i64_.data(), Sb, DType::kI64);
   pad_i32_.assign(sb * static_cast<size_t>(W), 0);
   for (size_t r = 0; r < s; ++r)
     std::copy_n(step.block_tables.begin() + static_cast<std::ptrdiff_t>(r * static_cast<size_t>(step.block_table_stride)),
                 step.block_table_stride, pad_i32_.begin() + static_cast<std::ptrdiff_t>(r * static_cast<size_t>(W)));
-  meta.block_tables = fill(buffers_.block_tables, pad_i32_.data(), Sb * W, DType::kI32).View({Sb, W});
+  meta.block_tables = FillPrefix(buffers_.block_tables, pad_i32_.data(), Sb * W, DType::kI32).View({Sb, W});
   pad_i32_.assign(sb, 1);  // padding: a context of one token
   std::copy(step.seq_lens.begin(), step.seq_lens.end(), pad_i32_.begin());
-  meta.seq_lens = fill(buffers_.seq_lens, pad_i32_.data(), Sb, DType::kI32);
+  meta.seq_lens = FillPrefix(buffers_.seq_lens, pad_i32_.data(), Sb, DType::kI32);
   pad_i32_.resize(sb + 1);
   std::iota(pad_i32_.begin(), pad_i32_.end(), 0);
-  meta.query_start_loc = fill(buffers_.query_start_loc, pad_i32_.data(), Sb + 1, DType::kI32);
+  meta.query_start_loc = FillPrefix(buffers_.query_start_loc, pad_i32_.data(), Sb + 1, DType::kI32);
   const vt::Tensor logits = buffers_.logits.Slice(0, 0, Sb);
 
   if (StepBufferGeneration().load() != graphs_generation_) {
