@@ -22,6 +22,7 @@ namespace vt {
   X(kEmbedding, "Embedding")                   \
   X(kRotaryEmbedding, "RotaryEmbedding")       \
   X(kKvCacheWrite, "KvCacheWrite")             \
+  X(kQkNormRopeCacheWrite, "QkNormRopeCacheWrite") \
   X(kPagedAttention, "PagedAttention")         \
   X(kTopKLogprobs, "TopKLogprobs")             \
   X(kLogitsMask, "LogitsMask")                 \

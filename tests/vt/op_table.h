@@ -58,6 +58,7 @@ std::vector<OpCase> MatmulCases();
 std::vector<OpCase> EmbeddingCases();
 std::vector<OpCase> RotaryEmbeddingCases();
 std::vector<OpCase> KvCacheWriteCases();
+std::vector<OpCase> QkNormRopeCacheWriteCases();
 std::vector<OpCase> PagedAttentionCases();
 std::vector<OpCase> TopKLogprobsCases();
 std::vector<OpCase> LogitsMaskCases();

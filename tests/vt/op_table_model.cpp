@@ -145,6 +145,59 @@ std::vector<OpCase> KvCacheWriteCases() {
   return cases;
 }
 
+std::vector<OpCase> QkNormRopeCacheWriteCases() {
+  // Decode and prefill rows, GQA and MHA, head sizes on and off the warp width, with and
+  // without the q/k norms; slots include padding (-1) and are not in token order.
+  struct Geometry {
+    int64_t Hq, Hk, D;
+  };
+  const Geometry geometries[] = {{4, 2, 64}, {2, 1, 128}, {3, 3, 8}, {2, 2, 80}};
+  const int64_t max_pos = 300, blocks = 6, bs = 4;
+  const std::vector<int64_t> pos64 = {0, 1, 299, 150, 7, 7, 42};
+  const std::vector<int32_t> pos32(pos64.begin(), pos64.end());
+  const std::vector<int64_t> slots = {19, -1, 0, 7, 8, 23, 12};
+  const int64_t T = static_cast<int64_t>(pos64.size());
+  std::vector<OpCase> cases;
+  uint32_t seed = 500;
+  for (const Geometry& g : geometries) {
+    const vt::Tensor cache = CosSinCache(max_pos, g.D);
+    for (DType d : kFloatTypes) {
+      for (int norms : {0, 1, 2}) {  // none; both; the key's only
+        seed += 10;
+        const DType pd = (seed / 10) % 2 == 0 ? DType::kI32 : DType::kI64;
+        const vt::Shape cshape{blocks, bs, g.Hk, g.D};
+        const size_t cn = static_cast<size_t>(blocks * bs * g.Hk * g.D);
+        OpCase c{vt::StrCat("Hq ", g.Hq, " Hk ", g.Hk, " D ", g.D, " ", vt::DTypeName(d),
+                            norms == 0 ? " no norms" : norms == 1 ? " q/k norms" : " k norm", " positions ",
+                            vt::DTypeName(pd)),
+                 {Host(Normal(static_cast<size_t>(T * g.Hq * g.D), seed, 2.0f, 3.0f), {T, g.Hq * g.D}, d),
+                  Host(Normal(static_cast<size_t>(T * g.Hk * g.D), seed + 1, 2.0f, 3.0f), {T, g.Hk * g.D}, d),
+                  Host(Normal(static_cast<size_t>(T * g.Hk * g.D), seed + 2), {T, g.Hk * g.D}, d),
+                  pd == DType::kI32 ? HostOf(pos32, {T}, pd) : HostOf(pos64, {T}, pd), cache,
+                  HostOf(slots, {T}, DType::kI64),
+                  Host(Normal(static_cast<size_t>(g.D), seed + 3, 0.5f), {g.D}, DType::kF32),
+                  Host(Normal(static_cast<size_t>(g.D), seed + 4, 0.5f), {g.D}, DType::kBF16)},
+                 {Filled({T, g.Hq * g.D}, d), Host(Normal(cn, seed + 5), cshape, d), Host(Normal(cn, seed + 6), cshape, d)},
+                 nullptr,
+                 [d](size_t, int64_t, double want) { return Ulp(d, want); },
+                 nullptr};
+        const auto op = [norms](bool composite) {
+          return [norms, composite](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+            const vt::Tensor* qn = norms == 1 ? &in[6] : nullptr;
+            const vt::Tensor* kn = norms >= 1 ? &in[7] : nullptr;
+            (composite ? vt::QkNormRopeCacheWriteComposite : vt::QkNormRopeCacheWrite)(
+                q, out[0], in[0], in[1], in[2], qn, kn, 1e-6f, in[3], in[4], out[1], out[2], in[5]);
+          };
+        };
+        c.run = op(false);
+        c.definition = op(true);
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  return cases;
+}
+
 std::vector<OpCase> PagedAttentionCases() {
   // Fresh prompts, chunked prefill over earlier context, decode; GQA, MQA, MHA; head sizes
   // on and off the vector widths; blocks handed out shuffled, spare blocks of garbage.
@@ -154,6 +207,8 @@ std::vector<OpCase> PagedAttentionCases() {
       {6, 6, 128, 8, {{45, 45}}},                    // MHA, small blocks
       {12, 4, 80, 16, {{3, 3}, {1, 1}, {48, 48}}},   // a head size not a multiple of 32
       {4, 4, 8, 4, {{9, 1}, {17, 1}, {2, 1}}},       // decode batch, a head size of 8
+      {16, 8, 64, 16, {{300, 300}}},                 // enough CTAs that CUDA does not split the context
+      {8, 2, 128, 16, {{2100, 1}, {700, 1}}},        // long decode contexts (CUDA: split across CTAs)
   };
   std::vector<OpCase> cases;
   uint32_t seed = 100;

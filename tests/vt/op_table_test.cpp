@@ -142,6 +142,7 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kEmbedding: return EmbeddingCases();
     case OpId::kRotaryEmbedding: return RotaryEmbeddingCases();
     case OpId::kKvCacheWrite: return KvCacheWriteCases();
+    case OpId::kQkNormRopeCacheWrite: return QkNormRopeCacheWriteCases();
     case OpId::kPagedAttention: return PagedAttentionCases();
     case OpId::kTopKLogprobs: return TopKLogprobsCases();
     case OpId::kLogitsMask: return LogitsMaskCases();

@@ -19,6 +19,28 @@ namespace vt {
 void KvCacheWrite(const Queue& q, const Tensor& key, const Tensor& value, const Tensor& key_cache,
                   const Tensor& value_cache, const Tensor& slot_mapping);
 
+// The attention prelude of a decoder layer in one op: per-head RMSNorm of the queries and
+// keys (Qwen3's q_norm/k_norm; skipped where the weight is null), neox RoPE at each token's
+// position, and the keys and values stored into their cache slots. Its definition is the
+// sequence
+//   RmsNorm(query_out <- query, q_norm) ; RmsNorm(k' <- key, k_norm) ;
+//   RotaryEmbedding(positions, query_out, &k', cos_sin_cache) ; KvCacheWrite(k', value, ...)
+// over [T*H, D] rows, and a backend must give that sequence's bytes on its own kernels.
+// query: [T, Hq*D]; key, value: [T, Hk*D]; query_out: [T, Hq*D]; all of the caches' dtype;
+// q_norm, k_norm: [D] (F32/BF16/F16) or null; cos_sin_cache: [max_pos, D] F32; positions:
+// [T] I32/I64; slot_mapping: [T] I64 (negative: the token is not written).
+void QkNormRopeCacheWrite(const Queue& q, const Tensor& query_out, const Tensor& query, const Tensor& key,
+                          const Tensor& value, const Tensor* q_norm, const Tensor* k_norm, float eps,
+                          const Tensor& positions, const Tensor& cos_sin_cache, const Tensor& key_cache,
+                          const Tensor& value_cache, const Tensor& slot_mapping);
+
+// That definition run op by op on q's queue (a temporary holds k'), with no checks of its
+// own beyond the ops'. The CPU kernel of QkNormRopeCacheWrite is this.
+void QkNormRopeCacheWriteComposite(const Queue& q, const Tensor& query_out, const Tensor& query, const Tensor& key,
+                                   const Tensor& value, const Tensor* q_norm, const Tensor* k_norm, float eps,
+                                   const Tensor& positions, const Tensor& cos_sin_cache, const Tensor& key_cache,
+                                   const Tensor& value_cache, const Tensor& slot_mapping);
+
 // Causal attention of S sequences' new tokens over their cached context.
 // Sequence s owns query rows [query_start_loc[s], query_start_loc[s+1]) (n_s rows) and has
 // seq_lens[s] tokens in the cache, its new tokens included (written by KvCacheWrite
@@ -38,6 +60,13 @@ void PagedAttention(const Queue& q, const Tensor& out, const Tensor& query, cons
 template <>
 struct OpTraits<OpId::kKvCacheWrite> {
   using Fn = void(const Queue& q, const Tensor& key, const Tensor& value, const Tensor& key_cache,
+                  const Tensor& value_cache, const Tensor& slot_mapping);
+};
+template <>
+struct OpTraits<OpId::kQkNormRopeCacheWrite> {
+  using Fn = void(const Queue& q, const Tensor& query_out, const Tensor& query, const Tensor& key,
+                  const Tensor& value, const Tensor* q_norm, const Tensor* k_norm, float eps,
+                  const Tensor& positions, const Tensor& cos_sin_cache, const Tensor& key_cache,
                   const Tensor& value_cache, const Tensor& slot_mapping);
 };
 template <>

@@ -29,7 +29,6 @@ enum ActivationSlot {
   kSlotK,
   kSlotV,
   kSlotQn,
-  kSlotKn,
   kSlotAttn,
   kSlotAttnOut,
   kSlotGateUp,

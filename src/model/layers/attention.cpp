@@ -5,8 +5,6 @@
 #include "model/checkpoint.h"
 #include "vt/error.h"
 #include "vt/ops/attention.h"
-#include "vt/ops/norm.h"
-#include "vt/ops/rope.h"
 
 namespace vtllm::model {
 
@@ -53,15 +51,12 @@ void Attention::Forward(const vt::Queue& q, const vt::Tensor& x, const Attention
     const vt::Tensor outs[3] = {qr, kr, vr};
     qkv_.ApplyShards(q, x, outs);
   }
-  if (s_.qk_norm) {
-    const vt::Tensor qn = buf.Get(kSlotQn, T, Hq * D, act), kn = buf.Get(kSlotKn, T, Hk * D, act);
-    vt::RmsNorm(q, qn.View({T * Hq, D}), qr.View({T * Hq, D}), q_norm_, s_.rms_eps);
-    vt::RmsNorm(q, kn.View({T * Hk, D}), kr.View({T * Hk, D}), k_norm_, s_.rms_eps);
-    qr = qn;
-    kr = kn;
-  }
-  vt::RotaryEmbedding(q, m.positions, qr, &kr, rope_cache, D);
-  vt::KvCacheWrite(q, kr, vr, key_cache, value_cache, m.slot_mapping);
+  // q/k norms (Qwen3), RoPE and the cache write in one op; without norms the query rotates
+  // in place.
+  const vt::Tensor qn = s_.qk_norm ? buf.Get(kSlotQn, T, Hq * D, act) : qr;
+  vt::QkNormRopeCacheWrite(q, qn, qr, kr, vr, s_.qk_norm ? &q_norm_ : nullptr, s_.qk_norm ? &k_norm_ : nullptr,
+                           s_.rms_eps, m.positions, rope_cache, key_cache, value_cache, m.slot_mapping);
+  qr = qn;
   const vt::Tensor attn = buf.Get(kSlotAttn, T, Hq * D, act);
   vt::PagedAttention(q, attn, qr, key_cache, value_cache, m.block_tables, m.seq_lens, m.query_start_loc, scale_);
   o_proj_.Apply(q, attn, out);

@@ -19,8 +19,8 @@ namespace vtllm::model {
 
 std::vector<vt::OpId> DecoderOps(const QuantConfig& quant, vt::DType act) {
   using vt::OpId;
-  std::vector<OpId> ops = {OpId::kEmbedding,      OpId::kRmsNorm, OpId::kRotaryEmbedding, OpId::kKvCacheWrite,
-                           OpId::kPagedAttention, OpId::kMatmul,  OpId::kSiluMul};
+  std::vector<OpId> ops = {OpId::kEmbedding, OpId::kRmsNorm, OpId::kQkNormRopeCacheWrite, OpId::kPagedAttention,
+                           OpId::kMatmul,    OpId::kSiluMul};
   if (quant.method == QuantMethod::kFp8Static) {
     ops.push_back(OpId::kMatmulFp8);
     ops.push_back(OpId::kQuantFp8Static);

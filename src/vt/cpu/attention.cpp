@@ -236,6 +236,8 @@ void KvCacheWriteCpu(const Queue& q, const Tensor& key, const Tensor& value, con
 
 void RegisterAttentionKernels() {
   Register<OpId::kKvCacheWrite>(DeviceType::kCPU, &KvCacheWriteCpu);
+  // The CPU runs the definition op by op (no fused CPU kernel).
+  Register<OpId::kQkNormRopeCacheWrite>(DeviceType::kCPU, &QkNormRopeCacheWriteComposite);
   Register<OpId::kPagedAttention>(DeviceType::kCPU, &PagedAttentionCpu);
 }
 

@@ -11,6 +11,7 @@ namespace {
 
 __global__ void SiluMulKernel(void* out, DType od, const void* x, DType xd, int64_t rows, int64_t I, uint8_t* q,
                               float q_inv) {
+  PdlWait();
   const int64_t n = rows * I;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
@@ -35,8 +36,8 @@ void LaunchSiluMul(CudaQueue& cq, void* out, DType od, const void* x, DType xd, 
                    float q_inv) {
   if (rows * I == 0) return;
   DeviceGuard guard(cq.device.index);
-  SiluMulKernel<<<GridFor(rows * I, 256, cq), 256, 0, cq.stream>>>(out, od, x, xd, rows, I, q, q_inv);
-  VT_CUDA_CHECK_LAUNCH("SiluMulKernel");
+  LaunchOverlapped(cq, "SiluMulKernel", SiluMulKernel, GridFor(rows * I, 256, cq), 256, 0, out, od, x, xd, rows, I, q,
+                   q_inv);
 }
 
 void RegisterActivationKernels() { Register<OpId::kSiluMul>(DeviceType::kCUDA, &SiluMulCuda); }

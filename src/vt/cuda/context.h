@@ -70,6 +70,11 @@ struct CudaQueue : Queue::Impl {
 // The CUDA queue behind `q` (an internal error if a CUDA kernel got another queue).
 CudaQueue& Cuda(const Queue& q);
 
+// Whether kernels launch overlapped (programmatic dependent launch, LaunchOverlapped in
+// device_util.cuh): on sm_90 and later unless VT_CUDA_PDL=0 (read once; for measuring
+// what the overlap gains).
+bool OverlappedLaunches(const CudaQueue& cq);
+
 // Blocks of the caching allocator (runtime.cpp) that a recorded graph keeps: while `keep` is
 // set for a device, blocks freed on it go there instead of back to the cache (a graph's ops
 // may still use them at every replay); ReturnBlocks gives them back when the graph is gone.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "vt/cuda/context.h"
 #include "vt/detail/numerics.h"
@@ -60,6 +61,36 @@ __device__ __forceinline__ float WarpCanonicalSum(float acc) {
 __device__ __forceinline__ uint8_t QuantizeFp8KeepNan(float x, float inv) {
   if (x != x) return static_cast<uint8_t>(((__float_as_uint(x) >> 24) & 0x80u) | 0x7Fu);
   return numerics::QuantizeFp8(x, inv);
+}
+
+// Programmatic dependent launch (sm_90). A kernel started by LaunchOverlapped may become
+// resident while the kernel before it in the stream still runs, which hides its launch
+// latency. PdlWait(), the first statement of every such kernel, blocks until that kernel
+// has completed and its writes are visible, then lets the next kernel start early in turn.
+// No load or store may come before it. A no-op for a kernel launched without overlap.
+__device__ __forceinline__ void PdlWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, cq.stream>>>(args...), overlapped when OverlappedLaunches(cq);
+// the kernel must begin with PdlWait().
+template <typename... Params, typename... Args>
+void LaunchOverlapped(CudaQueue& cq, const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                      Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = cq.stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = OverlappedLaunches(cq) ? 1 : 0;
+  detail::Check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), name, __FILE__, __LINE__);
 }
 
 // Blocks for a grid-stride loop over n items.

@@ -18,6 +18,7 @@ void RegisterMatmulKernels();      // matmul.cpp (cuBLASLt) + matmul_fp8*.cu
 void RegisterEmbeddingKernels();   // embedding.cu
 void RegisterRopeKernels();        // rope.cu
 void RegisterAttentionKernels();   // attention.cu: KvCacheWrite, PagedAttention
+void RegisterQkNormRopeKernels();  // qk_norm_rope.cu: QkNormRopeCacheWrite
 void RegisterSamplingKernels();    // sampling.cu
 
 // Element storage tags for templated kernels: the value type in memory and exact

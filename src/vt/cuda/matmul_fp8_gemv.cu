@@ -170,7 +170,7 @@ void Launch(CudaQueue& cq, const Tensor& out, const Tensor& a, const Tensor& b, 
   // and prefetch early (bench/kernel_notes.md, GEMV grid size).
   const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * ResidentCtas<T, U, RB>();
   const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wave, N / RB)));
-  const bool overlap = how.overlap && cq.cc_major >= 9;
+  const bool overlap = how.overlap && OverlappedLaunches(cq);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(T);

@@ -9,6 +9,7 @@ namespace vt::cuda {
 namespace {
 
 __global__ void QuantFp8Kernel(uint8_t* out, const void* x, DType xd, int64_t n, float inv) {
+  PdlWait();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     out[i] = QuantizeFp8KeepNan(LoadAny(x, xd, i), inv);
@@ -20,8 +21,8 @@ void QuantFp8StaticCuda(const Queue& q, const Tensor& out, const Tensor& x, floa
   if (n == 0) return;
   const float inv = 1.0f / input_scale;
   DeviceGuard guard(cq.device.index);
-  QuantFp8Kernel<<<GridFor(n, 256, cq), 256, 0, cq.stream>>>(out.data_as<uint8_t>(), x.data(), x.dtype(), n, inv);
-  VT_CUDA_CHECK_LAUNCH("QuantFp8Kernel");
+  LaunchOverlapped(cq, "QuantFp8Kernel", QuantFp8Kernel, GridFor(n, 256, cq), 256, 0, out.data_as<uint8_t>(), x.data(),
+                   x.dtype(), n, inv);
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // CUDA runtime of vt: the caching allocator, copies, queues, device count, registration.
 #include "vt/cuda/runtime.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vt/cuda/context.h"
@@ -308,6 +310,14 @@ void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device,
   }
 }
 
+bool OverlappedLaunches(const CudaQueue& cq) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("VT_CUDA_PDL");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return enabled && cq.cc_major >= 9;
+}
+
 void SynchronizeDevice(int device) {
   DeviceGuard guard(device);
   VT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -387,6 +397,7 @@ void RegisterKernels() {
   RegisterMatmulKernels();
   RegisterEmbeddingKernels();
   RegisterRopeKernels();
+  RegisterQkNormRopeKernels();
   RegisterAttentionKernels();
   RegisterSamplingKernels();
 }

@@ -1,6 +1,11 @@
 #include "vt/ops/attention.h"
 
+#include <utility>
+
+#include "vt/ops/cast.h"
 #include "vt/ops/check.h"
+#include "vt/ops/norm.h"
+#include "vt/ops/rope.h"
 
 namespace vt {
 
@@ -33,6 +38,64 @@ void KvCacheWrite(const Queue& q, const Tensor& key, const Tensor& value, const 
   check::ShapeIs(op, "key", key, {T, width});
   check::ShapeIs(op, "value", value, {T, width});
   Kernel<OpId::kKvCacheWrite>(q.device().type)(q, key, value, key_cache, value_cache, slot_mapping);
+}
+
+void QkNormRopeCacheWrite(const Queue& q, const Tensor& query_out, const Tensor& query, const Tensor& key,
+                          const Tensor& value, const Tensor* q_norm, const Tensor* k_norm, float eps,
+                          const Tensor& positions, const Tensor& cos_sin_cache, const Tensor& key_cache,
+                          const Tensor& value_cache, const Tensor& slot_mapping) {
+  constexpr std::string_view op = "QkNormRopeCacheWrite";
+  CheckCaches(op, q, key_cache, value_cache, true);
+  const DType d = key_cache.dtype();
+  check::Operand(op, q, "query", query, {d});
+  check::Output(op, q, "query_out", query_out, {d});
+  check::Operand(op, q, "key", key, {d});
+  check::Operand(op, q, "value", value, {d});
+  check::Operand(op, q, "positions", positions, {DType::kI32, DType::kI64});
+  check::Operand(op, q, "cos_sin_cache", cos_sin_cache, {DType::kF32});
+  check::Operand(op, q, "slot_mapping", slot_mapping, {DType::kI64});
+  check::NDim(op, "positions", positions, 1);
+  check::NDim(op, "query", query, 2);
+  check::NDim(op, "cos_sin_cache", cos_sin_cache, 2);
+  const int64_t T = positions.dim(0), Hk = key_cache.dim(2), D = key_cache.dim(3);
+  VT_CHECK(D % 2 == 0, op, ": the cache's head size ", D, " must be even for RoPE");
+  check::ShapeIs(op, "cos_sin_cache", cos_sin_cache, {cos_sin_cache.dim(0), D});
+  VT_CHECK(query.dim(0) == T && query.dim(1) % D == 0 && query.dim(1) > 0, op, ": query is ", query.Describe(),
+           " but need [", T, ", heads * ", D, "] for ", T, " positions");
+  check::ShapeIs(op, "query_out", query_out, query.shape());
+  check::ShapeIs(op, "key", key, {T, Hk * D});
+  check::ShapeIs(op, "value", value, {T, Hk * D});
+  check::ShapeIs(op, "slot_mapping", slot_mapping, {T});
+  for (const auto& [name, w] : {std::pair<std::string_view, const Tensor*>{"q_norm", q_norm}, {"k_norm", k_norm}}) {
+    if (w == nullptr) continue;
+    check::Operand(op, q, name, *w, check::kFloat16Or32);
+    check::ShapeIs(op, name, *w, {D});
+  }
+  check::Finite(op, "eps", eps);
+  VT_CHECK(query_out.data() != key.data() && query_out.data() != value.data(), op,
+           ": query_out must not alias key or value");
+  Kernel<OpId::kQkNormRopeCacheWrite>(q.device().type)(q, query_out, query, key, value, q_norm, k_norm, eps,
+                                                        positions, cos_sin_cache, key_cache, value_cache,
+                                                        slot_mapping);
+}
+
+void QkNormRopeCacheWriteComposite(const Queue& q, const Tensor& query_out, const Tensor& query, const Tensor& key,
+                                   const Tensor& value, const Tensor* q_norm, const Tensor* k_norm, float eps,
+                                   const Tensor& positions, const Tensor& cos_sin_cache, const Tensor& key_cache,
+                                   const Tensor& value_cache, const Tensor& slot_mapping) {
+  const int64_t T = query.dim(0), D = key_cache.dim(3);
+  const int64_t Hq = query.dim(1) / D, Hk = key_cache.dim(2);
+  if (q_norm != nullptr)
+    RmsNorm(q, query_out.View({T * Hq, D}), query.View({T * Hq, D}), *q_norm, eps);
+  else if (query_out.data() != query.data())
+    Cast(q, query_out, query);  // a copy in queue order
+  const Tensor k = Tensor::Empty({T, Hk * D}, key.dtype(), key.device());
+  if (k_norm != nullptr)
+    RmsNorm(q, k.View({T * Hk, D}), key.View({T * Hk, D}), *k_norm, eps);
+  else
+    Cast(q, k, key);
+  RotaryEmbedding(q, positions, query_out, &k, cos_sin_cache, D);
+  KvCacheWrite(q, k, value, key_cache, value_cache, slot_mapping);
 }
 
 void PagedAttention(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,

@@ -1,0 +1,129 @@
+// CUDA QkNormRopeCacheWrite: one warp per (token, head) of the queries and keys, so a decode
+// step's q/k norms, RoPE and cache write are one launch instead of five. The warp loads its
+// head into shared memory, sums the squares as RmsNormKernel does (lane j: the fma chain of
+// elements j, j+32, ...; then WarpCanonicalSum), rounds the normed values as RmsNorm stores
+// them, rotates the pairs with RopeKernel's unfused expressions and stores the result to
+// query_out or the key's cache slot; a key's warp also copies the value head. Every output
+// byte therefore equals the op-by-op definition's on this backend. Bad positions and slots
+// are recorded as RotaryEmbedding and KvCacheWrite record them (device_error.h).
+#include "vt/cuda/device_error.cuh"
+#include "vt/cuda/device_util.cuh"
+#include "vt/cuda/kernels.h"
+#include "vt/ops/attention.h"
+
+namespace vt::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;     // (token, head) units per CTA
+constexpr int kMaxD = 256;    // head sizes up to this (staged in shared memory)
+
+template <typename Tag, typename P>
+__global__ void __launch_bounds__(kWarps * 32)
+    QkNormRopeCacheKernel(typename Tag::T* qout, const typename Tag::T* query, const typename Tag::T* key,
+                          const typename Tag::T* value, const void* qw, DType qwd, const void* kw, DType kwd,
+                          float eps, const P* positions, const float* cache, int64_t max_pos,
+                          typename Tag::T* kc, typename Tag::T* vc, const int64_t* slots, int64_t num_slots,
+                          int64_t T, int64_t Hq, int64_t Hk, int64_t D, IndexErrorRecord* err) {
+  PdlWait();
+  using E = typename Tag::T;
+  __shared__ float staged[kWarps][kMaxD];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int64_t heads = Hq + Hk;
+  const int64_t u = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (u >= T * heads) return;  // uniform across the warp
+  const int64_t t = u / heads, h = u - t * heads;
+  const bool is_query = h < Hq;
+  const int64_t kh = h - Hq;
+  const int64_t slot = slots[t];
+  if (!is_query) {
+    if (slot < 0) return;  // padding: the key and value are not written
+    if (slot >= num_slots) {
+      if (kh == 0 && lane == 0) RecordIndexError(err, IndexError::kKvSlot, t, slot, num_slots);
+      return;
+    }
+  }
+  const int64_t pos = static_cast<int64_t>(positions[t]);
+  if (pos < 0 || pos >= max_pos) {
+    if (h == 0 && lane == 0) RecordIndexError(err, IndexError::kRopePosition, t, pos, max_pos);
+    return;
+  }
+  const E* src = is_query ? query + (t * Hq + h) * D : key + (t * Hk + kh) * D;
+  float* s = staged[warp];
+  float acc = 0.0f;
+  for (int64_t i = lane; i < D; i += 32) {
+    const float v = Tag::Load(src[i]);
+    s[i] = v;
+    acc = numerics::Fma(v, v, acc);
+  }
+  if (!is_query) {
+    const E* vs = value + (t * Hk + kh) * D;
+    E* vd = vc + (slot * Hk + kh) * D;
+    for (int64_t i = lane; i < D; i += 32) vd[i] = vs[i];
+  }
+  const void* w = is_query ? qw : kw;
+  if (w != nullptr) {
+    const DType wd = is_query ? qwd : kwd;
+    const float inv = numerics::RmsInverse(WarpCanonicalSum(acc), D, eps);
+    for (int64_t i = lane; i < D; i += 32) s[i] = RoundTo<Tag>(RoundTo<Tag>(s[i] * inv) * LoadAny(w, wd, i));
+  }
+  __syncwarp();  // every lane's loads are done (query_out may be query) and staged
+  const float* cs = cache + pos * D;
+  const int64_t half = D / 2;
+  E* dst = is_query ? qout + (t * Hq + h) * D : kc + (slot * Hk + kh) * D;
+  for (int64_t i = lane; i < half; i += 32) {
+    const float c = cs[i], sn = cs[half + i];
+    const float x1 = s[i], x2 = s[half + i];
+    const float a = x1 * c, b = x2 * sn, p = x2 * c, r = x1 * sn;
+    dst[i] = Tag::Store(a - b);
+    dst[half + i] = Tag::Store(p + r);
+  }
+}
+
+template <typename P>
+void Launch(CudaQueue& cq, const Tensor& query_out, const Tensor& query, const Tensor& key, const Tensor& value,
+            const Tensor* q_norm, const Tensor* k_norm, float eps, const P* positions, const Tensor& cos_sin_cache,
+            const Tensor& key_cache, const Tensor& value_cache, const Tensor& slot_mapping) {
+  const int64_t T = query.dim(0), D = key_cache.dim(3), Hq = query.dim(1) / D, Hk = key_cache.dim(2);
+  const int64_t units = T * (Hq + Hk);
+  const unsigned blocks = static_cast<unsigned>((units + kWarps - 1) / kWarps);
+  DispatchFloat(query.dtype(), "QkNormRopeCacheWrite", [&](auto tag) {
+    using Tag = decltype(tag);
+    using E = typename Tag::T;
+    LaunchOverlapped(
+        cq, "QkNormRopeCacheKernel", QkNormRopeCacheKernel<Tag, P>, blocks, kWarps * 32, 0, query_out.data_as<E>(), query.data_as<E>(), key.data_as<E>(), value.data_as<E>(),
+        q_norm ? q_norm->data() : nullptr, q_norm ? q_norm->dtype() : DType::kF32,
+        k_norm ? k_norm->data() : nullptr, k_norm ? k_norm->dtype() : DType::kF32, eps, positions,
+        cos_sin_cache.data_as<float>(), cos_sin_cache.dim(0), key_cache.data_as<E>(), value_cache.data_as<E>(),
+        slot_mapping.data_as<int64_t>(), key_cache.dim(0) * key_cache.dim(1), T, Hq, Hk, D, cq.index_errors);
+  });
+}
+
+void QkNormRopeCacheWriteCuda(const Queue& q, const Tensor& query_out, const Tensor& query, const Tensor& key,
+                              const Tensor& value, const Tensor* q_norm, const Tensor* k_norm, float eps,
+                              const Tensor& positions, const Tensor& cos_sin_cache, const Tensor& key_cache,
+                              const Tensor& value_cache, const Tensor& slot_mapping) {
+  const int64_t D = key_cache.dim(3);
+  if (D > kMaxD) {  // beyond the staged head size: the definition, op by op
+    QkNormRopeCacheWriteComposite(q, query_out, query, key, value, q_norm, k_norm, eps, positions, cos_sin_cache,
+                                  key_cache, value_cache, slot_mapping);
+    return;
+  }
+  if (query.dim(0) == 0) return;
+  CudaQueue& cq = Cuda(q);
+  DeviceGuard guard(cq.device.index);
+  if (positions.dtype() == DType::kI32)
+    Launch(cq, query_out, query, key, value, q_norm, k_norm, eps, positions.data_as<int32_t>(), cos_sin_cache,
+           key_cache, value_cache, slot_mapping);
+  else
+    Launch(cq, query_out, query, key, value, q_norm, k_norm, eps, positions.data_as<int64_t>(), cos_sin_cache,
+           key_cache, value_cache, slot_mapping);
+}
+
+}  // namespace
+
+void RegisterQkNormRopeKernels() {
+  Register<OpId::kQkNormRopeCacheWrite>(DeviceType::kCUDA, &QkNormRopeCacheWriteCuda);
+}
+
+}  // namespace vt::cuda
