@@ -14,6 +14,7 @@ constexpr int kWarpsPerBlock = 8;
 
 __global__ void RmsNormKernel(void* out, DType od, const void* x, DType xd, const void* w, DType wd, void* residual,
                               int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
+  PdlWait();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;  // uniform across the warp
@@ -40,26 +41,57 @@ __global__ void RmsNormKernel(void* out, DType od, const void* x, DType xd, cons
 
 // One CTA per row for wide rows: the warp-per-row kernel above issues one dependent load
 // (or a store and its reload) per element and lane, so a 1024-wide row took ~56 us, almost
-// all of it memory latency. Here every thread loads its elements at once (residual added
-// and rounded as above) into shared memory; warp 0 runs the same canonical sum (lane j:
-// the fma chain of elements j, j+32, ...; then WarpCanonicalSum) from shared memory; and
-// all threads finish the elements. Same arithmetic, same bytes.
+// all of it memory latency. Here every thread holds up to kPer elements of the row, x, the
+// residual and the weight loaded as raw bits before any of them is converted or stored
+// (so the loads of a thread are in flight together); the row after the residual add
+// (rounded as above) goes to shared memory, where warp 0 runs the same canonical sum (lane
+// j: the fma chain of elements j, j+32, ...; then WarpCanonicalSum); all threads finish
+// their elements from registers. Same arithmetic, same bytes.
 constexpr int kRowThreads = 256;
-constexpr int64_t kMaxStagedH = 32768;  // 128 KiB of floats (past 48 KiB the kernel opts in)
+constexpr int kMaxPer = 32;                                 // rows up to 8192 wide
+constexpr int64_t kMaxStagedH = int64_t{kRowThreads} * kMaxPer;
 
+__device__ __forceinline__ uint32_t LoadBits(const void* p, DType d, int64_t i) {
+  return d == DType::kF32 ? static_cast<const uint32_t*>(p)[i] : static_cast<const uint16_t*>(p)[i];
+}
+__device__ __forceinline__ float BitsToFloat(uint32_t b, DType d) {
+  switch (d) {
+    case DType::kBF16: return Bf16ToFloat(static_cast<uint16_t>(b));
+    case DType::kF16: return F16ToFloat(static_cast<uint16_t>(b));
+    default: return __uint_as_float(b);
+  }
+}
+
+template <int kPer>
 __global__ void __launch_bounds__(kRowThreads)
     RmsNormRowKernel(void* out, DType od, const void* x, DType xd, const void* w, DType wd, void* residual,
                      int64_t H, float eps, uint8_t* q, float q_inv) {
-  extern __shared__ float staged[];  // [H] the row after the residual add
+  PdlWait();
+  __shared__ float staged[kRowThreads * kPer];  // the row after the residual add
   __shared__ float inv_shared;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * H;
-  for (int64_t i = threadIdx.x; i < H; i += kRowThreads) {
-    float v = LoadAny(x, xd, base + i);
-    if (residual != nullptr) {
-      v = RoundAny(xd, v + LoadAny(residual, xd, base + i));
-      StoreAny(residual, xd, base + i, v);
+  uint32_t xb[kPer], rb[kPer], wb[kPer];
+#pragma unroll
+  for (int c = 0; c < kPer; ++c) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(c) * kRowThreads;
+    if (i < H) {
+      xb[c] = LoadBits(x, xd, base + i);
+      if (residual != nullptr) rb[c] = LoadBits(residual, xd, base + i);
+      wb[c] = LoadBits(w, wd, i);
     }
-    staged[i] = v;
+  }
+  float v[kPer];
+#pragma unroll
+  for (int c = 0; c < kPer; ++c) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(c) * kRowThreads;
+    if (i < H) {
+      v[c] = BitsToFloat(xb[c], xd);
+      if (residual != nullptr) {
+        v[c] = RoundAny(xd, v[c] + BitsToFloat(rb[c], xd));
+        StoreAny(residual, xd, base + i, v[c]);
+      }
+      staged[i] = v[c];
+    }
   }
   __syncthreads();
   if (threadIdx.x < 32) {
@@ -70,12 +102,23 @@ __global__ void __launch_bounds__(kRowThreads)
   }
   __syncthreads();
   const float inv = inv_shared;
-  for (int64_t i = threadIdx.x; i < H; i += kRowThreads) {
-    const float t = RoundAny(od, staged[i] * inv);
-    const float y = t * LoadAny(w, wd, i);
-    if (out != nullptr) StoreAny(out, od, base + i, y);
-    if (q != nullptr) q[base + i] = QuantizeFp8KeepNan(RoundAny(od, y), q_inv);
+#pragma unroll
+  for (int c = 0; c < kPer; ++c) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(c) * kRowThreads;
+    if (i < H) {
+      const float t = RoundAny(od, v[c] * inv);
+      const float y = t * BitsToFloat(wb[c], wd);
+      if (out != nullptr) StoreAny(out, od, base + i, y);
+      if (q != nullptr) q[base + i] = QuantizeFp8KeepNan(RoundAny(od, y), q_inv);
+    }
   }
+}
+
+template <int kPer>
+void LaunchRowKernel(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
+                     void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
+  LaunchOverlapped(cq, "RmsNormRowKernel", RmsNormRowKernel<kPer>, static_cast<unsigned>(rows), kRowThreads, 0, out,
+                   od, x, xd, w, wd, residual, H, eps, q, q_inv);
 }
 
 __global__ void RmsNormGatedKernel(void* out, DType od, const void* x, DType xd, const void* gate, DType gd,
@@ -123,18 +166,15 @@ void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, 
   if (rows == 0) return;
   DeviceGuard guard(cq.device.index);
   if (H >= kRowThreads && H <= kMaxStagedH && rows < (int64_t{1} << 31)) {
-    const size_t smem = static_cast<size_t>(H) * sizeof(float);
-    if (smem > (size_t{48} << 10))
-      VT_CUDA_CHECK(cudaFuncSetAttribute(RmsNormRowKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
-    RmsNormRowKernel<<<static_cast<unsigned>(rows), kRowThreads, smem, cq.stream>>>(out, od, x, xd, w, wd, residual,
-                                                                                     H, eps, q, q_inv);
-    VT_CUDA_CHECK_LAUNCH("RmsNormRowKernel");
+    const auto launch = H <= 4 * kRowThreads    ? &LaunchRowKernel<4>
+                        : H <= 8 * kRowThreads  ? &LaunchRowKernel<8>
+                        : H <= 16 * kRowThreads ? &LaunchRowKernel<16>
+                                                : &LaunchRowKernel<kMaxPer>;
+    launch(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv);
     return;
   }
-  RmsNormKernel<<<RowBlocks(rows), kWarpsPerBlock * 32, 0, cq.stream>>>(out, od, x, xd, w, wd, residual, rows, H,
-                                                                        eps, q, q_inv);
-  VT_CUDA_CHECK_LAUNCH("RmsNormKernel");
+  LaunchOverlapped(cq, "RmsNormKernel", RmsNormKernel, RowBlocks(rows), kWarpsPerBlock * 32, 0, out, od, x, xd, w, wd,
+                   residual, rows, H, eps, q, q_inv);
 }
 
 void LaunchRmsNormGated(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* gate, DType gd,
