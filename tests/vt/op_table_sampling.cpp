@@ -2,6 +2,7 @@
 // defined so that every backend computes the same bytes (each probability term is an exp in
 // double rounded to f32, sums in double, ids walked in order): byte-exact. TopKLogprobs' ids
 // and ranks are exact; its logprobs sum in double in another order per backend: 1e-5.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -156,6 +157,28 @@ std::vector<OpCase> SampleTokensCases() {
       };
       cases.push_back(std::move(c));
     }
+  {
+    // A vocabulary wide enough that a backend splits a row across blocks: the maximum tied
+    // on both sides of a 2048 boundary, at the last id alone, tied in every 4096 ids, and
+    // a sampled row between greedy ones.
+    const int64_t R = 4, V = 40961;
+    std::vector<float> x = Logits(R, V, 77);
+    for (float& v : x) v = std::min(v, 5.0f);
+    x[2047] = x[2048] = 9.0f;
+    x[V + V - 1] = 9.5f;
+    for (int64_t i = 100; i < V; i += 4096) x[2 * V + i] = 7.0f;
+    const std::vector<float> params = {0.0f, 1.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.9f, 1.0f, 0.0f};
+    std::swap(x[3 * V + 5], x[3 * V + V - 2]);
+    OpCase c;
+    c.name = "greedy rows split across blocks, V 40961";
+    c.inputs = {Host(x, {R, V}, DType::kF32), HostOf(params, {R, 3}, DType::kF32), I32({0, 0, 0, 0}),
+                HostOf(std::vector<int64_t>{1, 2, 3, 4}, {R}, DType::kI64)};
+    c.outputs = {Filled({R}, DType::kI32)};
+    c.run = [](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+      vt::SampleTokens(q, out[0], in[0], in[1], in[2], in[3]);
+    };
+    cases.push_back(std::move(c));
+  }
   return cases;
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "vt/cuda/context.h"
+#include "vt/cuda/device_util.cuh"
 #include "vt/cuda/kernels.h"
 #include "vt/ops/sampling.h"
 
@@ -76,14 +77,6 @@ struct MaxU64 {
 };
 __device__ __forceinline__ int ArgKeyId(unsigned long long k) {
   return static_cast<int>(0xFFFFFFFFull - (k & 0xFFFFFFFFull));
-}
-
-// The row's argmax (ties: lowest id; NaN ignored, an all -inf row gives 0).
-__device__ int BlockArgmax(const float* x, int64_t V, Scratch& s) {
-  unsigned long long best = 0;
-  for (int64_t i = threadIdx.x; i < V; i += kThreads) best = MaxU64{}(best, ArgKey(x[i], i));
-  best = BlockReduce(best, MaxU64{}, s.u);
-  return best == 0 ? 0 : ArgKeyId(best);
 }
 
 __device__ float BlockMax(const float* x, int64_t V, float scale_div, Scratch& s) {
@@ -194,16 +187,48 @@ __global__ void LogitsPenaltiesKernel(float* logits, int64_t V, const int32_t* o
   }
 }
 
+// Greedy rows, first pass: block p of row r reduces ids [p * kArgmaxPart, (p+1) *
+// kArgmaxPart) to its best (value, id) key, so a 152k vocabulary is read by ~75 blocks
+// instead of one; SampleTokensKernel takes the max of a row's keys. The max of the keys is
+// the same whichever blocks found them, so the token equals the one-block argmax's.
+constexpr int kArgmaxThreads = 256;
+constexpr int64_t kArgmaxPart = 2048;
+
+__global__ void __launch_bounds__(kArgmaxThreads)
+    ArgmaxPartsKernel(unsigned long long* parts, const float* logits, int64_t V, const float* params) {
+  PdlWait();
+  const int64_t r = blockIdx.y;
+  if (params[3 * r] >= kGreedyTemperature) return;  // a sampled row: SampleTokensKernel reads it whole
+  const float* x = logits + r * V;
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * kArgmaxPart;
+  const int64_t e = b + kArgmaxPart < V ? b + kArgmaxPart : V;
+  unsigned long long best = 0;
+#pragma unroll 8
+  for (int64_t i = b + threadIdx.x; i < e; i += kArgmaxThreads) best = MaxU64{}(best, ArgKey(x[i], i));
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) best = MaxU64{}(best, __shfl_xor_sync(0xFFFFFFFFu, best, off));
+  __shared__ unsigned long long warp_best[kArgmaxThreads / 32];
+  if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kArgmaxThreads / 32; ++w) best = MaxU64{}(best, warp_best[w]);
+    parts[r * gridDim.x + blockIdx.x] = best;
+  }
+}
+
 __global__ void SampleTokensKernel(int32_t* out, const float* logits, int64_t V, const float* params,
-                                   const int32_t* top_k, const int64_t* random_bits) {
+                                   const int32_t* top_k, const int64_t* random_bits,
+                                   const unsigned long long* argmax_parts, int num_parts) {
+  PdlWait();
   __shared__ Scratch s;
   __shared__ double chunk_start[kThreads + 1];
   const int64_t r = blockIdx.x;
   const float* x = logits + r * V;
   const float temperature = params[3 * r], top_p = params[3 * r + 1], min_p = params[3 * r + 2];
   if (temperature < kGreedyTemperature) {
-    const int best = BlockArgmax(x, V, s);
-    if (threadIdx.x == 0) out[r] = best;
+    unsigned long long best = threadIdx.x < num_parts ? argmax_parts[r * num_parts + threadIdx.x] : 0;
+    best = BlockReduce(best, MaxU64{}, s.u);
+    if (threadIdx.x == 0) out[r] = best == 0 ? 0 : ArgKeyId(best);  // NaN ignored, an all -inf row gives 0
     return;
   }
   const float m = BlockMax(x, V, temperature, s);
@@ -340,10 +365,20 @@ void SampleTokensCuda(const Queue& q, const Tensor& out_ids, const Tensor& logit
                       const Tensor& top_k, const Tensor& random_bits) {
   CudaQueue& cq = Cuda(q);
   DeviceGuard guard(cq.device.index);
-  SampleTokensKernel<<<Rows(logits), kThreads, 0, cq.stream>>>(
-      out_ids.data_as<int32_t>(), logits.data_as<float>(), logits.dim(1), params.data_as<float>(),
-      top_k.data_as<int32_t>(), random_bits.data_as<int64_t>());
-  VT_CUDA_CHECK_LAUNCH("SampleTokensKernel");
+  const int64_t R = logits.dim(0), V = logits.dim(1);
+  if (R == 0) return;
+  const int64_t num_parts = (V + kArgmaxPart - 1) / kArgmaxPart;
+  VT_CHECK(num_parts <= kThreads && R <= 65535, "SampleTokens on cuda: ", R, " rows of ", V,
+           " logits exceed the greedy pass's ", kThreads * kArgmaxPart, " ids or 65535 rows");
+  const Tensor parts = Tensor::Empty({R, num_parts}, DType::kI64, logits.device());
+  LaunchOverlapped(cq, "ArgmaxPartsKernel", ArgmaxPartsKernel,
+                   dim3(static_cast<unsigned>(num_parts), static_cast<unsigned>(R)), kArgmaxThreads, 0,
+                   static_cast<unsigned long long*>(parts.data()), logits.data_as<float>(), V,
+                   params.data_as<float>());
+  LaunchOverlapped(cq, "SampleTokensKernel", SampleTokensKernel, Rows(logits), kThreads, 0, out_ids.data_as<int32_t>(),
+                   logits.data_as<float>(), V, params.data_as<float>(), top_k.data_as<int32_t>(),
+                   random_bits.data_as<int64_t>(), static_cast<const unsigned long long*>(parts.data()),
+                   static_cast<int>(num_parts));
 }
 
 }  // namespace
