@@ -191,6 +191,8 @@ TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
       {6, 6, 128, 8, {{77, 77}}},                          // MHA, small blocks
       {16, 2, 256, 16, {{20, 20}, {65, 17}}},              // the largest head size, GQA 8
       {12, 4, 80, 16, {{3, 3}, {1, 1}, {48, 48}}},         // a head size not a multiple of 32
+      {8, 2, 64, 16, {{50, 50}, {600, 1}, {30, 1}}},       // a mixed batch: a prompt and two decodes
+      {16, 8, 64, 16, {{400, 400}}},                       // enough CTAs that the context is not split
   };
   uint32_t seed = 100;
   for (const auto& c : cases)
@@ -199,11 +201,12 @@ TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
 
 TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
   VT_REQUIRE_CUDA();
-  // One new row per sequence, contexts from 1 token to several hundred.
+  // One new row per sequence, contexts from 1 token to 8192.
   const std::vector<AttnCase> cases = {
       {4, 2, 32, 16, {{1, 1}, {17, 1}, {300, 1}}},
       {32, 8, 128, 16, {{513, 1}, {64, 1}}},
       {8, 1, 64, 32, {{1000, 1}}},
+      {32, 4, 128, 16, {{8192, 1}, {4000, 1}, {1, 1}}},  // GQA 8, the longest contexts, split across CTAs
   };
   uint32_t seed = 500;
   for (const auto& c : cases)

@@ -4,9 +4,13 @@
 // PagedAttention: a CTA serves one (sequence, KV head) and up to kWarps query vectors
 // (query row, query head of that KV head's group), one warp each, so GQA/MQA heads share
 // every cache tile the CTA stages. Each tile of kTile cached tokens is converted to f32 in
-// shared memory; lane j scores token j of the tile, the warp updates its running max and
-// sum (online softmax, f32), and each lane accumulates D/32 output dims. The result is
-// rounded once to the output dtype. Causality: a row at position p sees tokens 0..p.
+// shared memory (16-byte loads where the head allows); lane j scores token j of the tile,
+// the warp updates its running max and sum (online softmax, f32), and each lane
+// accumulates D/32 output dims. The result is rounded once to the output dtype.
+// Causality: a row at position p sees tokens 0..p. When a step has too few CTAs to fill
+// the GPU (decode), each sequence's context is split into num_splits ranges of whole tiles
+// handled by separate CTAs (flash-decoding); each writes its running max, sum and
+// unnormalised output, and AttnCombineKernel merges them.
 // The kernels check the index metadata they use (the CPU kernels' checks, made on the
 // device so that no op waits for the host): nothing is read or written out of bounds, and
 // the first bad value is reported as a vt::Error at the next synchronization
@@ -27,6 +31,7 @@ constexpr int kTile = 32;   // cached tokens per shared-memory tile (one per lan
 constexpr int kWarps = 8;   // query vectors per CTA
 constexpr int kMaxD = 256;  // head sizes up to this (the accumulators live in registers)
 constexpr int kDimsPerLane = kMaxD / 32;
+constexpr int64_t kMaxSplits = 32;  // context ranges of one sequence handled by separate CTAs
 
 template <typename W>
 __global__ void KvWriteKernel(W* kc, W* vc, const W* key, const W* value, const int64_t* slots, int64_t T,
@@ -89,6 +94,10 @@ struct AttnArgs {
   IndexErrorRecord* err;
   int64_t Hq, Hk, D, group, block_size, max_blocks, num_blocks, S, T;
   float scale;
+  int64_t num_splits;  // CTAs sharing one sequence's context (1: the output is written directly)
+  float* part_ml;      // [num_splits, T * Hq, 2]: each split's running max and sum
+  float* part_acc;     // [num_splits, T * Hq, D]: its unnormalised weighted sum of values
+  bool vec16;          // rows of the caches load as 16-byte vectors
 };
 
 __device__ __forceinline__ float WarpMax(float v) {
@@ -105,13 +114,16 @@ __device__ __forceinline__ float WarpSum(float v) {
 
 template <typename Tag>
 __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) {
+  PdlWait();
   using T = typename Tag::T;
   extern __shared__ float smem[];
+  __shared__ int64_t tok_src[kTile];  // cache offset of each token of the tile
   const int64_t D = a.D, ld = D + 1;  // odd row stride: lane j reading row j is conflict-free
   float* ks = smem;                   // [kTile][ld]
   float* vs = ks + kTile * ld;        // [kTile][ld]
   float* qs = vs + kTile * ld;        // [kWarps][D], pre-scaled queries
   const int64_t s = blockIdx.y, kh = blockIdx.z;
+  const int64_t xg = blockIdx.x / a.num_splits, split = blockIdx.x - xg * a.num_splits;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int64_t q0 = a.query_start_loc[s], q1 = a.query_start_loc[s + 1], ctx = a.seq_lens[s];
   const int64_t n = q1 - q0;
@@ -128,7 +140,7 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
   }
   if (q0 < 0 || n < 0 || q1 > a.T || n > ctx || ctx > a.max_blocks * a.block_size) return;
   const int64_t nvec = n * a.group;
-  const int64_t v0 = static_cast<int64_t>(blockIdx.x) * kWarps;
+  const int64_t v0 = xg * kWarps;
   if (v0 >= nvec) return;  // uniform across the CTA
   const int64_t first_pos = ctx - n;
   const int64_t v = v0 + warp;
@@ -137,6 +149,13 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
   const int64_t head = kh * a.group + (active ? v % a.group : 0);
   const int64_t pos = first_pos + row;  // this warp's row sees tokens 0..pos
   const int64_t cta_last = first_pos + (min(v0 + kWarps, nvec) - 1) / a.group;
+  // The cached tokens this CTA reads: all it sees, or its split's whole tiles of them.
+  int64_t tok_begin = 0, tok_end = cta_last + 1;
+  if (a.num_splits > 1) {
+    const int64_t chunk = ((ctx + a.num_splits - 1) / a.num_splits + kTile - 1) / kTile * kTile;
+    tok_begin = split * chunk;
+    tok_end = min(tok_end, tok_begin + chunk);
+  }
   const int64_t t = q0 + row;
   const T* qp = static_cast<const T*>(a.query) + (t * a.Hq + head) * D;
   float* qw = qs + warp * D;
@@ -150,7 +169,7 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
   __shared__ int bad_block;
   if (threadIdx.x == 0) bad_block = 0;
   __syncthreads();
-  for (int64_t b = threadIdx.x; b * a.block_size <= cta_last; b += blockDim.x) {
+  for (int64_t b = tok_begin / a.block_size + threadIdx.x; b * a.block_size < tok_end; b += blockDim.x) {
     const int64_t id = table[b];
     if (id < 0 || id >= a.num_blocks) {
       bad_block = 1;
@@ -164,20 +183,40 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
 #pragma unroll
   for (int k = 0; k < kDimsPerLane; ++k) acc[k] = 0.0f;
 
-  for (int64_t tok0 = 0; tok0 <= cta_last; tok0 += kTile) {
+  constexpr int kPerVec = 16 / sizeof(T);
+  for (int64_t tok0 = tok_begin; tok0 < tok_end; tok0 += kTile) {
+    const int count = static_cast<int>(min(static_cast<int64_t>(kTile), tok_end - tok0));
     __syncthreads();  // the previous tile is consumed (and the queries are staged)
-    const int64_t count = min(static_cast<int64_t>(kTile), cta_last + 1 - tok0);
-    for (int64_t e = threadIdx.x; e < count * D; e += blockDim.x) {
-      const int64_t j = e / D, i = e - j * D;
-      const int64_t tok = tok0 + j;
+    if (threadIdx.x < count) {
+      const int64_t tok = tok0 + threadIdx.x;
       const int64_t block = table[tok / a.block_size];
-      const int64_t src = ((block * a.block_size + tok % a.block_size) * a.Hk + kh) * D + i;
-      ks[j * ld + i] = Tag::Load(kc[src]);
-      vs[j * ld + i] = Tag::Load(vc[src]);
+      tok_src[threadIdx.x] = ((block * a.block_size + tok % a.block_size) * a.Hk + kh) * D;
+    }
+    __syncthreads();
+    if (a.vec16) {
+      const int vpr = static_cast<int>(D) / kPerVec;
+      for (int e = threadIdx.x; e < count * vpr; e += blockDim.x) {
+        const int j = e / vpr, c = (e - j * vpr) * kPerVec;
+        const uint4 kv = *reinterpret_cast<const uint4*>(kc + tok_src[j] + c);
+        const uint4 vv = *reinterpret_cast<const uint4*>(vc + tok_src[j] + c);
+        const T* ke = reinterpret_cast<const T*>(&kv);
+        const T* ve = reinterpret_cast<const T*>(&vv);
+#pragma unroll
+        for (int u = 0; u < kPerVec; ++u) {
+          ks[j * ld + c + u] = Tag::Load(ke[u]);
+          vs[j * ld + c + u] = Tag::Load(ve[u]);
+        }
+      }
+    } else {
+      for (int64_t e = threadIdx.x; e < count * D; e += blockDim.x) {
+        const int64_t j = e / D, i = e - j * D;
+        ks[j * ld + i] = Tag::Load(kc[tok_src[j] + i]);
+        vs[j * ld + i] = Tag::Load(vc[tok_src[j] + i]);
+      }
     }
     __syncthreads();
     if (!active || tok0 > pos) continue;  // warp-uniform; every warp still reaches each barrier
-    const int64_t valid = min(count, pos + 1 - tok0);
+    const int64_t valid = min(static_cast<int64_t>(count), pos + 1 - tok0);
     float score = -INFINITY;
     if (lane < valid) {
       const float* kr = ks + lane * ld;
@@ -208,12 +247,59 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
     m = m_new;
   }
   if (!active) return;
+  const int64_t unit = t * a.Hq + head;
+  if (a.num_splits > 1) {  // this split's part; a split past the row's position leaves (-inf, 0, 0)
+    const int64_t at = split * a.T * a.Hq + unit;
+    if (lane == 0) {
+      a.part_ml[2 * at] = m;
+      a.part_ml[2 * at + 1] = l;
+    }
+#pragma unroll
+    for (int k = 0; k < kDimsPerLane; ++k) {
+      const int64_t d = lane + 32 * k;
+      if (d < D) a.part_acc[at * D + d] = acc[k];
+    }
+    return;
+  }
   const float inv = 1.0f / l;
-  T* op = static_cast<T*>(a.out) + (t * a.Hq + head) * D;
+  T* op = static_cast<T*>(a.out) + unit * D;
 #pragma unroll
   for (int k = 0; k < kDimsPerLane; ++k) {
     const int64_t d = lane + 32 * k;
     if (d < D) op[d] = Tag::Store(acc[k] * inv);
+  }
+}
+
+// Merges the splits of each (query row, head): one warp per output vector.
+template <typename Tag>
+__global__ void __launch_bounds__(kWarps * 32)
+    AttnCombineKernel(typename Tag::T* out, const float* part_ml, const float* part_acc, int64_t units, int64_t D,
+                      int64_t num_splits) {
+  PdlWait();
+  const int64_t u = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (u >= units) return;
+  float M = -INFINITY;
+  for (int64_t p = 0; p < num_splits; ++p) M = fmaxf(M, part_ml[2 * (p * units + u)]);
+  float L = 0.0f, o[kDimsPerLane];
+#pragma unroll
+  for (int k = 0; k < kDimsPerLane; ++k) o[k] = 0.0f;
+  for (int64_t p = 0; p < num_splits; ++p) {
+    const int64_t at = p * units + u;
+    const float mp = part_ml[2 * at];
+    const float w = mp == -INFINITY ? 0.0f : expf(mp - M);
+    L += part_ml[2 * at + 1] * w;
+#pragma unroll
+    for (int k = 0; k < kDimsPerLane; ++k) {
+      const int64_t d = lane + 32 * k;
+      if (d < D) o[k] += part_acc[at * D + d] * w;
+    }
+  }
+  const float inv = 1.0f / L;
+#pragma unroll
+  for (int k = 0; k < kDimsPerLane; ++k) {
+    const int64_t d = lane + 32 * k;
+    if (d < D) out[u * D + d] = Tag::Store(o[k] * inv);
   }
 }
 
@@ -249,16 +335,39 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   a.block_tables = block_tables.data_as<int32_t>();
   a.seq_lens = seq_lens.data_as<int32_t>();
   a.query_start_loc = query_start_loc.data_as<int32_t>();
-  const dim3 grid(static_cast<unsigned>((max_vec + kWarps - 1) / kWarps), static_cast<unsigned>(S),
-                  static_cast<unsigned>(a.Hk));
+  // Split the context when the step's CTAs would not fill the GPU twice over: up to
+  // kMaxSplits CTAs per (sequence, KV head, query group), never more than the tiles the
+  // widest block table can hold.
+  const int64_t groups = (max_vec + kWarps - 1) / kWarps;
+  const int64_t ctas = groups * S * a.Hk, want = 2 * std::max(cq.sm_count, 1);
+  const int64_t max_tiles = (a.max_blocks * a.block_size + kTile - 1) / kTile;
+  a.num_splits = ctas >= want ? 1 : std::min({(want + ctas - 1) / ctas, kMaxSplits, std::max<int64_t>(max_tiles, 1)});
+  Tensor part_ml, part_acc;
+  if (a.num_splits > 1) {
+    part_ml = Tensor::Empty({a.num_splits, T * a.Hq, 2}, DType::kF32, out.device());
+    part_acc = Tensor::Empty({a.num_splits, T * a.Hq, a.D}, DType::kF32, out.device());
+    a.part_ml = part_ml.data_as<float>();
+    a.part_acc = part_acc.data_as<float>();
+  }
+  const size_t elem = DTypeSize(key_cache.dtype());
+  a.vec16 = (a.D * static_cast<int64_t>(elem)) % 16 == 0 && reinterpret_cast<uintptr_t>(a.key_cache) % 16 == 0 &&
+            reinterpret_cast<uintptr_t>(a.value_cache) % 16 == 0;
+  VT_CHECK(groups * a.num_splits < (int64_t{1} << 31), "PagedAttention on cuda: ", T, " query rows exceed the grid");
+  const dim3 grid(static_cast<unsigned>(groups * a.num_splits), static_cast<unsigned>(S), static_cast<unsigned>(a.Hk));
   const size_t smem = static_cast<size_t>(2 * kTile * (a.D + 1) + kWarps * a.D) * sizeof(float);
   DeviceGuard guard(cq.device.index);
   DispatchFloat(key_cache.dtype(), "PagedAttention", [&](auto tag) {
     using Tag = decltype(tag);
-    VT_CUDA_CHECK(cudaFuncSetAttribute(PagedAttentionKernel<Tag>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem)));
-    PagedAttentionKernel<Tag><<<grid, kWarps * 32, smem, cq.stream>>>(a);
-    VT_CUDA_CHECK_LAUNCH("PagedAttentionKernel");
+    if (smem > (size_t{40} << 10))  // with the static tok_src, past the 48 KiB default
+      VT_CUDA_CHECK(cudaFuncSetAttribute(PagedAttentionKernel<Tag>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+    LaunchOverlapped(cq, "PagedAttentionKernel", PagedAttentionKernel<Tag>, grid, kWarps * 32, smem, a);
+    if (a.num_splits > 1) {
+      const int64_t units = T * a.Hq;
+      LaunchOverlapped(cq, "AttnCombineKernel", AttnCombineKernel<Tag>, static_cast<unsigned>((units + kWarps - 1) / kWarps),
+                       kWarps * 32, 0, static_cast<typename Tag::T*>(a.out), a.part_ml, a.part_acc, units, a.D,
+                       a.num_splits);
+    }
   });
 }
 
