@@ -36,6 +36,9 @@ enum ActivationSlot {
   kSlotAct,
   kSlotAct8,
   kSlotRows,
+  kSlotRouterLogits,
+  kSlotTopKIds,
+  kSlotTopKWeights,
 };
 
 class ActivationBuffers {
