@@ -1,13 +1,16 @@
 // Qwen3-MoE against Hugging Face: tests/fixtures/models/qwen3-moe-tiny (4 layers, 0 and 2
 // dense via mlp_only_layers, 8 experts, 2 per token, norm_topk_prob) and -fp8 (the same
 // model as ModelOpt static FP8 against an emulation of vLLM's FP8 MoE), both made by
-// tools/oracle/moe_oracle.py on the GPU machine. The fixtures land with this test; until
-// then these tests fail on the missing files.
+// tools/oracle/moe_oracle.py on the GPU machine.
 //
-// Tolerances are those of the dense Qwen3 fixtures (qwen3_mqa_oracle_test.cpp,
-// qwen3_fp8_oracle_test.cpp) until measured ones replace them: with f32 activations the
-// routing is decided on f32 logits exactly as HF's, so only summation orders differ; in
-// BF16 a routing near-tie (reference.json's router_min_gap) may pick another expert.
+// With f32 activations the routing is decided on f32 logits as HF's is, so only summation
+// orders differ: every position within 1e-4 (measured up to 3e-6). With BF16 activations
+// a routing near-tie (this random model's smallest top-k gap is 4.5e-6, reference.json's
+// router_min_gap) picks another expert at some later positions, which moves that
+// position's logits by up to 1.7 (BF16 weights) or 1.6 (FP8) in these fixtures; so in BF16
+// the bound is tight only at position 0 (measured 0.042-0.051 BF16, 0.24-0.40 FP8), loose
+// over all positions, and the greedy tokens must agree up to the first near-tie (BF16) or
+// for their first tokens (FP8: 5-20 of 20 measured).
 #include "model_oracle.h"
 
 namespace vtllm::model {
@@ -23,7 +26,7 @@ TEST(Qwen3MoeOracle, F32ActivationsMatchHfFloat32) {
 
 TEST(Qwen3MoeOracle, Bf16ModelMatchesHfFloat32) {
   auto model = Model::Load(kDir, testing::CpuOptions(vt::DType::kBF16));
-  testing::CheckAgainstOracle(*model, kDir, {.first_row = 0.1, .all_rows = 0.2, .near_tie = 0.3}, "qwen3 moe bf16");
+  testing::CheckAgainstOracle(*model, kDir, {.first_row = 0.1, .all_rows = 2.5, .near_tie = 0.3}, "qwen3 moe bf16");
 }
 
 TEST(Qwen3MoeOracle, ModelOptFp8MatchesTheEmulationAtEveryPosition) {
@@ -34,7 +37,7 @@ TEST(Qwen3MoeOracle, ModelOptFp8MatchesTheEmulationAtEveryPosition) {
 TEST(Qwen3MoeOracle, ModelOptFp8WithBf16ActivationsIsCloseToTheEmulation) {
   auto model = Model::Load(kFp8Dir, testing::CpuOptions(vt::DType::kBF16));
   testing::CheckAgainstOracle(*model, kFp8Dir,
-                              {.first_row = 0.4, .all_rows = 0.5, .greedy_to_near_tie = false, .greedy_min_agree = 0},
+                              {.first_row = 0.6, .all_rows = 2.5, .greedy_to_near_tie = false, .greedy_min_agree = 3},
                               "qwen3 moe fp8 / bf16 act");
 }
 

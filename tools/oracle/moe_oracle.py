@@ -126,6 +126,8 @@ def checkpoint_state_dict(model):
 
 
 def write_config(model, out_dir, quantization_config=None):
+    # A config built in memory (not loaded) has no architectures until a model saves it.
+    model.config.architectures = ["Qwen3MoeForCausalLM"]
     model.config.save_pretrained(out_dir)
     model.generation_config.save_pretrained(out_dir)
     mo.mark_bf16(out_dir)
