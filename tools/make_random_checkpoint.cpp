@@ -3,8 +3,16 @@
 // per-tensor FP8 W8A8 in the ModelOpt or compressed-tensors spelling. For benchmarks and
 // loader tests; the weights mean nothing.
 //
-//   make_random_checkpoint --out DIR --preset qwen3-0.6b|qwen3-8b|qwen3-tiny|qwen3-tiny-vocab
+//   make_random_checkpoint --out DIR
+//       --preset qwen3-0.6b|qwen3-8b|qwen3-tiny|qwen3-tiny-vocab|qwen3-30b-a3b|qwen3-moe-tiny
 //       [--format bf16|fp8-modelopt|fp8-compressed-tensors] [--layers N] [--seed S] [--threads T]
+//
+// The MoE presets write Qwen3MoeForCausalLM (qwen3-30b-a3b: Qwen3-30B-A3B's shape, 128
+// experts of which 8 per token; --layers takes fewer of the same layers where memory is
+// short). Their routers (mlp.gate, [E, H], kept BF16 and excluded from the FP8
+// quantization) are N(0, 1/sqrt(H)), so router logits spread like a trained router's
+// rather than tying; the experts' input scales differ a little per expert, so that the
+// loader's max over experts matters.
 //
 // Weights are N(0, 0.02) (an Irwin-Hall approximation: fast, and plenty for random
 // weights), norm weights 1 + N(0, 0.02). FP8 weights are quantized per tensor with
@@ -39,10 +47,25 @@ namespace {
 using nlohmann::json;
 using vtllm::model::SafetensorsWriter;
 
+struct Moe {
+  int64_t experts = 0, top_k = 0, intermediate = 0;
+  bool norm_topk_prob = true;
+  int64_t sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+};
+
 struct Preset {
   int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, vocab, max_pos;
   bool tie;
   json bos, eos;
+  Moe moe = {};  // experts == 0: a dense Qwen3
+
+  bool sparse(int64_t l) const {
+    if (moe.experts == 0) return false;
+    for (int64_t d : moe.mlp_only_layers)
+      if (d == l) return false;
+    return (l + 1) % moe.sparse_step == 0;
+  }
 };
 
 Preset GetPreset(const std::string& name) {
@@ -52,8 +75,12 @@ Preset GetPreset(const std::string& name) {
   // Tiny layers over Qwen3's whole vocabulary: for tests that pair a random model with the
   // real Qwen3 tokenizer (ids up to 151668 must exist).
   if (name == "qwen3-tiny-vocab") return {64, 128, 2, 2, 1, 32, 151936, 4096, true, 151643, 151645};
+  if (name == "qwen3-30b-a3b")
+    return {2048, 6144, 48, 32, 4, 128, 151936, 40960, false, 151643, 151645, {128, 8, 768, true, 1, {}}};
+  // Four layers, the first dense (mlp_only_layers), eight experts of which two per token.
+  if (name == "qwen3-moe-tiny") return {64, 96, 4, 4, 2, 16, 256, 1024, false, nullptr, nullptr, {8, 2, 32, true, 1, {0}}};
   throw vt::Error("make_random_checkpoint: unknown preset '" + name +
-                  "' (qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-tiny-vocab)");
+                  "' (qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-tiny-vocab, qwen3-30b-a3b, qwen3-moe-tiny)");
 }
 
 uint64_t SplitMix(uint64_t& s) {
@@ -154,11 +181,16 @@ struct Generator {
   }
 };
 
+// ModelOpt's exclusions: lm_head, and the MoE routers.
+json Excluded(const Preset& p) {
+  return p.moe.experts > 0 ? json{"lm_head", "*.mlp.gate"} : json{"lm_head"};
+}
+
 json MakeConfig(const Preset& p, const std::string& format) {
   json layer_types = json::array();
   for (int64_t i = 0; i < p.layers; ++i) layer_types.push_back("full_attention");
   json c = {
-      {"architectures", {"Qwen3ForCausalLM"}},
+      {"architectures", {p.moe.experts > 0 ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"}},
       {"attention_bias", false},
       {"attention_dropout", 0.0},
       {"bos_token_id", p.bos},
@@ -172,7 +204,7 @@ json MakeConfig(const Preset& p, const std::string& format) {
       {"layer_types", layer_types},
       {"max_position_embeddings", p.max_pos},
       {"max_window_layers", p.layers},
-      {"model_type", "qwen3"},
+      {"model_type", p.moe.experts > 0 ? "qwen3_moe" : "qwen3"},
       {"num_attention_heads", p.heads},
       {"num_hidden_layers", p.layers},
       {"num_key_value_heads", p.kv_heads},
@@ -185,8 +217,18 @@ json MakeConfig(const Preset& p, const std::string& format) {
       {"use_sliding_window", false},
       {"vocab_size", p.vocab},
   };
+  if (p.moe.experts > 0) {
+    c["num_experts"] = p.moe.experts;
+    c["num_experts_per_tok"] = p.moe.top_k;
+    c["moe_intermediate_size"] = p.moe.intermediate;
+    c["norm_topk_prob"] = p.moe.norm_topk_prob;
+    c["decoder_sparse_step"] = p.moe.sparse_step;
+    c["mlp_only_layers"] = p.moe.mlp_only_layers;
+    c["output_router_logits"] = false;
+    c["router_aux_loss_coef"] = 0.001;
+  }
   if (format == "fp8-modelopt") {
-    c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "FP8"}, {"exclude_modules", {"lm_head"}}};
+    c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "FP8"}, {"exclude_modules", Excluded(p)}};
   } else if (format == "fp8-compressed-tensors") {
     const json args = {{"type", "float"},      {"num_bits", 8},          {"strategy", "tensor"},
                        {"dynamic", false},     {"symmetric", true},      {"group_size", nullptr},
@@ -199,7 +241,7 @@ json MakeConfig(const Preset& p, const std::string& format) {
         {"global_compression_ratio", nullptr},
         {"kv_cache_scheme", nullptr},
         {"sparsity_config", json::object()},
-        {"ignore", {"lm_head"}},
+        {"ignore", p.moe.experts > 0 ? json{"lm_head", "re:.*mlp\\.gate$"} : json{"lm_head"}},
         {"config_groups",
          {{"group_0",
            {{"targets", {"Linear"}}, {"weights", args}, {"input_activations", args}, {"output_activations", nullptr},
@@ -224,8 +266,11 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   app.add_option("--out", out_dir, "output directory (created if absent)")->required();
-  app.add_option("--preset", preset_name, "qwen3-0.6b, qwen3-8b, qwen3-tiny or qwen3-tiny-vocab")->required()
-      ->check(CLI::IsMember({"qwen3-0.6b", "qwen3-8b", "qwen3-tiny", "qwen3-tiny-vocab"}));
+  app.add_option("--preset", preset_name,
+                 "qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-tiny-vocab, qwen3-30b-a3b or qwen3-moe-tiny")
+      ->required()
+      ->check(CLI::IsMember({"qwen3-0.6b", "qwen3-8b", "qwen3-tiny", "qwen3-tiny-vocab", "qwen3-30b-a3b",
+                             "qwen3-moe-tiny"}));
   app.add_option("--format", format, "bf16, fp8-modelopt or fp8-compressed-tensors")
       ->check(CLI::IsMember({"bf16", "fp8-modelopt", "fp8-compressed-tensors"}));
   app.add_option("--layers", layers, "number of decoder layers (default: the preset's)")->check(CLI::PositiveNumber);
@@ -237,6 +282,7 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     Preset p = GetPreset(preset_name);
     if (layers > 0) p.layers = layers;
+    std::erase_if(p.moe.mlp_only_layers, [&](int64_t l) { return l >= p.layers; });
     ::mkdir(out_dir.c_str(), 0755);
     struct stat st;
     if (::stat(out_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
@@ -261,9 +307,24 @@ int main(int argc, char** argv) {
       g.Linear(pre + ".self_attn.k_proj", kv_dim, p.hidden, kNormedInputScale);
       g.Linear(pre + ".self_attn.v_proj", kv_dim, p.hidden, kNormedInputScale);
       g.Linear(pre + ".self_attn.o_proj", p.hidden, q_dim, kInnerInputScale);
-      g.Linear(pre + ".mlp.gate_proj", p.intermediate, p.hidden, kNormedInputScale);
-      g.Linear(pre + ".mlp.up_proj", p.intermediate, p.hidden, kNormedInputScale);
-      g.Linear(pre + ".mlp.down_proj", p.hidden, p.intermediate, kInnerInputScale);
+      if (!p.sparse(l)) {
+        g.Linear(pre + ".mlp.gate_proj", p.intermediate, p.hidden, kNormedInputScale);
+        g.Linear(pre + ".mlp.up_proj", p.intermediate, p.hidden, kNormedInputScale);
+        g.Linear(pre + ".mlp.down_proj", p.hidden, p.intermediate, kInnerInputScale);
+        continue;
+      }
+      g.Bf16(pre + ".mlp.gate.weight", {p.moe.experts, p.hidden}, 0.0f,
+             1.0f / std::sqrt(static_cast<float>(p.hidden)));
+      const int64_t mi = p.moe.intermediate;
+      for (int64_t e = 0; e < p.moe.experts; ++e) {
+        std::string ex = pre;
+        ex += ".mlp.experts.";
+        ex += std::to_string(e);
+        const float wiggle = 1.0f + 0.05f * static_cast<float>(e % 4);
+        g.Linear(ex + ".gate_proj", mi, p.hidden, kNormedInputScale * wiggle);
+        g.Linear(ex + ".up_proj", mi, p.hidden, kNormedInputScale * wiggle);
+        g.Linear(ex + ".down_proj", p.hidden, mi, kInnerInputScale * wiggle);
+      }
     }
     g.Bf16("model.norm.weight", {p.hidden}, 1.0f, 0.02f);
     if (!p.tie) g.Bf16("lm_head.weight", {p.vocab, p.hidden}, 0.0f, 0.02f);
@@ -277,7 +338,7 @@ int main(int argc, char** argv) {
     if (format == "fp8-modelopt")
       WriteJson(dir + "hf_quant_config.json",
                 {{"producer", {{"name", "modelopt"}, {"version", "0.0.0"}}},
-                 {"quantization", {{"quant_algo", "FP8"}, {"kv_cache_quant_algo", nullptr}, {"exclude_modules", {"lm_head"}}}}});
+                 {"quantization", {{"quant_algo", "FP8"}, {"kv_cache_quant_algo", nullptr}, {"exclude_modules", Excluded(p)}}}});
     w.Write(dir + "model.safetensors");
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "wrote %s: %zu tensors, %.1f MB (%s, %lld layers) in %.2f s\n", out_dir.c_str(), w.size(),

@@ -28,7 +28,10 @@ namespace vt {
   X(kLogitsMask, "LogitsMask")                 \
   X(kLogitsAddSparse, "LogitsAddSparse")       \
   X(kLogitsPenalties, "LogitsPenalties")       \
-  X(kSampleTokens, "SampleTokens")
+  X(kSampleTokens, "SampleTokens")             \
+  X(kMoeTopKRouting, "MoeTopKRouting")         \
+  X(kMoeExperts, "MoeExperts")                 \
+  X(kMoeExpertsFp8, "MoeExpertsFp8")
 
 enum class OpId : int {
 #define VT_OP_ENUM(id, name) id,

@@ -12,6 +12,7 @@
 #include "vt/ops/embedding.h"
 #include "vt/ops/fused.h"
 #include "vt/ops/matmul.h"
+#include "vt/ops/moe.h"
 #include "vt/ops/norm.h"
 #include "vt/ops/quant.h"
 #include "vt/ops/rope.h"

@@ -106,6 +106,7 @@ std::optional<int64_t> DefaultMaxPositions(const std::string& model_type) {
   if (model_type == "llama") return 2048;
   if (model_type == "qwen2") return 32768;
   if (model_type == "qwen3") return 40960;
+  if (model_type == "qwen3_moe") return 32768;
   return std::nullopt;
 }
 
@@ -141,7 +142,38 @@ void ParseRope(const std::string& path, const json& j, ModelConfig& c) {
                  "') is not supported yet (supported: default, llama3)");
 }
 
+// The mixture-of-experts fields of a MoE architecture (HF's Qwen3MoeConfig): the sizes are
+// required, the rest take HF's defaults (decoder_sparse_step 1, no mlp_only_layers,
+// norm_topk_prob false).
+void ParseMoe(const Fields& f, ModelConfig& c) {
+  const char* experts_key = !f.Raw("num_experts") && f.Raw("num_local_experts") ? "num_local_experts" : "num_experts";
+  c.num_experts = f.PositiveInt(experts_key);
+  c.num_experts_per_tok = f.PositiveInt("num_experts_per_tok");
+  if (c.num_experts_per_tok > c.num_experts)
+    f.Fail("num_experts_per_tok", vt::StrCat("(", c.num_experts_per_tok, ") must not exceed ", experts_key, " (",
+                                             c.num_experts, ")"));
+  c.moe_intermediate_size = f.PositiveInt("moe_intermediate_size");
+  c.norm_topk_prob = f.Bool("norm_topk_prob").value_or(false);
+  c.decoder_sparse_step = f.Int("decoder_sparse_step") ? f.PositiveInt("decoder_sparse_step") : 1;
+  if (const json* v = f.Raw("mlp_only_layers")) {
+    if (!v->is_array()) f.Fail("mlp_only_layers", "must be a list of layer indices, got " + DescribeJson(*v));
+    for (const auto& x : *v) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= c.num_hidden_layers)
+        f.Fail("mlp_only_layers", vt::StrCat("must hold layer indices in [0, ", c.num_hidden_layers,
+                                             ") (num_hidden_layers), got ", DescribeJson(*v)));
+      c.mlp_only_layers.push_back(x.get<int64_t>());
+    }
+  }
+}
+
 }  // namespace
+
+bool ModelConfig::IsSparseLayer(int64_t layer) const {
+  if (num_experts <= 0 || decoder_sparse_step <= 0) return false;
+  for (int64_t l : mlp_only_layers)
+    if (l == layer) return false;
+  return (layer + 1) % decoder_sparse_step == 0;
+}
 
 vt::DType ParseTorchDType(const std::string& name, const std::string& where) {
   std::string n = name;
@@ -206,6 +238,7 @@ ModelConfig ModelConfig::FromFile(const std::string& path) {
 
   c.eos_token_ids = f.IntList("eos_token_id");
   c.bos_token_id = f.Int("bos_token_id").value_or(-1);
+  if (c.architecture == "Qwen3MoeForCausalLM") ParseMoe(f, c);
   return c;
 }
 

@@ -34,6 +34,18 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;  // eos_token_id: int, list or null
   int64_t bos_token_id = -1;           // -1 when absent or null
 
+  // Mixture of experts (Qwen3MoeForCausalLM; num_experts == 0 for a dense model). A layer i
+  // is sparse when i is not in mlp_only_layers, num_experts > 0 and (i + 1) %
+  // decoder_sparse_step == 0, as HF's Qwen3MoeDecoderLayer decides; a dense layer among
+  // sparse ones has an MLP of intermediate_size.
+  int64_t num_experts = 0;            // num_experts (or Mixtral's spelling num_local_experts)
+  int64_t num_experts_per_tok = 0;    // top-k
+  int64_t moe_intermediate_size = 0;  // each expert's SwiGLU width
+  bool norm_topk_prob = false;        // renormalise the top-k routing weights to sum to 1
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  bool IsSparseLayer(int64_t layer) const;
+
   // Reads DIR/config.json.
   static ModelConfig FromDir(const std::string& dir);
   static ModelConfig FromFile(const std::string& config_json_path);

@@ -65,6 +65,9 @@ std::vector<OpCase> LogitsMaskCases();
 std::vector<OpCase> LogitsAddSparseCases();
 std::vector<OpCase> LogitsPenaltiesCases();
 std::vector<OpCase> SampleTokensCases();
+std::vector<OpCase> MoeTopKRoutingCases();
+std::vector<OpCase> MoeExpertsCases();
+std::vector<OpCase> MoeExpertsFp8Cases();
 
 // ---- helpers for building cases ----------------------------------------------------------
 

@@ -149,6 +149,9 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kLogitsAddSparse: return LogitsAddSparseCases();
     case OpId::kLogitsPenalties: return LogitsPenaltiesCases();
     case OpId::kSampleTokens: return SampleTokensCases();
+    case OpId::kMoeTopKRouting: return MoeTopKRoutingCases();
+    case OpId::kMoeExperts: return MoeExpertsCases();
+    case OpId::kMoeExpertsFp8: return MoeExpertsFp8Cases();
     case OpId::kCount: break;
   }
   return {};

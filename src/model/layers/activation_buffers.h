@@ -35,6 +35,9 @@ enum ActivationSlot {
   kSlotAct,
   kSlotAct8,
   kSlotRows,
+  kSlotRouterLogits,
+  kSlotTopKIds,
+  kSlotTopKWeights,
 };
 
 class ActivationBuffers {

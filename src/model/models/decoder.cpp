@@ -7,6 +7,7 @@
 #include "model/layers/activation_buffers.h"
 #include "model/layers/attention.h"
 #include "model/layers/mlp.h"
+#include "model/layers/moe.h"
 #include "model/layers/rotary.h"
 #include "model/progress.h"
 #include "model/quant_config.h"
@@ -32,6 +33,14 @@ std::vector<vt::OpId> DecoderOps(const QuantConfig& quant, vt::DType act) {
   return ops;
 }
 
+std::vector<vt::OpId> MoeDecoderOps(const QuantConfig& quant, vt::DType act) {
+  std::vector<vt::OpId> ops = DecoderOps(quant, act);
+  ops.push_back(vt::OpId::kMoeTopKRouting);
+  ops.push_back(vt::OpId::kMoeExperts);
+  if (quant.method == QuantMethod::kFp8Static) ops.push_back(vt::OpId::kMoeExpertsFp8);
+  return ops;
+}
+
 namespace {
 
 using vt::DType;
@@ -47,7 +56,9 @@ uint64_t PrefixBytes(const Checkpoint& ckpt, const std::string& prefix) {
 struct Layer {
   Tensor input_norm, post_norm;
   Attention attn;
+  bool sparse = false;  // a mixture-of-experts layer (moe), else a dense MLP (mlp)
   GatedMlp mlp;
+  SparseMoeBlock moe;
 };
 
 class Decoder final : public CausalLM {
@@ -97,7 +108,15 @@ class Decoder final : public CausalLM {
       L.input_norm = LoadFloatWeight(ckpt, p + "input_layernorm.weight", {H_}, device_);
       L.post_norm = LoadFloatWeight(ckpt, p + "post_attention_layernorm.weight", {H_}, device_);
       L.attn = Attention::Load(lc, p + "self_attn.", as);
-      L.mlp = GatedMlp::Load(lc, p + "mlp.", H_, cfg_.intermediate_size);
+      L.sparse = cfg_.IsSparseLayer(l);
+      if (L.sparse) {
+        L.moe = SparseMoeBlock::Load(lc, p + "mlp.",
+                                     {.hidden = H_, .intermediate = cfg_.moe_intermediate_size,
+                                      .num_experts = cfg_.num_experts, .top_k = cfg_.num_experts_per_tok,
+                                      .norm_topk_prob = cfg_.norm_topk_prob});
+      } else {
+        L.mlp = GatedMlp::Load(lc, p + "mlp.", H_, cfg_.intermediate_size);
+      }
       layers_.push_back(std::move(L));
       if (ctx.progress) ctx.progress->Advance(PrefixBytes(ckpt, p));
     }
@@ -118,8 +137,10 @@ class Decoder final : public CausalLM {
     int64_t b = static_cast<int64_t>(final_norm_.nbytes()) + lm_head_.weight_bytes();
     for (const Layer& L : layers_)
       b += static_cast<int64_t>(L.input_norm.nbytes() + L.post_norm.nbytes()) + L.attn.weight_bytes() +
-           L.mlp.weight_bytes();
-    return b;  // the embedding table is gathered (one row per token), not read whole
+           (L.sparse ? L.moe.active_weight_bytes() : L.mlp.weight_bytes());
+    // The embedding table is gathered (one row per token), not read whole; a MoE layer
+    // counts what one token reads (the router and its top-k experts).
+    return b;
   }
 
   KvCacheSpec CacheSpec(int64_t num_blocks, int64_t block_size, vt::Device device) const override {
@@ -156,6 +177,11 @@ class Decoder final : public CausalLM {
       const Tensor attn_in = NormInto(q, L.attn.qkv(), x, L.input_norm, res, normed, T);
       L.attn.Forward(q, attn_in, m, cache.key(static_cast<int64_t>(l)), cache.value(static_cast<int64_t>(l)),
                      rope_cache_, attn_out, buffers_);
+      if (L.sparse) {  // the router reads the normed activations; FP8 experts quantize them
+        vt::RmsNorm(q, normed, attn_out, L.post_norm, eps_, &residual);
+        L.moe.Forward(q, normed, hidden, buffers_);
+        continue;
+      }
       const Tensor mlp_in = NormInto(q, L.mlp.gate_up(), attn_out, L.post_norm, &residual, normed, T);
       L.mlp.Forward(q, mlp_in, hidden, fuse_quant_, buffers_);
     }

@@ -13,6 +13,7 @@ void RegisterKernels() {
   RegisterRopeKernels();
   RegisterAttentionKernels();
   RegisterSamplingKernels();
+  RegisterMoeKernels();
 }
 
 }  // namespace vt::cpu

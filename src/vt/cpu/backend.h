@@ -36,5 +36,6 @@ void RegisterEmbeddingKernels();
 void RegisterRopeKernels();
 void RegisterAttentionKernels();  // KvCacheWrite, PagedAttention
 void RegisterSamplingKernels();
+void RegisterMoeKernels();  // MoeTopKRouting, MoeExperts, MoeExpertsFp8
 
 }  // namespace vt::cpu

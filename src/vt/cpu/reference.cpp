@@ -1,9 +1,11 @@
 #include "vt/cpu/reference.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "vt/cpu/elem.h"
 #include "vt/detail/numerics.h"
+#include "vt/error.h"
 
 namespace vt::cpu::ref {
 
@@ -96,6 +98,122 @@ void SiluMul(const Tensor& out, const Tensor& x, int64_t row0, int64_t row1) {
 
 void Cast(const Tensor& out, const Tensor& x, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) StoreFloat(out.data(), out.dtype(), i, LoadFloat(x.data(), x.dtype(), i));
+}
+
+}  // namespace vt::cpu::ref
+
+namespace vt::cpu::ref {
+
+void MoeTopKRouting(const Tensor& ids, const Tensor& weights, const Tensor& logits, bool renormalize, int64_t t0,
+                    int64_t t1) {
+  const int64_t E = logits.dim(1), k = ids.dim(1);
+  const float* l = logits.data_as<float>();
+  int32_t* out_ids = ids.data_as<int32_t>();
+  float* out_w = weights.data_as<float>();
+  std::vector<float> p(static_cast<size_t>(E));
+  std::vector<char> taken(static_cast<size_t>(E));
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* row = l + t * E;
+    float m = row[0];
+    for (int64_t i = 1; i < E; ++i) m = row[i] > m ? row[i] : m;  // a NaN reaches every p through s
+    float s = 0.0f;
+    for (int64_t i = 0; i < E; ++i) {
+      p[i] = numerics::Exp(row[i] - m);
+      s += p[i];
+    }
+    for (int64_t i = 0; i < E; ++i) p[i] = p[i] / s;
+    std::fill(taken.begin(), taken.end(), 0);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t best = -1;
+      for (int64_t i = 0; i < E; ++i)  // strictly larger: an equal value keeps the lower index
+        if (!taken[i] && (best < 0 || p[i] > p[best])) best = i;
+      taken[best] = 1;
+      out_ids[t * k + j] = static_cast<int32_t>(best);
+      out_w[t * k + j] = p[best];
+      sum += p[best];
+    }
+    if (renormalize)
+      for (int64_t j = 0; j < k; ++j) out_w[t * k + j] = out_w[t * k + j] / sum;
+  }
+}
+
+namespace {
+
+int64_t ExpertOf(const Tensor& ids, int64_t i, int64_t E, const char* op) {
+  const int32_t e = ids.data_as<int32_t>()[i];
+  VT_CHECK(e >= 0 && e < E, op, ": expert id ", e, " (ids element ", i, ") is outside [0, ", E, ")");
+  return e;
+}
+
+// The dense definition of both expert ops for one token: `gate_up(e, n)` is the rounded
+// gate/up output n of expert e, `down(e, a, h)` output h of its down projection of `a`.
+template <typename GateUp, typename Act, typename Down>
+void ExpertsOfToken(const Tensor& out, const Tensor& ids, const Tensor& weights, int64_t t, int64_t E, int64_t I,
+                    const char* op, GateUp gate_up, Act act, Down down) {
+  const int64_t H = out.dim(1), k = ids.dim(1);
+  std::vector<float> gu(static_cast<size_t>(2 * I)), a(static_cast<size_t>(I)), acc(static_cast<size_t>(H), 0.0f);
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t e = ExpertOf(ids, t * k + j, E, op);
+    const float w = weights.data_as<float>()[t * k + j];
+    for (int64_t n = 0; n < 2 * I; ++n) gu[n] = gate_up(e, n);
+    for (int64_t i = 0; i < I; ++i) a[i] = act(numerics::Silu(gu[i]) * gu[I + i]);
+    for (int64_t h = 0; h < H; ++h) acc[h] += w * down(e, a, h);
+  }
+  for (int64_t h = 0; h < H; ++h) StoreFloat(out.data(), out.dtype(), t * H + h, acc[h]);
+}
+
+}  // namespace
+
+void MoeExperts(const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                const Tensor& w_gate_up, const Tensor& w_down, int64_t t0, int64_t t1) {
+  const int64_t H = x.dim(1), I = w_down.dim(1), E = w_gate_up.dim(0) / (2 * I);
+  const DType act = x.dtype(), wd = w_gate_up.dtype();
+  for (int64_t t = t0; t < t1; ++t) {
+    ExpertsOfToken(
+        out, ids, weights, t, E, I, "MoeExperts",
+        [&](int64_t e, int64_t n) {
+          float s = 0.0f;
+          for (int64_t c = 0; c < H; ++c)
+            s += LoadFloat(x.data(), act, t * H + c) * LoadFloat(w_gate_up.data(), wd, (e * 2 * I + n) * H + c);
+          return RoundTo(act, s);
+        },
+        [&](float v) { return RoundTo(act, v); },
+        [&](int64_t e, const std::vector<float>& a, int64_t h) {
+          float s = 0.0f;
+          for (int64_t i = 0; i < I; ++i) s += a[i] * LoadFloat(w_down.data(), wd, (e * H + h) * I + i);
+          return s;
+        });
+  }
+}
+
+void MoeExpertsFp8(const Tensor& out, const Tensor& x8, const Tensor& ids, const Tensor& weights,
+                   const Tensor& w_gate_up, const Tensor& alpha_gate_up, const Tensor& w_down,
+                   float down_input_scale, const Tensor& alpha_down, int64_t t0, int64_t t1) {
+  const int64_t H = x8.dim(1), I = w_down.dim(1), E = w_gate_up.dim(0) / (2 * I);
+  const DType act = out.dtype();
+  const auto* px = x8.data_as<uint8_t>();
+  const auto* p13 = w_gate_up.data_as<uint8_t>();
+  const auto* p2 = w_down.data_as<uint8_t>();
+  const float* al13 = alpha_gate_up.data_as<float>();
+  const float* al2 = alpha_down.data_as<float>();
+  const float inv = 1.0f / down_input_scale;
+  for (int64_t t = t0; t < t1; ++t) {
+    ExpertsOfToken(
+        out, ids, weights, t, E, I, "MoeExpertsFp8",
+        [&](int64_t e, int64_t n) {
+          float s = 0.0f;
+          for (int64_t c = 0; c < H; ++c)
+            s += Fp8E4M3ToFloat(px[t * H + c]) * Fp8E4M3ToFloat(p13[(e * 2 * I + n) * H + c]);
+          return RoundTo(act, al13[e] * s);
+        },
+        [&](float v) { return Fp8E4M3ToFloat(numerics::QuantizeFp8(RoundTo(act, v), inv)); },
+        [&](int64_t e, const std::vector<float>& a, int64_t h) {
+          float s = 0.0f;
+          for (int64_t i = 0; i < I; ++i) s += a[i] * Fp8E4M3ToFloat(p2[(e * H + h) * I + i]);
+          return al2[e] * s;
+        });
+  }
 }
 
 }  // namespace vt::cpu::ref

@@ -22,6 +22,17 @@ void RmsNormGated(const Tensor& out, const Tensor& x, const Tensor& gate, const 
                   int64_t row0, int64_t row1);
 void SiluMul(const Tensor& out, const Tensor& x, int64_t row0, int64_t row1);
 void Cast(const Tensor& out, const Tensor& x, int64_t begin, int64_t end);
+// Tokens [t0, t1) of the MoE ops (vt/ops/moe.h), each token's experts computed densely in
+// the order of its slots. The routing is the CPU kernel itself (one scalar definition for
+// every ISA level); the experts' references are the plain loops the kernels are tested
+// against. An expert id out of [0, E) throws vt::Error.
+void MoeTopKRouting(const Tensor& ids, const Tensor& weights, const Tensor& logits, bool renormalize, int64_t t0,
+                    int64_t t1);
+void MoeExperts(const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                const Tensor& w_gate_up, const Tensor& w_down, int64_t t0, int64_t t1);
+void MoeExpertsFp8(const Tensor& out, const Tensor& x8, const Tensor& ids, const Tensor& weights,
+                   const Tensor& w_gate_up, const Tensor& alpha_gate_up, const Tensor& w_down,
+                   float down_input_scale, const Tensor& alpha_down, int64_t t0, int64_t t1);
 
 // Rows of a tensor viewed as [rows, last_dim].
 inline int64_t Rows(const Tensor& t) { return t.dim(-1) == 0 ? 0 : t.numel() / t.dim(-1); }

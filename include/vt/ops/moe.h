@@ -1,0 +1,66 @@
+// Mixture of experts (Qwen3-MoE, Mixtral): routing of each token to its top-k experts, and
+// the weighted sum of the chosen experts' SwiGLU MLPs.
+#pragma once
+
+#include "vt/queue.h"
+#include "vt/registry.h"
+#include "vt/tensor.h"
+
+namespace vt {
+
+// Top-k softmax routing. logits: [T, E] F32 (the router's output); ids: [T, k] I32;
+// weights: [T, k] F32; 1 <= k <= E. Per token, in f32 with only IEEE-exact operations, so
+// every backend gives the same bytes:
+//   m = max_i l_i;  e_i = numerics::Exp(l_i - m);  s = e_0 + e_1 + ... (index order);
+//   p_i = e_i / s;
+//   ids = the k largest p_i, largest first; equal values take the lower index first (the
+//   stable order; torch.topk documents no order for ties);
+//   weights_j = p_{ids_j} / (p_{ids_0} + ... + p_{ids_{k-1}}) when renormalize (the sum in
+//   that order), else p_{ids_j}.
+// A row holding a NaN gives NaN weights (its ids are then unspecified but in range).
+void MoeTopKRouting(const Queue& q, const Tensor& ids, const Tensor& weights, const Tensor& logits,
+                    bool renormalize);
+
+// The routed experts' SwiGLU MLPs, weighted and summed. x: [T, H] F32 or BF16 (the
+// activation dtype); out: [T, H] of x's dtype; ids [T, k] I32 in [0, E); weights [T, k] F32;
+// w_gate_up: [E * 2I, H] BF16 or F32, expert e's gate rows then its up rows at rows
+// [e * 2I, (e + 1) * 2I); w_down: [E * H, I] of the same dtype, expert e at rows
+// [e * H, (e + 1) * H). For each token t and slot j (e = ids[t, j]):
+//   [g | u] = round_act(x_t · w_gate_up_eᵀ)     (f32 sums, rounded to x's dtype)
+//   a       = round_act(Silu(g) * u)
+//   y_j     = a · w_down_eᵀ                     (f32)
+//   out_t   = round_out(Σ_j weights[t, j] * y_j) (f32, j in order)
+// A token's result does not depend on the other tokens of the call.
+void MoeExperts(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                const Tensor& w_gate_up, const Tensor& w_down);
+
+// MoeExperts with static per-tensor FP8 experts (vLLM's W8A8 fused MoE). x8: [T, H] F8E4M3,
+// x quantized with the gate/up input scale shared by all experts; w_gate_up, w_down:
+// F8E4M3 in MoeExperts' layout; alpha_gate_up, alpha_down: [E] F32, expert e's
+// input_scale * weight_scale of each projection; down_input_scale: the down projections'
+// shared input scale; out: [T, H] F32 or BF16 (the activation dtype). Per token and slot:
+//   [g | u] = round_out(alpha_gate_up[e] * Σ x8 · w8)
+//   a8      = QuantFp8Static(round_out(Silu(g) * u), down_input_scale)
+//   y_j     = alpha_down[e] * Σ a8 · w8             (f32)
+//   out_t   = round_out(Σ_j weights[t, j] * y_j)
+void MoeExpertsFp8(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& ids, const Tensor& weights,
+                   const Tensor& w_gate_up, const Tensor& alpha_gate_up, const Tensor& w_down,
+                   float down_input_scale, const Tensor& alpha_down);
+
+template <>
+struct OpTraits<OpId::kMoeTopKRouting> {
+  using Fn = void(const Queue& q, const Tensor& ids, const Tensor& weights, const Tensor& logits, bool renormalize);
+};
+template <>
+struct OpTraits<OpId::kMoeExperts> {
+  using Fn = void(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                  const Tensor& w_gate_up, const Tensor& w_down);
+};
+template <>
+struct OpTraits<OpId::kMoeExpertsFp8> {
+  using Fn = void(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& ids, const Tensor& weights,
+                  const Tensor& w_gate_up, const Tensor& alpha_gate_up, const Tensor& w_down,
+                  float down_input_scale, const Tensor& alpha_down);
+};
+
+}  // namespace vt

@@ -1,0 +1,155 @@
+#include "model/layers/moe.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "model/checkpoint.h"
+#include "model/load_error.h"
+#include "model/quant_config.h"
+#include "vt/ops/matmul.h"
+#include "vt/ops/moe.h"
+#include "vt/ops/quant.h"
+#include "vt/prepared.h"
+
+namespace vtllm::model {
+
+namespace {
+
+// Copies same-dtype [rows_i, K] parts one after another into one CPU tensor [Σ rows_i, K].
+vt::Tensor Stack(const std::vector<vt::Tensor>& parts, int64_t K) {
+  int64_t rows = 0;
+  for (const vt::Tensor& p : parts) rows += p.dim(0);
+  vt::Tensor out = vt::Tensor::Empty({rows, K}, parts[0].dtype(), vt::Device::Cpu());
+  char* dst = static_cast<char*>(out.data());
+  for (const vt::Tensor& p : parts) {
+    std::memcpy(dst, p.data(), p.nbytes());
+    dst += p.nbytes();
+  }
+  return out;
+}
+
+std::string ExpertPrefix(const std::string& prefix, int64_t e, const char* proj) {
+  std::string s = prefix;
+  s += "experts.";
+  s += std::to_string(e);
+  s += ".";
+  s += proj;
+  return s;
+}
+
+}  // namespace
+
+SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& p, const MoeShape& shape) {
+  const Checkpoint& ckpt = *lc.checkpoint;
+  SparseMoeBlock m;
+  m.s_ = shape;
+  const int64_t E = shape.num_experts, H = shape.hidden, I = shape.intermediate;
+  const std::string router = p + "gate.weight";
+  if (ckpt.Has(router) && ckpt.Info(router).dtype == vt::DType::kF8E4M3)
+    ThrowLoadError(ckpt.FileOf(router), ": tensor '", router,
+                   "' is FP8; the MoE router is kept unquantized (list it in exclude_modules / ignore)");
+  m.router_ = LoadFloatWeight(ckpt, router, {E, H}, lc.device);
+
+  // FP8 or not is what the checkpoint stores; the quantization config must agree.
+  const std::string first = ExpertPrefix(p, 0, "gate_proj");
+  m.fp8_ = ckpt.Info(first + ".weight").dtype == vt::DType::kF8E4M3;
+  if (m.fp8_ && !(lc.quant->method == QuantMethod::kFp8Static && lc.quant->IsQuantized(first)))
+    ThrowLoadError(ckpt.FileOf(first + ".weight"), ": tensor '", first,
+                   ".weight' is FP8 but the quantization config does not quantize '", first, "'");
+  std::vector<vt::Tensor> gate_up, down;
+  std::vector<float> ws13, ws2;
+  if (m.fp8_) m.gate_up_input_scale_ = m.down_input_scale_ = 0.0f;  // the max over the experts
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string g = ExpertPrefix(p, e, "gate_proj"), u = ExpertPrefix(p, e, "up_proj"),
+                      d = ExpertPrefix(p, e, "down_proj");
+    for (const std::string* n : {&g, &u, &d}) {
+      const bool is_fp8 = ckpt.Info(*n + ".weight").dtype == vt::DType::kF8E4M3;
+      if (is_fp8 != m.fp8_)
+        ThrowLoadError(ckpt.FileOf(*n + ".weight"), ": tensor '", *n, ".weight' is ",
+                       is_fp8 ? "FP8" : "not FP8", " but '", first, ".weight' is ", m.fp8_ ? "FP8" : "not",
+                       ": the experts of one layer must all be quantized or none");
+    }
+    if (!m.fp8_) {
+      const vt::DType dt = ckpt.Info(g + ".weight").dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
+      gate_up.push_back(ckpt.GetAs(g + ".weight", dt, {I, H}));
+      gate_up.push_back(ckpt.GetAs(u + ".weight", dt, {I, H}));
+      down.push_back(ckpt.GetAs(d + ".weight", dt, {H, I}));
+      continue;
+    }
+    vt::Tensor wg = ckpt.GetAs(g + ".weight", vt::DType::kF8E4M3, {I, H});
+    vt::Tensor wu = ckpt.GetAs(u + ".weight", vt::DType::kF8E4M3, {I, H});
+    const float sg = ckpt.GetScaleF32(g + ".weight_scale"), su = ckpt.GetScaleF32(u + ".weight_scale");
+    m.gate_up_input_scale_ = std::max({m.gate_up_input_scale_, ckpt.GetScaleF32(g + ".input_scale"),
+                                       ckpt.GetScaleF32(u + ".input_scale")});
+    // Merged gate/up: requantize the shard whose scale is not the larger one (vLLM).
+    const float s = std::max(sg, su);
+    for (auto [w, sw] : {std::pair{&wg, sg}, std::pair{&wu, su}}) {
+      if (sw == s) continue;
+      vt::Tensor re = vt::Tensor::Empty({I, H}, vt::DType::kF8E4M3, vt::Device::Cpu());
+      RequantizeFp8(*lc.host_queue, re, *w, sw, s);
+      *w = re;
+    }
+    gate_up.push_back(wg);
+    gate_up.push_back(wu);
+    ws13.push_back(s);
+    down.push_back(ckpt.GetAs(d + ".weight", vt::DType::kF8E4M3, {H, I}));
+    ws2.push_back(ckpt.GetScaleF32(d + ".weight_scale"));
+    m.down_input_scale_ = std::max(m.down_input_scale_, ckpt.GetScaleF32(d + ".input_scale"));
+  }
+  for (const vt::Tensor& t : gate_up)
+    if (t.dtype() != gate_up[0].dtype() || down[0].dtype() != gate_up[0].dtype())
+      ThrowLoadError(ckpt.dir(), ": the experts of '", p, "' are stored in different dtypes");
+  m.w_gate_up_ = WeightOnDevice(Stack(gate_up, H), lc.device);
+  m.w_down_ = WeightOnDevice(Stack(down, I), lc.device);
+  if (m.fp8_) {
+    std::vector<float> a13(ws13.size()), a2(ws2.size());
+    for (size_t e = 0; e < ws13.size(); ++e) {
+      a13[e] = m.gate_up_input_scale_ * ws13[e];
+      a2[e] = m.down_input_scale_ * ws2[e];
+    }
+    m.alpha_gate_up_ = WeightOnDevice(vt::Tensor::FromHost(a13.data(), {E}, vt::DType::kF32), lc.device);
+    m.alpha_down_ = WeightOnDevice(vt::Tensor::FromHost(a2.data(), {E}, vt::DType::kF32), lc.device);
+    // The CPU's kernels may multiply a copy laid out for them, each expert's rows from its
+    // own block; the stacked bytes are then freed (vt allocated them in Stack).
+    if (lc.device.is_cpu()) {
+      std::vector<int64_t> r13, r2;
+      for (int64_t e = 0; e < E; ++e) {
+        r13.push_back(e * 2 * I);
+        r2.push_back(e * H);
+      }
+      m.w_gate_up_ = vt::PrepareWeight(*lc.host_queue, m.w_gate_up_, vt::WeightUse::kMatmulB, r13);
+      m.w_down_ = vt::PrepareWeight(*lc.host_queue, m.w_down_, vt::WeightUse::kMatmulB, r2);
+      for (vt::Tensor* w : {&m.w_gate_up_, &m.w_down_})
+        if (w->backend_layout() != nullptr) w->ReleaseBytes();
+    }
+  }
+  return m;
+}
+
+int64_t SparseMoeBlock::weight_bytes() const {
+  return static_cast<int64_t>(router_.nbytes()) + s_.num_experts * ExpertBytes();
+}
+
+int64_t SparseMoeBlock::active_weight_bytes() const {
+  return static_cast<int64_t>(router_.nbytes()) + s_.top_k * ExpertBytes();
+}
+
+void SparseMoeBlock::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out,
+                             ActivationBuffers& buf) const {
+  const int64_t T = x.dim(0), E = s_.num_experts, k = s_.top_k;
+  const vt::Tensor logits = buf.Get(kSlotRouterLogits, T, E, vt::DType::kF32);
+  const vt::Tensor ids = buf.Get(kSlotTopKIds, T, k, vt::DType::kI32);
+  const vt::Tensor weights = buf.Get(kSlotTopKWeights, T, k, vt::DType::kF32);
+  vt::Matmul(q, logits, x, router_);
+  vt::MoeTopKRouting(q, ids, weights, logits, s_.norm_topk_prob);
+  if (!fp8_) {
+    vt::MoeExperts(q, out, x, ids, weights, w_gate_up_, w_down_);
+    return;
+  }
+  const vt::Tensor x8 = buf.Get(kSlotX8, T, s_.hidden, vt::DType::kF8E4M3);
+  vt::QuantFp8Static(q, x8, x, gate_up_input_scale_);
+  vt::MoeExpertsFp8(q, out, x8, ids, weights, w_gate_up_, alpha_gate_up_, w_down_, down_input_scale_, alpha_down_);
+}
+
+}  // namespace vtllm::model

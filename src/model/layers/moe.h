@@ -1,0 +1,57 @@
+// The sparse mixture-of-experts MLP of a decoder layer (HF's Qwen3MoeSparseMoeBlock, vLLM's
+// FusedMoE): router logits x · gateᵀ in f32 -> softmax top-k routing (renormalised when
+// norm_topk_prob) -> the chosen experts' SwiGLU MLPs, weighted and summed.
+//
+// Checkpoint names (as HF writes them): `<prefix>gate.weight` [E, H] (the router, kept in
+// BF16/F32 as stored), `<prefix>experts.<e>.{gate,up,down}_proj.weight`. At load each
+// expert's gate and up are merged and the experts stacked, as vLLM's fused MoE does:
+// w_gate_up [E * 2I, H] (expert e's gate rows then its up rows), w_down [E * H, I].
+//
+// Static FP8 experts (ModelOpt / compressed-tensors per-tensor, vLLM's semantics): each
+// projection has its weight_scale and input_scale; one input scale per projection kind
+// across all experts (the max of the experts' input_scales: gate and up together, down
+// alone); each expert's gate and up requantized to the max of their two weight scales. The
+// router stays unquantized. A layer's experts are all FP8 or all not; an FP8 weight whose
+// scale is missing is an error naming the tensor.
+#pragma once
+
+#include <string>
+
+#include "model/layers/activation_buffers.h"
+#include "model/layers/linear.h"
+
+namespace vtllm::model {
+
+struct MoeShape {
+  int64_t hidden = 0, intermediate = 0, num_experts = 0, top_k = 0;
+  bool norm_topk_prob = false;
+};
+
+class SparseMoeBlock {
+ public:
+  SparseMoeBlock() = default;
+  // Loads `prefix`gate and `prefix`experts.*, e.g. prefix "model.layers.3.mlp.".
+  static SparseMoeBlock Load(const LinearContext& lc, const std::string& prefix, const MoeShape& shape);
+
+  // x: the normed input [T, H] (F32 or BF16, the activation dtype); out: [T, H].
+  void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, ActivationBuffers& buffers) const;
+
+  bool fp8() const { return fp8_; }
+  int64_t weight_bytes() const;         // router and every expert
+  int64_t active_weight_bytes() const;  // what one token reads: the router and top_k experts
+
+ private:
+  int64_t ExpertBytes() const {
+    return 3 * s_.hidden * s_.intermediate * static_cast<int64_t>(vt::DTypeSize(w_down_.dtype()));
+  }
+
+  MoeShape s_;
+  bool fp8_ = false;
+  vt::Tensor router_;            // [E, H]
+  vt::Tensor w_gate_up_, w_down_;  // stacked experts
+  // FP8: per-expert input_scale * weight_scale, and the shared input scales.
+  vt::Tensor alpha_gate_up_, alpha_down_;
+  float gate_up_input_scale_ = 1.0f, down_input_scale_ = 1.0f;
+};
+
+}  // namespace vtllm::model

@@ -1,0 +1,80 @@
+#include "vt/ops/moe.h"
+
+#include "vt/ops/check.h"
+
+namespace vt {
+
+void MoeTopKRouting(const Queue& q, const Tensor& ids, const Tensor& weights, const Tensor& logits,
+                    bool renormalize) {
+  constexpr std::string_view op = "MoeTopKRouting";
+  check::Operand(op, q, "logits", logits, {DType::kF32});
+  check::NDim(op, "logits", logits, 2);
+  check::Output(op, q, "ids", ids, {DType::kI32});
+  check::Output(op, q, "weights", weights, {DType::kF32});
+  check::NDim(op, "ids", ids, 2);
+  const int64_t T = logits.dim(0), E = logits.dim(1), k = ids.dim(1);
+  VT_CHECK(k >= 1 && k <= E, op, ": ids is ", ids.Describe(), ": k must be in [1, ", E,
+           "] (the experts of logits ", logits.Describe(), ")");
+  check::ShapeIs(op, "ids", ids, {T, k});
+  check::ShapeIs(op, "weights", weights, {T, k});
+  Kernel<OpId::kMoeTopKRouting>(q.device().type)(q, ids, weights, logits, renormalize);
+}
+
+namespace {
+
+// The shapes shared by MoeExperts and MoeExpertsFp8; returns E.
+int64_t CheckExperts(std::string_view op, const Queue& q, const Tensor& out, const Tensor& x, const Tensor& ids,
+                     const Tensor& weights, const Tensor& w_gate_up, const Tensor& w_down) {
+  check::NDim(op, "x", x, 2);
+  check::NDim(op, "ids", ids, 2);
+  check::NDim(op, "w_gate_up", w_gate_up, 2);
+  check::NDim(op, "w_down", w_down, 2);
+  check::Operand(op, q, "ids", ids, {DType::kI32});
+  check::Operand(op, q, "weights", weights, {DType::kF32});
+  check::Output(op, q, "out", out, {DType::kF32, DType::kBF16});
+  const int64_t T = x.dim(0), H = x.dim(1), k = ids.dim(1), I = w_down.dim(1);
+  check::ShapeIs(op, "out", out, {T, H});
+  check::ShapeIs(op, "ids", ids, {T, k});
+  check::ShapeIs(op, "weights", weights, {T, k});
+  VT_CHECK(k >= 1, op, ": ids is ", ids.Describe(), "; each token needs at least one expert");
+  VT_CHECK(I >= 1 && w_gate_up.dim(1) == H && w_gate_up.dim(0) % (2 * I) == 0 && w_gate_up.dim(0) > 0, op,
+           ": w_gate_up is ", w_gate_up.Describe(), " but x has H=", H, " and w_down ", w_down.Describe(),
+           " has I=", I, "; w_gate_up must be [E * 2I, H]");
+  const int64_t E = w_gate_up.dim(0) / (2 * I);
+  VT_CHECK(w_down.dim(0) == E * H, op, ": w_down is ", w_down.Describe(), " but w_gate_up ", w_gate_up.Describe(),
+           " holds E=", E, " experts of H=", H, "; w_down must be [E * H, I] = [", E * H, ", ", I, "]");
+  return E;
+}
+
+}  // namespace
+
+void MoeExperts(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                const Tensor& w_gate_up, const Tensor& w_down) {
+  constexpr std::string_view op = "MoeExperts";
+  check::Operand(op, q, "x", x, {DType::kF32, DType::kBF16});
+  check::Operand(op, q, "w_gate_up", w_gate_up, {DType::kBF16, DType::kF32});
+  check::Operand(op, q, "w_down", w_down, {w_gate_up.dtype()});
+  CheckExperts(op, q, out, x, ids, weights, w_gate_up, w_down);
+  VT_CHECK(out.dtype() == x.dtype(), op, ": out is ", out.Describe(), " but x is ", x.Describe(),
+           "; out takes the activation dtype of x");
+  Kernel<OpId::kMoeExperts>(q.device().type)(q, out, x, ids, weights, w_gate_up, w_down);
+}
+
+void MoeExpertsFp8(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& ids, const Tensor& weights,
+                   const Tensor& w_gate_up, const Tensor& alpha_gate_up, const Tensor& w_down,
+                   float down_input_scale, const Tensor& alpha_down) {
+  constexpr std::string_view op = "MoeExpertsFp8";
+  check::Operand(op, q, "x8", x8, {DType::kF8E4M3});
+  check::Operand(op, q, "w_gate_up", w_gate_up, {DType::kF8E4M3});
+  check::Operand(op, q, "w_down", w_down, {DType::kF8E4M3});
+  const int64_t E = CheckExperts(op, q, out, x8, ids, weights, w_gate_up, w_down);
+  check::Operand(op, q, "alpha_gate_up", alpha_gate_up, {DType::kF32});
+  check::Operand(op, q, "alpha_down", alpha_down, {DType::kF32});
+  check::ShapeIs(op, "alpha_gate_up", alpha_gate_up, {E});
+  check::ShapeIs(op, "alpha_down", alpha_down, {E});
+  check::PositiveFinite(op, "down_input_scale", down_input_scale);
+  Kernel<OpId::kMoeExpertsFp8>(q.device().type)(q, out, x8, ids, weights, w_gate_up, alpha_gate_up, w_down,
+                                                 down_input_scale, alpha_down);
+}
+
+}  // namespace vt

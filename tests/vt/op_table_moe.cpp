@@ -1,0 +1,198 @@
+// Table cases of the MoE ops. MoeTopKRouting is defined with IEEE-exact operations in a fixed
+// order (vt/ops/moe.h): byte-exact, ties included. The expert ops sum GEMMs in another order
+// per backend and round their intermediates to the activation dtype (and, in FP8, to e4m3fn),
+// where a different sum may land on the other side of a rounding boundary; their tolerance
+// is a share of each output's magnitude Σ_j |w_j| Σ_i |w_down[h, i] · a_i| (a = silu(g)·u in
+// float64): 16·(H + I)·FLT_EPSILON of it with F32 activations, 2^-6 with BF16 ones (an
+// intermediate one BF16 step off), 2^-5 in FP8 (a rare e4m3fn step, 2^-3 of one term),
+// plus two units of the output dtype. moe_test.cpp holds the float64 references.
+#include <cfloat>
+#include <cmath>
+#include <random>
+
+#include "op_table.h"
+#include "vt/detail/numerics.h"
+#include "vt/ops/moe.h"
+
+namespace vt_table {
+
+namespace {
+
+using vt::DType;
+
+struct MoeShape {
+  int64_t T, H, I, E, k;
+};
+const MoeShape kMoeShapes[] = {{1, 16, 8, 4, 2}, {5, 33, 12, 6, 3}, {9, 64, 40, 8, 2}, {3, 24, 16, 5, 5}};
+
+// Per token, k distinct expert ids in a random order, and positive weights.
+void RandomRouting(const MoeShape& s, std::mt19937& rng, std::vector<int32_t>& ids, std::vector<float>& w) {
+  ids.clear();
+  w.clear();
+  for (int64_t t = 0; t < s.T; ++t) {
+    std::vector<int32_t> all(static_cast<size_t>(s.E));
+    for (int64_t e = 0; e < s.E; ++e) all[e] = static_cast<int32_t>(e);
+    std::shuffle(all.begin(), all.end(), rng);
+    for (int64_t j = 0; j < s.k; ++j) {
+      ids.push_back(all[j]);
+      w.push_back(std::uniform_real_distribution<float>(0.05f, 1.0f)(rng));
+    }
+  }
+}
+
+// fp8 codes of near-normal values (sigma 1): the expert math in a realistic range.
+std::vector<uint8_t> Fp8Codes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> c(n);
+  const std::vector<float> v = Normal(n, seed);
+  for (size_t i = 0; i < n; ++i) c[i] = vt::numerics::QuantizeFp8(v[i], 1.0f);
+  return c;
+}
+
+double Silu(double g) { return g / (1.0 + std::exp(-g)); }
+
+// Σ_j |w_j| Σ_i |w_down[e*H + h, i] · a_i| per output [T, H], a from float64 GEMMs of the
+// inputs as stored (alphas folded in for FP8).
+std::vector<double> ExpertMagnitudes(const MoeShape& s, const vt::Tensor& x, const std::vector<int32_t>& ids,
+                                     const std::vector<float>& w, const vt::Tensor& w13, const vt::Tensor& w2,
+                                     const std::vector<float>& al13, const std::vector<float>& al2) {
+  std::vector<double> mag(static_cast<size_t>(s.T * s.H), 0.0);
+  for (int64_t t = 0; t < s.T; ++t)
+    for (int64_t j = 0; j < s.k; ++j) {
+      const int64_t e = ids[t * s.k + j];
+      const double a13 = al13.empty() ? 1.0 : al13[e], a2 = al2.empty() ? 1.0 : al2[e];
+      std::vector<double> a(static_cast<size_t>(s.I));
+      for (int64_t i = 0; i < s.I; ++i) {
+        double g = 0, u = 0;
+        for (int64_t c = 0; c < s.H; ++c) {
+          g += ValueAt(x, t * s.H + c) * ValueAt(w13, (e * 2 * s.I + i) * s.H + c);
+          u += ValueAt(x, t * s.H + c) * ValueAt(w13, (e * 2 * s.I + s.I + i) * s.H + c);
+        }
+        a[i] = Silu(a13 * g) * (a13 * u);
+      }
+      for (int64_t h = 0; h < s.H; ++h) {
+        double m = 0;
+        for (int64_t i = 0; i < s.I; ++i) m += std::fabs(ValueAt(w2, (e * s.H + h) * s.I + i) * a[i]);
+        mag[t * s.H + h] += std::fabs(w[t * s.k + j]) * a2 * m;
+      }
+    }
+  return mag;
+}
+
+TolFn ShareOfMagnitude(std::vector<double> mag, double share, DType out) {
+  return [mag = std::move(mag), share, out](size_t, int64_t i, double want) {
+    return share * mag[i] + 2.0 * Ulp(out, want);
+  };
+}
+
+}  // namespace
+
+std::vector<OpCase> MoeTopKRoutingCases() {
+  std::vector<OpCase> cases;
+  const std::tuple<int64_t, int64_t, int64_t> shapes[] = {{1, 4, 1}, {7, 8, 2}, {5, 128, 8}, {3, 6, 6}, {33, 60, 4}};
+  uint32_t seed = 500;
+  for (auto [T, E, k] : shapes) {
+    std::vector<float> l = Normal(static_cast<size_t>(T * E), ++seed, 2.0f);
+    // Ties: row 1 repeats a value across experts, row 2 is all equal.
+    if (T > 1)
+      for (int64_t i = 0; i < E; i += 2) l[E + i] = l[E];
+    if (T > 2)
+      for (int64_t i = 0; i < E; ++i) l[2 * E + i] = 0.5f;
+    for (bool renorm : {true, false}) {
+      OpCase c{vt::StrCat(T, "x", E, " k=", k, renorm ? " renormalized" : ""),
+               {Host(l, {T, E}, DType::kF32)},
+               {Filled({T, k}, DType::kI32), Filled({T, k}, DType::kF32)},
+               nullptr,
+               nullptr,
+               nullptr};
+      c.run = [renorm](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::MoeTopKRouting(q, out[0], out[1], in[0], renorm);
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+std::vector<OpCase> MoeExpertsCases() {
+  std::vector<OpCase> cases;
+  std::mt19937 rng(77);
+  uint32_t seed = 900;
+  const std::pair<DType, DType> dtypes[] = {{DType::kF32, DType::kBF16}, {DType::kBF16, DType::kBF16},
+                                            {DType::kF32, DType::kF32}};
+  for (const MoeShape& s : kMoeShapes) {
+    for (auto [act, wd] : dtypes) {
+      std::vector<int32_t> ids;
+      std::vector<float> w;
+      RandomRouting(s, rng, ids, w);
+      const vt::Tensor x = Host(Normal(s.T * s.H, ++seed), {s.T, s.H}, act);
+      const vt::Tensor w13 = Host(Normal(s.E * 2 * s.I * s.H, ++seed, 1.0f / std::sqrt(float(s.H))),
+                                  {s.E * 2 * s.I, s.H}, wd);
+      const vt::Tensor w2 =
+          Host(Normal(s.E * s.H * s.I, ++seed, 1.0f / std::sqrt(float(s.I))), {s.E * s.H, s.I}, wd);
+      const double share = act == DType::kF32 ? 16.0 * double(s.H + s.I) * FLT_EPSILON : 0x1p-6;
+      OpCase c{vt::StrCat(s.T, " tokens H=", s.H, " I=", s.I, " E=", s.E, " k=", s.k, " act ", vt::DTypeName(act),
+                          " weights ", vt::DTypeName(wd)),
+               {x, HostOf(ids, {s.T, s.k}, DType::kI32), HostOf(w, {s.T, s.k}, DType::kF32), w13, w2},
+               {Filled({s.T, s.H}, act)},
+               nullptr,
+               ShareOfMagnitude(ExpertMagnitudes(s, x, ids, w, w13, w2, {}, {}), share, act),
+               nullptr};
+      c.run = [](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::MoeExperts(q, out[0], in[0], in[1], in[2], in[3], in[4]);
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+std::vector<OpCase> MoeExpertsFp8Cases() {
+  std::vector<OpCase> cases;
+  std::mt19937 rng(78);
+  uint32_t seed = 1300;
+  for (const MoeShape& s : kMoeShapes) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const DType act = variant == 0 ? DType::kF32 : DType::kBF16;
+      const bool prepared = variant == 2;
+      std::vector<int32_t> ids;
+      std::vector<float> w, al13, al2;
+      RandomRouting(s, rng, ids, w);
+      for (int64_t e = 0; e < s.E; ++e) {
+        al13.push_back(std::uniform_real_distribution<float>(0.5f, 2.0f)(rng) / float(s.H));
+        al2.push_back(std::uniform_real_distribution<float>(0.5f, 2.0f)(rng) / float(s.I));
+      }
+      const float down_scale = 0.01f;
+      const vt::Tensor x8 = HostOf(Fp8Codes(s.T * s.H, ++seed), {s.T, s.H}, DType::kF8E4M3);
+      const vt::Tensor w13 = HostOf(Fp8Codes(s.E * 2 * s.I * s.H, ++seed), {s.E * 2 * s.I, s.H}, DType::kF8E4M3);
+      const vt::Tensor w2 = HostOf(Fp8Codes(s.E * s.H * s.I, ++seed), {s.E * s.H, s.I}, DType::kF8E4M3);
+      OpCase c{vt::StrCat(s.T, " tokens H=", s.H, " I=", s.I, " E=", s.E, " k=", s.k, " out ", vt::DTypeName(act),
+                          prepared ? " prepared weights" : ""),
+               {x8, HostOf(ids, {s.T, s.k}, DType::kI32), HostOf(w, {s.T, s.k}, DType::kF32), w13,
+                HostOf(al13, {s.E}, DType::kF32), w2, HostOf(al2, {s.E}, DType::kF32)},
+               {Filled({s.T, s.H}, act)},
+               nullptr,
+               ShareOfMagnitude(ExpertMagnitudes(s, x8, ids, w, w13, w2, al13, al2), 0x1p-5, act),
+               nullptr};
+      const int64_t I = s.I, H = s.H, E = s.E;
+      c.run = [prepared, down_scale, I, H, E](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::Tensor w13 = in[3], w2 = in[5];
+        if (prepared) {  // as the model prepares them: each expert's rows may have a copy of their own
+          std::vector<int64_t> r13, r2;
+          for (int64_t e = 0; e < E; ++e) {
+            r13.push_back(e * 2 * I);
+            r2.push_back(e * H);
+          }
+          w13.SetReadOnly();
+          w2.SetReadOnly();
+          w13 = vt::PrepareWeight(q, w13, vt::WeightUse::kMatmulB, r13);
+          w2 = vt::PrepareWeight(q, w2, vt::WeightUse::kMatmulB, r2);
+        }
+        vt::MoeExpertsFp8(q, out[0], in[0], in[1], in[2], w13, in[4], w2, down_scale, in[6]);
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+}  // namespace vt_table
