@@ -35,7 +35,26 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t t = u / heads, h = u - t * heads;
   const bool is_query = h < Hq;
   const int64_t kh = h - Hq;
+  // Every load that does not depend on another goes out first: the slot, the position,
+  // the head, its value (keys) and the norm weight; the checks and the math come after.
+  constexpr int kPer = kMaxD / 32;
   const int64_t slot = slots[t];
+  const int64_t pos = static_cast<int64_t>(positions[t]);
+  const E* src = is_query ? query + (t * Hq + h) * D : key + (t * Hk + kh) * D;
+  const E* vsrc = value + (t * Hk + (is_query ? 0 : kh)) * D;
+  const void* w = is_query ? qw : kw;
+  const DType wd = is_query ? qwd : kwd;
+  E xr[kPer], vr[kPer];
+  uint32_t wb[kPer];
+#pragma unroll
+  for (int c = 0; c < kPer; ++c) {
+    const int64_t i = lane + 32 * c;
+    if (i < D) {
+      xr[c] = src[i];
+      if (!is_query) vr[c] = vsrc[i];
+      if (w != nullptr) wb[c] = wd == DType::kF32 ? static_cast<const uint32_t*>(w)[i] : static_cast<const uint16_t*>(w)[i];
+    }
+  }
   if (!is_query) {
     if (slot < 0) return;  // padding: the key and value are not written
     if (slot >= num_slots) {
@@ -43,29 +62,34 @@ __global__ void __launch_bounds__(kWarps * 32)
       return;
     }
   }
-  const int64_t pos = static_cast<int64_t>(positions[t]);
   if (pos < 0 || pos >= max_pos) {
     if (h == 0 && lane == 0) RecordIndexError(err, IndexError::kRopePosition, t, pos, max_pos);
     return;
   }
-  const E* src = is_query ? query + (t * Hq + h) * D : key + (t * Hk + kh) * D;
   float* s = staged[warp];
   float acc = 0.0f;
-  for (int64_t i = lane; i < D; i += 32) {
-    const float v = Tag::Load(src[i]);
-    s[i] = v;
-    acc = numerics::Fma(v, v, acc);
+#pragma unroll
+  for (int c = 0; c < kPer; ++c) {
+    const int64_t i = lane + 32 * c;
+    if (i < D) {
+      const float v = Tag::Load(xr[c]);
+      s[i] = v;
+      acc = numerics::Fma(v, v, acc);
+      if (!is_query) vc[(slot * Hk + kh) * D + i] = vr[c];
+    }
   }
-  if (!is_query) {
-    const E* vs = value + (t * Hk + kh) * D;
-    E* vd = vc + (slot * Hk + kh) * D;
-    for (int64_t i = lane; i < D; i += 32) vd[i] = vs[i];
-  }
-  const void* w = is_query ? qw : kw;
   if (w != nullptr) {
-    const DType wd = is_query ? qwd : kwd;
     const float inv = numerics::RmsInverse(WarpCanonicalSum(acc), D, eps);
-    for (int64_t i = lane; i < D; i += 32) s[i] = RoundTo<Tag>(RoundTo<Tag>(s[i] * inv) * LoadAny(w, wd, i));
+#pragma unroll
+    for (int c = 0; c < kPer; ++c) {
+      const int64_t i = lane + 32 * c;
+      if (i < D) {
+        const float wf = wd == DType::kF32   ? __uint_as_float(wb[c])
+                         : wd == DType::kBF16 ? Bf16ToFloat(static_cast<uint16_t>(wb[c]))
+                                              : F16ToFloat(static_cast<uint16_t>(wb[c]));
+        s[i] = RoundTo<Tag>(RoundTo<Tag>(s[i] * inv) * wf);
+      }
+    }
   }
   __syncwarp();  // every lane's loads are done (query_out may be query) and staged
   const float* cs = cache + pos * D;
