@@ -270,7 +270,7 @@ template <typename XTag, typename WTag, typename RTag, typename OTag, bool kFp8>
 void LaunchExperts(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
                    const Tensor& w13, const float* alpha13, const Tensor& w2, float inv_down, const float* alpha2) {
   const int64_t T = x.dim(0), H = x.dim(1), k = ids.dim(1), I = w2.dim(1), E = w13.dim(0) / (2 * I);
-  if (T == 0) return;
+  if (T == 0 || H == 0) return;
   VT_CHECK((I + kWarps - 1) / kWarps <= 65535 && (H + kWarps - 1) / kWarps <= 65535 && T * k <= 0x7FFFFFFF,
            "MoeExperts on cuda: H=", H, ", I=", I, " or ", T * k, " (token, slot) pairs exceed the kernels' grid");
   CudaQueue& cq = Cuda(q);
