@@ -157,6 +157,48 @@ TEST(ModelCuda, GreedyTokensMatchCpu) {
   }
 }
 
+// The MoE fixtures (qwen3-moe-tiny: 8 experts, top-2, layers 0 and 2 dense; -fp8: its static
+// FP8 experts) on CUDA against the CPU, named so that a missing fixture fails rather than
+// drops out of Checkpoints(): prompt logits within TolFor, greedy tokens equal up to a CPU
+// near-tie (a near-tie in the router's top-k can also flip an expert; the logit check would
+// show it), and the dispatch counts prove the CUDA MoE kernels (src/vt/cuda/moe.cu) ran.
+TEST(ModelCuda, MoeFixturesMatchCpu) {
+  REQUIRE_CUDA();
+  const auto prompts = Prompts(FixturesDir() + "/oracles/qwen3-tiny/reference.json");
+  ASSERT_FALSE(prompts.empty());
+  constexpr int kSteps = 12;
+  for (const bool fp8 : {false, true}) {
+    const std::string dir = FixturesDir() + (fp8 ? "/models/qwen3-moe-tiny-fp8" : "/models/qwen3-moe-tiny");
+    const vt::OpId experts = fp8 ? vt::OpId::kMoeExpertsFp8 : vt::OpId::kMoeExperts;
+    for (vt::DType act : {vt::DType::kBF16, vt::DType::kF32}) {
+      auto cpu = LoadOn(dir, vt::Device::Cpu(), act);
+      auto gpu = LoadOn(dir, vt::Device::Cuda(0), act);
+      const int64_t routed = vt::DispatchCount(vt::OpId::kMoeTopKRouting, vt::DeviceType::kCUDA);
+      const int64_t ran = vt::DispatchCount(experts, vt::DeviceType::kCUDA);
+      const Tol tol = TolFor(act);
+      for (size_t c = 0; c < prompts.size(); ++c) {
+        std::vector<int32_t> prompt = prompts[c];
+        for (auto& id : prompt) id = static_cast<int32_t>(id % cpu->vocab_size());
+        const Greedy want = RunGreedy(*cpu, prompt, kSteps);
+        const Greedy got = RunGreedy(*gpu, prompt, kSteps);
+        const double err = MaxAbsDiff(got.first_logits, want.first_logits);
+        size_t agree = 0;
+        while (agree < got.tokens.size() && got.tokens[agree] == want.tokens[agree]) ++agree;
+        std::printf("[moe %s %s] case %zu (T=%zu): max |logit cuda - cpu| = %.3g; greedy agrees on %zu of %d\n",
+                    fp8 ? "fp8" : "bf16", Name(act).c_str(), c, prompt.size(), err, agree, kSteps);
+        EXPECT_LE(err, tol.logits) << dir << " " << Name(act) << " case " << c;
+        if (agree < got.tokens.size()) {
+          EXPECT_LT(want.margins[agree], tol.near_tie)
+              << dir << " " << Name(act) << " case " << c << ": step " << agree << " cuda " << got.tokens[agree]
+              << " cpu " << want.tokens[agree] << " with a CPU margin of " << want.margins[agree];
+        }
+      }
+      EXPECT_GT(vt::DispatchCount(vt::OpId::kMoeTopKRouting, vt::DeviceType::kCUDA), routed) << dir;
+      EXPECT_GT(vt::DispatchCount(experts, vt::DeviceType::kCUDA), ran) << dir << ": no CUDA expert kernel ran";
+    }
+  }
+}
+
 TEST(ModelCuda, BatchedStepsMatchCpu) {
   REQUIRE_CUDA();
   const auto prompts = Prompts(FixturesDir() + "/oracles/qwen3-tiny/reference.json");
@@ -198,7 +240,7 @@ TEST(ModelCuda, BatchedStepsMatchCpu) {
   }
 }
 
-// Decode steps as CUDA graph replays: a step of 4 sequences (bucket 4, no padding) gives the
+// Decode steps as CUDA graph replays (dense and MoE checkpoints): a step of 4 sequences (bucket 4, no padding) gives the
 // eager step's logits bit for bit, and so does every later replay; a step of 3 (padded to
 // bucket 4, the same recorded graph) gives the same tokens as its eager run and logits
 // within the BF16 tolerance (the GEMMs then run M = 4, where cuBLASLt may choose another
@@ -208,7 +250,9 @@ TEST(ModelCuda, GraphReplayEqualsEagerStep) {
   const auto prompts = Prompts(FixturesDir() + "/oracles/qwen3-tiny/reference.json");
   ASSERT_GE(prompts.size(), 4u);
   for (const std::string& dir : {FixturesDir() + "/oracles/qwen3-tiny/bf16",
-                                 FixturesDir() + "/oracles/qwen3-tiny/fp8_modelopt"}) {
+                                 FixturesDir() + "/oracles/qwen3-tiny/fp8_modelopt",
+                                 FixturesDir() + "/models/qwen3-moe-tiny",
+                                 FixturesDir() + "/models/qwen3-moe-tiny-fp8"}) {
     auto m = LoadOn(dir, vt::Device::Cuda(0), vt::DType::kBF16);
     ASSERT_TRUE(m->step_graphs()) << "graphs are on by default on CUDA";
     const int64_t V = m->vocab_size();

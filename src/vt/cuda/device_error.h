@@ -22,6 +22,7 @@ enum class IndexError : unsigned long long {
   kAttnQueryRows,        // index = s, value = seq_lens[s], aux = new query rows
   kAttnSeqLen,           // index = s, value = seq_lens[s], bound = table entries, aux = block size
   kAttnBlockId,          // index = s, aux = block position, value = id, bound = cache blocks
+  kMoeExpertId,          // index = element of ids, value = ids[index], bound = experts
 };
 
 struct IndexErrorRecord {

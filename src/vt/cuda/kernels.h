@@ -20,6 +20,7 @@ void RegisterRopeKernels();        // rope.cu
 void RegisterAttentionKernels();   // attention.cu: KvCacheWrite, PagedAttention
 void RegisterQkNormRopeKernels();  // qk_norm_rope.cu: QkNormRopeCacheWrite
 void RegisterSamplingKernels();    // sampling.cu
+void RegisterMoeKernels();         // moe.cu: MoeTopKRouting, MoeExperts, MoeExpertsFp8
 
 // Element storage tags for templated kernels: the value type in memory and exact
 // conversions to and from f32 (the same functions as the CPU backend's).

@@ -235,6 +235,9 @@ std::string DescribeIndexError(const IndexErrorRecord& r, int device) {
       what = StrCat("PagedAttention: block_tables[", r.index, ", ", r.aux, "] = ", r.value,
                     " is outside the cache's ", r.bound, " blocks");
       break;
+    case IndexError::kMoeExpertId:
+      what = StrCat("MoeExperts(Fp8): expert id ", r.value, " (ids element ", r.index, ") is outside [0, ", r.bound, ")");
+      break;
     default:
       what = StrCat("a CUDA kernel recorded index error code ", r.code);
   }
@@ -400,6 +403,7 @@ void RegisterKernels() {
   RegisterQkNormRopeKernels();
   RegisterAttentionKernels();
   RegisterSamplingKernels();
+  RegisterMoeKernels();
 }
 
 }  // namespace cuda
