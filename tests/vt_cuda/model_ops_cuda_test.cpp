@@ -10,6 +10,7 @@
 
 #include "../vt/op_table.h"  // MakePagedBatch
 #include "cuda_test_util.h"
+#include "vt/cuda/kernels.h"  // PrefillMmaLaunches
 #include "vt/ops/attention.h"
 #include "vt/ops/embedding.h"
 #include "vt/ops/rope.h"
@@ -193,10 +194,15 @@ TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
       {12, 4, 80, 16, {{3, 3}, {1, 1}, {48, 48}}},         // a head size not a multiple of 32
       {8, 2, 64, 16, {{50, 50}, {600, 1}, {30, 1}}},       // a mixed batch: a prompt and two decodes
       {16, 8, 64, 16, {{400, 400}}},                       // enough CTAs that the context is not split
+      {32, 8, 128, 16, {{700, 600}, {130, 130}, {9, 1}}},  // chunked prefill, a prompt, a decode row; GQA 4
   };
+  // BF16 cases with head size 64 or 128 and at least 64 rows per sequence on average take
+  // the tensor-core prefill kernel (attention_prefill.cu): three of them here.
+  const int64_t mma_before = vt::cuda::PrefillMmaLaunches();
   uint32_t seed = 100;
   for (const auto& c : cases)
     for (DType d : {DType::kBF16, DType::kF32, DType::kF16}) RunAttentionCase(c, d, seed += 7);
+  EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - mma_before, 3);
 }
 
 TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {

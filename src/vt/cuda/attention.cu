@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "vt/cuda/attention.h"
 #include "vt/cuda/device_error.cuh"
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/kernels.h"
@@ -83,22 +84,6 @@ void KvCacheWriteCuda(const Queue& q, const Tensor& key, const Tensor& value, co
     LaunchKvWrite<uint16_t>(cq, key, value, key_cache, value_cache, slot_mapping, row_bytes);
 }
 
-struct AttnArgs {
-  void* out;
-  const void* query;
-  const void* key_cache;
-  const void* value_cache;
-  const int32_t* block_tables;
-  const int32_t* seq_lens;
-  const int32_t* query_start_loc;
-  IndexErrorRecord* err;
-  int64_t Hq, Hk, D, group, block_size, max_blocks, num_blocks, S, T;
-  float scale;
-  int64_t num_splits;  // CTAs sharing one sequence's context (1: the output is written directly)
-  float* part_ml;      // [num_splits, T * Hq, 2]: each split's running max and sum
-  float* part_acc;     // [num_splits, T * Hq, D]: its unnormalised weighted sum of values
-  bool vec16;          // rows of the caches load as 16-byte vectors
-};
 
 __device__ __forceinline__ float WarpMax(float v) {
 #pragma unroll
@@ -335,6 +320,13 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   a.block_tables = block_tables.data_as<int32_t>();
   a.seq_lens = seq_lens.data_as<int32_t>();
   a.query_start_loc = query_start_loc.data_as<int32_t>();
+  const size_t elem = DTypeSize(key_cache.dtype());
+  a.vec16 = (a.D * static_cast<int64_t>(elem)) % 16 == 0 && reinterpret_cast<uintptr_t>(a.key_cache) % 16 == 0 &&
+            reinterpret_cast<uintptr_t>(a.value_cache) % 16 == 0 &&
+            reinterpret_cast<uintptr_t>(a.query) % 16 == 0 && reinterpret_cast<uintptr_t>(a.out) % 16 == 0;
+  a.num_splits = 1;
+  DeviceGuard guard(cq.device.index);
+  if (LaunchPrefillMma(cq, a, key_cache.dtype() == DType::kBF16)) return;  // attention_prefill.cu
   // Split the context when the step's CTAs would not fill the GPU twice over: up to
   // kMaxSplits CTAs per (sequence, KV head, query group), never more than the tiles the
   // widest block table can hold.
@@ -349,13 +341,9 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
     a.part_ml = part_ml.data_as<float>();
     a.part_acc = part_acc.data_as<float>();
   }
-  const size_t elem = DTypeSize(key_cache.dtype());
-  a.vec16 = (a.D * static_cast<int64_t>(elem)) % 16 == 0 && reinterpret_cast<uintptr_t>(a.key_cache) % 16 == 0 &&
-            reinterpret_cast<uintptr_t>(a.value_cache) % 16 == 0;
   VT_CHECK(groups * a.num_splits < (int64_t{1} << 31), "PagedAttention on cuda: ", T, " query rows exceed the grid");
   const dim3 grid(static_cast<unsigned>(groups * a.num_splits), static_cast<unsigned>(S), static_cast<unsigned>(a.Hk));
   const size_t smem = static_cast<size_t>(2 * kTile * (a.D + 1) + kWarps * a.D) * sizeof(float);
-  DeviceGuard guard(cq.device.index);
   DispatchFloat(key_cache.dtype(), "PagedAttention", [&](auto tag) {
     using Tag = decltype(tag);
     if (smem > (size_t{40} << 10))  // with the static tok_src, past the 48 KiB default

@@ -20,6 +20,10 @@ void RegisterRopeKernels();        // rope.cu
 void RegisterAttentionKernels();   // attention.cu: KvCacheWrite, PagedAttention
 void RegisterQkNormRopeKernels();  // qk_norm_rope.cu: QkNormRopeCacheWrite
 void RegisterSamplingKernels();    // sampling.cu
+
+// How many PagedAttention calls took the tensor-core prefill path (attention_prefill.cu;
+// all queues): lets tests prove which kernel ran.
+int64_t PrefillMmaLaunches();
 void RegisterMoeKernels();         // moe.cu: MoeTopKRouting, MoeExperts, MoeExpertsFp8
 
 // Element storage tags for templated kernels: the value type in memory and exact

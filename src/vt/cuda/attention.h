@@ -1,0 +1,33 @@
+// Internal to the CUDA PagedAttention (attention.cu, attention_prefill.cu): the arguments
+// its kernels share, and the tensor-core prefill path.
+#pragma once
+
+#include <cstdint>
+
+#include "vt/cuda/context.h"
+#include "vt/cuda/device_error.h"
+
+namespace vt::cuda {
+
+struct AttnArgs {
+  void* out;
+  const void* query;
+  const void* key_cache;
+  const void* value_cache;
+  const int32_t* block_tables;
+  const int32_t* seq_lens;
+  const int32_t* query_start_loc;
+  IndexErrorRecord* err;
+  int64_t Hq, Hk, D, group, block_size, max_blocks, num_blocks, S, T;
+  float scale;
+  int64_t num_splits;  // CTAs sharing one sequence's context (1: the output is written directly)
+  float* part_ml;      // [num_splits, T * Hq, 2]: each split's running max and sum
+  float* part_acc;     // [num_splits, T * Hq, D]: its unnormalised weighted sum of values
+  bool vec16;          // rows of the caches load as 16-byte vectors
+};
+
+// Tensor-core attention for steps with many query rows (prefill) over a BF16 cache with
+// head size 64 or 128 and 16-byte aligned rows; false (nothing launched) otherwise.
+bool LaunchPrefillMma(CudaQueue& cq, const AttnArgs& a, bool bf16);
+
+}  // namespace vt::cuda
