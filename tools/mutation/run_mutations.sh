@@ -2,7 +2,7 @@
 # Mutation check of the FP8 numeric core, the sampler and the engine: applies each known
 # mutation alone to a scratch copy of the tree, rebuilds the test binaries there (vt_tests;
 # engine_tests too for the sampler's and the engine's mutations), runs them, and prints
-# whether the tests caught it. ONLY=vt, ONLY=sampler or ONLY=engine runs one group.
+# whether the tests caught it. ONLY=vt, ONLY=sampler, ONLY=engine or ONLY=moe runs one group.
 #
 #   tools/mutation/run_mutations.sh [SCRATCH_DIR]      (default: a fresh /tmp directory)
 #
@@ -163,6 +163,13 @@ mutate_engine_stop_no_holdback() {
   edit src/engine/output_processor.cpp 's/const bool hold = !done &&/const bool hold = false \&\&/'
 }
 
+mutate_moe_no_renormalize() {
+  edit src/vt/cpu/reference.cpp 's/    if \(renormalize\)\n      for/    if (false)\n      for/'
+}
+mutate_moe_tie_higher_index() {
+  edit src/vt/cpu/reference.cpp 's/\(best < 0 \|\| p\[i\] > p\[best\]\)/(best < 0 || p[i] >= p[best])/'
+}
+
 # run NAME: builds and runs vt_tests (and engine_tests for the baseline and sampler_*
 # mutations); prints "failed|passed|names of failed tests" or a reason.
 run_tests() {
@@ -191,11 +198,13 @@ SAMPLER_MUTATIONS=(sampler_logprobs_after_processing sampler_penalties_before_bi
                    sampler_top_p_before_top_k sampler_no_temperature sampler_greedy_last_tie sampler_repetition_sign)
 ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_last_token engine_preempt_first
                   engine_free_in_table_order engine_stop_no_holdback)
+MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index)
 case "${ONLY:-}" in
   vt) MUTATIONS=("${VT_MUTATIONS[@]}") ;;
+  moe) MUTATIONS=("${MOE_MUTATIONS[@]}") ;;
   sampler) MUTATIONS=("${SAMPLER_MUTATIONS[@]}") ;;
   engine) MUTATIONS=("${ENGINE_MUTATIONS[@]}") ;;
-  *) MUTATIONS=("${VT_MUTATIONS[@]}" "${SAMPLER_MUTATIONS[@]}" "${ENGINE_MUTATIONS[@]}") ;;
+  *) MUTATIONS=("${VT_MUTATIONS[@]}" "${SAMPLER_MUTATIONS[@]}" "${ENGINE_MUTATIONS[@]}" "${MOE_MUTATIONS[@]}") ;;
 esac
 declare -A RESULT
 restore
