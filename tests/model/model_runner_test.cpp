@@ -120,12 +120,12 @@ TEST(ModelRunner, LoadListsEveryOpMissingOnTheDevice) {
     // A build without CUDA kernels: loading on CUDA must name every missing op at once.
     const std::string msg = ErrorOf([&] { Model::Load(kLlama, vt::Device::Cuda(0)); });
     EXPECT_NE(msg.find("no kernel for cuda"), std::string::npos) << msg;
-    for (const char* op : {"PagedAttention", "RotaryEmbedding", "KvCacheWrite", "Embedding"})
+    for (const char* op : {"PagedAttention", "QkNormRopeCacheWrite", "Embedding", "RmsNorm"})
       EXPECT_NE(msg.find(op), std::string::npos) << op << " missing from: " << msg;
     return;
   }
   // A CUDA build registers every model op there: nothing is missing on either device.
-  const std::vector<vt::OpId> ops = {vt::OpId::kEmbedding, vt::OpId::kRotaryEmbedding, vt::OpId::kKvCacheWrite,
+  const std::vector<vt::OpId> ops = {vt::OpId::kEmbedding, vt::OpId::kQkNormRopeCacheWrite,
                                      vt::OpId::kPagedAttention, vt::OpId::kRmsNorm, vt::OpId::kMatmul,
                                      vt::OpId::kMatmulFp8, vt::OpId::kQuantFp8Static, vt::OpId::kSiluMul};
   EXPECT_TRUE(MissingOps(ops, vt::DeviceType::kCUDA).empty());
