@@ -11,16 +11,14 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "model/model_oracle.h"
 
 namespace vtllm::engine {
 namespace {
 
-std::string Id(size_t i) {
-  std::string s("r");
-  s.append(std::to_string(i));
-  return s;
-}
+using test_util::Greedy;
+using test_util::Id;
 
 // A fresh checkpoint directory, removed at the end of the test.
 struct MoeCheckpoint {
@@ -39,16 +37,6 @@ struct MoeCheckpoint {
   }
   std::string dir;
 };
-
-EngineRequest Greedy(const std::string& id, std::vector<int32_t> prompt, int64_t max_tokens) {
-  EngineRequest r;
-  r.request_id = id;
-  r.prompt_token_ids = std::move(prompt);
-  r.params.temperature = 0;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  return r;
-}
 
 EngineConfig Config(const std::string& dir, int64_t budget) {
   EngineConfig c;

@@ -9,18 +9,15 @@
 #include <set>
 
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "model/model_oracle.h"
 #include "tokenizer/synthetic_tokenizer.h"
 
 namespace vtllm::engine {
 namespace {
 
-// "r" + number, built without operator+ (GCC 12 warns falsely on it at -O3).
-std::string Id(const char* prefix, size_t i) {
-  std::string s(prefix);
-  s.append(std::to_string(i));
-  return s;
-}
+using test_util::Greedy;
+using test_util::Id;
 
 const std::string kTiny = std::string(VTLLM_FIXTURES_DIR) + "/oracles/qwen3-tiny";
 
@@ -40,16 +37,6 @@ EngineConfig Config(int64_t budget = 0, int64_t kv_bytes = 0, int64_t max_model_
   c.use_generation_config = false;
   c.load.progress = false;
   return c;
-}
-
-EngineRequest Greedy(const std::string& id, std::vector<int32_t> prompt, int64_t max_tokens) {
-  EngineRequest r;
-  r.request_id = id;
-  r.prompt_token_ids = std::move(prompt);
-  r.params.temperature = 0;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  return r;
 }
 
 struct Result {

@@ -10,18 +10,14 @@
 #include <map>
 
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "model/model_oracle.h"
 #include "vt/registry.h"
 
 namespace vtllm::engine {
 namespace {
 
-// "r" + i, built without operator+ (GCC 12 warns falsely on it at -O3).
-std::string Id(size_t i) {
-  std::string s("r");
-  s.append(std::to_string(i));
-  return s;
-}
+using test_util::Id;
 
 const std::string kTiny = std::string(VTLLM_FIXTURES_DIR) + "/oracles/qwen3-tiny";
 
