@@ -8,7 +8,13 @@
 //   HermesToolParser (--tool-call-parser hermes): "<tool_call>{"name": ..., "arguments": ...}
 //     </tool_call>" blocks -> tool calls; text before the first block -> content; text between
 //     and after blocks is dropped, as vLLM's hermes parser does. A block that is not such JSON
-//     stays content.
+//     stays content. Calls stream as vLLM streams them: once a block's leading `"name"` string is
+//     complete the call begins (id, name, arguments ""), then the `"arguments"` object's text
+//     streams as it is generated, holding back trailing '}' and whitespace (they may close the
+//     block's object). A call's arguments are the model's own text of that object, so the
+//     concatenated fragments equal the complete call's arguments at any chunking. A block that
+//     has begun stays a call: if it is then cut off or turns out not to be JSON, the call ends
+//     with the arguments streamed so far.
 #pragma once
 
 #include <string>
@@ -40,9 +46,18 @@ struct ToolCall {
   std::string arguments;  // JSON text
 };
 
+// One streaming step of a call: `begin` carries the id and name (arguments may follow in the
+// same update); later updates carry argument text only. `index` counts the parser's calls.
+struct ToolCallUpdate {
+  size_t index = 0;
+  bool begin = false;
+  std::string id, name, arguments;
+};
+
 struct ToolDelta {
   std::string content;
-  std::vector<ToolCall> calls;
+  std::vector<ToolCall> calls;          // calls completed by this push
+  std::vector<ToolCallUpdate> updates;  // the same calls as they stream
 };
 
 class HermesToolParser {
@@ -52,9 +67,18 @@ class HermesToolParser {
 
  private:
   enum class State { kContent, kInCall, kAfterCall };
-  void CloseCall(const std::string& body, ToolDelta& out);
+  void ScanCall(std::string_view body, ToolDelta& out);  // body: the block's text so far
+  void CloseCall(const std::string& body, bool complete, ToolDelta& out);
+  void Emit(ToolDelta& out, bool begin, std::string arguments);
   State state_ = State::kContent;
   std::string held_;
+  // the block being read
+  size_t num_calls_ = 0;
+  bool begun_ = false, scan_done_ = false;
+  std::string id_, name_;
+  size_t name_end_ = 0;                       // offset after the name string
+  size_t args_start_ = std::string::npos;     // offset of the arguments object's '{'
+  size_t streamed_ = 0;                       // argument bytes emitted
 };
 
 // Length of the longest suffix of `text` that is a proper prefix of `tag` (bytes to hold back).

@@ -1,6 +1,7 @@
 #include "server/response.h"
 
 #include <cmath>
+#include <cstdint>
 
 namespace vtllm::server {
 
@@ -51,6 +52,7 @@ struct ResponseBuilder::Choice {
   HermesToolParser tools;
   std::string reasoning_text, content_text;
   std::vector<ToolCall> calls;
+  std::vector<size_t> call_slot;  // the parser's call index -> index in `calls` (SIZE_MAX: dropped)
   bool started = false;      // the echo (if any) was emitted
   size_t text_offset = 0;    // completions logprobs: code points emitted so far
 };
@@ -212,33 +214,51 @@ void ResponseBuilder::Parse(Choice& c, const std::string& text, bool final, Json
     reasoning = std::move(r.reasoning);
     content = std::move(r.content);
   }
-  std::vector<ToolCall> calls;
+  std::vector<ToolCallUpdate> updates;
   if (req_.parse_tools) {
     ToolDelta t = c.tools.Push(content);
     if (final) {
       ToolDelta f = c.tools.Finish();
       t.content += f.content;
-      for (ToolCall& call : f.calls) t.calls.push_back(std::move(call));
+      for (ToolCallUpdate& u : f.updates) t.updates.push_back(std::move(u));
     }
     content = std::move(t.content);
-    for (ToolCall& call : t.calls)
-      if (req_.tool_choice != ToolChoice::kNamed || call.name == req_.named_tool) calls.push_back(std::move(call));
+    updates = std::move(t.updates);
   }
   c.reasoning_text += reasoning;
   c.content_text += content;
   if (!reasoning.empty()) delta["reasoning"] = reasoning;
   if (!content.empty()) delta["content"] = content;
-  if (!calls.empty()) {
-    Json list = Json::array();
-    for (ToolCall& call : calls) {
-      list.push_back({{"index", c.calls.size()},
-                      {"id", call.id},
-                      {"type", "function"},
-                      {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
-      c.calls.push_back(std::move(call));
+  // Calls stream by the parser's updates in both modes, so the streamed fragments and the
+  // message's arguments are the same text. A named tool_choice keeps that tool's calls only.
+  Json list = Json::array();
+  size_t last_parser_index = SIZE_MAX;
+  for (ToolCallUpdate& u : updates) {
+    if (u.begin) {
+      const bool keep = req_.tool_choice != ToolChoice::kNamed || u.name == req_.named_tool;
+      c.call_slot.resize(u.index + 1, SIZE_MAX);
+      if (!keep) continue;
+      c.call_slot[u.index] = c.calls.size();
+      c.calls.push_back({u.id, u.name, ""});
     }
-    delta["tool_calls"] = std::move(list);
+    if (u.index >= c.call_slot.size() || c.call_slot[u.index] == SIZE_MAX) continue;
+    const size_t slot = c.call_slot[u.index];
+    c.calls[slot].arguments += u.arguments;
+    if (u.index == last_parser_index && !list.empty()) {  // one entry per call per chunk
+      Json& fn = list.back()["function"];
+      fn["arguments"] = fn["arguments"].get<std::string>() + u.arguments;
+      continue;
+    }
+    last_parser_index = u.index;
+    if (u.begin)
+      list.push_back({{"index", slot},
+                      {"id", u.id},
+                      {"type", "function"},
+                      {"function", {{"name", u.name}, {"arguments", u.arguments}}}});
+    else
+      list.push_back({{"index", slot}, {"function", {{"arguments", u.arguments}}}});
   }
+  if (!list.empty()) delta["tool_calls"] = std::move(list);
 }
 
 std::vector<Json> ResponseBuilder::Start() {

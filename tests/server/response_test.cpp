@@ -144,7 +144,7 @@ TEST(Response, ChatReasoningAndToolCallsNonStreaming) {
   EXPECT_EQ(m["content"], "\n\nOk.\n");
   ASSERT_EQ(m["tool_calls"].size(), 1u);
   EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "f");
-  EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], "{\"a\":1}");
+  EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], "{\"a\": 1}");
   EXPECT_EQ(m["tool_calls"][0]["type"], "function");
   EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
 }
@@ -164,7 +164,7 @@ TEST(Response, ChatStreamingDeltas) {
   Json calls = Json::array();
   std::string finish;
   const std::vector<std::string> pieces = {"<thi", "nk>a", "b</th", "ink>Hi", " <tool_", "call>{\"name\": \"g\", ",
-                                           "\"arguments\": {}}</tool_call>"};
+                                           "\"arguments\": {\"x", "\": [1, 2]", "}}</tool_call>"};
   for (size_t i = 0; i < pieces.size(); ++i) {
     const bool last = i + 1 == pieces.size();
     for (const Json& c : b.Add(0, Out(0, {1}, pieces[i], last ? std::optional(FinishReason::kStop) : std::nullopt, last))) {
@@ -178,10 +178,54 @@ TEST(Response, ChatStreamingDeltas) {
   }
   EXPECT_EQ(reasoning, "ab");
   EXPECT_EQ(content, "Hi ");
-  ASSERT_EQ(calls.size(), 1u);
+  // As OpenAI streams calls: the first entry has id, type and name, later ones argument text.
+  ASSERT_GE(calls.size(), 3u);
   EXPECT_EQ(calls[0]["index"], 0);
   EXPECT_EQ(calls[0]["function"]["name"], "g");
+  EXPECT_EQ(calls[0]["type"], "function");
+  EXPECT_EQ(calls[0]["id"].get<std::string>().rfind("chatcmpl-tool-", 0), 0u);
+  std::string arguments;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i]["index"], 0);
+    if (i > 0) {
+      EXPECT_FALSE(calls[i].contains("id"));
+    }
+    arguments += calls[i]["function"]["arguments"].get<std::string>();
+  }
+  EXPECT_EQ(arguments, "{\"x\": [1, 2]}");
   EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST(Response, NamedToolChoiceStreamsOnlyThatTool) {
+  ParsedRequest req = Chat();
+  req.stream = true;
+  req.parse_tools = true;
+  req.tool_choice = ToolChoice::kNamed;
+  req.named_tool = "keep";
+  ResponseBuilder b(req, {"chatcmpl-x", 1, "m", nullptr});
+  b.Start();
+  const std::string text =
+      "<tool_call>{\"name\": \"drop\", \"arguments\": {\"a\": 1}}</tool_call>"
+      "<tool_call>{\"name\": \"keep\", \"arguments\": {\"b\": 2}}</tool_call>";
+  Json calls = Json::array();
+  for (size_t i = 0; i < text.size(); i += 7) {
+    const bool last = i + 7 >= text.size();
+    for (const Json& c : b.Add(0, Out(0, {1}, text.substr(i, 7), last ? std::optional(FinishReason::kStop) : std::nullopt, last))) {
+      const Json& d = c["choices"][0]["delta"];
+      if (d.contains("tool_calls"))
+        for (const Json& t : d["tool_calls"]) calls.push_back(t);
+    }
+  }
+  ASSERT_FALSE(calls.empty());
+  std::string arguments;
+  for (const Json& t : calls) {
+    EXPECT_EQ(t["index"], 0);
+    if (t.contains("id")) {
+      EXPECT_EQ(t["function"]["name"], "keep");
+    }
+    arguments += t["function"]["arguments"].get<std::string>();
+  }
+  EXPECT_EQ(arguments, "{\"b\": 2}");
 }
 
 TEST(Response, ChatWithoutParsersKeepsTextAsContent) {
