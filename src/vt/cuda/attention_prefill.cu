@@ -14,6 +14,7 @@
 #include <atomic>
 
 #include "vt/cuda/attention.h"
+#include "vt/cuda/attention_seq.cuh"
 #include "vt/cuda/device_error.cuh"
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/kernels.h"
@@ -51,19 +52,9 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillMmaKernel(AttnArgs a) {
   __shared__ int bad_block;
   const int64_t s = blockIdx.y, h = blockIdx.z, kh = h / a.group;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t q0 = a.query_start_loc[s], q1 = a.query_start_loc[s + 1], ctx = a.seq_lens[s];
-  const int64_t n = q1 - q0;
-  if (blockIdx.x == 0 && h == 0 && threadIdx.x == 0) {
-    if (s == 0 && q0 != 0) RecordIndexError(a.err, IndexError::kAttnQueryStartRange, 0, q0, a.T);
-    if (s == a.S - 1 && q1 != a.T) RecordIndexError(a.err, IndexError::kAttnQueryStartRange, a.S, q1, a.T);
-    if (n < 0)
-      RecordIndexError(a.err, IndexError::kAttnQueryStartOrder, s, q1, 0, q0);
-    else if (n > ctx)
-      RecordIndexError(a.err, IndexError::kAttnQueryRows, s, ctx, 0, n);
-    if (ctx > a.max_blocks * a.block_size)
-      RecordIndexError(a.err, IndexError::kAttnSeqLen, s, ctx, a.max_blocks, a.block_size);
-  }
-  if (q0 < 0 || n < 0 || q1 > a.T || n > ctx || ctx > a.max_blocks * a.block_size) return;
+  AttnSeq seq;
+  if (!ReadAttnSeq(a, s, blockIdx.x == 0 && h == 0 && threadIdx.x == 0, seq)) return;
+  const int64_t q0 = seq.q0, n = seq.n, ctx = seq.ctx;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;  // first row of this CTA
   if (r0 >= n) return;                                         // uniform
   const int64_t first_pos = ctx - n;
