@@ -15,6 +15,7 @@ namespace vt {
   X(kRmsNorm, "RmsNorm")                       \
   X(kRmsNormGated, "RmsNormGated")             \
   X(kSiluMul, "SiluMul")                       \
+  X(kSigmoidGatedAdd, "SigmoidGatedAdd")       \
   X(kCast, "Cast")                             \
   X(kRmsNormQuantFp8, "RmsNormQuantFp8")       \
   X(kRmsNormGatedQuantFp8, "RmsNormGatedQuantFp8") \

@@ -62,3 +62,58 @@ TEST(SiluMul, ExtremeGatesSameBytesOnEveryIsa) {
 }
 
 }  // namespace
+
+// SigmoidGatedAdd against float64: base + sigmoid(gate) * x, a gate per row or per element,
+// in place on base; within two ulps of the output dtype (Exp's error and one rounding).
+namespace {
+TEST(SigmoidGatedAdd, CloseToFloat64) {
+  for (int64_t C : {1, 7, 64, 1000}) {
+    const int64_t R = 5;
+    for (int64_t G : {int64_t{1}, C}) {
+      for (vt::DType dt : {vt::DType::kF32, vt::DType::kBF16, vt::DType::kF16}) {
+        std::mt19937 rng(static_cast<uint32_t>(C * 7 + G));
+        std::normal_distribution<float> nd(0.0f, 4.0f);
+        std::vector<float> xv(R * C), bv(R * C), gv(R * G);
+        for (float& f : xv) f = nd(rng);
+        for (float& f : bv) f = nd(rng);
+        for (float& f : gv) f = nd(rng);
+        const vt::Tensor x = vt_test::MakeTensor(xv, {R, C}, dt), gate = vt_test::MakeTensor(gv, {R, G}, vt::DType::kF32);
+        const vt::Tensor base = vt_test::MakeTensor(bv, {R, C}, dt);
+        std::vector<double> want(R * C), want_nobase(R * C);
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t c = 0; c < C; ++c) {
+            const double s = 1.0 / (1.0 + std::exp(-vt_test::ValueAt(gate, r * G + (G == 1 ? 0 : c))));
+            want_nobase[r * C + c] = s * vt_test::ValueAt(x, r * C + c);
+            want[r * C + c] = vt_test::ValueAt(base, r * C + c) + want_nobase[r * C + c];
+          }
+        const vt::Tensor out = vt::Tensor::Empty({R, C}, dt);
+        const vt::Queue q = vt_test::QueueFor(vt::CpuIsa::kScalar);
+        vt::SigmoidGatedAdd(q, out, x, gate);
+        vt::SigmoidGatedAdd(q, base, x, gate, &base);  // in place
+        const double ulp = dt == vt::DType::kBF16 ? 0x1p-7 : dt == vt::DType::kF16 ? 0x1p-10 : 0x1p-21;
+        int bad = 0;
+        for (int64_t i = 0; i < R * C; ++i) {
+          for (auto [t, w] : {std::pair{&out, want_nobase[i]}, std::pair{&base, want[i]}}) {
+            const double got = vt_test::ValueAt(*t, i);
+            if (!(std::fabs(got - w) <= 2 * ulp * std::fabs(w) + 1e-6) && bad++ < 3)
+              ADD_FAILURE() << "C=" << C << " G=" << G << " " << vt_test::Name(dt) << ": element " << i << " got "
+                            << got << " want " << w;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SigmoidGatedAdd, RefusesAGateOfAnotherWidth) {
+  const vt::Queue q = vt::Queue::Cpu(1);
+  const vt::Tensor x = vt::Tensor::Empty({2, 8}, vt::DType::kF32), out = vt::Tensor::Empty({2, 8}, vt::DType::kF32);
+  const vt::Tensor gate = vt::Tensor::Empty({2, 4}, vt::DType::kF32);
+  try {
+    vt::SigmoidGatedAdd(q, out, x, gate);
+    FAIL() << "no error";
+  } catch (const vt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gate"), std::string::npos) << e.what();
+  }
+}
+}  // namespace

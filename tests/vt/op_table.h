@@ -49,6 +49,7 @@ std::vector<OpCase> QuantCases();
 std::vector<OpCase> RmsNormCases();
 std::vector<OpCase> RmsNormGatedCases();
 std::vector<OpCase> SiluMulCases();
+std::vector<OpCase> SigmoidGatedAddCases();
 std::vector<OpCase> CastCases();
 std::vector<OpCase> RmsNormQuantFp8Cases();
 std::vector<OpCase> RmsNormGatedQuantFp8Cases();

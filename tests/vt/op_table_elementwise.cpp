@@ -190,6 +190,42 @@ std::vector<OpCase> SiluMulCases() {
   return cases;
 }
 
+// Per-row and per-element gates, with and without a base (in place on it, as the model runs
+// it), gates far beyond Exp's range and NaN among x, gate and base.
+std::vector<OpCase> SigmoidGatedAddCases() {
+  std::vector<OpCase> cases;
+  for (const RowShape& s : kRowShapes) {
+    const std::vector<float> x = RowsWithSpecials(s.rows, s.width, 31);
+    const std::vector<float> base = RowsWithSpecials(s.rows, s.width, 32);
+    for (int64_t G : {int64_t{1}, s.width}) {
+      std::vector<float> g = Normal(static_cast<size_t>(s.rows * G), 33, 3.0f, 2.0f);
+      if (g.size() > 2) {
+        g[0] = -200.0f;
+        g[1] = 200.0f;
+      }
+      for (DType xd : kFloatTypes) {
+        for (bool with_base : {false, true}) {
+          const DType gd = xd == DType::kF32 ? DType::kBF16 : DType::kF32;
+          OpCase c{vt::StrCat(Describe(s, xd), " gate [R, ", G, "] ", vt::DTypeName(gd), with_base ? " on base" : ""),
+                   {Host(x, {s.rows, s.width}, xd), Host(g, {s.rows, G}, gd)},
+                   {with_base ? Host(base, {s.rows, s.width}, xd) : Filled({s.rows, s.width}, xd)},
+                   nullptr, nullptr, nullptr};
+          if (with_base)
+            c.run = [](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+              vt::SigmoidGatedAdd(q, out[0], in[0], in[1], &out[0]);
+            };
+          else
+            c.run = [](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+              vt::SigmoidGatedAdd(q, out[0], in[0], in[1]);
+            };
+          cases.push_back(std::move(c));
+        }
+      }
+    }
+  }
+  return cases;
+}
+
 std::vector<OpCase> CastCases() {
   // Every 16-bit pattern, every fp8 byte, and f32 values of every class and around the
   // BF16/F16 rounding points and limits.

@@ -135,6 +135,7 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kRmsNorm: return RmsNormCases();
     case OpId::kRmsNormGated: return RmsNormGatedCases();
     case OpId::kSiluMul: return SiluMulCases();
+    case OpId::kSigmoidGatedAdd: return SigmoidGatedAddCases();
     case OpId::kCast: return CastCases();
     case OpId::kRmsNormQuantFp8: return RmsNormQuantFp8Cases();
     case OpId::kRmsNormGatedQuantFp8: return RmsNormGatedQuantFp8Cases();

@@ -96,6 +96,19 @@ void SiluMul(const Tensor& out, const Tensor& x, int64_t row0, int64_t row1) {
   }
 }
 
+void SigmoidGatedAdd(const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor* base, int64_t row0,
+                     int64_t row1) {
+  const int64_t C = x.dim(1), G = gate.dim(1);
+  for (int64_t r = row0; r < row1; ++r) {
+    for (int64_t c = 0; c < C; ++c) {
+      const float g = LoadFloat(gate.data(), gate.dtype(), r * G + (G == 1 ? 0 : c));
+      const float s = 1.0f / (1.0f + numerics::Exp(-g));
+      const float b = base != nullptr ? LoadFloat(base->data(), base->dtype(), r * C + c) : 0.0f;
+      StoreFloat(out.data(), out.dtype(), r * C + c, b + s * LoadFloat(x.data(), x.dtype(), r * C + c));
+    }
+  }
+}
+
 void Cast(const Tensor& out, const Tensor& x, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) StoreFloat(out.data(), out.dtype(), i, LoadFloat(x.data(), x.dtype(), i));
 }

@@ -21,6 +21,8 @@ void RmsNorm(const Tensor& out, const Tensor& x, const Tensor& weight, float eps
 void RmsNormGated(const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight, float eps,
                   int64_t row0, int64_t row1);
 void SiluMul(const Tensor& out, const Tensor& x, int64_t row0, int64_t row1);
+void SigmoidGatedAdd(const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor* base, int64_t row0,
+                     int64_t row1);
 void Cast(const Tensor& out, const Tensor& x, int64_t begin, int64_t end);
 // Tokens [t0, t1) of the MoE ops (vt/ops/moe.h), each token's experts computed densely in
 // the order of its slots. The routing is the CPU kernel itself (one scalar definition for
