@@ -238,7 +238,9 @@ ModelConfig ModelConfig::FromFile(const std::string& path) {
 
   c.eos_token_ids = f.IntList("eos_token_id");
   c.bos_token_id = f.Int("bos_token_id").value_or(-1);
-  if (c.architecture == "Qwen3MoeForCausalLM") ParseMoe(f, c);
+  if (c.architecture == "Qwen3MoeForCausalLM" || c.architecture == "Qwen2MoeForCausalLM") ParseMoe(f, c);
+  if (c.architecture == "Qwen2MoeForCausalLM")
+    c.shared_expert_intermediate_size = f.PositiveInt("shared_expert_intermediate_size");
   return c;
 }
 

@@ -41,6 +41,7 @@ struct ModelConfig {
   int64_t num_experts = 0;            // num_experts (or Mixtral's spelling num_local_experts)
   int64_t num_experts_per_tok = 0;    // top-k
   int64_t moe_intermediate_size = 0;  // each expert's SwiGLU width
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE's shared expert (0: none)
   bool norm_topk_prob = false;        // renormalise the top-k routing weights to sum to 1
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;

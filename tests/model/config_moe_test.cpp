@@ -100,3 +100,31 @@ TEST(ModelConfigMoe, BadValuesNameTheField) {
 
 }  // namespace
 }  // namespace vtllm::model
+
+namespace vtllm::model {
+namespace {
+
+// Qwen2-MoE (Qwen1.5-MoE-A2.7B's fields): the same MoE fields and a required shared expert size.
+TEST(ModelConfigMoe, Qwen2MoeNeedsItsSharedExpertSize) {
+  json j = Qwen3MoeConfig();
+  j["architectures"] = {"Qwen2MoeForCausalLM"};
+  j["model_type"] = "qwen2_moe";
+  j["norm_topk_prob"] = false;
+  j["shared_expert_intermediate_size"] = 5632;
+  const ModelConfig c = Parse(j);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 5632);
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_FALSE(c.norm_topk_prob);
+  EXPECT_EQ(Parse(Qwen3MoeConfig()).shared_expert_intermediate_size, 0);  // Qwen3-MoE has none
+  for (const json& bad : {json(nullptr), json(0), json("5632")}) {
+    json k = j;
+    if (bad.is_null()) k.erase("shared_expert_intermediate_size");
+    else k["shared_expert_intermediate_size"] = bad;
+    TempDir tmp;
+    testing::WriteText(tmp / "config.json", k.dump());
+    ExpectLoadError([&] { ModelConfig::FromDir(tmp.path()); }, {"shared_expert_intermediate_size"});
+  }
+}
+
+}  // namespace
+}  // namespace vtllm::model

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -158,7 +159,8 @@ TEST(ModelCuda, GreedyTokensMatchCpu) {
 }
 
 // The MoE fixtures (qwen3-moe-tiny: 8 experts, top-2, layers 0 and 2 dense; -fp8: its static
-// FP8 experts) on CUDA against the CPU, named so that a missing fixture fails rather than
+// FP8 experts; qwen2-moe-tiny: a sigmoid-gated shared expert beside the routed ones) on CUDA
+// against the CPU, named so that a missing fixture fails rather than
 // drops out of Checkpoints(): prompt logits within TolFor, greedy tokens equal up to a CPU
 // near-tie (a near-tie in the router's top-k can also flip an expert; the logit check would
 // show it), and the dispatch counts prove the CUDA MoE kernels (src/vt/cuda/moe.cu) ran.
@@ -167,14 +169,17 @@ TEST(ModelCuda, MoeFixturesMatchCpu) {
   const auto prompts = Prompts(FixturesDir() + "/oracles/qwen3-tiny/reference.json");
   ASSERT_FALSE(prompts.empty());
   constexpr int kSteps = 12;
-  for (const bool fp8 : {false, true}) {
-    const std::string dir = FixturesDir() + (fp8 ? "/models/qwen3-moe-tiny-fp8" : "/models/qwen3-moe-tiny");
+  for (const auto& [name, fp8] : {std::pair{"qwen3-moe-tiny", false}, std::pair{"qwen3-moe-tiny-fp8", true},
+                                  std::pair{"qwen2-moe-tiny", false}}) {
+    const std::string dir = FixturesDir() + "/models/" + name;
+    const bool shared = std::string(name) == "qwen2-moe-tiny";
     const vt::OpId experts = fp8 ? vt::OpId::kMoeExpertsFp8 : vt::OpId::kMoeExperts;
     for (vt::DType act : {vt::DType::kBF16, vt::DType::kF32}) {
       auto cpu = LoadOn(dir, vt::Device::Cpu(), act);
       auto gpu = LoadOn(dir, vt::Device::Cuda(0), act);
       const int64_t routed = vt::DispatchCount(vt::OpId::kMoeTopKRouting, vt::DeviceType::kCUDA);
       const int64_t ran = vt::DispatchCount(experts, vt::DeviceType::kCUDA);
+      const int64_t gated = vt::DispatchCount(vt::OpId::kSigmoidGatedAdd, vt::DeviceType::kCUDA);
       const Tol tol = TolFor(act);
       for (size_t c = 0; c < prompts.size(); ++c) {
         std::vector<int32_t> prompt = prompts[c];
@@ -184,8 +189,8 @@ TEST(ModelCuda, MoeFixturesMatchCpu) {
         const double err = MaxAbsDiff(got.first_logits, want.first_logits);
         size_t agree = 0;
         while (agree < got.tokens.size() && got.tokens[agree] == want.tokens[agree]) ++agree;
-        std::printf("[moe %s %s] case %zu (T=%zu): max |logit cuda - cpu| = %.3g; greedy agrees on %zu of %d\n",
-                    fp8 ? "fp8" : "bf16", Name(act).c_str(), c, prompt.size(), err, agree, kSteps);
+        std::printf("[%s %s] case %zu (T=%zu): max |logit cuda - cpu| = %.3g; greedy agrees on %zu of %d\n",
+                    name, Name(act).c_str(), c, prompt.size(), err, agree, kSteps);
         EXPECT_LE(err, tol.logits) << dir << " " << Name(act) << " case " << c;
         if (agree < got.tokens.size()) {
           EXPECT_LT(want.margins[agree], tol.near_tie)
@@ -195,6 +200,9 @@ TEST(ModelCuda, MoeFixturesMatchCpu) {
       }
       EXPECT_GT(vt::DispatchCount(vt::OpId::kMoeTopKRouting, vt::DeviceType::kCUDA), routed) << dir;
       EXPECT_GT(vt::DispatchCount(experts, vt::DeviceType::kCUDA), ran) << dir << ": no CUDA expert kernel ran";
+      if (shared) {
+        EXPECT_GT(vt::DispatchCount(vt::OpId::kSigmoidGatedAdd, vt::DeviceType::kCUDA), gated) << dir;
+      }
     }
   }
 }
@@ -252,7 +260,8 @@ TEST(ModelCuda, GraphReplayEqualsEagerStep) {
   for (const std::string& dir : {FixturesDir() + "/oracles/qwen3-tiny/bf16",
                                  FixturesDir() + "/oracles/qwen3-tiny/fp8_modelopt",
                                  FixturesDir() + "/models/qwen3-moe-tiny",
-                                 FixturesDir() + "/models/qwen3-moe-tiny-fp8"}) {
+                                 FixturesDir() + "/models/qwen3-moe-tiny-fp8",
+                                 FixturesDir() + "/models/qwen2-moe-tiny"}) {
     auto m = LoadOn(dir, vt::Device::Cuda(0), vt::DType::kBF16);
     ASSERT_TRUE(m->step_graphs()) << "graphs are on by default on CUDA";
     const int64_t V = m->vocab_size();

@@ -125,22 +125,24 @@ def checkpoint_state_dict(model):
     return sd
 
 
-def write_config(model, out_dir, quantization_config=None):
+def write_config(model, out_dir, quantization_config=None, arch="Qwen3MoeForCausalLM", cfg=None,
+                 keys=("num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
+                       "mlp_only_layers")):
+    cfg = CFG if cfg is None else cfg
     # A config built in memory (not loaded) has no architectures until a model saves it.
-    model.config.architectures = ["Qwen3MoeForCausalLM"]
+    model.config.architectures = [arch]
     model.config.save_pretrained(out_dir)
     model.generation_config.save_pretrained(out_dir)
     mo.mark_bf16(out_dir)
     path = os.path.join(out_dir, "config.json")
     with open(path) as f:
         config = json.load(f)
-    assert config["architectures"] == ["Qwen3MoeForCausalLM"], config.get("architectures")
-    # The fields the engine reads, under the names Qwen3MoeConfig documents.
-    for key in ("num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
-                "mlp_only_layers"):
-        config[key] = CFG[key]
+    assert config["architectures"] == [arch], config.get("architectures")
+    # The fields the engine reads, under the names the config class documents.
+    for key in keys:
+        config[key] = cfg[key]
     if "num_experts" not in config and "num_local_experts" not in config:
-        config["num_experts"] = CFG["num_experts"]
+        config["num_experts"] = cfg["num_experts"]
     if quantization_config is not None:
         config["quantization_config"] = quantization_config
     with open(path, "w") as f:
@@ -148,9 +150,10 @@ def write_config(model, out_dir, quantization_config=None):
         f.write("\n")
 
 
-def reload_checked(out_dir, original):
+def reload_checked(out_dir, original, cls=None):
     """The reference: transformers' own reload of the files, holding exactly what was written."""
-    model, info = transformers.Qwen3MoeForCausalLM.from_pretrained(
+    cls = transformers.Qwen3MoeForCausalLM if cls is None else cls
+    model, info = cls.from_pretrained(
         out_dir, dtype=torch.float32, attn_implementation="eager", output_loading_info=True)
     model.eval()
     bad = {k: info.get(k) for k in ("missing_keys", "unexpected_keys", "mismatched_keys") if info.get(k)}

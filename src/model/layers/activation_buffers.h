@@ -38,6 +38,8 @@ enum ActivationSlot {
   kSlotRouterLogits,
   kSlotTopKIds,
   kSlotTopKWeights,
+  kSlotSharedExpert,
+  kSlotSharedGate,
 };
 
 class ActivationBuffers {

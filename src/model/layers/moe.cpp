@@ -7,6 +7,7 @@
 #include "model/checkpoint.h"
 #include "model/load_error.h"
 #include "model/quant_config.h"
+#include "vt/ops/activation.h"
 #include "vt/ops/matmul.h"
 #include "vt/ops/moe.h"
 #include "vt/ops/quant.h"
@@ -50,6 +51,14 @@ SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& 
     ThrowLoadError(ckpt.FileOf(router), ": tensor '", router,
                    "' is FP8; the MoE router is kept unquantized (list it in exclude_modules / ignore)");
   m.router_ = LoadFloatWeight(ckpt, router, {E, H}, lc.device);
+  if (shape.shared_intermediate > 0) {
+    m.shared_ = GatedMlp::Load(lc, p + "shared_expert.", H, shape.shared_intermediate);
+    const std::string gate = p + "shared_expert_gate.weight";
+    if (ckpt.Has(gate) && ckpt.Info(gate).dtype == vt::DType::kF8E4M3)
+      ThrowLoadError(ckpt.FileOf(gate), ": tensor '", gate,
+                     "' is FP8; the shared expert's gate is kept unquantized (list it in exclude_modules / ignore)");
+    m.shared_gate_ = LoadFloatWeight(ckpt, gate, {1, H}, lc.device);
+  }
 
   // FP8 or not is what the checkpoint stores; the quantization config must agree.
   const std::string first = ExpertPrefix(p, 0, "gate_proj");
@@ -128,11 +137,13 @@ SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& 
 }
 
 int64_t SparseMoeBlock::weight_bytes() const {
-  return static_cast<int64_t>(router_.nbytes()) + s_.num_experts * ExpertBytes();
+  return active_weight_bytes() + (s_.num_experts - s_.top_k) * ExpertBytes();
 }
 
 int64_t SparseMoeBlock::active_weight_bytes() const {
-  return static_cast<int64_t>(router_.nbytes()) + s_.top_k * ExpertBytes();
+  int64_t b = static_cast<int64_t>(router_.nbytes()) + s_.top_k * ExpertBytes();
+  if (s_.shared_intermediate > 0) b += shared_.weight_bytes() + static_cast<int64_t>(shared_gate_.nbytes());
+  return b;
 }
 
 void SparseMoeBlock::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out,
@@ -145,11 +156,18 @@ void SparseMoeBlock::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::
   vt::MoeTopKRouting(q, ids, weights, logits, s_.norm_topk_prob);
   if (!fp8_) {
     vt::MoeExperts(q, out, x, ids, weights, w_gate_up_, w_down_);
-    return;
+  } else {
+    const vt::Tensor x8 = buf.Get(kSlotX8, T, s_.hidden, vt::DType::kF8E4M3);
+    vt::QuantFp8Static(q, x8, x, gate_up_input_scale_);
+    vt::MoeExpertsFp8(q, out, x8, ids, weights, w_gate_up_, alpha_gate_up_, w_down_, down_input_scale_, alpha_down_);
   }
-  const vt::Tensor x8 = buf.Get(kSlotX8, T, s_.hidden, vt::DType::kF8E4M3);
-  vt::QuantFp8Static(q, x8, x, gate_up_input_scale_);
-  vt::MoeExpertsFp8(q, out, x8, ids, weights, w_gate_up_, alpha_gate_up_, w_down_, down_input_scale_, alpha_down_);
+  if (s_.shared_intermediate == 0) return;
+  // out += sigmoid(x · shared_gateᵀ) * shared_expert(x)
+  const vt::Tensor shared = buf.Get(kSlotSharedExpert, T, s_.hidden, out.dtype());
+  shared_.Forward(q, x, shared, x.dtype() == vt::DType::kBF16, buf);
+  const vt::Tensor gate = buf.Get(kSlotSharedGate, T, 1, vt::DType::kF32);
+  vt::Matmul(q, gate, x, shared_gate_);
+  vt::SigmoidGatedAdd(q, out, shared, gate, &out);
 }
 
 }  // namespace vtllm::model

@@ -1,6 +1,10 @@
 // The sparse mixture-of-experts MLP of a decoder layer (HF's Qwen3MoeSparseMoeBlock, vLLM's
 // FusedMoE): router logits x · gateᵀ in f32 -> softmax top-k routing (renormalised when
-// norm_topk_prob) -> the chosen experts' SwiGLU MLPs, weighted and summed.
+// norm_topk_prob) -> the chosen experts' SwiGLU MLPs, weighted and summed. With a shared
+// expert (Qwen2-MoE's Qwen2MoeSparseMoeBlock: shared_expert_intermediate_size > 0) the sum
+// gains sigmoid(x · shared_expert_gateᵀ) * shared_expert(x): a dense SwiGLU MLP
+// (`<prefix>shared_expert.{gate,up,down}_proj`, quantized like any linear) and its one-row
+// gate `<prefix>shared_expert_gate.weight` [1, H], kept unquantized, its logit in f32.
 //
 // Checkpoint names (as HF writes them): `<prefix>gate.weight` [E, H] (the router, kept in
 // BF16/F32 as stored), `<prefix>experts.<e>.{gate,up,down}_proj.weight`. At load each
@@ -19,12 +23,14 @@
 
 #include "model/layers/activation_buffers.h"
 #include "model/layers/linear.h"
+#include "model/layers/mlp.h"
 
 namespace vtllm::model {
 
 struct MoeShape {
   int64_t hidden = 0, intermediate = 0, num_experts = 0, top_k = 0;
   bool norm_topk_prob = false;
+  int64_t shared_intermediate = 0;  // 0: no shared expert
 };
 
 class SparseMoeBlock {
@@ -48,6 +54,8 @@ class SparseMoeBlock {
   MoeShape s_;
   bool fp8_ = false;
   vt::Tensor router_;            // [E, H]
+  GatedMlp shared_;               // when s_.shared_intermediate > 0
+  vt::Tensor shared_gate_;        // [1, H]
   vt::Tensor w_gate_up_, w_down_;  // stacked experts
   // FP8: per-expert input_scale * weight_scale, and the shared input scales.
   vt::Tensor alpha_gate_up_, alpha_down_;

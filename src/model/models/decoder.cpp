@@ -38,6 +38,7 @@ std::vector<vt::OpId> MoeDecoderOps(const QuantConfig& quant, vt::DType act) {
   ops.push_back(vt::OpId::kMoeTopKRouting);
   ops.push_back(vt::OpId::kMoeExperts);
   if (quant.method == QuantMethod::kFp8Static) ops.push_back(vt::OpId::kMoeExpertsFp8);
+  ops.push_back(vt::OpId::kSigmoidGatedAdd);  // the shared expert's gate, where there is one
   return ops;
 }
 
@@ -113,7 +114,8 @@ class Decoder final : public CausalLM {
         L.moe = SparseMoeBlock::Load(lc, p + "mlp.",
                                      {.hidden = H_, .intermediate = cfg_.moe_intermediate_size,
                                       .num_experts = cfg_.num_experts, .top_k = cfg_.num_experts_per_tok,
-                                      .norm_topk_prob = cfg_.norm_topk_prob});
+                                      .norm_topk_prob = cfg_.norm_topk_prob,
+                                      .shared_intermediate = cfg_.shared_expert_intermediate_size});
       } else {
         L.mlp = GatedMlp::Load(lc, p + "mlp.", H_, cfg_.intermediate_size);
       }

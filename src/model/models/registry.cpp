@@ -23,10 +23,12 @@ std::unique_ptr<CausalLM> CreateLlama(const BuildContext& ctx) {
   return MakeDecoder(ctx, {.qk_norm = false, .qkv_bias = ctx.config->attention_bias});
 }
 
-constexpr std::array<Architecture, 4> kArchitectures = {{
+constexpr std::array<Architecture, 5> kArchitectures = {{
     {"Qwen3ForCausalLM", &CreateQwen3, &DecoderOps},
     // Qwen3 attention; the layers the config makes sparse have a SparseMoeBlock.
     {"Qwen3MoeForCausalLM", &CreateQwen3, &MoeDecoderOps},
+    // Qwen2 attention (q/k/v biases); sparse layers add the gated shared expert.
+    {"Qwen2MoeForCausalLM", &CreateQwen2, &MoeDecoderOps},
     {"Qwen2ForCausalLM", &CreateQwen2, &DecoderOps},
     {"LlamaForCausalLM", &CreateLlama, &DecoderOps},
 }};
