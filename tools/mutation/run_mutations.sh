@@ -2,7 +2,8 @@
 # Mutation check of the FP8 numeric core, the sampler and the engine: applies each known
 # mutation alone to a scratch copy of the tree, rebuilds the test binaries there (vt_tests;
 # engine_tests too for the sampler's and the engine's mutations), runs them, and prints
-# whether the tests caught it. ONLY=vt, ONLY=sampler, ONLY=engine or ONLY=moe runs one group.
+# whether the tests caught it. ONLY=vt, ONLY=sampler, ONLY=engine, ONLY=moe or ONLY=server runs
+# one group.
 #
 #   tools/mutation/run_mutations.sh [SCRATCH_DIR]      (default: a fresh /tmp directory)
 #
@@ -32,7 +33,8 @@ TOUCHED=(include/vt/dtype.h include/vt/detail/numerics.h src/vt/cpu/reference.cp
 for f in "$SRC"/src/vt/cpu/matmul/*.cpp; do TOUCHED+=("${f#$SRC/}"); done
 TOUCHED+=(src/vt/cpu/sampling.cpp src/vt/cpu/sampling_reference.cpp src/engine/sampler.cpp)
 TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache_manager.cpp
-          src/engine/output_processor.cpp)
+          src/engine/output_processor.cpp src/vt/cuda/activation.cu src/model/layers/moe.cpp
+          src/server/output_parsers.cpp)
 
 restore() {
   for f in "${TOUCHED[@]}"; do cp "$PRISTINE/$f" "$SRC/$f"; done
@@ -170,12 +172,25 @@ mutate_moe_tie_higher_index() {
   edit src/vt/cpu/reference.cpp 's/\(best < 0 \|\| p\[i\] > p\[best\]\)/(best < 0 || p[i] >= p[best])/'
 }
 
+mutate_moe_shared_expert_skipped() {
+  edit src/model/layers/moe.cpp 's/  if \(s_\.shared_intermediate == 0\) return;/  return;/'
+}
+mutate_moe_sigmoid_sign() {
+  edit src/vt/cpu/reference.cpp 's/const float s = 1\.0f \/ \(1\.0f \+ numerics::Exp\(-g\)\);/const float s = 1.0f \/ (1.0f + numerics::Exp(g));/'
+  edit src/vt/cuda/activation.cu 's/const float s = 1\.0f \/ \(1\.0f \+ numerics::Exp\(-g\)\);/const float s = 1.0f \/ (1.0f + numerics::Exp(g));/'
+}
+mutate_server_tool_args_no_holdback() {
+  edit src/server/output_parsers.cpp "s/\(IsSpace\(body\[end - 1\]\) \|\| body\[end - 1\] == '\}'\)\) --end;/(IsSpace(body[end - 1]))) --end;/"
+}
+
 # run NAME: builds and runs vt_tests (and engine_tests for the baseline and sampler_*
 # mutations); prints "failed|passed|names of failed tests" or a reason.
 run_tests() {
   local name="$1" log="$SCRATCH/$1.log"
   local bins=(vt_tests)
   [[ $name == baseline || $name == sampler_* || $name == engine_* ]] && bins+=(engine_tests)
+  [[ $name == baseline || $name == moe_shared_* ]] && bins+=(model_tests)
+  [[ $name == baseline || $name == server_* ]] && bins+=(server_tests)
   if ! ninja -C "$BUILD" -j"$JOBS" "${bins[@]}" >"$log" 2>&1; then
     echo "build failed (see $log)"
     return
@@ -198,13 +213,16 @@ SAMPLER_MUTATIONS=(sampler_logprobs_after_processing sampler_penalties_before_bi
                    sampler_top_p_before_top_k sampler_no_temperature sampler_greedy_last_tie sampler_repetition_sign)
 ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_last_token engine_preempt_first
                   engine_free_in_table_order engine_stop_no_holdback)
-MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index)
+MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped moe_sigmoid_sign)
+SERVER_MUTATIONS=(server_tool_args_no_holdback)
 case "${ONLY:-}" in
   vt) MUTATIONS=("${VT_MUTATIONS[@]}") ;;
   moe) MUTATIONS=("${MOE_MUTATIONS[@]}") ;;
   sampler) MUTATIONS=("${SAMPLER_MUTATIONS[@]}") ;;
   engine) MUTATIONS=("${ENGINE_MUTATIONS[@]}") ;;
-  *) MUTATIONS=("${VT_MUTATIONS[@]}" "${SAMPLER_MUTATIONS[@]}" "${ENGINE_MUTATIONS[@]}" "${MOE_MUTATIONS[@]}") ;;
+  server) MUTATIONS=("${SERVER_MUTATIONS[@]}") ;;
+  *) MUTATIONS=("${VT_MUTATIONS[@]}" "${SAMPLER_MUTATIONS[@]}" "${ENGINE_MUTATIONS[@]}" "${MOE_MUTATIONS[@]}"
+                "${SERVER_MUTATIONS[@]}") ;;
 esac
 declare -A RESULT
 restore
