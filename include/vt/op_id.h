@@ -10,7 +10,9 @@ namespace vt {
 // public entry point in include/vt/ops/<family>.h as a specialisation of OpTraits.
 #define VT_OP_LIST(X)                          \
   X(kQuantFp8Static, "QuantFp8Static")         \
+  X(kQuantFp8PerTokenGroup, "QuantFp8PerTokenGroup") \
   X(kMatmulFp8, "MatmulFp8")                   \
+  X(kMatmulFp8GroupScaled, "MatmulFp8GroupScaled") \
   X(kMatmul, "Matmul")                         \
   X(kRmsNorm, "RmsNorm")                       \
   X(kRmsNormGated, "RmsNormGated")             \

@@ -46,6 +46,8 @@ struct OpCase {
 
 // The cases of one op; every OpId has an entry (op_table_test.cpp's switch).
 std::vector<OpCase> QuantCases();
+std::vector<OpCase> QuantFp8PerTokenGroupCases();
+std::vector<OpCase> MatmulFp8GroupScaledCases();
 std::vector<OpCase> RmsNormCases();
 std::vector<OpCase> RmsNormGatedCases();
 std::vector<OpCase> SiluMulCases();

@@ -2,6 +2,7 @@
 // fused recipes. All are byte-exact across backends and ISA levels: the contract fixes
 // their arithmetic order (the quantizers and recipes), and the norms and activations
 // reproduce the scalar order in their vector kernels.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -113,6 +114,53 @@ std::vector<OpCase> QuantCases() {
     const vt::Tensor x = HostOf(codes, {256, 256}, d);
     for (float scale : {0.0092f, 0.13f, 0.77f, 1.0f, 1e-3f})
       cases.push_back(Quant(vt::StrCat("every ", vt::DTypeName(d), " code, scale ", scale), x, scale));
+  }
+  return cases;
+}
+
+// QuantFp8PerTokenGroup: groups with a partial last one, one group per row (per token),
+// group widths that are not powers of two; both formats' floors; rows with an all-zero
+// group, tiny values (floored scales), subnormal inputs, NaNs of both signs and infinities.
+std::vector<OpCase> QuantFp8PerTokenGroupCases() {
+  struct S {
+    int64_t M, K, G;
+  };
+  const S shapes[] = {{1, 1, 128},  {4, 128, 128}, {4, 300, 128}, {5, 4097, 128}, {4, 1000, 1000},
+                      {33, 200, 64}, {6, 7, 3},     {1, 2048, 2048}, {2, 129, 128}, {7, 513, 512}};
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<OpCase> cases;
+  uint32_t seed = 500;
+  for (const S& sh : shapes) {
+    std::vector<float> v = Normal(static_cast<size_t>(sh.M * sh.K), ++seed, 1.0f, 8.0f);
+    auto at = [&](int64_t m, int64_t k) -> float& { return v[static_cast<size_t>(m * sh.K + k)]; };
+    if (sh.M >= 2)
+      for (int64_t k = 0; k < std::min(sh.K, sh.G); ++k) at(1, k) = (k & 1) ? -0.0f : 0.0f;
+    if (sh.M >= 3)
+      for (int64_t k = 0; k < sh.K; ++k) at(2, k) *= (k % 3 == 0) ? 1e-40f : 1e-12f;
+    if (sh.M >= 4) {
+      at(3, 0) = nan;
+      if (sh.K > 5) at(3, 5) = -nan;
+      if (sh.K > sh.G) at(3, sh.G) = -inf;
+      if (sh.K > sh.G + 3) at(3, sh.G + 3) = inf;
+    }
+    for (DType d : kFloatTypes) {
+      for (int fmt = 0; fmt < 2; ++fmt) {
+        const float af = fmt == 0 ? vt::kFp8BlockAmaxFloor : 0.0f;
+        const float sf = fmt == 0 ? 0.0f : vt::kFp8PerTokenScaleFloor;
+        const int64_t groups = (sh.K + sh.G - 1) / sh.G;
+        OpCase c{vt::StrCat(sh.M, "x", sh.K, " group ", sh.G, " ", vt::DTypeName(d), fmt == 0 ? " block" : " token"),
+                 {Host(v, {sh.M, sh.K}, d)},
+                 {Filled({sh.M, sh.K}, DType::kF8E4M3), Filled({sh.M, groups}, DType::kF32)},
+                 nullptr,
+                 nullptr,
+                 nullptr};
+        const int64_t G = sh.G;
+        c.run = [G, af, sf](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+          vt::QuantFp8PerTokenGroup(q, out[0], out[1], in[0], G, af, sf);
+        };
+        cases.push_back(std::move(c));
+      }
+    }
   }
   return cases;
 }

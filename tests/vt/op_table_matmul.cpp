@@ -84,6 +84,58 @@ std::vector<OpCase> MatmulFp8Cases() {
   return cases;
 }
 
+// MatmulFp8GroupScaled: block-wise scales (128 x 128 blocks, N and K not multiples of
+// 128, partial last blocks) and per-channel/per-token scales (one group of K, a scale per
+// row of b), M = 1, 3, 33; F32 out, and BF16 out with a bias. Within twice the bound of
+// vt/ops/matmul.h against the scalar reference.
+std::vector<OpCase> MatmulFp8GroupScaledCases() {
+  struct S {
+    int64_t M, N, K, block_n, block_k;
+  };
+  const S shapes[] = {{1, 300, 520, 128, 128}, {3, 130, 257, 128, 128}, {33, 129, 384, 128, 128},
+                      {1, 7, 1, 128, 128},     {5, 256, 128, 128, 128}, {1, 33, 67, 1, 67},
+                      {3, 300, 1000, 1, 1000}, {33, 65, 129, 1, 129},   {3, 17, 300, 16, 64}};
+  std::mt19937 rng(4321);
+  std::uniform_real_distribution<float> ex(-9.0f, -3.0f);
+  std::vector<OpCase> cases;
+  for (const S& s : shapes) {
+    const int64_t G = (s.K + s.block_k - 1) / s.block_k, NB = (s.N + s.block_n - 1) / s.block_n;
+    const std::vector<uint8_t> av = vt_test::RandomFp8(s.M * s.K, rng), bv = vt_test::RandomFp8(s.N * s.K, rng);
+    std::vector<float> sa(static_cast<size_t>(s.M * G)), sb(static_cast<size_t>(NB * G));
+    for (auto& x : sa) x = std::exp2(ex(rng));
+    for (auto& x : sb) x = std::exp2(ex(rng));
+    std::vector<double> mag(static_cast<size_t>(s.M * s.N));
+    for (int64_t m = 0; m < s.M; ++m)
+      for (int64_t n = 0; n < s.N; ++n) {
+        double t = 0;
+        for (int64_t k = 0; k < s.K; ++k)
+          t += std::fabs(static_cast<double>(vt::Fp8E4M3ToFloat(av[m * s.K + k])) * vt::Fp8E4M3ToFloat(bv[n * s.K + k]) *
+                         sa[m * G + k / s.block_k] * sb[(n / s.block_n) * G + k / s.block_k]);
+        mag[m * s.N + n] = t;
+      }
+    for (int variant = 0; variant < 2; ++variant) {
+      const DType od = variant == 0 ? DType::kF32 : DType::kBF16;
+      const bool with_bias = variant == 1;
+      const std::vector<float> bias = with_bias ? Normal(s.N, static_cast<uint32_t>(s.N + s.K), 0.5f) : std::vector<float>{};
+      OpCase c{vt::StrCat(s.M, "x", s.N, "x", s.K, " blocks ", s.block_n, "x", s.block_k, " out ", vt::DTypeName(od),
+                          with_bias ? " bias" : ""),
+               {HostOf(av, {s.M, s.K}, DType::kF8E4M3), HostOf(sa, {s.M, G}, DType::kF32),
+                HostOf(bv, {s.N, s.K}, DType::kF8E4M3), HostOf(sb, {NB, G}, DType::kF32)},
+               {Filled({s.M, s.N}, od)},
+               nullptr,
+               TwiceTheBound(mag, bias, 1.0, s.K, s.N, od),
+               nullptr};
+      if (with_bias) c.inputs.push_back(Host(bias, {s.N}, DType::kF32));
+      const int64_t bn = s.block_n, bk = s.block_k;
+      c.run = [bn, bk](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::MatmulFp8GroupScaled(q, out[0], in[0], in[1], in[2], in[3], bn, bk, in.size() > 4 ? &in[4] : nullptr);
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
 std::vector<OpCase> MatmulCases() {
   std::vector<OpCase> cases;
   const std::pair<DType, DType> pairs[] = {

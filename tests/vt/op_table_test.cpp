@@ -130,7 +130,9 @@ using vt::OpId;
 std::vector<OpCase> CasesOf(OpId op) {
   switch (op) {
     case OpId::kQuantFp8Static: return QuantCases();
+    case OpId::kQuantFp8PerTokenGroup: return QuantFp8PerTokenGroupCases();
     case OpId::kMatmulFp8: return MatmulFp8Cases();
+    case OpId::kMatmulFp8GroupScaled: return MatmulFp8GroupScaledCases();
     case OpId::kMatmul: return MatmulCases();
     case OpId::kRmsNorm: return RmsNormCases();
     case OpId::kRmsNormGated: return RmsNormGatedCases();

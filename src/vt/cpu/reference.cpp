@@ -1,11 +1,14 @@
 #include "vt/cpu/reference.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "vt/cpu/elem.h"
 #include "vt/detail/numerics.h"
 #include "vt/error.h"
+#include "vt/ops/matmul.h"
+#include "vt/ops/quant.h"
 
 namespace vt::cpu::ref {
 
@@ -27,6 +30,49 @@ void MatmulFp8(const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
       float v = alpha * acc;
       if (bias) v += LoadFloat(bias->data(), bias->dtype(), n);
       StoreFloat(out.data(), out.dtype(), m * N + n, v);
+    }
+  }
+}
+
+void QuantFp8PerTokenGroup(const Tensor& out, const Tensor& scales, const Tensor& x, int64_t group_size,
+                           float amax_floor, float scale_floor, int64_t m0, int64_t m1) {
+  const int64_t K = x.dim(1), G = scales.dim(1);
+  auto* o = out.data_as<uint8_t>();
+  auto* ps = scales.data_as<float>();
+  for (int64_t m = m0; m < m1; ++m) {
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t k0 = g * group_size, k1 = std::min(K, k0 + group_size);
+      float amax = 0.0f;
+      for (int64_t k = k0; k < k1; ++k) {
+        const float v = std::fabs(LoadFloat(x.data(), x.dtype(), m * K + k));
+        if (v > amax) amax = v;  // NaN fails the comparison: left out
+      }
+      const float s = Fp8GroupScale(amax, amax_floor, scale_floor);
+      ps[m * G + g] = s;
+      for (int64_t k = k0; k < k1; ++k) o[m * K + k] = Fp8QuantizeDiv(LoadFloat(x.data(), x.dtype(), m * K + k), s);
+    }
+  }
+}
+
+void MatmulFp8GroupScaled(const Tensor& out, const Tensor& a, const Tensor& a_scales, const Tensor& b,
+                          const Tensor& b_scales, int64_t block_n, int64_t block_k, const Tensor* bias, int64_t m0,
+                          int64_t m1) {
+  const int64_t N = b.dim(0), K = b.dim(1), G = a_scales.dim(1);
+  const auto* pa = a.data_as<uint8_t>();
+  const auto* pb = b.data_as<uint8_t>();
+  const auto* sa = a_scales.data_as<float>();
+  const auto* sb = b_scales.data_as<float>();
+  for (int64_t m = m0; m < m1; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      float acc = 0.0f;
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t k0 = g * block_k, k1 = std::min(K, k0 + block_k);
+        float t = 0.0f;
+        for (int64_t k = k0; k < k1; ++k) t += Fp8E4M3ToFloat(pa[m * K + k]) * Fp8E4M3ToFloat(pb[n * K + k]);
+        acc += t * sa[m * G + g] * sb[(n / block_n) * G + g];
+      }
+      if (bias) acc += LoadFloat(bias->data(), bias->dtype(), n);
+      StoreFloat(out.data(), out.dtype(), m * N + n, acc);
     }
   }
 }

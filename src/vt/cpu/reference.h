@@ -16,6 +16,13 @@ void QuantFp8Static(const Tensor& out, const Tensor& x, float input_scale, int64
 void MatmulFp8(const Tensor& out, const Tensor& a, const Tensor& b, float alpha, const Tensor* bias, int64_t m0,
                int64_t m1);
 void Matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias, int64_t m0, int64_t m1);
+// Rows [m0, m1) of QuantFp8PerTokenGroup (vt/ops/quant.h), element by element.
+void QuantFp8PerTokenGroup(const Tensor& out, const Tensor& scales, const Tensor& x, int64_t group_size,
+                           float amax_floor, float scale_floor, int64_t m0, int64_t m1);
+// Rows [m0, m1) of MatmulFp8GroupScaled (vt/ops/matmul.h): per group a k-order f32 sum.
+void MatmulFp8GroupScaled(const Tensor& out, const Tensor& a, const Tensor& a_scales, const Tensor& b,
+                          const Tensor& b_scales, int64_t block_n, int64_t block_k, const Tensor* bias, int64_t m0,
+                          int64_t m1);
 void RmsNorm(const Tensor& out, const Tensor& x, const Tensor& weight, float eps, const Tensor* residual,
              int64_t row0, int64_t row1);
 void RmsNormGated(const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight, float eps,

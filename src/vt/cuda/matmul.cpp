@@ -228,13 +228,14 @@ void RegisterMatmulKernels() {
 #ifdef VT_CUDA_FP8
   Register<OpId::kMatmulFp8>(DeviceType::kCUDA, &MatmulFp8Cuda);
 #endif
+  RegisterMatmulFp8GroupScaledKernel();
 }
 
 #else  // no cuBLASLt: neither matmul is registered (cuda.cmake says why at configure time)
 
 bool MatmulFp8Lt(const Queue&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor*) { return false; }
 bool MatmulFp8ViaBf16(const Queue&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor*) { return false; }
-void RegisterMatmulKernels() {}
+void RegisterMatmulKernels() { RegisterMatmulFp8GroupScaledKernel(); }
 
 #endif
 

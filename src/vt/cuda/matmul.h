@@ -91,6 +91,9 @@ bool MatmulFp8ViaBf16(const Queue& q, const Tensor& out, const Tensor& a, const 
 bool MatmulFp8Lt(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                  const Tensor* bias);
 
+// Registers MatmulFp8GroupScaled (matmul_fp8_group_scaled.cu); called by RegisterMatmulKernels.
+void RegisterMatmulFp8GroupScaledKernel();
+
 // Launchers in matmul_fp8.cu used by the cuBLASLt paths (pointers on the queue's device).
 // out[m, n] = round_out(tmp[m, n] + bias[n]) (bias nullable); tmp may alias out when F32.
 void LaunchBiasEpilogue(const Queue& q, void* out, DType od, const float* tmp, const void* bias, DType bd, int64_t M,

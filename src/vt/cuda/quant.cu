@@ -25,8 +25,64 @@ void QuantFp8StaticCuda(const Queue& q, const Tensor& out, const Tensor& x, floa
                    x.dtype(), n, inv);
 }
 
+// QuantFp8PerTokenGroup: one CTA per (row, group). The threads take the group's elements
+// in strides for the amax (max of magnitudes, NaN left out: exact in any order, so the
+// scale equals the CPU's), thread 0 forms the scale with Fp8GroupScale, and every thread
+// quantizes its elements with Fp8QuantizeDiv (an IEEE division: -prec-div=true).
+constexpr int kGroupThreads = 128;
+
+__global__ void QuantFp8GroupKernel(uint8_t* out, float* scales, const void* x, DType xd, int64_t K, int64_t G,
+                                    int64_t group_size, float amax_floor, float scale_floor) {
+  PdlWait();
+  __shared__ float part[kGroupThreads];
+  __shared__ float s_sh;
+  const int64_t mg = blockIdx.x;
+  const int64_t m = mg / G, g = mg - m * G;
+  const int64_t k0 = g * group_size;
+  const int64_t k1 = k0 + group_size < K ? k0 + group_size : K;
+  const int64_t base = m * K;
+  float mx = 0.0f;
+  for (int64_t k = k0 + threadIdx.x; k < k1; k += kGroupThreads) {
+    const float v = fabsf(LoadAny(x, xd, base + k));
+    mx = v > mx ? v : mx;  // NaN fails the comparison: left out
+  }
+  part[threadIdx.x] = mx;
+  __syncthreads();
+  for (int off = kGroupThreads / 2; off >= 1; off /= 2) {
+    if (static_cast<int>(threadIdx.x) < off) {
+      const float o = part[threadIdx.x + off];
+      part[threadIdx.x] = o > part[threadIdx.x] ? o : part[threadIdx.x];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    s_sh = Fp8GroupScale(part[0], amax_floor, scale_floor);
+    scales[mg] = s_sh;
+  }
+  __syncthreads();
+  const float s = s_sh;
+  for (int64_t k = k0 + threadIdx.x; k < k1; k += kGroupThreads)
+    out[base + k] = Fp8QuantizeDiv(LoadAny(x, xd, base + k), s);
+}
+
+void QuantFp8PerTokenGroupCuda(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                               int64_t group_size, float amax_floor, float scale_floor) {
+  CudaQueue& cq = Cuda(q);
+  const int64_t M = x.dim(0), K = x.dim(1), G = scales.dim(1);
+  if (M == 0 || K == 0) return;
+  VT_CHECK(M * G < (int64_t{1} << 31), "QuantFp8PerTokenGroup: ", M, " rows x ", G,
+           " groups exceed the CUDA grid; use a larger group_size");
+  DeviceGuard guard(cq.device.index);
+  LaunchOverlapped(cq, "QuantFp8GroupKernel", QuantFp8GroupKernel, dim3(static_cast<unsigned>(M * G)),
+                   dim3(kGroupThreads), 0, out.data_as<uint8_t>(), scales.data_as<float>(), x.data(), x.dtype(), K, G,
+                   group_size, amax_floor, scale_floor);
+}
+
 }  // namespace
 
-void RegisterQuantKernels() { Register<OpId::kQuantFp8Static>(DeviceType::kCUDA, &QuantFp8StaticCuda); }
+void RegisterQuantKernels() {
+  Register<OpId::kQuantFp8Static>(DeviceType::kCUDA, &QuantFp8StaticCuda);
+  Register<OpId::kQuantFp8PerTokenGroup>(DeviceType::kCUDA, &QuantFp8PerTokenGroupCuda);
+}
 
 }  // namespace vt::cuda

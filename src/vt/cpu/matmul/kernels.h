@@ -180,4 +180,7 @@ void PrepareStreamAF32Avx2(const void* a, int64_t lda, int64_t M, int64_t block0
 bool Fp8DecodeAsF32Bits();
 #endif
 
+// Registers MatmulFp8GroupScaled (fp8_group_scaled.cpp); called by RegisterMatmulKernels.
+void RegisterFp8GroupScaledKernel();
+
 }  // namespace vt::cpu::matmul

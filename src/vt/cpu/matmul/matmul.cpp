@@ -509,6 +509,7 @@ void RegisterMatmulKernels() {
   Register<OpId::kMatmulFp8>(DeviceType::kCPU, &MatmulFp8Cpu);
   Register<OpId::kMatmul>(DeviceType::kCPU, &MatmulCpu);
   RegisterWeightPreparer(DeviceType::kCPU, WeightUse::kMatmulB, &PrepareMatmulWeightCpu);
+  matmul::RegisterFp8GroupScaledKernel();
 }
 
 }  // namespace vt::cpu

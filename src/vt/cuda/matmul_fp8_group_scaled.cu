@@ -1,0 +1,67 @@
+// CUDA MatmulFp8GroupScaled (vt/ops/matmul.h): a straightforward correct kernel, not yet
+// tuned. One warp per output element: for each group of K the lanes take its elements in
+// strides of 32 (fma in f32), the warp sums them with xor shuffles, and the group's sum,
+// times its two scales, is added to the accumulator in ascending group order.
+#include <cuda_runtime.h>
+
+#include "vt/cuda/device_util.cuh"
+#include "vt/cuda/matmul.h"
+#include "vt/ops/matmul.h"
+
+namespace vt::cuda {
+
+namespace {
+
+constexpr int kWarpsPerCta = 8;
+
+__global__ void __launch_bounds__(kWarpsPerCta * 32)
+    MatmulFp8GroupScaledKernel(const uint8_t* __restrict__ a, const float* __restrict__ sa,
+                               const uint8_t* __restrict__ b, const float* __restrict__ sb, void* out, DType od,
+                               const void* bias, DType bd, int64_t M, int64_t N, int64_t K, int64_t G,
+                               int64_t block_n, int64_t block_k) {
+  PdlWait();
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * kWarpsPerCta + (threadIdx.x >> 5);
+  if (idx >= M * N) return;  // whole warps leave together
+  const int64_t m = idx / N, n = idx - m * N;
+  const uint8_t* ar = a + m * K;
+  const uint8_t* br = b + n * K;
+  const float* sbr = sb + (n / block_n) * G;
+  float acc = 0.0f;
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t k0 = g * block_k;
+    const int64_t k1 = k0 + block_k < K ? k0 + block_k : K;
+    float t = 0.0f;
+    for (int64_t k = k0 + lane; k < k1; k += 32) t = __fmaf_rn(Fp8E4M3ToFloat(ar[k]), Fp8E4M3ToFloat(br[k]), t);
+#pragma unroll
+    for (int off = 16; off >= 1; off /= 2) t = t + __shfl_xor_sync(0xFFFFFFFFu, t, off);
+    acc = acc + t * sa[m * G + g] * sbr[g];
+  }
+  if (lane == 0) {
+    if (bias != nullptr) acc = acc + LoadAny(bias, bd, n);
+    StoreAny(out, od, idx, acc);
+  }
+}
+
+void MatmulFp8GroupScaledCuda(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales,
+                              const Tensor& b, const Tensor& b_scales, int64_t block_n, int64_t block_k,
+                              const Tensor* bias) {
+  CudaQueue& cq = Cuda(q);
+  const int64_t M = a.dim(0), N = b.dim(0), K = a.dim(1), G = a_scales.dim(1);
+  if (M * N == 0) return;
+  const int64_t ctas = (M * N + kWarpsPerCta - 1) / kWarpsPerCta;
+  VT_CHECK(ctas < (int64_t{1} << 31), "MatmulFp8GroupScaled: ", M, "x", N, " outputs exceed the CUDA grid");
+  DeviceGuard guard(cq.device.index);
+  LaunchOverlapped(cq, "MatmulFp8GroupScaledKernel", MatmulFp8GroupScaledKernel, dim3(static_cast<unsigned>(ctas)),
+                   dim3(kWarpsPerCta * 32), 0, a.data_as<uint8_t>(), a_scales.data_as<float>(),
+                   b.data_as<uint8_t>(), b_scales.data_as<float>(), out.data(), out.dtype(),
+                   bias ? bias->data() : nullptr, bias ? bias->dtype() : DType::kF32, M, N, K, G, block_n, block_k);
+}
+
+}  // namespace
+
+void RegisterMatmulFp8GroupScaledKernel() {
+  Register<OpId::kMatmulFp8GroupScaled>(DeviceType::kCUDA, &MatmulFp8GroupScaledCuda);
+}
+
+}  // namespace vt::cuda

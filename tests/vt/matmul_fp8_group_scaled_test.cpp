@@ -1,0 +1,158 @@
+// MatmulFp8GroupScaled against a float64 reference of the same fp8 values and scales, on
+// every CPU ISA level: |out - ref| <= 4·K·FLT_EPSILON·Σ_k|a·b·s_a·s_b| plus one rounding of
+// out's dtype (vt/ops/matmul.h). Block-wise (128 x 128) and per-channel/per-token scales,
+// N and K not multiples of 128, M = 1, 3, 33. The quantizer and the GEMM together: a
+// block-quantized product is close to the unquantized one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "matmul_test_util.h"
+
+namespace {
+
+using vt::DType;
+
+struct Problem {
+  int64_t M, N, K, bn, bk;
+  std::vector<uint8_t> a, b;
+  std::vector<float> sa, sb, bias;
+};
+
+Problem Make(int64_t M, int64_t N, int64_t K, int64_t bn, int64_t bk, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> ex(-10.0f, 0.0f);
+  Problem p{M, N, K, bn, bk, vt_test::RandomFp8(M * K, rng), vt_test::RandomFp8(N * K, rng), {}, {}, {}};
+  const int64_t G = (K + bk - 1) / bk, NB = (N + bn - 1) / bn;
+  p.sa.resize(static_cast<size_t>(M * G));
+  p.sb.resize(static_cast<size_t>(NB * G));
+  for (auto& x : p.sa) x = std::exp2(ex(rng));
+  for (auto& x : p.sb) x = std::exp2(ex(rng));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  p.bias.resize(static_cast<size_t>(N));
+  for (auto& x : p.bias) x = nd(rng);
+  return p;
+}
+
+void Check(const Problem& p, DType od, bool with_bias) {
+  const int64_t G = (p.K + p.bk - 1) / p.bk, NB = (p.N + p.bn - 1) / p.bn;
+  std::vector<double> ref(static_cast<size_t>(p.M * p.N)), mag(ref.size());
+  for (int64_t m = 0; m < p.M; ++m)
+    for (int64_t n = 0; n < p.N; ++n) {
+      double s = 0, a = 0;
+      for (int64_t k = 0; k < p.K; ++k) {
+        const double t = vt_test::DecodeE4M3(p.a[m * p.K + k]) * vt_test::DecodeE4M3(p.b[n * p.K + k]) *
+                         p.sa[m * G + k / p.bk] * p.sb[(n / p.bn) * G + k / p.bk];
+        s += t;
+        a += std::fabs(t);
+      }
+      ref[m * p.N + n] = s + (with_bias ? p.bias[n] : 0.0);
+      mag[m * p.N + n] = a;
+    }
+  const vt::Tensor a = vt::Tensor::FromHost(p.a.data(), {p.M, p.K}, DType::kF8E4M3);
+  const vt::Tensor b = vt::Tensor::FromHost(p.b.data(), {p.N, p.K}, DType::kF8E4M3);
+  const vt::Tensor sa = vt::Tensor::FromHost(p.sa.data(), {p.M, G}, DType::kF32);
+  const vt::Tensor sb = vt::Tensor::FromHost(p.sb.data(), {NB, G}, DType::kF32);
+  const vt::Tensor bias = vt::Tensor::FromHost(p.bias.data(), {p.N}, DType::kF32);
+  for (vt::CpuIsa isa : vt_test::IsaLevels()) {
+    SCOPED_TRACE(vt::StrCat(p.M, "x", p.N, "x", p.K, " blocks ", p.bn, "x", p.bk, " out ", vt::DTypeName(od),
+                            with_bias ? " bias" : "", " on ", vt::CpuIsaName(isa)));
+    vt::Queue q = vt_test::QueueFor(isa);
+    vt::Tensor out = vt::Tensor::Empty({p.M, p.N}, od);
+    vt::MatmulFp8GroupScaled(q, out, a, sa, b, sb, p.bn, p.bk, with_bias ? &bias : nullptr);
+    std::vector<float> got(static_cast<size_t>(p.M * p.N));
+    for (int64_t i = 0; i < p.M * p.N; ++i)
+      got[i] = od == DType::kF32 ? out.data_as<float>()[i] : vt::Bf16ToFloat(out.data_as<uint16_t>()[i]);
+    EXPECT_EQ(vt_test::CheckWithinBound(got, p.N, [&](int64_t i) { return ref[i]; },
+                                        [&](int64_t i) {
+                                          return vt_test::MatmulBound(ref[i], mag[i], 1.0,
+                                                                      with_bias ? p.bias[i % p.N] : 0.0, p.K, od);
+                                        }),
+              0);
+  }
+}
+
+TEST(MatmulFp8GroupScaled, BlockScalesAgainstFloat64) {
+  uint32_t seed = 1;
+  for (int64_t M : {1, 3, 33})
+    for (auto [N, K] : {std::pair<int64_t, int64_t>{300, 520}, {129, 257}, {7, 1}, {256, 128}, {130, 1000}}) {
+      const Problem p = Make(M, N, K, 128, 128, ++seed);
+      Check(p, DType::kF32, false);
+      Check(p, DType::kBF16, true);
+    }
+}
+
+TEST(MatmulFp8GroupScaled, PerChannelScalesAgainstFloat64) {
+  uint32_t seed = 100;
+  for (int64_t M : {1, 3, 33})
+    for (auto [N, K] : {std::pair<int64_t, int64_t>{300, 520}, {65, 129}, {33, 67}}) {
+      const Problem p = Make(M, N, K, 1, K, ++seed);
+      Check(p, DType::kBF16, false);
+      Check(p, DType::kF32, true);
+    }
+}
+
+// Block quantization then the block GEMM approximates the product of the unquantized
+// values: catches a transposed or misindexed weight-scale layout that the float64 check
+// of the GEMM alone (which uses the same layout) would share.
+TEST(MatmulFp8GroupScaled, QuantizedProductApproximatesTheOriginal) {
+  const int64_t M = 3, N = 200, K = 300;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(M * K)), w(static_cast<size_t>(N * K));
+  for (auto& v : x) v = nd(rng);
+  // Each 128 x 128 block of the weight at its own magnitude.
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) w[n * K + k] = nd(rng) * std::exp2(static_cast<float>((n / 128) * 3 + (k / 128) * 5 - 6));
+  vt::Queue q = vt::Queue::Cpu(2);
+  const vt::Tensor xt = vt_test::MakeTensor(x, {M, K}, DType::kF32);
+  vt::Tensor a = vt::Tensor::Empty({M, K}, DType::kF8E4M3), sa = vt::Tensor::Empty({M, 3}, DType::kF32);
+  vt::QuantFp8PerTokenGroup(q, a, sa, xt, 128, vt::kFp8BlockAmaxFloor, 0.0f);
+  // The weight's blocks: scale = amax / 448 per 128 x 128 block, as the checkpoints store it.
+  std::vector<float> sbv(2 * 3);
+  std::vector<uint8_t> bv(static_cast<size_t>(N * K));
+  for (int64_t bn = 0; bn < 2; ++bn)
+    for (int64_t bk = 0; bk < 3; ++bk) {
+      float amax = 0;
+      for (int64_t n = bn * 128; n < std::min<int64_t>(N, bn * 128 + 128); ++n)
+        for (int64_t k = bk * 128; k < std::min<int64_t>(K, bk * 128 + 128); ++k) amax = std::max(amax, std::fabs(w[n * K + k]));
+      sbv[bn * 3 + bk] = amax / 448.0f;
+      for (int64_t n = bn * 128; n < std::min<int64_t>(N, bn * 128 + 128); ++n)
+        for (int64_t k = bk * 128; k < std::min<int64_t>(K, bk * 128 + 128); ++k)
+          bv[n * K + k] = vt::FloatToFp8E4M3(w[n * K + k] / sbv[bn * 3 + bk]);
+    }
+  const vt::Tensor b = vt::Tensor::FromHost(bv.data(), {N, K}, DType::kF8E4M3);
+  const vt::Tensor sb = vt::Tensor::FromHost(sbv.data(), {2, 3}, DType::kF32);
+  vt::Tensor out = vt::Tensor::Empty({M, N}, DType::kF32);
+  vt::MatmulFp8GroupScaled(q, out, a, sa, b, sb, 128, 128);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        s += static_cast<double>(x[m * K + k]) * w[n * K + k];
+        mag += std::fabs(static_cast<double>(x[m * K + k]) * w[n * K + k]);
+      }
+      // Two e4m3 roundings (3 mantissa bits: relative error <= 2^-4 each) per product.
+      EXPECT_NEAR(out.data_as<float>()[m * N + n], s, 0.13 * mag) << m << ", " << n;
+    }
+}
+
+TEST(MatmulFp8GroupScaled, RejectsBadScaleShapes) {
+  vt::Queue q = vt::Queue::Cpu(1);
+  std::vector<uint8_t> z(300 * 200, 0);
+  const vt::Tensor a = vt::Tensor::FromHost(z.data(), {2, 200}, DType::kF8E4M3);
+  const vt::Tensor b = vt::Tensor::FromHost(z.data(), {130, 200}, DType::kF8E4M3);
+  vt::Tensor out = vt::Tensor::Empty({2, 130}, DType::kBF16);
+  const vt::Tensor sa = vt::Tensor::Empty({2, 2}, DType::kF32), sb = vt::Tensor::Empty({2, 2}, DType::kF32);
+  const vt::Tensor sb_bad = vt::Tensor::Empty({1, 2}, DType::kF32);
+  EXPECT_THROW(vt::MatmulFp8GroupScaled(q, out, a, sa, b, sb_bad, 128, 128), vt::Error);
+  EXPECT_THROW(vt::MatmulFp8GroupScaled(q, out, a, sb_bad, b, sb, 128, 128), vt::Error);
+  EXPECT_THROW(vt::MatmulFp8GroupScaled(q, out, a, sa, b, sb, 0, 128), vt::Error);
+  std::memset(sa.data(), 0, sa.nbytes());
+  std::memset(sb.data(), 0, sb.nbytes());
+  EXPECT_NO_THROW(vt::MatmulFp8GroupScaled(q, out, a, sa, b, sb, 128, 128));
+}
+
+}  // namespace
