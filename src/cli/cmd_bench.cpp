@@ -289,7 +289,11 @@ void AddBenchCommand(CLI::App& app) {
     j["model"] = config.model_dir;
     j["device"] = vt::ToString(model->queue().device());
     j["dtype"] = std::string(vt::DTypeName(model->dtype()));
-    j["quantization"] = model->quant().method == model::QuantMethod::kFp8Static ? "fp8-static" : "none";
+    const model::QuantMethod qm = model->quant().method;
+    j["quantization"] = qm == model::QuantMethod::kFp8Static      ? "fp8-static"
+                        : qm == model::QuantMethod::kFp8Block      ? "fp8-block"
+                        : qm == model::QuantMethod::kFp8ChannelToken ? "fp8-channel-token"
+                                                                   : "none";
     j["threads"] = model->queue().device().is_cpu() ? model->queue().num_threads() : 0;
     if (model->queue().device().is_cpu()) j["cpu_isa"] = vt::CpuIsaName(model->queue().cpu_isa());
     j["batch_size"] = B;

@@ -50,7 +50,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
       std::string list;
       for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
       throw vt::Error(
-          vt::StrCat(dir, ": ", config.architecture, quant.method == QuantMethod::kFp8Static ? " (FP8)" : "",
+          vt::StrCat(dir, ": ", config.architecture, IsFp8(quant.method) ? " (FP8)" : "",
                      " needs ops with no kernel for ", vt::DeviceTypeName(options.device.type), ": ", list));
     }
   }

@@ -16,7 +16,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSupported = "supported: modelopt FP8, compressed-tensors FP8 static per-tensor";
+constexpr const char* kSupported =
+    "supported: modelopt FP8, compressed-tensors FP8 static per-tensor or per-channel weights with dynamic "
+    "per-token activations, block FP8 (quant_method fp8, dynamic activations, weight_block_size)";
 
 // One JSON object and the file and dotted path it came from, for messages.
 struct Node {
@@ -81,19 +83,28 @@ std::optional<std::vector<std::string>> ParseModelOpt(const Node& n) {
   return n.StringList("exclude_modules");
 }
 
-void CheckFp8StaticArgs(const Node& a, bool activations) {
+// The scheme of one compressed-tensors weights / input_activations entry: "tensor" (static),
+// "channel" (weights, static) or "token" (activations, dynamic).
+std::string CheckFp8Args(const Node& a, bool activations) {
   const json* type = a.Get("type");
   if (!type || *type != "float") a.Unsupported("type", type ? *type : json(nullptr), "FP8 needs type float");
   const json* bits = a.Get("num_bits");
   if (!bits || *bits != 8) a.Unsupported("num_bits", bits ? *bits : json(nullptr), "FP8 needs num_bits 8");
   const json* strategy = a.Get("strategy");
-  if (!strategy || *strategy != "tensor")
-    a.Unsupported("strategy", strategy ? *strategy : json(nullptr), "only per-tensor scales");
-  if (const json* dyn = a.Get("dynamic"); dyn && *dyn != false)
-    a.Unsupported("dynamic", *dyn, activations ? "only static activation scales" : "only static weight scales");
+  const json* dyn = a.Get("dynamic");
+  const bool dynamic = dyn && *dyn == true;
+  if (dyn && !dyn->is_boolean()) a.Fail("dynamic", "must be true or false, got " + DescribeJson(*dyn));
+  const std::string allowed = activations ? (dynamic ? "token" : "tensor") : "tensor or channel";
+  if (!strategy || !strategy->is_string() ||
+      (activations ? *strategy != (dynamic ? "token" : "tensor") : (*strategy != "tensor" && *strategy != "channel")))
+    a.Unsupported("strategy", strategy ? *strategy : json(nullptr),
+                  activations ? (dynamic ? "dynamic activations: per token only" : "static activations: per tensor only")
+                              : "weights: per tensor or per channel");
+  if (!activations && dynamic) a.Unsupported("dynamic", *dyn, "only static weight scales");
   if (const json* sym = a.Get("symmetric"); sym && *sym != true) a.Unsupported("symmetric", *sym);
   for (const char* f : {"group_size", "block_structure"})
     if (const json* v = a.Get(f)) a.Unsupported(f, *v);
+  return strategy->get<std::string>();
 }
 
 bool IsAllowedCtFormat(const json& f) { return f == "float-quantized" || f == "naive-quantized"; }
@@ -110,20 +121,29 @@ void ParseCompressedTensors(const Node& qc, QuantConfig& out) {
 
   const Node groups = qc.Child("config_groups");
   if (groups.obj.empty()) qc.Fail("config_groups", "is empty");
+  std::string scheme;  // "tensor/tensor" or "channel/token", one for all groups
   for (auto it = groups.obj.begin(); it != groups.obj.end(); ++it) {
     const Node g = groups.Child(it.key());
     if (const json* f = g.Get("format"); f && !IsAllowedCtFormat(*f))
       g.Unsupported("format", *f, "float-quantized or naive-quantized");
-    CheckFp8StaticArgs(g.Child("weights"), false);
+    const std::string w = CheckFp8Args(g.Child("weights"), false);
     if (!g.Get("input_activations"))
       ThrowLoadError(g.file, ": ", g.Field("input_activations"),
                      " is null: weight-only FP8 is not supported yet; ", kSupported);
-    CheckFp8StaticArgs(g.Child("input_activations"), true);
+    const std::string a = CheckFp8Args(g.Child("input_activations"), true);
+    if ((w == "tensor") != (a == "tensor"))
+      ThrowLoadError(g.file, ": ", g.Field("weights.strategy"), " = \"", w, "\" with ",
+                     g.Field("input_activations.strategy"), " = \"", a, "\" is not supported yet; ", kSupported);
+    const std::string s = w + "/" + a;
+    if (!scheme.empty() && s != scheme)
+      ThrowLoadError(g.file, ": config groups mix FP8 schemes (", scheme, ", ", s, "); not supported yet");
+    scheme = s;
     if (const json* o = g.Get("output_activations")) g.Unsupported("output_activations", *o);
     const auto targets = g.StringList("targets");
     if (targets.empty()) g.Fail("targets", "must list the modules the group quantizes");
     out.targets.insert(out.targets.end(), targets.begin(), targets.end());
   }
+  out.method = scheme == "tensor/tensor" ? QuantMethod::kFp8Static : QuantMethod::kFp8ChannelToken;
   out.ignore = qc.StringList("ignore");
   for (const auto& list : {out.targets, out.ignore})
     for (const auto& p : list)
@@ -158,6 +178,28 @@ bool CtMatches(const std::string& pattern, const std::string& module) {
                                module[pattern.size()] == '.');
 }
 
+// quant_method "fp8" (transformers' FineGrainedFP8 / vLLM's Fp8Config) with dynamic
+// activations and a weight block size.
+void ParseBlockFp8(const Node& qc, QuantConfig& out) {
+  const json* scheme = qc.Get("activation_scheme");
+  if (!scheme || *scheme != "dynamic")
+    qc.Unsupported("activation_scheme", scheme ? *scheme : json(nullptr), "quant_method fp8: dynamic activations only");
+  if (const json* fmt = qc.Get("fmt"); fmt && *fmt != "e4m3") qc.Unsupported("fmt", *fmt, "e4m3 only");
+  const json* bs = qc.Get("weight_block_size");
+  if (!bs)
+    ThrowLoadError(qc.file, ": ", qc.Field("weight_block_size"),
+                   " is missing: quant_method fp8 without block scales is not supported yet; ", kSupported);
+  if (!bs->is_array() || bs->size() != 2 || !(*bs)[0].is_number_integer() || !(*bs)[1].is_number_integer() ||
+      (*bs)[0].get<int64_t>() <= 0 || (*bs)[1].get<int64_t>() <= 0)
+    qc.Fail("weight_block_size", "must be two positive integers [block_n, block_k], got " + DescribeJson(*bs));
+  out.block_n = (*bs)[0].get<int64_t>();
+  out.block_k = (*bs)[1].get<int64_t>();
+  out.method = QuantMethod::kFp8Block;
+  out.format = "fp8";
+  out.ignore = qc.StringList("modules_to_not_convert");
+  for (const std::string& s : qc.StringList("ignored_layers")) out.ignore.push_back(s);
+}
+
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -168,6 +210,11 @@ bool QuantConfig::IsQuantized(std::string_view module_name) const {
   if (method == QuantMethod::kNone) return false;
   const std::string name(module_name);
   auto single = [&](const std::string& m) {
+    if (format == "fp8") {  // transformers: an entry anywhere in the name excludes it
+      for (const auto& p : ignore)
+        if (m.find(p) != std::string::npos) return false;
+      return true;
+    }
     if (format == "modelopt") {
       for (const auto& p : ignore)
         if (ModelOptMatches(p, m)) return false;
@@ -221,8 +268,9 @@ QuantConfig QuantConfig::FromDir(const std::string& dir) {
       if (!modelopt_from_config) config_has_quant = false;
     } else if (method == "compressed-tensors") {
       ParseCompressedTensors(qc, out);
-      out.method = QuantMethod::kFp8Static;
       out.format = "compressed-tensors";
+    } else if (method == "fp8") {
+      ParseBlockFp8(qc, out);
     } else {
       qc.Unsupported("quant_method", json(method));
     }
@@ -231,9 +279,9 @@ QuantConfig QuantConfig::FromDir(const std::string& dir) {
     const json hf = ReadObject(hf_path);
     const Node hroot{hf_path, hf, ""};
     modelopt_from_hf = ParseModelOpt(hroot.Child("quantization"));
-    if (modelopt_from_hf && out.format == "compressed-tensors")
-      ThrowLoadError(hf_path, ": says ModelOpt FP8 but ", config_path,
-                     " says quant_method compressed-tensors; the checkpoint is ambiguous");
+    if (modelopt_from_hf && !out.format.empty())
+      ThrowLoadError(hf_path, ": says ModelOpt FP8 but ", config_path, " says quant_method ",
+                     out.format, "; the checkpoint is ambiguous");
     if (!modelopt_from_hf && config_has_quant)
       ThrowLoadError(hf_path, ": quantization.quant_algo is null but ", config_path,
                      " declares a quantization_config; the checkpoint is ambiguous");

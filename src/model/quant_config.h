@@ -10,23 +10,42 @@
 //   input_activations}}, ignore: [...]}, where weights and input_activations are both
 //   {type: "float", num_bits: 8, strategy: "tensor", dynamic: false}. `targets` and `ignore`
 //   hold "Linear", exact module names or "re:" regexes (matched from the start of the name).
-// Anything else (another method, algorithm, strategy, dynamic activations, ...) throws a
+// Dynamic-activation FP8 (quantized per token at run time, vLLM's semantics):
+// - Block FP8 (the official Qwen/Qwen3-*-FP8 and DeepSeek releases): quantization_config
+//   {quant_method: "fp8", activation_scheme: "dynamic", weight_block_size: [bn, bk],
+//   modules_to_not_convert / ignored_layers: [...]}; per linear `weight` F8_E4M3 [N, K] and
+//   `weight_scale_inv` [ceil(N/bn), ceil(K/bk)] (F32 or BF16). A module is excluded when an
+//   entry is a substring of its name (transformers' rule).
+// - compressed-tensors with weights {strategy: "channel", dynamic: false} and
+//   input_activations {strategy: "token", dynamic: true}: `weight` F8_E4M3 [N, K] and
+//   `weight_scale` [N, 1].
+// Anything else (another method, algorithm, strategy, static block scales, ...) throws a
 // LoadError that names it as not supported yet.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace vtllm::model {
 
-enum class QuantMethod { kNone, kFp8Static };
+enum class QuantMethod {
+  kNone,
+  kFp8Static,        // per-tensor weight and input scales from the checkpoint
+  kFp8Block,         // block-scaled weights, activations per token and block_k columns
+  kFp8ChannelToken,  // per-output-channel weight scales, activations per token
+};
+
+// Whether the method keeps FP8 weights (every method but kNone).
+inline bool IsFp8(QuantMethod m) { return m != QuantMethod::kNone; }
 
 struct QuantConfig {
   QuantMethod method = QuantMethod::kNone;
   std::string format;               // "modelopt" or "compressed-tensors" (empty when none)
   std::vector<std::string> ignore;  // exclude_modules / ignore, as written
   std::vector<std::string> targets; // compressed-tensors targets ("Linear", names, "re:" regexes)
+  int64_t block_n = 0, block_k = 0; // kFp8Block: weight_block_size
 
   // Whether the linear module `module_name` (e.g. "model.layers.0.self_attn.q_proj") holds
   // FP8 weights. A merged name ("...qkv_proj", "...gate_up_proj") asks about its shards,

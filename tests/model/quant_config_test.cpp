@@ -144,8 +144,14 @@ TEST(QuantConfig, UnsupportedSchemesAreNamed) {
       {"gptq", [](json& qc, json&) { qc = {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}}; },
        {"config.json", "quantization_config.quant_method", "\"gptq\"", "not supported yet"}},
       {"awq", [](json& qc, json&) { qc = {{"quant_method", "awq"}, {"bits", 4}}; }, {"\"awq\"", "not supported yet"}},
-      {"vllm fp8", [](json& qc, json&) { qc = {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}}; },
-       {"\"fp8\"", "not supported yet"}},
+      {"fp8 without blocks", [](json& qc, json&) { qc = {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}}; },
+       {"weight_block_size", "without block scales", "not supported yet"}},
+      {"fp8 static", [](json& qc, json&) {
+         qc = {{"quant_method", "fp8"}, {"activation_scheme", "static"}, {"weight_block_size", {128, 128}}};
+       }, {"activation_scheme", "\"static\"", "not supported yet"}},
+      {"fp8 bad blocks", [](json& qc, json&) {
+         qc = {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 0}}};
+       }, {"weight_block_size", "two positive integers"}},
       {"bitsandbytes", [](json& qc, json&) { qc = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}}; },
        {"\"bitsandbytes\"", "not supported yet"}},
       {"no method", [](json& qc, json&) { qc = {{"bits", 4}}; }, {"missing field 'quantization_config.quant_method'"}},
@@ -172,7 +178,7 @@ TEST(QuantConfig, UnsupportedSchemesAreNamed) {
        {"input_activations.strategy", "\"token\"", "not supported yet"}},
       {"ct dynamic tensor activations",
        ct([](json& qc) { qc["config_groups"]["group_0"]["input_activations"]["dynamic"] = true; }),
-       {"input_activations.dynamic", "true", "static activation scales", "not supported yet"}},
+       {"input_activations.strategy", "\"tensor\"", "per token only", "not supported yet"}},
       {"ct int8", ct([](json& qc) { qc["config_groups"]["group_0"]["weights"]["type"] = "int"; }),
        {"weights.type", "\"int\"", "not supported yet"}},
       {"ct nvfp4",
@@ -199,6 +205,43 @@ TEST(QuantConfig, UnsupportedSchemesAreNamed) {
     json qc = nullptr, hf = nullptr;
     c.edit(qc, hf);
     ExpectLoadError([&] { Load(tmp, qc, hf.is_null() ? nullptr : &hf); }, c.needles);
+  }
+}
+
+}  // namespace
+}  // namespace vtllm::model
+
+namespace vtllm::model {
+namespace {
+
+// quant_method fp8 with a weight block size (the official Qwen3-*-FP8 config) and
+// compressed-tensors per-channel weights with dynamic per-token activations.
+TEST(QuantConfig, DynamicFp8Formats) {
+  {
+    TempDir tmp;
+    testing::WriteJson(tmp / "config.json",
+                       {{"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e4m3"},
+                                                 {"activation_scheme", "dynamic"},
+                                                 {"weight_block_size", {128, 64}},
+                                                 {"modules_to_not_convert", {"lm_head", "mlp.gate"}}}}});
+    const QuantConfig q = QuantConfig::FromDir(tmp.path());
+    EXPECT_EQ(q.method, QuantMethod::kFp8Block);
+    EXPECT_EQ(q.block_n, 128);
+    EXPECT_EQ(q.block_k, 64);
+    EXPECT_TRUE(q.IsQuantized("model.layers.0.self_attn.qkv_proj"));
+    EXPECT_FALSE(q.IsQuantized("lm_head"));
+    EXPECT_FALSE(q.IsQuantized("model.layers.3.mlp.gate"));  // a substring of the name, as transformers
+  }
+  {
+    TempDir tmp;
+    json qc = CompressedTensors();
+    qc["config_groups"]["group_0"]["weights"]["strategy"] = "channel";
+    qc["config_groups"]["group_0"]["input_activations"]["strategy"] = "token";
+    qc["config_groups"]["group_0"]["input_activations"]["dynamic"] = true;
+    testing::WriteJson(tmp / "config.json", {{"quantization_config", qc}});
+    const QuantConfig q = QuantConfig::FromDir(tmp.path());
+    EXPECT_EQ(q.method, QuantMethod::kFp8ChannelToken);
+    EXPECT_TRUE(q.IsQuantized("model.layers.0.mlp.down_proj"));
   }
 }
 

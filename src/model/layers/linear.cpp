@@ -1,9 +1,11 @@
 #include "model/layers/linear.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "model/checkpoint.h"
+#include "model/load_error.h"
 #include "model/layers/activation_buffers.h"
 #include "model/quant_config.h"
 #include "vt/detail/numerics.h"
@@ -122,6 +124,84 @@ class Fp8StaticLinearMethod final : public LinearMethod {
   vt::Tensor weight_;
 };
 
+// FP8 weights with scales per block of rows and columns (block FP8: [ceil(N/bn),
+// ceil(K/bk)] `weight_scale_inv`) or per row (per-channel: `weight_scale` [N, 1], then bn = 1
+// and bk = K), and activations quantized at run time per token and bk columns
+// (QuantFp8PerTokenGroup with the format's floors) into a scratch of its own; the GEMM is
+// MatmulFp8GroupScaled. Merged shards keep their own scales (stacked rows; no
+// requantization), so a block format needs every shard but the last to end on a block row.
+class Fp8DynamicLinearMethod final : public LinearMethod {
+ public:
+  Fp8DynamicLinearMethod(bool block, int64_t block_n, int64_t block_k)
+      : block_(block), block_n_(block ? block_n : 1), block_k_cfg_(block_k) {}
+
+  void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
+    block_k_ = block_ ? block_k_cfg_ : in_features;
+    const int64_t kb = (in_features + block_k_ - 1) / block_k_;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const LinearShard& s = shards[i];
+      parts_.push_back(ckpt.GetAs(s.prefix + ".weight", vt::DType::kF8E4M3, {s.out_features, in_features}));
+      const std::string scale = s.prefix + (block_ ? ".weight_scale_inv" : ".weight_scale");
+      if (!ckpt.Has(scale))
+        ThrowLoadError(ckpt.dir(), ": tensor '", scale, "' is missing (the scales of FP8 weight '", s.prefix,
+                       ".weight')");
+      if (block_ && i + 1 < shards.size() && s.out_features % block_n_ != 0)
+        ThrowLoadError(ckpt.FileOf(s.prefix + ".weight"), ": '", s.prefix, ".weight' has ", s.out_features,
+                       " rows, not a multiple of the block size ", block_n_,
+                       ", so it cannot be merged with the next shard; not supported yet");
+      const int64_t nb = block_ ? (s.out_features + block_n_ - 1) / block_n_ : s.out_features;
+      const TensorInfo& info = ckpt.Info(scale);
+      const vt::DType dt = info.dtype == vt::DType::kBF16 ? vt::DType::kBF16 : vt::DType::kF32;
+      vt::Tensor sc = ckpt.GetAs(scale, dt, block_ ? vt::Shape{nb, kb} : vt::Shape{nb, 1});
+      vt::Tensor f = vt::Tensor::Empty({nb, block_ ? kb : 1}, vt::DType::kF32, vt::Device::Cpu());
+      for (int64_t e = 0; e < f.numel(); ++e) {
+        const float v = dt == vt::DType::kF32 ? sc.data_as<float>()[e]
+                                               : vt::Bf16ToFloat(sc.data_as<uint16_t>()[e]);
+        if (!(std::isfinite(v) && v > 0.0f))
+          ThrowLoadError(ckpt.FileOf(scale), ": tensor '", scale, "' holds ", v, " at element ", e,
+                         "; FP8 weight scales must be finite and > 0");
+        f.data_as<float>()[e] = v;
+      }
+      scale_parts_.push_back(f);
+    }
+  }
+  void ProcessWeightsAfterLoading(const vt::Queue&, vt::Device device) override {
+    weight_ = WeightOnDevice(StackRows(parts_), device);
+    scales_ = WeightOnDevice(StackRows(scale_parts_), device);
+    parts_.clear();
+    scale_parts_.clear();
+  }
+  void Apply(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x, int64_t n0, int64_t n1,
+             const vt::Tensor* bias) override {
+    const int64_t T = x.dim(0), K = weight_.dim(1), G = (K + block_k_ - 1) / block_k_;
+    if (!x8_.defined() || x8_.dim(0) < T) {
+      x8_ = vt::Tensor::Empty({T, K}, vt::DType::kF8E4M3, q.device());
+      xs_ = vt::Tensor::Empty({T, G}, vt::DType::kF32, q.device());
+      ++StepBufferGeneration();
+    }
+    const vt::Tensor x8 = x8_.Slice(0, 0, T), xs = xs_.Slice(0, 0, T);
+    if (block_)
+      vt::QuantFp8PerTokenGroup(q, x8, xs, x, block_k_, vt::kFp8BlockAmaxFloor, 0.0f);
+    else
+      vt::QuantFp8PerTokenGroup(q, x8, xs, x, K, 0.0f, vt::kFp8PerTokenScaleFloor);
+    const bool all = n0 == 0 && n1 == weight_.dim(0);
+    const vt::Tensor w = all ? weight_ : weight_.Slice(0, n0, n1);
+    // Scale rows of [n0, n1): whole blocks, since shards start on block rows.
+    const int64_t r0 = n0 / block_n_, r1 = (n1 + block_n_ - 1) / block_n_;
+    const vt::Tensor s = all ? scales_ : scales_.Slice(0, r0, r1);
+    vt::MatmulFp8GroupScaled(q, out, x8, xs, w, s, block_n_, block_k_, bias);
+  }
+  int64_t weight_bytes() const override { return static_cast<int64_t>(weight_.nbytes() + scales_.nbytes()); }
+  const char* name() const override { return block_ ? "fp8-block" : "fp8-channel-token"; }
+
+ private:
+  bool block_;
+  int64_t block_n_, block_k_cfg_, block_k_ = 0;
+  std::vector<vt::Tensor> parts_, scale_parts_;
+  vt::Tensor weight_, scales_;
+  vt::Tensor x8_, xs_;  // the quantized activation and its scales
+};
+
 }  // namespace
 
 std::unique_ptr<LinearMethod> MakeUnquantizedLinearMethod() { return std::make_unique<UnquantizedLinearMethod>(); }
@@ -143,16 +223,23 @@ void RequantizeFp8(const vt::Queue& host_queue, const vt::Tensor& out, const vt:
 
 Linear Linear::Load(const LinearContext& ctx, std::vector<LinearShard> shards, int64_t in_features, bool bias) {
   VT_CHECK(!shards.empty(), "Linear::Load: no shards");
-  const bool fp8 = ctx.quant->method == QuantMethod::kFp8Static && ctx.quant->IsQuantized(shards[0].prefix);
+  const bool fp8 = IsFp8(ctx.quant->method) && ctx.quant->IsQuantized(shards[0].prefix);
   for (const LinearShard& s : shards)
-    VT_CHECK((ctx.quant->method == QuantMethod::kFp8Static && ctx.quant->IsQuantized(s.prefix)) == fp8, "linear ",
+    VT_CHECK((IsFp8(ctx.quant->method) && ctx.quant->IsQuantized(s.prefix)) == fp8, "linear ",
              s.prefix, ": merged with ", shards[0].prefix,
              " but the quantization config quantizes one and not the other");
   Linear lin;
   lin.in_features_ = in_features;
   lin.offsets_.push_back(0);
   for (const LinearShard& s : shards) lin.offsets_.push_back(lin.offsets_.back() + s.out_features);
-  std::unique_ptr<LinearMethod> method = fp8 ? MakeFp8StaticLinearMethod() : MakeUnquantizedLinearMethod();
+  std::unique_ptr<LinearMethod> method;
+  if (!fp8)
+    method = MakeUnquantizedLinearMethod();
+  else if (ctx.quant->method == QuantMethod::kFp8Static)
+    method = MakeFp8StaticLinearMethod();
+  else
+    method = std::make_unique<Fp8DynamicLinearMethod>(ctx.quant->method == QuantMethod::kFp8Block,
+                                                     ctx.quant->block_n, ctx.quant->block_k);
   method->LoadWeights(*ctx.checkpoint, shards, in_features);
   method->ProcessWeightsAfterLoading(*ctx.host_queue, ctx.device);
   lin.method_ = std::move(method);

@@ -63,6 +63,10 @@ SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& 
   // FP8 or not is what the checkpoint stores; the quantization config must agree.
   const std::string first = ExpertPrefix(p, 0, "gate_proj");
   m.fp8_ = ckpt.Info(first + ".weight").dtype == vt::DType::kF8E4M3;
+  if (m.fp8_ && IsFp8(lc.quant->method) && lc.quant->method != QuantMethod::kFp8Static)
+    ThrowLoadError(ckpt.FileOf(first + ".weight"), ": tensor '", first, ".weight' is an FP8 expert in the ",
+                   lc.quant->format, " layout with dynamic activations; MoE experts are supported in static "
+                   "per-tensor FP8 only, not yet in this layout");
   if (m.fp8_ && !(lc.quant->method == QuantMethod::kFp8Static && lc.quant->IsQuantized(first)))
     ThrowLoadError(ckpt.FileOf(first + ".weight"), ": tensor '", first,
                    ".weight' is FP8 but the quantization config does not quantize '", first, "'");

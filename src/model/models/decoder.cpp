@@ -22,6 +22,10 @@ std::vector<vt::OpId> DecoderOps(const QuantConfig& quant, vt::DType act) {
   using vt::OpId;
   std::vector<OpId> ops = {OpId::kEmbedding, OpId::kRmsNorm, OpId::kQkNormRopeCacheWrite, OpId::kPagedAttention,
                            OpId::kMatmul,    OpId::kSiluMul};
+  if (quant.method == QuantMethod::kFp8Block || quant.method == QuantMethod::kFp8ChannelToken) {
+    ops.push_back(OpId::kQuantFp8PerTokenGroup);
+    ops.push_back(OpId::kMatmulFp8GroupScaled);
+  }
   if (quant.method == QuantMethod::kFp8Static) {
     ops.push_back(OpId::kMatmulFp8);
     ops.push_back(OpId::kQuantFp8Static);
