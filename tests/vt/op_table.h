@@ -68,6 +68,8 @@ std::vector<OpCase> SampleTokensCases();
 std::vector<OpCase> MoeTopKRoutingCases();
 std::vector<OpCase> MoeExpertsCases();
 std::vector<OpCase> MoeExpertsFp8Cases();
+std::vector<OpCase> CausalConv1dCases();
+std::vector<OpCase> GatedDeltaRuleCases();
 
 // ---- helpers for building cases ----------------------------------------------------------
 
