@@ -14,6 +14,7 @@ namespace vt {
   X(kMatmul, "Matmul")                         \
   X(kRmsNorm, "RmsNorm")                       \
   X(kRmsNormGated, "RmsNormGated")             \
+  X(kRmsNormZeroCentred, "RmsNormZeroCentred") \
   X(kSiluMul, "SiluMul")                       \
   X(kCast, "Cast")                             \
   X(kRmsNormQuantFp8, "RmsNormQuantFp8")       \

@@ -316,6 +316,41 @@ TEST_P(GdnTest, CausalConv1dResumedEqualsOneGo) {
 
 INSTANTIATE_TEST_SUITE_P(Threads, GdnTest, ::testing::Values(1, 3));
 
+// Qwen3NextRMSNorm in float64: y = x / sqrt(mean(x^2) + eps) * (1 + w), one rounding.
+TEST(GdnOps, RmsNormZeroCentredMatchesFloat64) {
+  const vt::Queue q = vt::Queue::Cpu(2);
+  std::mt19937 rng(9);
+  for (DType dt : {DType::kF32, DType::kBF16})
+    for (bool with_res : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << vt::DTypeName(dt) << (with_res ? " residual" : ""));
+      const int64_t R = 6, H = 96;
+      const Tensor x = vt_test::MakeTensor(Randn(static_cast<size_t>(R * H), rng, 3.0f), {R, H}, dt);
+      const Tensor w = vt_test::MakeTensor(Randn(static_cast<size_t>(H), rng, 0.2f), {H}, dt);
+      const Tensor res0 = vt_test::MakeTensor(Randn(static_cast<size_t>(R * H), rng), {R, H}, dt);
+      const Tensor res = Clone(res0), out = Tensor::Empty({R, H}, dt);
+      vt::RmsNormZeroCentred(q, out, x, w, 1e-6f, with_res ? &res : nullptr);
+      const std::vector<double> xv = Values(x), wv = Values(w), rv = Values(res0);
+      std::vector<double> want(static_cast<size_t>(R * H)), want_res = rv;
+      for (int64_t r = 0; r < R; ++r) {
+        std::vector<double> s(static_cast<size_t>(H));
+        double ss = 0;
+        for (int64_t i = 0; i < H; ++i) {
+          s[i] = xv[r * H + i];
+          if (with_res) {  // the residual add in the model dtype, as HF's decoder layer
+            s[i] = vt_test::ValueAt(vt_test::MakeTensor({static_cast<float>(s[i] + rv[r * H + i])}, {1}, dt), 0);
+            want_res[r * H + i] = s[i];
+          }
+          ss += s[i] * s[i];
+        }
+        for (int64_t i = 0; i < H; ++i) want[r * H + i] = s[i] / std::sqrt(ss / H + 1e-6) * (1.0 + wv[i]);
+      }
+      ExpectNear(Values(out), want, 1e-6, dt == DType::kF32 ? 1e-5 : 0x1p-8, "zero-centred rmsnorm");
+      if (with_res) {
+        EXPECT_EQ(Values(res), want_res);
+      }
+    }
+}
+
 TEST(GdnOps, BadBatchesThrow) {
   const vt::Queue q = vt::Queue::Cpu(1);
   const Tensor x = F32(std::vector<float>(3 * 4, 1.0f), {3, 4}), w = F32(std::vector<float>(4 * 3, 1.0f), {4, 3});

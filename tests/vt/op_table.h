@@ -48,6 +48,7 @@ struct OpCase {
 std::vector<OpCase> QuantCases();
 std::vector<OpCase> RmsNormCases();
 std::vector<OpCase> RmsNormGatedCases();
+std::vector<OpCase> RmsNormZeroCentredCases();
 std::vector<OpCase> SiluMulCases();
 std::vector<OpCase> CastCases();
 std::vector<OpCase> RmsNormQuantFp8Cases();

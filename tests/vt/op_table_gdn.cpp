@@ -11,6 +11,7 @@
 
 #include "op_table.h"
 #include "vt/ops/gdn.h"
+#include "vt/ops/norm.h"
 
 namespace vt_table {
 
@@ -103,6 +104,32 @@ std::vector<OpCase> GatedDeltaRuleCases() {
           };
           c.tol = [dt](size_t k, int64_t, double want) {
             return (k == 0 ? 2 * Ulp(dt, want) : 0.0) + 0x1p-14 * (1 + std::fabs(want));
+          };
+          cases.push_back(std::move(c));
+        }
+  return cases;
+}
+
+// Qwen3-Next's zero-centred RMSNorm (the other norms' cases are in op_table_elementwise.cpp):
+// rows with specials, F32/BF16, weight in x's dtype or F32, with and without a residual.
+// One scalar definition on the CPU: byte-exact.
+std::vector<OpCase> RmsNormZeroCentredCases() {
+  std::vector<OpCase> cases;
+  uint32_t seed = 300;
+  for (int64_t width : {1, 31, 64, 257})
+    for (DType xd : {DType::kF32, DType::kBF16})
+      for (DType wd : {xd, DType::kF32})
+        for (bool with_res : {false, true}) {
+          const int64_t rows = 5;
+          OpCase c;
+          c.name = vt::StrCat(vt::DTypeName(xd), " [", rows, ", ", width, "] weight ", vt::DTypeName(wd),
+                              with_res ? " residual" : "");
+          c.inputs = {Host(RowsWithSpecials(rows, width, seed++), {rows, width}, xd),
+                      Host(Normal(static_cast<size_t>(width), seed++, 0.1f), {width}, wd)};
+          c.outputs = {Filled({rows, width}, xd)};
+          if (with_res) c.outputs.push_back(Host(Normal(static_cast<size_t>(rows * width), seed++), {rows, width}, xd));
+          c.run = [](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+            vt::RmsNormZeroCentred(q, out[0], in[0], in[1], 1e-6f, out.size() > 1 ? &out[1] : nullptr);
           };
           cases.push_back(std::move(c));
         }

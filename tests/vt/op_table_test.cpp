@@ -134,6 +134,7 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kMatmul: return MatmulCases();
     case OpId::kRmsNorm: return RmsNormCases();
     case OpId::kRmsNormGated: return RmsNormGatedCases();
+    case OpId::kRmsNormZeroCentred: return RmsNormZeroCentredCases();
     case OpId::kSiluMul: return SiluMulCases();
     case OpId::kCast: return CastCases();
     case OpId::kRmsNormQuantFp8: return RmsNormQuantFp8Cases();

@@ -18,6 +18,8 @@ void MatmulFp8(const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
 void Matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias, int64_t m0, int64_t m1);
 void RmsNorm(const Tensor& out, const Tensor& x, const Tensor& weight, float eps, const Tensor* residual,
              int64_t row0, int64_t row1);
+void RmsNormZeroCentred(const Tensor& out, const Tensor& x, const Tensor& weight, float eps, const Tensor* residual,
+                        int64_t row0, int64_t row1);
 void RmsNormGated(const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight, float eps,
                   int64_t row0, int64_t row1);
 void SiluMul(const Tensor& out, const Tensor& x, int64_t row0, int64_t row1);
