@@ -16,6 +16,7 @@ namespace vt {
   X(kMatmul, "Matmul")                         \
   X(kRmsNorm, "RmsNorm")                       \
   X(kRmsNormGated, "RmsNormGated")             \
+  X(kRmsNormZeroCentred, "RmsNormZeroCentred") \
   X(kSiluMul, "SiluMul")                       \
   X(kSigmoidGatedAdd, "SigmoidGatedAdd")       \
   X(kCast, "Cast")                             \
@@ -34,7 +35,9 @@ namespace vt {
   X(kSampleTokens, "SampleTokens")             \
   X(kMoeTopKRouting, "MoeTopKRouting")         \
   X(kMoeExperts, "MoeExperts")                 \
-  X(kMoeExpertsFp8, "MoeExpertsFp8")
+  X(kMoeExpertsFp8, "MoeExpertsFp8")         \
+  X(kCausalConv1d, "CausalConv1d")           \
+  X(kGatedDeltaRule, "GatedDeltaRule")
 
 enum class OpId : int {
 #define VT_OP_ENUM(id, name) id,

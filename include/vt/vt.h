@@ -11,6 +11,7 @@
 #include "vt/ops/cast.h"
 #include "vt/ops/embedding.h"
 #include "vt/ops/fused.h"
+#include "vt/ops/gdn.h"
 #include "vt/ops/matmul.h"
 #include "vt/ops/moe.h"
 #include "vt/ops/norm.h"

@@ -50,6 +50,7 @@ std::vector<OpCase> QuantFp8PerTokenGroupCases();
 std::vector<OpCase> MatmulFp8GroupScaledCases();
 std::vector<OpCase> RmsNormCases();
 std::vector<OpCase> RmsNormGatedCases();
+std::vector<OpCase> RmsNormZeroCentredCases();
 std::vector<OpCase> SiluMulCases();
 std::vector<OpCase> SigmoidGatedAddCases();
 std::vector<OpCase> CastCases();
@@ -71,6 +72,8 @@ std::vector<OpCase> SampleTokensCases();
 std::vector<OpCase> MoeTopKRoutingCases();
 std::vector<OpCase> MoeExpertsCases();
 std::vector<OpCase> MoeExpertsFp8Cases();
+std::vector<OpCase> CausalConv1dCases();
+std::vector<OpCase> GatedDeltaRuleCases();
 
 // ---- helpers for building cases ----------------------------------------------------------
 

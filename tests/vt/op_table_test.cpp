@@ -136,6 +136,7 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kMatmul: return MatmulCases();
     case OpId::kRmsNorm: return RmsNormCases();
     case OpId::kRmsNormGated: return RmsNormGatedCases();
+    case OpId::kRmsNormZeroCentred: return RmsNormZeroCentredCases();
     case OpId::kSiluMul: return SiluMulCases();
     case OpId::kSigmoidGatedAdd: return SigmoidGatedAddCases();
     case OpId::kCast: return CastCases();
@@ -155,6 +156,8 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kMoeTopKRouting: return MoeTopKRoutingCases();
     case OpId::kMoeExperts: return MoeExpertsCases();
     case OpId::kMoeExpertsFp8: return MoeExpertsFp8Cases();
+    case OpId::kCausalConv1d: return CausalConv1dCases();
+    case OpId::kGatedDeltaRule: return GatedDeltaRuleCases();
     case OpId::kCount: break;
   }
   return {};

@@ -26,6 +26,18 @@ void RmsNorm(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& w
 void RmsNormGated(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight,
                   float eps);
 
+// Zero-centred RMSNorm (Qwen3-Next / Qwen3.5's Qwen3NextRMSNorm, Gemma's): the checkpoint
+// stores w - 1, and HF rounds once, at the end, where RmsNorm rounds t first:
+//   y = round_out((x * inv) * (1 + w))      (f32; ss and inv as above)
+// A residual works as in RmsNorm. CPU only so far.
+void RmsNormZeroCentred(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+                        const Tensor* residual = nullptr);
+
+template <>
+struct OpTraits<OpId::kRmsNormZeroCentred> {
+  using Fn = void(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+                  const Tensor* residual);
+};
 template <>
 struct OpTraits<OpId::kRmsNorm> {
   using Fn = void(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,

@@ -14,6 +14,7 @@ void RegisterKernels() {
   RegisterAttentionKernels();
   RegisterSamplingKernels();
   RegisterMoeKernels();
+  RegisterGdnKernels();
 }
 
 }  // namespace vt::cpu

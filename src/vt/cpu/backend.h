@@ -37,5 +37,6 @@ void RegisterRopeKernels();
 void RegisterAttentionKernels();  // KvCacheWrite, PagedAttention
 void RegisterSamplingKernels();
 void RegisterMoeKernels();  // MoeTopKRouting, MoeExperts, MoeExpertsFp8
+void RegisterGdnKernels();  // CausalConv1d, GatedDeltaRule
 
 }  // namespace vt::cpu

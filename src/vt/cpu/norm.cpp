@@ -1,5 +1,6 @@
 // CPU RmsNorm and RmsNormGated: the vector kernels of the queue's ISA, or the scalar
 // reference; rows are split across the pool.
+#include "vt/cpu/backend.h"
 #include "vt/cpu/reference.h"
 #include "vt/cpu/row_ops.h"
 #include "vt/ops/norm.h"
@@ -25,11 +26,20 @@ void RmsNormGatedCpu(const Queue& q, const Tensor& out, const Tensor& x, const T
   RunRows(q, ref::Rows(x), &elementwise::KernelSet::rms_norm_gated, a,
           [&](int64_t r0, int64_t r1) { ref::RmsNormGated(out, x, gate, weight, eps, r0, r1); });
 }
+
+// One scalar definition on every ISA level (correctness first), rows across the pool.
+void RmsNormZeroCentredCpu(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+                           const Tensor* residual) {
+  Cpu(q).pool.ParallelFor(ref::Rows(x), 1, [&](int64_t r0, int64_t r1) {
+    ref::RmsNormZeroCentred(out, x, weight, eps, residual, r0, r1);
+  });
+}
 }  // namespace
 
 void RegisterNormKernels() {
   Register<OpId::kRmsNorm>(DeviceType::kCPU, &RmsNormCpu);
   Register<OpId::kRmsNormGated>(DeviceType::kCPU, &RmsNormGatedCpu);
+  Register<OpId::kRmsNormZeroCentred>(DeviceType::kCPU, &RmsNormZeroCentredCpu);
 }
 
 }  // namespace vt::cpu

@@ -25,6 +25,8 @@ void MatmulFp8GroupScaled(const Tensor& out, const Tensor& a, const Tensor& a_sc
                           int64_t m1);
 void RmsNorm(const Tensor& out, const Tensor& x, const Tensor& weight, float eps, const Tensor* residual,
              int64_t row0, int64_t row1);
+void RmsNormZeroCentred(const Tensor& out, const Tensor& x, const Tensor& weight, float eps, const Tensor* residual,
+                        int64_t row0, int64_t row1);
 void RmsNormGated(const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight, float eps,
                   int64_t row0, int64_t row1);
 void SiluMul(const Tensor& out, const Tensor& x, int64_t row0, int64_t row1);
@@ -42,6 +44,20 @@ void MoeExperts(const Tensor& out, const Tensor& x, const Tensor& ids, const Ten
 void MoeExpertsFp8(const Tensor& out, const Tensor& x8, const Tensor& ids, const Tensor& weights,
                    const Tensor& w_gate_up, const Tensor& alpha_gate_up, const Tensor& w_down,
                    float down_input_scale, const Tensor& alpha_down, int64_t t0, int64_t t1);
+
+// The Gated DeltaNet ops (vt/ops/gdn.h; cpu/gdn_reference.cpp). Like the routing, these
+// scalar loops are also the CPU kernels (cpu/gdn.cpp runs them in parallel). The batch
+// metadata is checked by CheckGdnBatch (vt::Error naming the op and the bad value) first.
+void CheckGdnBatch(const char* op, const Tensor& query_start, const Tensor& state_slots, int64_t T,
+                   int64_t num_slots);
+// Channels [c0, c1) of every sequence.
+void CausalConv1d(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& conv_state,
+                  const Tensor& query_start, const Tensor& state_slots, int64_t c0, int64_t c1);
+// Work items [w0, w1), item w = s * nv + h: value head h of sequence s, token by token
+// (chunk_size 0) or in chunks of chunk_size tokens.
+void GatedDeltaRule(const Tensor& out, const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& a,
+                    const Tensor& b, const Tensor& A_log, const Tensor& dt_bias, const Tensor& state,
+                    const Tensor& query_start, const Tensor& state_slots, int chunk_size, int64_t w0, int64_t w1);
 
 // Rows of a tensor viewed as [rows, last_dim].
 inline int64_t Rows(const Tensor& t) { return t.dim(-1) == 0 ? 0 : t.numel() / t.dim(-1); }

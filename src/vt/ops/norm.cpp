@@ -27,6 +27,18 @@ void RmsNorm(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& w
   Kernel<OpId::kRmsNorm>(q.device().type)(q, out, x, weight, eps, residual);
 }
 
+void RmsNormZeroCentred(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+                        const Tensor* residual) {
+  constexpr std::string_view op = "RmsNormZeroCentred";
+  CheckRows(op, q, out, x, weight);
+  check::Finite(op, "eps", eps);
+  if (residual != nullptr) {
+    check::Output(op, q, "residual", *residual, {x.dtype()});
+    check::ShapeIs(op, "residual", *residual, x.shape());
+  }
+  Kernel<OpId::kRmsNormZeroCentred>(q.device().type)(q, out, x, weight, eps, residual);
+}
+
 void RmsNormGated(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight,
                   float eps) {
   constexpr std::string_view op = "RmsNormGated";
