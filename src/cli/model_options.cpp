@@ -33,12 +33,15 @@ vt::Device ParseDevice(const std::string& s) {
   throw vt::Error(vt::StrCat("--device: \"", s, "\" is not cpu, cuda or cuda:N"));
 }
 
+// The levels of this build (only scalar on aarch64), so that the error names what is valid here.
 vt::CpuIsa ParseCpuIsa(const std::string& s) {
   if (s == "best") return vt::CpuIsa::kBest;
-  for (vt::CpuIsa isa : {vt::CpuIsa::kScalar, vt::CpuIsa::kAvx2, vt::CpuIsa::kAvx512, vt::CpuIsa::kAvx512Bf16,
-                         vt::CpuIsa::kAmx})
+  std::string valid;
+  for (vt::CpuIsa isa : vt::CpuIsaLevels()) {
     if (s == vt::CpuIsaName(isa)) return isa;
-  throw vt::Error(vt::StrCat("--cpu-isa: \"", s, "\" is not scalar, avx2, avx512, avx512bf16, amx or best"));
+    valid += vt::StrCat(vt::CpuIsaName(isa), ", ");
+  }
+  throw vt::Error(vt::StrCat("--cpu-isa: \"", s, "\" is not a CPU kernel level of this build (", valid, "best)"));
 }
 
 std::optional<vt::DType> ParseDType(const std::string& s) {

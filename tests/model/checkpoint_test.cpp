@@ -12,6 +12,10 @@
 #include "model/quant_config.h"
 #include "model/safetensors_writer.h"
 
+#ifndef VTLLM_TOOL_RUNNER
+#define VTLLM_TOOL_RUNNER ""  // a cross build's emulator, e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu "
+#endif
+
 namespace vtllm::model {
 namespace {
 
@@ -178,7 +182,7 @@ TEST(Checkpoint, RandomCheckpointGenerator) {
     TempDir tmp;
     const std::string cmd = tool + " --out " + tmp.path() + " --preset qwen3-tiny --layers 2 --seed 3 --threads 2" +
                             " --format " + format + " 2>/dev/null";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    ASSERT_EQ(std::system((VTLLM_TOOL_RUNNER + cmd).c_str()), 0) << cmd;
     const ModelConfig cfg = ModelConfig::FromDir(tmp.path());
     EXPECT_EQ(cfg.architecture, "Qwen3ForCausalLM");
     EXPECT_EQ(cfg.num_hidden_layers, 2);

@@ -22,6 +22,10 @@
 #include "vt/detail/numerics.h"
 #include "vt/vt.h"
 
+#ifndef VTLLM_TOOL_RUNNER
+#define VTLLM_TOOL_RUNNER ""  // a cross build's emulator, e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu "
+#endif
+
 namespace vtllm::model {
 namespace {
 
@@ -32,7 +36,7 @@ void MakeMoeCheckpoint(const TempDir& dir, const std::string& format) {
   ASSERT_TRUE(std::filesystem::exists(tool)) << tool << " is missing: build the make_random_checkpoint target";
   const std::string cmd = tool + " --out " + dir.path() + " --preset qwen3-moe-tiny --seed 5 --threads 2 --format " +
                           format + " 2>/dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_EQ(std::system((VTLLM_TOOL_RUNNER + cmd).c_str()), 0) << cmd;
 }
 
 double ValueOf(const vt::Tensor& t, int64_t i) {

@@ -2,7 +2,9 @@
 // (every index once, chunk bounds on multiples of the grain, exceptions rethrown).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -19,6 +21,38 @@ TEST(Queue, CpuReportsThreadsAndIsa) {
   EXPECT_EQ(q.cpu_isa(), vt::CpuIsa::kScalar);
   EXPECT_EQ(vt::Queue::Cpu(1).cpu_isa(), vt::DetectCpuIsa());
   EXPECT_GE(vt::Queue::Cpu(0).num_threads(), 1);
+}
+
+// What the processor detection found (printed, so that a run under qemu with different CPU
+// models shows the difference) and the levels this build has kernels for.
+TEST(Queue, CpuDetectionReportsLevelsAndFeatures) {
+  const std::vector<vt::CpuIsa> levels = vt::CpuIsaLevels();
+  ASSERT_FALSE(levels.empty());
+  EXPECT_EQ(levels.front(), vt::CpuIsa::kScalar);
+  EXPECT_NE(std::find(levels.begin(), levels.end(), vt::DetectCpuIsa()), levels.end());
+  const std::vector<std::string> features = vt::CpuFeatures();
+  std::string names;
+  for (const std::string& f : features) names += " " + f;
+  std::printf("[ CPU: detected %s; features:%s ]\n", vt::CpuIsaName(vt::DetectCpuIsa()),
+              names.empty() ? " (none)" : names.c_str());
+  auto has = [&](const char* f) { return std::find(features.begin(), features.end(), f) != features.end(); };
+#if defined(__aarch64__)
+  EXPECT_EQ(levels, std::vector<vt::CpuIsa>{vt::CpuIsa::kScalar});
+  EXPECT_TRUE(has("asimd")) << "every aarch64 Linux processor has NEON";
+  if (has("sve2")) {
+    EXPECT_TRUE(has("sve"));
+  }
+#elif defined(__x86_64__)
+  EXPECT_EQ(levels.size(), 5u);
+  if (vt::DetectCpuIsa() >= vt::CpuIsa::kAvx2) {
+    EXPECT_TRUE(has("avx2") && has("fma") && has("f16c"));
+  }
+  if (vt::DetectCpuIsa() >= vt::CpuIsa::kAvx512) {
+    EXPECT_TRUE(has("avx512f"));
+  }
+  EXPECT_EQ(has("amx"), vt::DetectCpuIsa() == vt::CpuIsa::kAmx);
+#endif
+  (void)has;
 }
 
 TEST(Queue, ParallelForCoversEveryIndexOnceOnGrainBoundaries) {

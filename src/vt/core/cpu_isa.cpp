@@ -6,6 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
 #endif
 
 namespace vt {
@@ -64,6 +66,50 @@ CpuIsa DetectCpuIsa() {
 #else
   return CpuIsa::kScalar;
 #endif
+}
+
+std::vector<CpuIsa> CpuIsaLevels() {
+#if defined(__x86_64__) || defined(_M_X64)
+  return {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx};
+#else
+  return {CpuIsa::kScalar};
+#endif
+}
+
+std::vector<std::string> CpuFeatures() {
+  std::vector<std::string> out;
+  auto add = [&out](bool has, const char* name) {
+    if (has) out.emplace_back(name);
+  };
+#if defined(__x86_64__) || defined(_M_X64)
+  __builtin_cpu_init();
+  add(__builtin_cpu_supports("avx2"), "avx2");
+  add(__builtin_cpu_supports("fma"), "fma");
+  add(__builtin_cpu_supports("f16c"), "f16c");
+  add(__builtin_cpu_supports("avx512f"), "avx512f");
+  add(__builtin_cpu_supports("avx512bw"), "avx512bw");
+  add(__builtin_cpu_supports("avx512vl"), "avx512vl");
+  add(__builtin_cpu_supports("avx512dq"), "avx512dq");
+  add(__builtin_cpu_supports("avx512bf16"), "avx512bf16");
+  add(__builtin_cpu_supports("avx512vnni"), "avx512vnni");
+  add(__builtin_cpu_supports("avx512vbmi"), "avx512vbmi");
+  add(DetectCpuIsa() == CpuIsa::kAmx, "amx");
+#elif defined(__aarch64__) && defined(__linux__)
+  // Bits of the Linux arm64 ABI (arch/arm64/include/uapi/asm/hwcap.h); spelled out so that
+  // older kernel headers do not matter.
+  const unsigned long hwcap = getauxval(AT_HWCAP);
+  const unsigned long hwcap2 = getauxval(AT_HWCAP2);
+  add(hwcap & (1ul << 1), "asimd");     // HWCAP_ASIMD: NEON
+  add(hwcap & (1ul << 10), "asimdhp");  // HWCAP_ASIMDHP: NEON fp16 arithmetic
+  add(hwcap & (1ul << 20), "asimddp");  // HWCAP_ASIMDDP: SDOT/UDOT
+  add(hwcap & (1ul << 9), "fphp");      // HWCAP_FPHP: scalar fp16 arithmetic
+  add(hwcap2 & (1ul << 14), "bf16");    // HWCAP2_BF16: BFDOT/BFMMLA/BFCVT
+  add(hwcap2 & (1ul << 13), "i8mm");    // HWCAP2_I8MM: SMMLA/USDOT
+  add(hwcap & (1ul << 22), "sve");      // HWCAP_SVE
+  add(hwcap2 & (1ul << 1), "sve2");     // HWCAP2_SVE2
+#endif
+  (void)add;
+  return out;
 }
 
 }  // namespace vt
