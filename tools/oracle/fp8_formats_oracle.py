@@ -195,6 +195,9 @@ def main():
                 want = w8.float() * full
                 got = getattr(getattr(layer, sub), n).weight.detach().float()
                 err = float((got - want).abs().max() / want.abs().max())
+                if err >= 1e-2:
+                    log(f"  {p}: transformers' weight {tuple(got.shape)} vs w8 * S: {err:.3g}; "
+                        f"sample {got.flatten()[:3].tolist()} vs {want.flatten()[:3].tolist()}")
                 worst = max(worst, err)
         log(f"  transformers dequantizes the block layout as w8 * S: max relative difference {worst:.3g}")
         assert worst < 1e-2, "transformers reads the scales differently"
