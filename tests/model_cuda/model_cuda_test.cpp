@@ -134,7 +134,13 @@ TEST(ModelCuda, GreedyTokensMatchCpu) {
       auto cpu = LoadOn(dir, vt::Device::Cpu(), act);
       const int64_t before = vt::DispatchCount(vt::OpId::kPagedAttention, vt::DeviceType::kCUDA);
       auto gpu = LoadOn(dir, vt::Device::Cuda(0), act);
-      const Tol tol = TolFor(act);
+      Tol tol = TolFor(act);
+      // Dynamic activation scales (block and per-token FP8): a BF16 activation one ulp apart
+      // between the backends (GEMM summation order) moves its group's amax, so the scale and
+      // every fp8 code of the group; measured 0.17 on a 64-token prompt with equal greedy tokens.
+      const bool dynamic_fp8 = dir.find("qwen3-fp8-block") != std::string::npos ||
+                               dir.find("qwen3-fp8-dynamic") != std::string::npos;
+      if (dynamic_fp8 && act == vt::DType::kBF16) tol.logits = 0.3;
       for (size_t c = 0; c < prompts.size(); ++c) {
         std::vector<int32_t> prompt = prompts[c];
         for (auto& id : prompt) id = static_cast<int32_t>(id % cpu->vocab_size());  // prompts of another vocab
