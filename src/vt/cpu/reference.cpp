@@ -90,23 +90,33 @@ void Matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* b
   }
 }
 
+namespace {
+// Row r of an RMSNorm: s = x (+ residual, rounded to x's dtype and stored back into it);
+// returns 1 / rms(s) as every RMSNorm kernel computes it.
+float RmsRowInverse(const Tensor& x, const Tensor* residual, float eps, int64_t r, std::vector<float>& s) {
+  const int64_t H = x.dim(-1), base = r * H;
+  const DType xd = x.dtype();
+  for (int64_t i = 0; i < H; ++i) {
+    float v = LoadFloat(x.data(), xd, base + i);
+    if (residual) {
+      v = RoundTo(xd, v + LoadFloat(residual->data(), xd, base + i));
+      StoreFloat(residual->data(), xd, base + i, v);
+    }
+    s[i] = v;
+  }
+  const float ss = numerics::SumSquaresCanonical(H, [&](int64_t i) { return s[i]; });
+  return numerics::RmsInverse(ss, H, eps);
+}
+}  // namespace
+
 void RmsNorm(const Tensor& out, const Tensor& x, const Tensor& weight, float eps, const Tensor* residual,
              int64_t row0, int64_t row1) {
   const int64_t H = x.dim(-1);
-  const DType xd = x.dtype(), od = out.dtype();
+  const DType od = out.dtype();
   std::vector<float> s(static_cast<size_t>(H));
   for (int64_t r = row0; r < row1; ++r) {
     const int64_t base = r * H;
-    for (int64_t i = 0; i < H; ++i) {
-      float v = LoadFloat(x.data(), xd, base + i);
-      if (residual) {
-        v = RoundTo(xd, v + LoadFloat(residual->data(), xd, base + i));
-        StoreFloat(residual->data(), xd, base + i, v);
-      }
-      s[i] = v;
-    }
-    const float ss = numerics::SumSquaresCanonical(H, [&](int64_t i) { return s[i]; });
-    const float inv = numerics::RmsInverse(ss, H, eps);
+    const float inv = RmsRowInverse(x, residual, eps, r, s);
     for (int64_t i = 0; i < H; ++i) {
       const float t = RoundTo(od, s[i] * inv);
       StoreFloat(out.data(), od, base + i, t * LoadFloat(weight.data(), weight.dtype(), i));
@@ -117,20 +127,11 @@ void RmsNorm(const Tensor& out, const Tensor& x, const Tensor& weight, float eps
 void RmsNormZeroCentred(const Tensor& out, const Tensor& x, const Tensor& weight, float eps, const Tensor* residual,
                         int64_t row0, int64_t row1) {
   const int64_t H = x.dim(-1);
-  const DType xd = x.dtype(), od = out.dtype();
+  const DType od = out.dtype();
   std::vector<float> s(static_cast<size_t>(H));
   for (int64_t r = row0; r < row1; ++r) {
     const int64_t base = r * H;
-    for (int64_t i = 0; i < H; ++i) {
-      float v = LoadFloat(x.data(), xd, base + i);
-      if (residual) {
-        v = RoundTo(xd, v + LoadFloat(residual->data(), xd, base + i));
-        StoreFloat(residual->data(), xd, base + i, v);
-      }
-      s[i] = v;
-    }
-    const float ss = numerics::SumSquaresCanonical(H, [&](int64_t i) { return s[i]; });
-    const float inv = numerics::RmsInverse(ss, H, eps);
+    const float inv = RmsRowInverse(x, residual, eps, r, s);
     for (int64_t i = 0; i < H; ++i)
       StoreFloat(out.data(), od, base + i, (s[i] * inv) * (1.0f + LoadFloat(weight.data(), weight.dtype(), i)));
   }
