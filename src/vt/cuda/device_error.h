@@ -23,6 +23,8 @@ enum class IndexError : unsigned long long {
   kAttnSeqLen,           // index = s, value = seq_lens[s], bound = table entries, aux = block size
   kAttnBlockId,          // index = s, aux = block position, value = id, bound = cache blocks
   kMoeExpertId,          // index = element of ids, value = ids[index], bound = experts
+  kGdnQueryStart,        // index = entry of query_start, value = its value, bound = T, aux = entry before
+  kGdnStateSlot,         // index = s, value = state_slots[s], bound = state slots
 };
 
 struct IndexErrorRecord {

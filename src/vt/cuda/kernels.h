@@ -25,6 +25,7 @@ void RegisterSamplingKernels();    // sampling.cu
 // all queues): lets tests prove which kernel ran.
 int64_t PrefillMmaLaunches();
 void RegisterMoeKernels();         // moe.cu: MoeTopKRouting, MoeExperts, MoeExpertsFp8
+void RegisterGdnKernels();         // gdn.cu: CausalConv1d, GatedDeltaRule
 
 // Element storage tags for templated kernels: the value type in memory and exact
 // conversions to and from f32 (the same functions as the CPU backend's).

@@ -1,4 +1,4 @@
-// CUDA RmsNorm and RmsNormGated: one warp per row, lane j summing elements j, j+32, ...
+// CUDA RmsNorm, RmsNormZeroCentred and RmsNormGated: one warp per row, lane j summing elements j, j+32, ...
 // with fma and the canonical pairwise combine, so the sum of squares, and hence every
 // output byte, equals the CPU kernel's.
 #include "vt/cuda/device_util.cuh"
@@ -13,7 +13,7 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 
 __global__ void RmsNormKernel(void* out, DType od, const void* x, DType xd, const void* w, DType wd, void* residual,
-                              int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
+                              int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
   PdlWait();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -32,8 +32,8 @@ __global__ void RmsNormKernel(void* out, DType od, const void* x, DType xd, cons
   for (int64_t i = lane; i < H; i += 32) {
     // The same lane wrote residual[base + i] above, so reading it back is ordered.
     const float s = residual != nullptr ? LoadAny(residual, xd, base + i) : LoadAny(x, xd, base + i);
-    const float t = RoundAny(od, s * inv);
-    const float y = t * LoadAny(w, wd, i);
+    // RmsNormZeroCentred: x_hat * (1 + w), x_hat not rounded (the CPU definition).
+    const float y = zero_centred ? (s * inv) * (1.0f + LoadAny(w, wd, i)) : RoundAny(od, s * inv) * LoadAny(w, wd, i);
     if (out != nullptr) StoreAny(out, od, base + i, y);
     if (q != nullptr) q[base + i] = QuantizeFp8KeepNan(RoundAny(od, y), q_inv);
   }
@@ -65,7 +65,7 @@ __device__ __forceinline__ float BitsToFloat(uint32_t b, DType d) {
 template <int kPer>
 __global__ void __launch_bounds__(kRowThreads)
     RmsNormRowKernel(void* out, DType od, const void* x, DType xd, const void* w, DType wd, void* residual,
-                     int64_t H, float eps, uint8_t* q, float q_inv) {
+                     int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
   PdlWait();
   __shared__ float staged[kRowThreads * kPer];  // the row after the residual add
   __shared__ float inv_shared;
@@ -106,8 +106,8 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int c = 0; c < kPer; ++c) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(c) * kRowThreads;
     if (i < H) {
-      const float t = RoundAny(od, v[c] * inv);
-      const float y = t * BitsToFloat(wb[c], wd);
+      const float y = zero_centred ? (v[c] * inv) * (1.0f + BitsToFloat(wb[c], wd))
+                                   : RoundAny(od, v[c] * inv) * BitsToFloat(wb[c], wd);
       if (out != nullptr) StoreAny(out, od, base + i, y);
       if (q != nullptr) q[base + i] = QuantizeFp8KeepNan(RoundAny(od, y), q_inv);
     }
@@ -116,9 +116,9 @@ __global__ void __launch_bounds__(kRowThreads)
 
 template <int kPer>
 void LaunchRowKernel(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
-                     void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
+                     void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
   LaunchOverlapped(cq, "RmsNormRowKernel", RmsNormRowKernel<kPer>, static_cast<unsigned>(rows), kRowThreads, 0, out,
-                   od, x, xd, w, wd, residual, H, eps, q, q_inv);
+                   od, x, xd, w, wd, residual, H, eps, q, q_inv, zero_centred);
 }
 
 __global__ void RmsNormGatedKernel(void* out, DType od, const void* x, DType xd, const void* gate, DType gd,
@@ -152,6 +152,16 @@ void RmsNormCuda(const Queue& q, const Tensor& out, const Tensor& x, const Tenso
                 residual ? residual->data() : nullptr, rows, H, eps, nullptr, 0.0f);
 }
 
+void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
+                      void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred);
+
+void RmsNormZeroCentredCuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+                            const Tensor* residual) {
+  const int64_t H = x.dim(-1), rows = x.numel() / H;
+  LaunchRmsNormAny(Cuda(q), out.data(), out.dtype(), x.data(), x.dtype(), weight.data(), weight.dtype(),
+                   residual ? residual->data() : nullptr, rows, H, eps, nullptr, 0.0f, true);
+}
+
 void RmsNormGatedCuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight,
                       float eps) {
   const int64_t H = x.dim(-1), rows = x.numel() / H;
@@ -161,8 +171,9 @@ void RmsNormGatedCuda(const Queue& q, const Tensor& out, const Tensor& x, const 
 
 }  // namespace
 
-void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
-                   void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
+namespace {
+void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
+                      void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
   if (rows == 0) return;
   DeviceGuard guard(cq.device.index);
   if (H >= kRowThreads && H <= kMaxStagedH && rows < (int64_t{1} << 31)) {
@@ -170,11 +181,17 @@ void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, 
                         : H <= 8 * kRowThreads  ? &LaunchRowKernel<8>
                         : H <= 16 * kRowThreads ? &LaunchRowKernel<16>
                                                 : &LaunchRowKernel<kMaxPer>;
-    launch(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv);
+    launch(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv, zero_centred);
     return;
   }
   LaunchOverlapped(cq, "RmsNormKernel", RmsNormKernel, RowBlocks(rows), kWarpsPerBlock * 32, 0, out, od, x, xd, w, wd,
-                   residual, rows, H, eps, q, q_inv);
+                   residual, rows, H, eps, q, q_inv, zero_centred);
+}
+}  // namespace
+
+void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
+                   void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
+  LaunchRmsNormAny(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv, false);
 }
 
 void LaunchRmsNormGated(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* gate, DType gd,
@@ -189,6 +206,7 @@ void LaunchRmsNormGated(CudaQueue& cq, void* out, DType od, const void* x, DType
 void RegisterNormKernels() {
   Register<OpId::kRmsNorm>(DeviceType::kCUDA, &RmsNormCuda);
   Register<OpId::kRmsNormGated>(DeviceType::kCUDA, &RmsNormGatedCuda);
+  Register<OpId::kRmsNormZeroCentred>(DeviceType::kCUDA, &RmsNormZeroCentredCuda);
 }
 
 }  // namespace vt::cuda

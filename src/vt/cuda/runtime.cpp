@@ -238,6 +238,15 @@ std::string DescribeIndexError(const IndexErrorRecord& r, int device) {
     case IndexError::kMoeExpertId:
       what = StrCat("MoeExperts(Fp8): expert id ", r.value, " (ids element ", r.index, ") is outside [0, ", r.bound, ")");
       break;
+    case IndexError::kGdnQueryStart:
+      what = StrCat("CausalConv1d/GatedDeltaRule: query_start[", r.index, "] = ", r.value,
+                    " breaks 0 = query_start[0] <= ... <= query_start[S] = ", r.bound, " (the entry before is ", r.aux,
+                    ")");
+      break;
+    case IndexError::kGdnStateSlot:
+      what = StrCat("CausalConv1d/GatedDeltaRule: state_slots[", r.index, "] = ", r.value, " is outside [-1, ", r.bound,
+                    ")");
+      break;
     default:
       what = StrCat("a CUDA kernel recorded index error code ", r.code);
   }
@@ -404,6 +413,7 @@ void RegisterKernels() {
   RegisterAttentionKernels();
   RegisterSamplingKernels();
   RegisterMoeKernels();
+  RegisterGdnKernels();
 }
 
 }  // namespace cuda

@@ -1,0 +1,251 @@
+// CUDA Gated DeltaNet ops (vt/ops/gdn.h): CausalConv1d and GatedDeltaRule.
+//
+// CausalConv1d: one thread per (sequence, channel). It keeps the channel's Kw - 1 history
+// values in registers and walks the sequence's tokens in order, the same f32 sum in the
+// same order as the CPU definition (j = 0 .. Kw - 1, no fused multiply-add), so outputs and
+// states match the CPU's byte for byte except where Silu's exp differs in the last bit.
+//
+// GatedDeltaRule: one CTA per (sequence, value head); the head's state S [dk, dv] lives in
+// shared memory for the whole sequence, thread j owns column j (and j + blockDim, ...), so
+// every sum over dk (kv = Sᵀk, o = Sᵀq) is a thread-local chain with no reduction. q and k
+// are L2-normalised once per token by the CTA (a fixed-order tree sum). The kernel runs the
+// recurrence for every chunk_size: the chunked form is the same math (it is a way to use
+// matrix units over long prefills, which this kernel does not do yet), and the op's
+// contract allows the f32 rounding difference.
+//
+// The batch metadata lives on the device: each kernel checks what it reads and records the
+// first inconsistency in the device's index-error record (device_error.h), skipping the
+// sequence; two sequences naming one slot are not detected on CUDA.
+#include <cmath>
+
+#include "vt/cuda/device_error.cuh"
+#include "vt/cuda/device_util.cuh"
+#include "vt/cuda/kernels.h"
+#include "vt/ops/gdn.h"
+
+namespace vt::cuda {
+
+namespace {
+
+constexpr int kMaxConvWidth = 16;
+
+// Reads sequence s's token range and state slot; records what is inconsistent (thread with
+// `report` set). Returns false when the sequence is skipped (also for a padding row, slot
+// -1, whose outputs the caller zeroes when its range is valid).
+struct GdnSeq {
+  int64_t t0, t1;
+  int32_t slot;
+  bool range_ok;
+};
+
+__device__ __forceinline__ GdnSeq ReadGdnSeq(const int32_t* qs, const int32_t* slots, int64_t s, int64_t S,
+                                             int64_t T, int64_t num_slots, bool report, IndexErrorRecord* err) {
+  GdnSeq q;
+  q.t0 = qs[s];
+  q.t1 = qs[s + 1];
+  q.slot = slots[s];
+  if (report) {
+    if (s == 0 && q.t0 != 0) RecordIndexError(err, IndexError::kGdnQueryStart, 0, q.t0, T);
+    if (s == S - 1 && q.t1 != T) RecordIndexError(err, IndexError::kGdnQueryStart, S, q.t1, T);
+    if (q.t1 < q.t0) RecordIndexError(err, IndexError::kGdnQueryStart, s + 1, q.t1, T, q.t0);
+    if (q.slot < -1 || q.slot >= num_slots) RecordIndexError(err, IndexError::kGdnStateSlot, s, q.slot, num_slots);
+  }
+  q.range_ok = q.t0 >= 0 && q.t0 <= q.t1 && q.t1 <= T;
+  if (q.slot < -1 || q.slot >= num_slots) q.range_ok = false;
+  return q;
+}
+
+template <typename Tag>
+__global__ void CausalConv1dKernel(typename Tag::T* out, const typename Tag::T* x, const void* weight, DType wd,
+                                   typename Tag::T* conv_state,
+                                   const int32_t* qs, const int32_t* slots, int64_t S, int64_t T, int64_t C, int Kw,
+                                   int64_t num_slots, IndexErrorRecord* err) {
+  PdlWait();
+  const int64_t s = blockIdx.y;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const GdnSeq q = ReadGdnSeq(qs, slots, s, S, T, num_slots, blockIdx.x == 0 && threadIdx.x == 0, err);
+  if (c >= C || !q.range_ok) return;
+  if (q.slot < 0) {
+    for (int64_t t = q.t0; t < q.t1; ++t) out[t * C + c] = Tag::Store(0.0f);
+    return;
+  }
+  float w[kMaxConvWidth], hist[kMaxConvWidth];
+  for (int j = 0; j < Kw; ++j) w[j] = LoadAny(weight, wd, c * Kw + j);
+  typename Tag::T* st = conv_state + (static_cast<int64_t>(q.slot) * C + c) * (Kw - 1);
+  for (int j = 0; j < Kw - 1; ++j) hist[j] = Tag::Load(st[j]);
+  for (int64_t t = q.t0; t < q.t1; ++t) {
+    const float xt = Tag::Load(x[t * C + c]);
+    float y = 0.0f;
+    for (int j = 0; j < Kw - 1; ++j) y = __fadd_rn(y, __fmul_rn(w[j], hist[j]));
+    y = __fadd_rn(y, __fmul_rn(w[Kw - 1], xt));
+    out[t * C + c] = Tag::Store(numerics::Silu(y));
+    for (int j = 0; j + 1 < Kw - 1; ++j) hist[j] = hist[j + 1];
+    hist[Kw - 2] = xt;
+  }
+  for (int j = 0; j < Kw - 1; ++j) st[j] = Tag::Store(hist[j]);
+}
+
+// A fixed-order sum over the CTA (blockDim.x a multiple of 32, <= 1024); red: 32 floats.
+__device__ __forceinline__ float BlockSum(float v, float* red) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();  // red may still be read from the last call
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float t = lane < warps ? red[lane] : 0.0f;
+  for (int o = 16; o > 0; o /= 2) t += __shfl_xor_sync(0xffffffffu, t, o);
+  return t;
+}
+
+__device__ __forceinline__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+struct GdnArgs {
+  void* out;
+  const void *query, *key, *value, *a, *b, *A_log, *dt_bias;
+  DType qd, kd, vd, ad, bd, Ad, dtd, od;
+  float* state;
+  const int32_t *qs, *slots;
+  int64_t S, T, nk, nv, dk, dv, num_slots;
+  IndexErrorRecord* err;
+};
+
+// grid (nv, S); dynamic shared memory: S [dk * dv], q [dk], k [dk], 32 reduction floats.
+__global__ void GatedDeltaRuleKernel(GdnArgs g) {
+  PdlWait();
+  extern __shared__ float smem[];
+  const int64_t h = blockIdx.x, s = blockIdx.y, dk = g.dk, dv = g.dv;
+  const GdnSeq seq = ReadGdnSeq(g.qs, g.slots, s, g.S, g.T, g.num_slots, h == 0 && threadIdx.x == 0, g.err);
+  if (!seq.range_ok) return;
+  if (seq.slot < 0) {
+    for (int64_t t = seq.t0; t < seq.t1; ++t)
+      for (int64_t j = threadIdx.x; j < dv; j += blockDim.x) StoreAny(g.out, g.od, (t * g.nv + h) * dv + j, 0.0f);
+    return;
+  }
+  if (seq.t1 == seq.t0) return;
+  float* Sm = smem;
+  float* qv = Sm + dk * dv;
+  float* kv = qv + dk;
+  float* red = kv + dk;
+  float* Sg = g.state + (static_cast<int64_t>(seq.slot) * g.nv + h) * dk * dv;
+  for (int64_t e = threadIdx.x; e < dk * dv; e += blockDim.x) Sm[e] = Sg[e];
+  const int64_t kh = h / (g.nv / g.nk);
+  const float A = -expf(LoadAny(g.A_log, g.Ad, h));
+  const float bias = LoadAny(g.dt_bias, g.dtd, h);
+  const float qscale = 1.0f / sqrtf(static_cast<float>(dk));
+  for (int64_t t = seq.t0; t < seq.t1; ++t) {
+    float sq = 0.0f, sk = 0.0f;
+    for (int64_t i = threadIdx.x; i < dk; i += blockDim.x) {
+      const float qi = LoadAny(g.query, g.qd, (t * g.nk + kh) * dk + i);
+      const float ki = LoadAny(g.key, g.kd, (t * g.nk + kh) * dk + i);
+      qv[i] = qi;
+      kv[i] = ki;
+      sq += qi * qi;
+      sk += ki * ki;
+    }
+    const float qinv = 1.0f / sqrtf(BlockSum(sq, red) + 1e-6f);
+    const float kinv = 1.0f / sqrtf(BlockSum(sk, red) + 1e-6f);
+    for (int64_t i = threadIdx.x; i < dk; i += blockDim.x) {
+      qv[i] = qv[i] * qinv * qscale;
+      kv[i] = kv[i] * kinv;
+    }
+    __syncthreads();
+    const float decay = expf(A * Softplus(LoadAny(g.a, g.ad, t * g.nv + h) + bias));
+    const float beta = 1.0f / (1.0f + expf(-LoadAny(g.b, g.bd, t * g.nv + h)));
+    for (int64_t j = threadIdx.x; j < dv; j += blockDim.x) {
+      float kvj = 0.0f;
+      for (int64_t i = 0; i < dk; ++i) {
+        const float v = Sm[i * dv + j] * decay;
+        Sm[i * dv + j] = v;
+        kvj = fmaf(v, kv[i], kvj);
+      }
+      const float delta = (LoadAny(g.value, g.vd, (t * g.nv + h) * dv + j) - kvj) * beta;
+      float o = 0.0f;
+      for (int64_t i = 0; i < dk; ++i) {
+        const float v = fmaf(kv[i], delta, Sm[i * dv + j]);
+        Sm[i * dv + j] = v;
+        o = fmaf(v, qv[i], o);
+      }
+      StoreAny(g.out, g.od, (t * g.nv + h) * dv + j, o);
+    }
+    __syncthreads();  // qv/kv are rewritten for the next token
+  }
+  for (int64_t e = threadIdx.x; e < dk * dv; e += blockDim.x) Sg[e] = Sm[e];
+}
+
+void CausalConv1dCuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight,
+                      const Tensor& conv_state, const Tensor& query_start, const Tensor& state_slots) {
+  CudaQueue& cq = Cuda(q);
+  const int64_t T = x.dim(0), C = x.dim(1), Kw = weight.dim(1), S = state_slots.dim(0);
+  VT_CHECK(Kw <= kMaxConvWidth, "CausalConv1d on cuda: kernel width ", Kw, " exceeds the supported ", kMaxConvWidth);
+  if (S == 0 || C == 0) return;
+  VT_CHECK(S < 65536, "CausalConv1d on cuda: ", S, " sequences exceed the grid's 65535");
+  DeviceGuard guard(cq.device.index);
+  constexpr int kThreads = 128;
+  const dim3 grid(static_cast<unsigned>((C + kThreads - 1) / kThreads), static_cast<unsigned>(S));
+  DispatchFloat(x.dtype(), "CausalConv1d", [&](auto tag) {
+    using Tag = decltype(tag);
+    using XT = typename Tag::T;
+    LaunchOverlapped(cq, "CausalConv1dKernel", CausalConv1dKernel<Tag>, grid, kThreads, 0,
+                     static_cast<XT*>(out.data()), static_cast<const XT*>(x.data()), weight.data(), weight.dtype(),
+                     static_cast<XT*>(conv_state.data()), query_start.data_as<int32_t>(),
+                     state_slots.data_as<int32_t>(), S, T, C, static_cast<int>(Kw), conv_state.dim(0),
+                     cq.index_errors);
+  });
+}
+
+void GatedDeltaRuleCuda(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key,
+                        const Tensor& value, const Tensor& a, const Tensor& b, const Tensor& A_log,
+                        const Tensor& dt_bias, const Tensor& state, const Tensor& query_start,
+                        const Tensor& state_slots, int /*chunk_size: see the file comment*/) {
+  CudaQueue& cq = Cuda(q);
+  GdnArgs g{};
+  g.out = out.data();
+  g.query = query.data();
+  g.key = key.data();
+  g.value = value.data();
+  g.a = a.data();
+  g.b = b.data();
+  g.A_log = A_log.data();
+  g.dt_bias = dt_bias.data();
+  g.qd = query.dtype();
+  g.kd = key.dtype();
+  g.vd = value.dtype();
+  g.ad = a.dtype();
+  g.bd = b.dtype();
+  g.Ad = A_log.dtype();
+  g.dtd = dt_bias.dtype();
+  g.od = out.dtype();
+  g.state = state.data_as<float>();
+  g.qs = query_start.data_as<int32_t>();
+  g.slots = state_slots.data_as<int32_t>();
+  g.S = state_slots.dim(0);
+  g.T = query.dim(0);
+  g.nk = query.dim(1);
+  g.dk = query.dim(2);
+  g.nv = value.dim(1);
+  g.dv = value.dim(2);
+  g.num_slots = state.dim(0);
+  g.err = cq.index_errors;
+  if (g.S == 0 || g.nv == 0) return;
+  VT_CHECK(g.S < 65536, "GatedDeltaRule on cuda: ", g.S, " sequences exceed the grid's 65535");
+  const size_t smem = static_cast<size_t>(g.dk * g.dv + 2 * g.dk + 32) * sizeof(float);
+  VT_CHECK(smem <= (size_t{227} << 10), "GatedDeltaRule on cuda: a head's state of ", g.dk, " x ", g.dv,
+           " floats does not fit in shared memory");
+  DeviceGuard guard(cq.device.index);
+  if (smem > (size_t{48} << 10))
+    VT_CUDA_CHECK(cudaFuncSetAttribute(GatedDeltaRuleKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
+  const int64_t threads = std::min<int64_t>(256, std::max<int64_t>(32, (g.dv + 31) / 32 * 32));
+  LaunchOverlapped(cq, "GatedDeltaRuleKernel", GatedDeltaRuleKernel,
+                   dim3(static_cast<unsigned>(g.nv), static_cast<unsigned>(g.S)), static_cast<unsigned>(threads),
+                   smem, g);
+}
+
+}  // namespace
+
+void RegisterGdnKernels() {
+  Register<OpId::kCausalConv1d>(DeviceType::kCUDA, &CausalConv1dCuda);
+  Register<OpId::kGatedDeltaRule>(DeviceType::kCUDA, &GatedDeltaRuleCuda);
+}
+
+}  // namespace vt::cuda
