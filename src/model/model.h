@@ -42,7 +42,7 @@ struct LoadOptions {
   bool enforce_eager = false;
   // vLLM's --quantization: "" (the checkpoint's own), "fp8" (online FP8 of a BF16 checkpoint),
   // "modelopt" or "compressed-tensors" (ResolveQuantization in quant_config.h).
-  std::string quantization;
+  std::string quantization{};
   // Calibration: every linear shows its input to this observer (no step graphs then).
   LinearInputObserver* observer = nullptr;
 };
