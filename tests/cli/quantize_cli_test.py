@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """`vtllm quantize` and `--quantization fp8` through the binary on the default model's BF16
-copy: both layouts are written and load, the quantized copies' and online FP8's perplexity
+copy: both layouts are written and load, calibrating on heldout.txt finds the input amax
+PyTorch found for models/default/fp8, the quantized copies' and online FP8's perplexity
 on the first windows of heldout.txt stay within 3% of the BF16 perplexity measured in the
 same run, and bad inputs are errors that name the flag or file.
 usage: quantize_cli_test.py VTLLM SOURCE_DIR"""
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -68,6 +70,28 @@ for fmt in ["modelopt", "compressed-tensors"]:
         check(qc.get("ignore") == ["lm_head"] and qc.get("format") == "float-quantized", f"{fmt}: {qc}")
     for f in ["tokenizer.json", "tokenizer_config.json", "generation_config.json", "model.safetensors"]:
         check(os.path.exists(os.path.join(d, f)), f"{fmt}: {f} missing")
+
+# Calibrated on heldout.txt (as models/default/fp8 was, by PyTorch in float32, windows of 512):
+# every input amax must be PyTorch's (fp8_scales.json "input_amax_own") to f32 rounding.
+d = os.path.join(tmp, "heldout-calibrated")
+rc, out, err = run("quantize", bf16, "--out", d, "--calibration-file", heldout, "--calibration-tokens", "40000",
+                   "--threads", "2")
+check(rc == 0, f"quantize --calibration-file heldout.txt: exit {rc}: {err}")
+if rc == 0:
+    blob = open(os.path.join(d, "model.safetensors"), "rb").read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+
+    def scalar(name):
+        o = header[name]["data_offsets"][0]
+        return struct.unpack("<f", blob[8 + n + o:8 + n + o + 4])[0]
+
+    worst = 0.0
+    for p, s in json.load(open(os.path.join(root, "models/default/fp8_scales.json")))["scales"].items():
+        check(header[p + ".input_scale"]["shape"] == [] and header[p + ".weight"]["dtype"] == "F8_E4M3", p)
+        worst = max(worst, abs(scalar(p + ".input_scale") * 448 / s["input_amax_own"] - 1))
+    print(f"input amax vs PyTorch's calibration on heldout.txt: max relative difference {worst:.2g}")
+    check(worst <= 1e-5, f"input amax differs from PyTorch's by {worst}")
 
 base = perplexity(bf16)
 print(f"perplexity, first 4 windows: bf16 {base:.4f}")
