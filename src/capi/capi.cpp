@@ -104,6 +104,7 @@ void ParseOptions(const char* options_json, vtllm::engine::EngineConfig& c, vtll
     else if (k == "dtype") c.load.dtype = ParseDType(string());
     else if (k == "threads") c.load.cpu_threads = static_cast<int>(integer());
     else if (k == "cpu_isa") c.load.cpu_isa = ParseCpuIsa(string());
+    else if (k == "quantization") c.load.quantization = string();
     else if (k == "max_model_len") c.max_model_len = integer();
     else if (k == "max_num_seqs") c.max_num_seqs = integer();
     else if (k == "max_num_batched_tokens") c.max_num_batched_tokens = integer();

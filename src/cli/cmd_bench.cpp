@@ -293,6 +293,7 @@ void AddBenchCommand(CLI::App& app) {
     j["quantization"] = qm == model::QuantMethod::kFp8Static      ? "fp8-static"
                         : qm == model::QuantMethod::kFp8Block      ? "fp8-block"
                         : qm == model::QuantMethod::kFp8ChannelToken ? "fp8-channel-token"
+                        : qm == model::QuantMethod::kFp8Online      ? "fp8-online"
                                                                    : "none";
     j["threads"] = model->queue().device().is_cpu() ? model->queue().num_threads() : 0;
     if (model->queue().device().is_cpu()) j["cpu_isa"] = vt::CpuIsaName(model->queue().cpu_isa());

@@ -14,6 +14,7 @@ void AddChatCommand(CLI::App& app);
 void AddPerplexityCommand(CLI::App& app);
 void AddLogitsCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
+void AddQuantizeCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
 // `bench throughput`, a subcommand of `bench` (called from AddBenchCommand).
 void AddBenchThroughputCommand(CLI::App& bench);

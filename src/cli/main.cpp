@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   vtllm::cli::AddPerplexityCommand(app);
   vtllm::cli::AddLogitsCommand(app);
   vtllm::cli::AddTokenizeCommand(app);
+  vtllm::cli::AddQuantizeCommand(app);
   vtllm::cli::AddBenchCommand(app);
   vtllm::cli::AddBenchServeCommand(app);
   try {

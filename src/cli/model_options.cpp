@@ -17,6 +17,10 @@ void AddModelFlags(CLI::App* cmd, ModelArgs& args) {
       ->capture_default_str();
   cmd->add_flag("--enforce-eager", args.enforce_eager,
                 "CUDA: run every step eagerly, not decode steps as replays of recorded CUDA graphs");
+  cmd->add_option("--quantization,-q", args.quantization,
+                  "fp8: quantize a BF16 checkpoint's linears to FP8 at load (per-tensor weights, dynamic "
+                  "per-token activations); modelopt or compressed-tensors: require that layout. Default: "
+                  "the checkpoint's own");
 }
 
 namespace {
@@ -60,6 +64,8 @@ model::LoadOptions LoadOptionsFor(const ModelArgs& args, bool progress) {
   o.cpu_isa = ParseCpuIsa(args.cpu_isa);
   o.progress = progress;
   o.enforce_eager = args.enforce_eager;
+  model::CheckQuantizationFlag(args.quantization);
+  o.quantization = args.quantization;
   return o;
 }
 

@@ -20,9 +20,10 @@ struct ModelArgs {
   int threads = 0;             // CPU threads (0: all)
   std::string cpu_isa = "best";  // cap on the CPU kernels' instruction set
   bool enforce_eager = false;    // CUDA: no graph replays
+  std::string quantization;      // "" (the checkpoint's), fp8 (online), modelopt, compressed-tensors
 };
 
-// Adds --device, --dtype, --threads, --cpu-isa and --enforce-eager to `cmd`.
+// Adds --device, --dtype, --threads, --cpu-isa, --enforce-eager and --quantization to `cmd`.
 void AddModelFlags(CLI::App* cmd, ModelArgs& args);
 
 // The load options the flags name; throws vt::Error naming a bad flag value.

@@ -36,8 +36,11 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, vt::Device device, st
 
 std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& options) {
   ModelConfig config = ModelConfig::FromDir(dir);
-  QuantConfig quant = QuantConfig::FromDir(dir);
+  QuantConfig quant = ResolveQuantization(QuantConfig::FromDir(dir), options.quantization, dir);
   const Architecture& arch = FindArchitecture(config.architecture);
+  if (quant.method == QuantMethod::kFp8Online && config.num_experts > 0)
+    throw vt::Error(vt::StrCat("--quantization fp8: ", dir, " is a mixture-of-experts model (", config.architecture,
+                               "); online FP8 of MoE experts is not supported yet"));
   const vt::DType dtype = options.dtype.value_or(config.dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16);
   VT_CHECK(dtype == vt::DType::kBF16 || dtype == vt::DType::kF32, "Model::Load: dtype ", vt::DTypeName(dtype),
            " is not supported (use bfloat16 or float32)");
@@ -57,7 +60,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   vt::Queue queue = MakeQueue(options);
   std::unique_ptr<Model> model(new Model(std::move(config), std::move(quant), queue));
   model->dtype_ = dtype;
-  model->graphs_enabled_ = options.device.is_cuda() && !options.enforce_eager;
+  model->graphs_enabled_ = options.device.is_cuda() && !options.enforce_eager && options.observer == nullptr;
 
   Checkpoint ckpt = Checkpoint::Open(dir);
   vt::Queue host = options.device.is_cpu() ? queue : vt::Queue::Cpu(options.cpu_threads);
@@ -69,6 +72,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   ctx.linear.quant = &model->quant_;
   ctx.linear.device = options.device;
   ctx.linear.host_queue = &host;
+  ctx.linear.observer = options.observer;
   ctx.act_dtype = dtype;
   ctx.progress = progress.get();
   model->lm_ = arch.create(ctx);

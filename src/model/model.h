@@ -40,6 +40,11 @@ struct LoadOptions {
   bool progress = true;                    // a progress bar on stderr for slow loads
   // CUDA: decode steps run eagerly, not as replays of recorded graphs (vLLM's --enforce-eager).
   bool enforce_eager = false;
+  // vLLM's --quantization: "" (the checkpoint's own), "fp8" (online FP8 of a BF16 checkpoint),
+  // "modelopt" or "compressed-tensors" (ResolveQuantization in quant_config.h).
+  std::string quantization{};
+  // Calibration: every linear shows its input to this observer (no step graphs then).
+  LinearInputObserver* observer = nullptr;
 };
 
 // Sizes of the persistent step buffers (ReserveStepBuffers).

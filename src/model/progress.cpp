@@ -58,7 +58,11 @@ void LoadProgress::Draw(bool final_line) {
   const double pct = total_ ? 100.0 * static_cast<double>(done_) / static_cast<double>(total_) : 100.0;
   const double secs = Elapsed();
   char tail[96];
-  std::snprintf(tail, sizeof(tail), " %5.1f%% %s/%s MB %.1f s", pct, Mb(done_).c_str(), Mb(total_).c_str(), secs);
+  if (opt_.unit)
+    std::snprintf(tail, sizeof(tail), " %5.1f%% %llu/%llu %s %.1f s", pct, static_cast<unsigned long long>(done_),
+                  static_cast<unsigned long long>(total_), opt_.unit, secs);
+  else
+    std::snprintf(tail, sizeof(tail), " %5.1f%% %s/%s MB %.1f s", pct, Mb(done_).c_str(), Mb(total_).c_str(), secs);
   std::ostream& out = *opt_.out;
   if (tty_) {
     constexpr int kWidth = 30;

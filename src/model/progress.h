@@ -25,6 +25,7 @@ class LoadProgress {
     double quiet_seconds = 1.0;   // non-terminal: silent until the load has run this long
     double tty_interval_seconds = 0.1;
     double log_interval_seconds = 2.0;
+    const char* unit = nullptr;   // counts of this unit ("tokens") instead of bytes shown as MB
   };
 
   LoadProgress(uint64_t total_bytes, std::string label);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/load_error.h"
+#include "vt/error.h"
 
 namespace vtllm::model {
 
@@ -215,7 +216,7 @@ bool QuantConfig::IsQuantized(std::string_view module_name) const {
         if (m.find(p) != std::string::npos) return false;
       return true;
     }
-    if (format == "modelopt") {
+    if (format == "modelopt" || format == "online") {
       for (const auto& p : ignore)
         if (ModelOptMatches(p, m)) return false;
       return true;
@@ -295,6 +296,41 @@ QuantConfig QuantConfig::FromDir(const std::string& dir) {
           if (std::find(out.ignore.begin(), out.ignore.end(), p) == out.ignore.end()) out.ignore.push_back(p);
   }
   return out;
+}
+
+QuantConfig QuantConfig::Online() {
+  QuantConfig q;
+  q.method = QuantMethod::kFp8Online;
+  q.format = "online";
+  q.ignore = {"lm_head"};
+  return q;
+}
+
+void CheckQuantizationFlag(const std::string& flag) {
+  if (flag.empty() || flag == "fp8" || flag == "modelopt" || flag == "compressed-tensors") return;
+  throw vt::Error(vt::StrCat("--quantization: \"", flag,
+                             "\" is not supported (supported: fp8 (online FP8 of a BF16 checkpoint, or a block "
+                             "FP8 checkpoint), modelopt, compressed-tensors)"));
+}
+
+QuantConfig ResolveQuantization(QuantConfig from_checkpoint, const std::string& flag, const std::string& dir) {
+  CheckQuantizationFlag(flag);
+  if (flag.empty()) return from_checkpoint;
+  const bool quantized = from_checkpoint.method != QuantMethod::kNone;
+  if (flag == "fp8") {
+    if (!quantized) return QuantConfig::Online();
+    if (from_checkpoint.format == "fp8") return from_checkpoint;  // quant_method fp8: the same method
+    throw vt::Error(vt::StrCat("--quantization fp8: ", dir, " is already quantized (", from_checkpoint.format,
+                               "); online FP8 needs an unquantized (BF16) checkpoint. Leave --quantization out "
+                               "(or pass --quantization ", from_checkpoint.format, ") to load it as it is"));
+  }
+  if (!quantized)
+    throw vt::Error(vt::StrCat("--quantization ", flag, ": ", dir,
+                               " is not quantized (no quantization_config); use --quantization fp8 for online FP8"));
+  if (from_checkpoint.format != flag)
+    throw vt::Error(vt::StrCat("--quantization ", flag, ": ", dir, " is quantized as ", from_checkpoint.format,
+                               ", not ", flag));
+  return from_checkpoint;
 }
 
 }  // namespace vtllm::model

@@ -35,6 +35,8 @@ enum class QuantMethod {
   kFp8Static,        // per-tensor weight and input scales from the checkpoint
   kFp8Block,         // block-scaled weights, activations per token and block_k columns
   kFp8ChannelToken,  // per-output-channel weight scales, activations per token
+  kFp8Online,        // `--quantization fp8` on a BF16 checkpoint: weights quantized per tensor
+                     // at load (one scale per merged weight), activations per token
 };
 
 // Whether the method keeps FP8 weights (every method but kNone).
@@ -54,6 +56,20 @@ struct QuantConfig {
 
   // Reads DIR/config.json (quantization_config) and DIR/hf_quant_config.json if present.
   static QuantConfig FromDir(const std::string& dir);
+
+  // Online FP8 (vLLM's `--quantization fp8` on an unquantized checkpoint): every linear but
+  // lm_head (the embeddings and norms are not linears and stay as stored).
+  static QuantConfig Online();
 };
+
+// The quantization a model loads with, given the checkpoint's own (`from_checkpoint`, read
+// from `dir`) and the `--quantization` value (vLLM's flag; "" = the checkpoint's):
+// - "fp8": online FP8 of an unquantized checkpoint, or a checkpoint whose quant_method is
+//   fp8 (block FP8) as it is;
+// - "modelopt", "compressed-tensors": the checkpoint must be quantized in that layout.
+// Any other value, or one that contradicts the checkpoint, throws vt::Error naming the flag.
+QuantConfig ResolveQuantization(QuantConfig from_checkpoint, const std::string& flag, const std::string& dir);
+// Throws vt::Error naming --quantization unless `flag` is "" or one of the values above.
+void CheckQuantizationFlag(const std::string& flag);
 
 }  // namespace vtllm::model

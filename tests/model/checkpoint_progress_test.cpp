@@ -55,5 +55,19 @@ TEST(LoadProgress, BarRedrawnInPlaceOnATerminal) {
   EXPECT_EQ(s.find("75.0%"), std::string::npos) << "the middle update is throttled: " << s;
 }
 
+// A count of another unit (vtllm quantize's calibration tokens) is shown as is, not as MB.
+TEST(LoadProgress, CountsOfAnotherUnit) {
+  std::ostringstream out;
+  LoadProgress::Options o{&out, 0, /*quiet_seconds=*/0, kHour, kHour};
+  o.unit = "tokens";
+  {
+    LoadProgress p(2000, "Calibrating", o);
+    p.Advance(500);
+  }
+  const std::string s = out.str();
+  EXPECT_NE(s.find("Calibrating:  25.0% 500/2000 tokens"), std::string::npos) << s;
+  EXPECT_EQ(s.find("MB"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace vtllm::model

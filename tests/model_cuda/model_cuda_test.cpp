@@ -164,6 +164,37 @@ TEST(ModelCuda, GreedyTokensMatchCpu) {
   }
 }
 
+// Online FP8 (--quantization fp8) of a BF16 fixture: the weights are quantized on the host
+// for both backends (the same bytes), the activations per token on each; logits within the
+// dynamic formats' tolerance, and the CUDA group-scaled GEMM ran.
+TEST(ModelCuda, OnlineFp8MatchesCpu) {
+  REQUIRE_CUDA();
+  const std::string dir = FixturesDir() + "/models/qwen3-mqa-tiny";
+  const auto prompts = Prompts(dir + "/reference.json");
+  ASSERT_FALSE(prompts.empty());
+  for (vt::DType act : {vt::DType::kBF16, vt::DType::kF32}) {
+    LoadOptions o;
+    o.dtype = act;
+    o.cpu_threads = 2;
+    o.progress = false;
+    o.quantization = "fp8";
+    auto cpu = Model::Load(dir, o);
+    o.device = vt::Device::Cuda(0);
+    const int64_t before = vt::DispatchCount(vt::OpId::kMatmulFp8GroupScaled, vt::DeviceType::kCUDA);
+    auto gpu = Model::Load(dir, o);
+    ASSERT_EQ(gpu->quant().method, QuantMethod::kFp8Online);
+    Tol tol = TolFor(act);
+    if (act == vt::DType::kBF16) tol.logits = 0.3;  // as the other dynamic formats (GreedyTokensMatchCpu)
+    for (size_t c = 0; c < prompts.size(); ++c) {
+      const Greedy want = RunGreedy(*cpu, prompts[c], 8), got = RunGreedy(*gpu, prompts[c], 8);
+      const double err = MaxAbsDiff(got.first_logits, want.first_logits);
+      std::printf("[online fp8 %s] case %zu: max |logit cuda - cpu| = %.3g\n", Name(act).c_str(), c, err);
+      EXPECT_LE(err, tol.logits) << Name(act) << " case " << c;
+    }
+    EXPECT_GT(vt::DispatchCount(vt::OpId::kMatmulFp8GroupScaled, vt::DeviceType::kCUDA), before);
+  }
+}
+
 // The MoE fixtures (qwen3-moe-tiny: 8 experts, top-2, layers 0 and 2 dense; -fp8: its static
 // FP8 experts; qwen2-moe-tiny: a sigmoid-gated shared expert beside the routed ones) on CUDA
 // against the CPU, named so that a missing fixture fails rather than

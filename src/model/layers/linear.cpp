@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 #include "model/checkpoint.h"
 #include "model/load_error.h"
@@ -130,13 +131,26 @@ class Fp8StaticLinearMethod final : public LinearMethod {
 // (QuantFp8PerTokenGroup with the format's floors) into a scratch of its own; the GEMM is
 // MatmulFp8GroupScaled. Merged shards keep their own scales (stacked rows; no
 // requantization), so a block format needs every shard but the last to end on a block row.
+// Online FP8 (`online`) reads BF16/F32 weights and quantizes them here, per tensor: one scale
+// over the merged weight (vLLM's scaled_fp8_quant with no scale), s = amax / 448 and
+// q = e4m3(w * (1 / s)) as QuantFp8Static computes it; that scale repeated per row is the
+// per-channel layout, so the rest is the per-token path.
 class Fp8DynamicLinearMethod final : public LinearMethod {
  public:
-  Fp8DynamicLinearMethod(bool block, int64_t block_n, int64_t block_k)
-      : block_(block), block_n_(block ? block_n : 1), block_k_cfg_(block_k) {}
+  Fp8DynamicLinearMethod(bool block, int64_t block_n, int64_t block_k, bool online = false)
+      : block_(block), online_(online), block_n_(block ? block_n : 1), block_k_cfg_(block_k) {}
 
   void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
     block_k_ = block_ ? block_k_cfg_ : in_features;
+    if (online_) {
+      for (const LinearShard& s : shards) {
+        const std::string name = s.prefix + ".weight";
+        const vt::DType dt = ckpt.Info(name).dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
+        parts_.push_back(ckpt.GetAs(name, dt, {s.out_features, in_features}));
+        online_names_.push_back(ckpt.FileOf(name) + ": tensor '" + name + "'");
+      }
+      return;
+    }
     const int64_t kb = (in_features + block_k_ - 1) / block_k_;
     for (size_t i = 0; i < shards.size(); ++i) {
       const LinearShard& s = shards[i];
@@ -165,7 +179,8 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
       scale_parts_.push_back(f);
     }
   }
-  void ProcessWeightsAfterLoading(const vt::Queue&, vt::Device device) override {
+  void ProcessWeightsAfterLoading(const vt::Queue& host_queue, vt::Device device) override {
+    if (online_) QuantizeOnline(host_queue);
     weight_ = WeightOnDevice(StackRows(parts_), device);
     scales_ = WeightOnDevice(StackRows(scale_parts_), device);
     parts_.clear();
@@ -192,10 +207,53 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
     vt::MatmulFp8GroupScaled(q, out, x8, xs, w, s, block_n_, block_k_, bias);
   }
   int64_t weight_bytes() const override { return static_cast<int64_t>(weight_.nbytes() + scales_.nbytes()); }
-  const char* name() const override { return block_ ? "fp8-block" : "fp8-channel-token"; }
+  const char* name() const override { return online_ ? "fp8-online" : block_ ? "fp8-block" : "fp8-channel-token"; }
 
  private:
-  bool block_;
+  // parts_ (BF16/F32 shards) -> one F8E4M3 part and its per-row scales, all equal.
+  void QuantizeOnline(const vt::Queue& host_queue) {
+    for (const vt::Tensor& p : parts_)
+      VT_CHECK(p.dtype() == parts_[0].dtype(), "linear: merged shards have different dtypes (", p.Describe(),
+               " vs ", parts_[0].Describe(), ")");
+    float amax = 0.0f;
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      const vt::Tensor& p = parts_[i];
+      const bool f32 = p.dtype() == vt::DType::kF32;
+      std::mutex mu;
+      float part_max = 0.0f;
+      int64_t bad = -1;
+      host_queue.ParallelFor(p.numel(), 1 << 16, [&](int64_t b, int64_t e) {
+        float m = 0.0f;
+        int64_t first_bad = -1;
+        for (int64_t j = b; j < e; ++j) {
+          const float v = f32 ? p.data_as<float>()[j] : vt::Bf16ToFloat(p.data_as<uint16_t>()[j]);
+          if (!std::isfinite(v) && first_bad < 0) first_bad = j;
+          m = std::max(m, std::fabs(v));
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        part_max = std::max(part_max, m);
+        if (first_bad >= 0 && (bad < 0 || first_bad < bad)) bad = first_bad;
+      });
+      if (bad >= 0)
+        ThrowLoadError(online_names_[i], " holds a NaN or Inf at element ", bad,
+                       "; online FP8 (--quantization fp8) cannot quantize it");
+      amax = std::max(amax, part_max);
+    }
+    // An all-zero weight quantizes to zeros with any scale.
+    float scale = amax / 448.0f;
+    if (!(scale > 0.0f)) scale = 1.0f;
+    const vt::Tensor w = StackRows(parts_);
+    vt::Tensor w8 = vt::Tensor::Empty(w.shape(), vt::DType::kF8E4M3, vt::Device::Cpu());
+    vt::QuantFp8Static(host_queue, w8, w, scale);
+    vt::Tensor s = vt::Tensor::Empty({w.dim(0), 1}, vt::DType::kF32, vt::Device::Cpu());
+    std::fill(s.data_as<float>(), s.data_as<float>() + s.numel(), scale);
+    parts_ = {w8};
+    scale_parts_ = {s};
+    online_names_.clear();
+  }
+
+  bool block_, online_;
+  std::vector<std::string> online_names_;  // "FILE: tensor 'NAME'" of each shard, for messages
   int64_t block_n_, block_k_cfg_, block_k_ = 0;
   std::vector<vt::Tensor> parts_, scale_parts_;
   vt::Tensor weight_, scales_;
@@ -237,12 +295,18 @@ Linear Linear::Load(const LinearContext& ctx, std::vector<LinearShard> shards, i
     method = MakeUnquantizedLinearMethod();
   else if (ctx.quant->method == QuantMethod::kFp8Static)
     method = MakeFp8StaticLinearMethod();
+  else if (ctx.quant->method == QuantMethod::kFp8Online)
+    method = std::make_unique<Fp8DynamicLinearMethod>(false, 1, in_features, /*online=*/true);
   else
     method = std::make_unique<Fp8DynamicLinearMethod>(ctx.quant->method == QuantMethod::kFp8Block,
                                                      ctx.quant->block_n, ctx.quant->block_k);
   method->LoadWeights(*ctx.checkpoint, shards, in_features);
   method->ProcessWeightsAfterLoading(*ctx.host_queue, ctx.device);
   lin.method_ = std::move(method);
+  if (ctx.observer) {
+    lin.observer_ = ctx.observer;
+    for (const LinearShard& s : shards) lin.prefixes_.push_back(s.prefix);
+  }
   if (bias) {
     std::vector<vt::Tensor> parts;
     for (const LinearShard& s : shards) {
@@ -270,6 +334,7 @@ void Linear::ApplyShards(const vt::Queue& q, const vt::Tensor& x, std::span<cons
   const size_t num_shards = offsets_.size() - 1;
   VT_CHECK(outs.size() == 1 || outs.size() == num_shards, "linear: ", outs.size(), " outputs for ", num_shards,
            " shards");
+  if (observer_) observer_->Observe(q, prefixes_, x);
   vt::Tensor input = x;
   if (method_->takes_quantized_input() && x.dtype() != vt::DType::kF8E4M3) {
     const int64_t T = x.dim(0);

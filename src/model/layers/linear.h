@@ -26,6 +26,15 @@ struct LinearShard {
   int64_t out_features = 0;
 };
 
+// Calibration (`vtllm quantize`): shown each linear's input before the linear is applied.
+// Normal runs have none; a linear keeps its shards' names only when one is set.
+class LinearInputObserver {
+ public:
+  virtual ~LinearInputObserver() = default;
+  // x: the input [T, K] (F32 or BF16, on q's device) of the linear whose shards are `prefixes`.
+  virtual void Observe(const vt::Queue& q, std::span<const std::string> prefixes, const vt::Tensor& x) = 0;
+};
+
 // What a linear is built from: the checkpoint, its quantization config, where the weights go,
 // and a CPU queue for the one-time processing after loading.
 struct LinearContext {
@@ -33,6 +42,7 @@ struct LinearContext {
   const QuantConfig* quant = nullptr;
   vt::Device device;
   const vt::Queue* host_queue = nullptr;
+  LinearInputObserver* observer = nullptr;  // calibration only
 };
 
 // vLLM's LinearMethodBase: create/load weights -> process_weights_after_loading -> apply.
@@ -97,6 +107,8 @@ class Linear {
   std::vector<int64_t> offsets_;  // shard i is columns [offsets_[i], offsets_[i+1])
   int64_t in_features_ = 0;
   vt::Tensor bias_;
+  LinearInputObserver* observer_ = nullptr;
+  std::vector<std::string> prefixes_;  // the shards' names, kept for observer_ only
   mutable vt::Tensor quantized_;  // scratch for the FP8 input when the caller passes BF16/F32
 };
 

@@ -22,7 +22,8 @@ std::vector<vt::OpId> DecoderOps(const QuantConfig& quant, vt::DType act) {
   using vt::OpId;
   std::vector<OpId> ops = {OpId::kEmbedding, OpId::kRmsNorm, OpId::kQkNormRopeCacheWrite, OpId::kPagedAttention,
                            OpId::kMatmul,    OpId::kSiluMul};
-  if (quant.method == QuantMethod::kFp8Block || quant.method == QuantMethod::kFp8ChannelToken) {
+  if (quant.method == QuantMethod::kFp8Block || quant.method == QuantMethod::kFp8ChannelToken ||
+      quant.method == QuantMethod::kFp8Online) {
     ops.push_back(OpId::kQuantFp8PerTokenGroup);
     ops.push_back(OpId::kMatmulFp8GroupScaled);
   }

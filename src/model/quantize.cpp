@@ -1,0 +1,273 @@
+#include "model/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "model/checkpoint.h"
+#include "model/load_error.h"
+#include "model/model.h"
+#include "model/progress.h"
+#include "model/safetensors_writer.h"
+#include "vt/error.h"
+#include "vt/ops/quant.h"
+
+namespace vtllm::model {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr float kE4m3Max = 448.0f;
+
+// amax / 448, or 1 where amax is 0 (any scale quantizes zeros to zeros).
+float ScaleOf(float amax) {
+  const float s = amax / kE4m3Max;
+  return s > 0.0f ? s : 1.0f;
+}
+
+// Max |v| over a float tensor's elements; sets *finite to false if any is NaN or Inf.
+float AbsMax(const vt::Queue& host, const vt::Tensor& t, bool* finite) {
+  VT_CHECK(t.device().is_cpu() && t.is_contiguous() && (t.dtype() == vt::DType::kF32 || t.dtype() == vt::DType::kBF16),
+           "AbsMax: needs a contiguous CPU F32/BF16 tensor, got ", t.Describe());
+  const bool f32 = t.dtype() == vt::DType::kF32;
+  std::mutex mu;
+  float amax = 0.0f;
+  bool ok = true;
+  host.ParallelFor(t.numel(), 1 << 16, [&](int64_t b, int64_t e) {
+    float m = 0.0f;
+    bool fin = true;
+    for (int64_t i = b; i < e; ++i) {
+      const float v = std::fabs(f32 ? t.data_as<float>()[i] : vt::Bf16ToFloat(t.data_as<uint16_t>()[i]));
+      fin = fin && std::isfinite(v);
+      m = std::max(m, v);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    amax = std::max(amax, m);
+    ok = ok && fin;
+  });
+  *finite = ok;
+  return amax;
+}
+
+bool IsOutputHead(const std::string& prefix) { return prefix == "lm_head" || prefix == "model.embed_tokens"; }
+
+// Keeps the running max |x| of each decoder linear's input, by shard.
+class AmaxObserver final : public LinearInputObserver {
+ public:
+  explicit AmaxObserver(const vt::Queue& host) : host_(host) {}
+  void Observe(const vt::Queue& q, std::span<const std::string> prefixes, const vt::Tensor& x) override {
+    if (prefixes.empty() || IsOutputHead(prefixes[0])) return;
+    q.Synchronize();
+    const vt::Tensor h = x.device().is_cpu() && x.is_contiguous() ? x : x.To(vt::Device::Cpu());
+    bool finite = true;
+    const float m = AbsMax(host_, h, &finite);
+    for (const std::string& p : prefixes) {
+      float& a = amax_[p];
+      a = std::max(a, m);
+      if (!finite) nonfinite_.insert(p);
+    }
+  }
+  std::map<std::string, float> amax_;
+  std::set<std::string> nonfinite_;
+
+ private:
+  const vt::Queue& host_;
+};
+
+void CheckOutDir(const std::string& out_dir) {
+  VT_CHECK(!out_dir.empty(), "vtllm quantize: --out is empty");
+  std::error_code ec;
+  if (!fs::exists(out_dir, ec)) return;
+  VT_CHECK(fs::is_directory(out_dir, ec), "vtllm quantize: --out ", out_dir, " exists and is not a directory");
+  VT_CHECK(fs::is_empty(out_dir, ec), "vtllm quantize: --out ", out_dir,
+           " exists and is not empty; give a new or empty directory");
+}
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  VT_CHECK(f, "vtllm quantize: cannot create ", path);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  VT_CHECK(std::fclose(f) == 0 && ok, "vtllm quantize: write to ", path, " failed");
+}
+
+json ScaleArgs() {
+  return {{"type", "float"}, {"num_bits", 8}, {"strategy", "tensor"}, {"symmetric", true}, {"dynamic", false}};
+}
+
+// The files next to the weights a checkpoint needs besides config.json.
+constexpr const char* kCopiedFiles[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                                        "special_tokens_map.json", "added_tokens.json", "vocab.json",
+                                        "merges.txt", "tokenizer.model", "chat_template.jinja",
+                                        "chat_template.json"};
+
+}  // namespace
+
+std::map<std::string, float> CalibrateInputAmax(const std::string& model_dir,
+                                                const std::vector<std::vector<int32_t>>& windows, int cpu_threads,
+                                                bool progress) {
+  int64_t total = 0;
+  for (const auto& w : windows) total += static_cast<int64_t>(w.size());
+  VT_CHECK(total > 0, "vtllm quantize: no calibration tokens");
+  const vt::Queue host = vt::Queue::Cpu(cpu_threads);
+  AmaxObserver obs(host);
+  LoadOptions o;
+  o.device = vt::Device::Cpu();
+  o.dtype = vt::DType::kF32;
+  o.cpu_threads = cpu_threads;
+  o.progress = progress;
+  o.observer = &obs;
+  std::unique_ptr<Model> model = Model::Load(model_dir, o);
+  std::unique_ptr<LoadProgress> bar;
+  LoadProgress::Options po;
+  po.unit = "tokens";
+  if (progress) bar = std::make_unique<LoadProgress>(static_cast<uint64_t>(total), "Calibrating", po);
+  for (const auto& w : windows) {
+    if (w.empty()) continue;
+    KvCache cache = model->MakeKvCache(static_cast<int64_t>(w.size()), 16);
+    SequenceKv seq;
+    std::vector<int64_t> pos(w.size());
+    std::iota(pos.begin(), pos.end(), 0);
+    model->Forward(w, pos, {&cache, &seq});
+    if (bar) bar->Advance(w.size());
+  }
+  if (bar) bar->Finish();
+  if (!obs.nonfinite_.empty())
+    throw vt::Error(vt::StrCat("vtllm quantize: the calibration input of ", *obs.nonfinite_.begin(),
+                               " holds NaN or Inf (the BF16 model overflows on the calibration text)"));
+  VT_CHECK(!obs.amax_.empty(), "vtllm quantize: ", model_dir, " has no decoder linears to quantize");
+  return obs.amax_;
+}
+
+QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::string& out_dir,
+                                  const QuantizeOptions& options) {
+  const std::string& format = options.format;
+  VT_CHECK(format == "modelopt" || format == "compressed-tensors", "vtllm quantize: --format \"", format,
+           "\" is not modelopt or compressed-tensors");
+  CheckOutDir(out_dir);
+  const ModelConfig cfg = ModelConfig::FromDir(model_dir);
+  const QuantConfig src_quant = QuantConfig::FromDir(model_dir);
+  if (src_quant.method != QuantMethod::kNone)
+    ThrowLoadError(model_dir, " is already quantized (", src_quant.format,
+                   "); vtllm quantize takes a BF16 checkpoint");
+  if (cfg.num_experts > 0)
+    ThrowLoadError(model_dir, " is a mixture-of-experts model (", cfg.architecture,
+                   "); vtllm quantize does not calibrate MoE experts yet");
+  const Checkpoint ckpt = Checkpoint::Open(model_dir);
+  for (const std::string& n : ckpt.names()) {
+    const vt::DType dt = ckpt.Info(n).dtype;
+    if (n.size() > 12 && n.compare(n.size() - 12, 12, "_proj.weight") == 0 && dt != vt::DType::kBF16)
+      ThrowLoadError(ckpt.FileOf(n), ": tensor '", n, "' is ", vt::DTypeName(dt),
+                     "; vtllm quantize takes a BF16 checkpoint");
+  }
+
+  QuantizeReport report;
+  for (const auto& w : options.calibration) report.calibration_tokens += static_cast<int64_t>(w.size());
+  report.input_amax = CalibrateInputAmax(model_dir, options.calibration, options.cpu_threads, options.progress);
+
+  // Weight scales, checked before anything is written.
+  const vt::Queue host = vt::Queue::Cpu(options.cpu_threads);
+  for (const auto& [prefix, amax] : report.input_amax) {
+    const std::string name = prefix + ".weight";
+    const vt::Tensor w = ckpt.Get(name);
+    VT_CHECK(w.dtype() == vt::DType::kBF16 && w.ndim() == 2, "vtllm quantize: ", ckpt.FileOf(name), ": tensor '",
+             name, "' is ", w.Describe(), "; a linear weight must be 2-D BF16");
+    bool finite = true;
+    const float wmax = AbsMax(host, w, &finite);
+    if (!finite)
+      ThrowLoadError(ckpt.FileOf(name), ": tensor '", name, "' holds NaN or Inf; it cannot be quantized");
+    report.weight_scale[prefix] = ScaleOf(wmax);
+    report.input_scale[prefix] = ScaleOf(amax);
+  }
+
+  // model.safetensors: every tensor as stored, but the quantized linears' weights (FP8) and
+  // their two scales.
+  const bool ct = format == "compressed-tensors";
+  const vt::Shape scale_shape = ct ? vt::Shape{1} : vt::Shape{};
+  std::unique_ptr<LoadProgress> bar;
+  if (options.progress) bar = std::make_unique<LoadProgress>(ckpt.total_bytes(), "Writing FP8 weights");
+  SafetensorsWriter writer;
+  writer.SetMetadata("format", "pt");
+  for (const std::string& n : ckpt.names()) {
+    const TensorInfo& info = ckpt.Info(n);
+    const std::string prefix = n.size() > 7 ? n.substr(0, n.size() - 7) : "";
+    const bool quantize = n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0 &&
+                          report.weight_scale.count(prefix) > 0;
+    const vt::Tensor src = ckpt.Get(n);
+    LoadProgress* b = bar.get();
+    if (!quantize) {
+      writer.AddGenerated(n, info.dtype, info.shape, [src, b](void* dst, size_t nbytes) {
+        if (nbytes) std::memcpy(dst, src.data(), nbytes);
+        if (b) b->Advance(nbytes);
+      });
+      continue;
+    }
+    const float ws = report.weight_scale[prefix], is = report.input_scale[prefix];
+    writer.AddGenerated(n, vt::DType::kF8E4M3, info.shape, [src, ws, b, &host](void* dst, size_t nbytes) {
+      const vt::Tensor out = vt::Tensor::Borrow(dst, src.shape(), vt::DType::kF8E4M3, vt::Device::Cpu(), nullptr);
+      vt::QuantFp8Static(host, out, src, ws);
+      if (b) b->Advance(nbytes * 2);
+    });
+    writer.Add(prefix + ".weight_scale", vt::DType::kF32, scale_shape, &ws);
+    writer.Add(prefix + ".input_scale", vt::DType::kF32, scale_shape, &is);
+  }
+
+  json config = ReadJsonFile(JoinPath(model_dir, "config.json"));
+  const json exclude = json::array({"lm_head"});
+  if (ct) {
+    json group = {{"targets", {"Linear"}}, {"weights", ScaleArgs()}, {"input_activations", ScaleArgs()},
+                  {"output_activations", nullptr}, {"format", "float-quantized"}};
+    config["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                                     {"format", "float-quantized"},
+                                     {"quantization_status", "compressed"},
+                                     {"config_groups", {{"group_0", group}}},
+                                     {"ignore", exclude},
+                                     {"kv_cache_scheme", nullptr},
+                                     {"sparsity_config", json::object()}};
+  } else {
+    config["quantization_config"] = {{"quant_method", "modelopt"},
+                                     {"quant_algo", "FP8"},
+                                     {"kv_cache_quant_algo", nullptr},
+                                     {"exclude_modules", exclude}};
+  }
+
+  std::error_code ec;
+  const bool created = !fs::exists(out_dir, ec);
+  try {
+    fs::create_directories(out_dir);
+    const std::string weights = JoinPath(out_dir, "model.safetensors");
+    writer.Write(weights);
+    report.bytes_written = fs::file_size(weights);
+    WriteText(JoinPath(out_dir, "config.json"), config.dump(2) + "\n");
+    if (!ct) {
+      const json hf = {{"producer", {{"name", "vtllm"}, {"version", "quantize"}}},
+                       {"quantization", {{"quant_algo", "FP8"}, {"kv_cache_quant_algo", nullptr},
+                                         {"exclude_modules", exclude}}}};
+      WriteText(JoinPath(out_dir, "hf_quant_config.json"), hf.dump(2) + "\n");
+    }
+    for (const char* f : kCopiedFiles) {
+      const std::string from = JoinPath(model_dir, f);
+      if (FileExists(from)) fs::copy_file(from, JoinPath(out_dir, f));
+    }
+  } catch (...) {
+    if (created) {
+      fs::remove_all(out_dir, ec);
+    } else {
+      for (const auto& e : fs::directory_iterator(out_dir, ec)) fs::remove_all(e.path(), ec);
+    }
+    throw;
+  }
+  if (bar) bar->Finish();
+  return report;
+}
+
+}  // namespace vtllm::model

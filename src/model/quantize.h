@@ -1,0 +1,57 @@
+// `vtllm quantize`: static per-tensor FP8 W8A8 from a BF16 checkpoint, on a CPU.
+//
+//   1. calibration: the BF16 model runs the calibration windows with float32 activations,
+//      each linear showing its input to an observer (LinearInputObserver) that keeps the
+//      running max |x| per projection;
+//   2. per projection P (every decoder linear; lm_head and the embeddings stay BF16):
+//      P.input_scale = amax(input) / 448 and P.weight_scale = amax(P.weight) / 448 (f32),
+//      P.weight = e4m3(w * (1 / weight_scale)) exactly as QuantFp8Static computes it. Merged
+//      projections keep one scale per shard (q/k/v, gate/up), as ModelOpt writes them; a
+//      loader merges them (vLLM: the max input scale, the weights requantized to the max);
+//   3. a checkpoint in `format`:
+//      - "modelopt": config.json quantization_config {quant_method: modelopt, quant_algo: FP8,
+//        exclude_modules: [lm_head]} and hf_quant_config.json, scales as F32 scalars [];
+//      - "compressed-tensors": quantization_config {quant_method: compressed-tensors, format:
+//        float-quantized, config_groups: {group_0: {targets: [Linear], weights and
+//        input_activations: float, 8 bits, strategy tensor, static}}, ignore: [lm_head]},
+//        scales F32 [1];
+//      with the other tensors copied as they are, and the tokenizer files and
+//      generation_config.json copied.
+// A scale whose amax is 0 (an all-zero weight or an input never non-zero) is written as 1.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace vtllm::model {
+
+struct QuantizeOptions {
+  std::string format = "modelopt";                // or "compressed-tensors"
+  std::vector<std::vector<int32_t>> calibration;  // token windows, each run from position 0
+  int cpu_threads = 0;                            // 0: one per hardware thread
+  bool progress = true;                           // progress bars on stderr
+};
+
+struct QuantizeReport {
+  std::map<std::string, float> input_amax;  // projection prefix -> max |input| seen
+  std::map<std::string, float> weight_scale, input_scale;
+  int64_t calibration_tokens = 0;
+  uint64_t bytes_written = 0;  // model.safetensors
+};
+
+// The calibration alone: each decoder linear's input amax over `windows` (F32 activations on
+// a CPU), by shard prefix ("model.layers.0.self_attn.q_proj"); lm_head is not included.
+std::map<std::string, float> CalibrateInputAmax(const std::string& model_dir,
+                                                const std::vector<std::vector<int32_t>>& windows,
+                                                int cpu_threads = 0, bool progress = false);
+
+// Quantizes the BF16 checkpoint `model_dir` into `out_dir` (created; it must not exist or be
+// empty). Throws vt::Error (LoadError for checkpoint defects) naming the file, tensor or flag:
+// a quantized or non-BF16 checkpoint, a mixture-of-experts model, an unknown format, no
+// calibration tokens, an existing non-empty out_dir. On failure nothing is left in out_dir.
+QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::string& out_dir,
+                                  const QuantizeOptions& options);
+
+}  // namespace vtllm::model

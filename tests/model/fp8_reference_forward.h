@@ -1,0 +1,246 @@
+// A float64 reference forward of a dense Qwen3 checkpoint (q/k norms, no biases) whose
+// linears can be emulated in FP8 from the formats' definitions, for the online-FP8 and
+// `vtllm quantize` tests. Nothing here calls vt's quantizers or GEMMs:
+//   - e4m3fn values come from enumerating the 127 non-negative finite codes, the nearest
+//     picked, ties to the even code, saturating at 448;
+//   - online FP8: one weight scale over the merged weight, s_w = f32(amax / 448), q =
+//     e4m3(f32(w * f32(1 / s_w))); activations per token, s = max(f32(amax / 448),
+//     1 / (448 * 512)), q = e4m3(f32(x / s)), out = s * s_w * Σ q_x q_w in float64;
+//   - static FP8 (what vtllm's static path does with a checkpoint of per-shard scales, as
+//     vLLM merges them): each shard q_i = e4m3(w * (1 / s_i)), requantized to max_i s_i
+//     (e4m3(f32(decode(q_i) * s_i) * (1 / max s))) where s_i is not the max; the activation
+//     q = e4m3(f32(x) * (1 / max input scale)); out = f32(s_in * s_w) * Σ q_x q_w.
+// Activations are rounded to f32 where the FP8 formats read them (as vtllm's float32 run
+// holds them); everything else is float64.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/checkpoint.h"
+#include "model/config.h"
+
+namespace vtllm::model::testing {
+
+// The non-negative e4m3fn finite values by code (0x00..0x7E).
+inline const std::array<double, 127>& E4m3Values() {
+  static const std::array<double, 127> v = [] {
+    std::array<double, 127> t{};
+    for (int c = 0; c < 127; ++c) {
+      const int e = c >> 3, m = c & 7;
+      t[c] = e == 0 ? m * std::ldexp(1.0, -9) : (1.0 + m / 8.0) * std::ldexp(1.0, e - 7);
+    }
+    return t;
+  }();
+  return v;
+}
+
+// The e4m3fn code nearest to v (ties to the even code), saturating; v finite.
+inline uint8_t E4m3Code(double v) {
+  const auto& t = E4m3Values();
+  const double a = std::fabs(v);
+  int best = 0;
+  for (int c = 1; c < 127; ++c) {
+    const double d = std::fabs(t[c] - a), db = std::fabs(t[best] - a);
+    if (d < db || (d == db && (c & 1) == 0)) best = c;
+  }
+  return static_cast<uint8_t>(best | (std::signbit(v) ? 0x80 : 0));
+}
+inline double E4m3Decode(uint8_t code) { return (code & 0x80 ? -1.0 : 1.0) * E4m3Values()[code & 0x7F]; }
+inline double E4m3(double v) { return E4m3Decode(E4m3Code(v)); }
+
+enum class RefMode { kBf16, kOnlineFp8, kStaticFp8 };
+
+class ReferenceForward {
+ public:
+  ReferenceForward(const std::string& dir, RefMode mode, std::map<std::string, float> weight_scale = {},
+                   std::map<std::string, float> input_scale = {})
+      : cfg_(ModelConfig::FromDir(dir)), ckpt_(Checkpoint::Open(dir)), mode_(mode),
+        weight_scale_(std::move(weight_scale)), input_scale_(std::move(input_scale)) {}
+
+  // max |x| of each linear's input (by shard) over every Logits call so far.
+  const std::map<std::string, double>& input_amax() const { return amax_; }
+
+  // The weight as stored, widened (row-major [N, K]).
+  std::vector<double> Weight(const std::string& name) const {
+    const vt::Tensor t = ckpt_.Get(name);
+    std::vector<double> out(static_cast<size_t>(t.numel()));
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = t.dtype() == vt::DType::kF32 ? t.data_as<float>()[i] : vt::Bf16ToFloat(t.data_as<uint16_t>()[i]);
+    return out;
+  }
+
+  // Logits [T, V] of every position of `ids` from position 0.
+  std::vector<double> Logits(const std::vector<int32_t>& ids) {
+    const int64_t T = static_cast<int64_t>(ids.size()), H = cfg_.hidden_size, D = cfg_.head_dim,
+                  Hq = cfg_.num_attention_heads, Hk = cfg_.num_key_value_heads, I = cfg_.intermediate_size,
+                  V = cfg_.vocab_size;
+    const std::vector<double> embed = Weight("model.embed_tokens.weight");
+    std::vector<double> x(static_cast<size_t>(T * H));
+    for (int64_t t = 0; t < T; ++t)
+      std::copy_n(embed.begin() + ids[t] * H, H, x.begin() + t * H);
+    for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      std::vector<double> n = RmsNorm(x, Weight(p + "input_layernorm.weight"), T, H);
+      const std::string a = p + "self_attn.";
+      const std::vector<double> qkv = Linear({a + "q_proj", a + "k_proj", a + "v_proj"}, n, T, H);
+      const int64_t Nq = Hq * D, Nk = Hk * D, N = Nq + 2 * Nk;
+      std::vector<double> q(T * Nq), k(T * Nk), v(T * Nk);
+      for (int64_t t = 0; t < T; ++t) {
+        std::copy_n(qkv.begin() + t * N, Nq, q.begin() + t * Nq);
+        std::copy_n(qkv.begin() + t * N + Nq, Nk, k.begin() + t * Nk);
+        std::copy_n(qkv.begin() + t * N + Nq + Nk, Nk, v.begin() + t * Nk);
+      }
+      q = RmsNorm(q, Weight(a + "q_norm.weight"), T * Hq, D);
+      k = RmsNorm(k, Weight(a + "k_norm.weight"), T * Hk, D);
+      Rope(q, T, Hq, D);
+      Rope(k, T, Hk, D);
+      std::vector<double> att(T * Nq, 0.0);
+      for (int64_t h = 0; h < Hq; ++h) {
+        const int64_t kh = h / (Hq / Hk);
+        for (int64_t t = 0; t < T; ++t) {
+          std::vector<double> s(t + 1);
+          double mx = -INFINITY;
+          for (int64_t u = 0; u <= t; ++u) {
+            double d = 0;
+            for (int64_t e = 0; e < D; ++e) d += q[t * Nq + h * D + e] * k[u * Nk + kh * D + e];
+            s[u] = d / std::sqrt(static_cast<double>(D));
+            mx = std::max(mx, s[u]);
+          }
+          double sum = 0;
+          for (double& z : s) sum += (z = std::exp(z - mx));
+          for (int64_t u = 0; u <= t; ++u)
+            for (int64_t e = 0; e < D; ++e) att[t * Nq + h * D + e] += s[u] / sum * v[u * Nk + kh * D + e];
+        }
+      }
+      const std::vector<double> o = Linear({a + "o_proj"}, att, T, Nq);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      n = RmsNorm(x, Weight(p + "post_attention_layernorm.weight"), T, H);
+      const std::string m = p + "mlp.";
+      const std::vector<double> gu = Linear({m + "gate_proj", m + "up_proj"}, n, T, H);
+      std::vector<double> act(T * I);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t i = 0; i < I; ++i) {
+          const double g = gu[t * 2 * I + i], u = gu[t * 2 * I + I + i];
+          act[t * I + i] = g / (1.0 + std::exp(-g)) * u;
+        }
+      const std::vector<double> d = Linear({m + "down_proj"}, act, T, I);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
+    }
+    const std::vector<double> f = RmsNorm(x, Weight("model.norm.weight"), T, H);
+    const bool tied = cfg_.tie_word_embeddings || !ckpt_.Has("lm_head.weight");
+    return MatmulT(f, tied ? embed : Weight("lm_head.weight"), T, V, H);  // lm_head stays BF16
+  }
+
+ private:
+  static std::vector<double> MatmulT(const std::vector<double>& x, const std::vector<double>& w, int64_t T,
+                                     int64_t N, int64_t K) {
+    std::vector<double> y(T * N, 0.0);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += x[t * K + k] * w[n * K + k];
+        y[t * N + n] = s;
+      }
+    return y;
+  }
+
+  std::vector<double> RmsNorm(const std::vector<double>& x, const std::vector<double>& w, int64_t rows,
+                              int64_t n) const {
+    std::vector<double> y(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += x[r * n + i] * x[r * n + i];
+      const double inv = 1.0 / std::sqrt(ss / n + cfg_.rms_norm_eps);
+      for (int64_t i = 0; i < n; ++i) y[r * n + i] = x[r * n + i] * inv * w[i];
+    }
+    return y;
+  }
+
+  // NeoX rotation of each head's halves at position t.
+  void Rope(std::vector<double>& x, int64_t T, int64_t heads, int64_t D) const {
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < D / 2; ++i) {
+          const double ang = t * std::pow(cfg_.rope_theta, -2.0 * i / D);
+          double* r = &x[(t * heads + h) * D];
+          const double a = r[i], b = r[i + D / 2];
+          r[i] = a * std::cos(ang) - b * std::sin(ang);
+          r[i + D / 2] = b * std::cos(ang) + a * std::sin(ang);
+        }
+  }
+
+  // y [T, sum N_i] of the shards (stacked rows) applied to x [T, K].
+  std::vector<double> Linear(const std::vector<std::string>& shards, const std::vector<double>& x, int64_t T,
+                             int64_t K) {
+    double amax = 0;
+    for (double v : x) amax = std::max(amax, std::fabs(v));
+    for (const std::string& s : shards) amax_[s] = std::max(amax_[s], amax);
+    std::vector<std::vector<double>> parts;
+    for (const std::string& s : shards) parts.push_back(Weight(s + ".weight"));
+    std::vector<double> w;
+    for (const auto& p : parts) w.insert(w.end(), p.begin(), p.end());
+    const int64_t N = static_cast<int64_t>(w.size()) / K;
+    if (mode_ == RefMode::kBf16) return MatmulT(x, w, T, N, K);
+
+    std::vector<double> xq(x.size()), scale_row(T);
+    double alpha = 1.0;
+    if (mode_ == RefMode::kOnlineFp8) {
+      double wmax = 0;
+      for (double v : w) wmax = std::max(wmax, std::fabs(v));
+      float sw = static_cast<float>(wmax) / 448.0f;
+      if (!(sw > 0.0f)) sw = 1.0f;
+      const float inv = 1.0f / sw;
+      for (double& v : w) v = E4m3(static_cast<float>(v) * inv);
+      alpha = sw;
+      for (int64_t t = 0; t < T; ++t) {
+        float m = 0.0f;
+        for (int64_t k = 0; k < K; ++k) m = std::max(m, std::fabs(static_cast<float>(x[t * K + k])));
+        const float s = std::max(m / 448.0f, 1.0f / (448.0f * 512.0f));
+        scale_row[t] = s;
+        for (int64_t k = 0; k < K; ++k) xq[t * K + k] = E4m3(static_cast<float>(x[t * K + k]) / s);
+      }
+    } else {
+      float max_ws = 0.0f, in_s = 0.0f;
+      for (const std::string& s : shards) {
+        max_ws = std::max(max_ws, weight_scale_.at(s));
+        in_s = std::max(in_s, input_scale_.at(s));
+      }
+      size_t off = 0;
+      for (size_t i = 0; i < shards.size(); ++i) {
+        const float ws = weight_scale_.at(shards[i]), inv = 1.0f / ws, inv_max = 1.0f / max_ws;
+        for (size_t j = 0; j < parts[i].size(); ++j) {
+          double q = E4m3(static_cast<float>(parts[i][j]) * inv);
+          if (ws != max_ws) q = E4m3(static_cast<float>(static_cast<float>(q) * ws) * inv_max);
+          w[off + j] = q;
+        }
+        off += parts[i].size();
+      }
+      const float inv_in = 1.0f / in_s;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float v = std::clamp(static_cast<float>(x[i]) * inv_in, -448.0f, 448.0f);
+        xq[i] = E4m3(v);
+      }
+      alpha = in_s * max_ws;  // f32 product, as the caller folds it
+      std::fill(scale_row.begin(), scale_row.end(), 1.0);
+    }
+    std::vector<double> y = MatmulT(xq, w, T, N, K);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t n = 0; n < N; ++n) y[t * N + n] *= scale_row[t] * alpha;
+    return y;
+  }
+
+  ModelConfig cfg_;
+  Checkpoint ckpt_;
+  RefMode mode_;
+  std::map<std::string, float> weight_scale_, input_scale_;
+  std::map<std::string, double> amax_;
+};
+
+}  // namespace vtllm::model::testing
