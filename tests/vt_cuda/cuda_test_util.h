@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,15 @@ inline vt::Tensor HostTensor(const std::vector<float>& v, vt::DType d, const vt:
     }
   }
   return t;
+}
+
+// n draws of N(0, sigma^2) from a generator seeded with `seed`.
+inline std::vector<float> Normal(size_t n, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
 }
 
 inline std::vector<uint8_t> Bytes(const vt::Tensor& t) {

@@ -15,13 +15,7 @@ namespace {
 using vt::DType;
 using vt::Tensor;
 
-std::vector<float> Randn(size_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using vtt::Normal;
 
 Tensor I32(const std::vector<int32_t>& v) {
   return Tensor::FromHost(v.data(), {static_cast<int64_t>(v.size())}, DType::kI32);
@@ -46,11 +40,11 @@ TEST(CudaGdn, DeltaRuleAtModelShapesMatchesCpu) {
   const int64_t T = qs.back();
   vt::Queue cpu = vt::Queue::Cpu(2), gpu = vt::Queue::Cuda(0);
   for (DType dt : {DType::kBF16, DType::kF32}) {
-    const Tensor query = vtt::HostTensor(Randn(T * nk * dk, 1), dt, {T, nk, dk});
-    const Tensor key = vtt::HostTensor(Randn(T * nk * dk, 2), dt, {T, nk, dk});
-    const Tensor value = vtt::HostTensor(Randn(T * nv * dv, 3), dt, {T, nv, dv});
-    const Tensor a = vtt::HostTensor(Randn(T * nv, 4, 0.5f), dt, {T, nv});
-    const Tensor b = vtt::HostTensor(Randn(T * nv, 5), dt, {T, nv});
+    const Tensor query = vtt::HostTensor(Normal(T * nk * dk, 1), dt, {T, nk, dk});
+    const Tensor key = vtt::HostTensor(Normal(T * nk * dk, 2), dt, {T, nk, dk});
+    const Tensor value = vtt::HostTensor(Normal(T * nv * dv, 3), dt, {T, nv, dv});
+    const Tensor a = vtt::HostTensor(Normal(T * nv, 4, 0.5f), dt, {T, nv});
+    const Tensor b = vtt::HostTensor(Normal(T * nv, 5), dt, {T, nv});
     std::vector<float> A_log, dt_bias;
     for (int64_t i = 0; i < nv; ++i) {
       A_log.push_back(std::log(1.0f + 3.0f * static_cast<float>(i)));
@@ -58,7 +52,7 @@ TEST(CudaGdn, DeltaRuleAtModelShapesMatchesCpu) {
     }
     const Tensor Al = Tensor::FromHost(A_log.data(), {nv}, DType::kF32);
     const Tensor db = Tensor::FromHost(dt_bias.data(), {nv}, DType::kF32);
-    const std::vector<float> s0 = Randn(slots * nv * dk * dv, 6, 0.05f);
+    const std::vector<float> s0 = Normal(slots * nv * dk * dv, 6, 0.05f);
     for (int chunk : {0, 64}) {
       const Tensor state_c = Tensor::FromHost(s0.data(), {slots, nv, dk, dv}, DType::kF32);
       const Tensor out_c = Tensor::Empty({T, nv, dv}, dt);
@@ -91,9 +85,9 @@ TEST(CudaGdn, ConvAtModelWidthEqualsCpu) {
   const std::vector<int32_t> qs = {0, 1, 130, 131}, sl = {2, 0, -1};
   const int64_t T = qs.back();
   vt::Queue cpu = vt::Queue::Cpu(2), gpu = vt::Queue::Cuda(0);
-  const Tensor x = vtt::HostTensor(Randn(T * C, 7), DType::kBF16, {T, C});
-  const Tensor w = vtt::HostTensor(Randn(C * Kw, 8, 0.5f), DType::kBF16, {C, Kw});
-  const std::vector<float> st0 = Randn(slots * C * (Kw - 1), 9);
+  const Tensor x = vtt::HostTensor(Normal(T * C, 7), DType::kBF16, {T, C});
+  const Tensor w = vtt::HostTensor(Normal(C * Kw, 8, 0.5f), DType::kBF16, {C, Kw});
+  const std::vector<float> st0 = Normal(slots * C * (Kw - 1), 9);
   const Tensor st_c = vtt::HostTensor(st0, DType::kBF16, {slots, C, Kw - 1});
   const Tensor st_g = st_c.To(vtt::kCuda);
   const Tensor out_c = Tensor::Empty({T, C}, DType::kBF16), out_g = Tensor::Empty({T, C}, DType::kBF16, vtt::kCuda);

@@ -22,13 +22,7 @@ using vt::OpId;
 
 int64_t Count(OpId op) { return vt::DispatchCount(op, vt::DeviceType::kCUDA); }
 
-std::vector<float> Normal(size_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
+using vtt::Normal;
 
 template <typename T>
 vt::Tensor IndexTensor(const std::vector<T>& v, DType d, vt::Device dev) {
