@@ -19,29 +19,6 @@ namespace {
 const std::string kNext = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3-next-tiny";
 const std::string kQwen35 = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3_5-tiny";
 
-TEST(Qwen3NextOracle, F32ActivationsMatchHfFloat32) {
-  auto model = Model::Load(kNext, testing::CpuOptions(vt::DType::kF32));
-  ASSERT_TRUE(model->has_recurrent_state());
-  testing::CheckAgainstOracle(*model, kNext, {.first_row = 1e-4, .all_rows = 1e-4}, "qwen3-next f32");
-}
-
-TEST(Qwen3NextOracle, Bf16ModelMatchesHfBf16) {
-  auto model = Model::Load(kNext, testing::CpuOptions(vt::DType::kBF16));
-  testing::CheckAgainstOracle(*model, kNext, {.first_row = 0.1, .all_rows = 0.5, .near_tie = 0.3}, "qwen3-next bf16",
-                              "reference_bf16.json");
-}
-
-TEST(Qwen3_5Oracle, F32ActivationsMatchHfFloat32) {
-  auto model = Model::Load(kQwen35, testing::CpuOptions(vt::DType::kF32));
-  testing::CheckAgainstOracle(*model, kQwen35, {.first_row = 1e-4, .all_rows = 1e-4}, "qwen3.5 f32");
-}
-
-TEST(Qwen3_5Oracle, Bf16ModelMatchesHfBf16) {
-  auto model = Model::Load(kQwen35, testing::CpuOptions(vt::DType::kBF16));
-  testing::CheckAgainstOracle(*model, kQwen35, {.first_row = 0.1, .all_rows = 0.5, .near_tie = 0.3}, "qwen3.5 bf16",
-                              "reference_bf16.json");
-}
-
 double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
   double d = 0;
@@ -49,6 +26,50 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
     d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
   return d;
 }
+
+// BF16 activations against HF's float32 logits, measured against what HF's own bfloat16 run
+// (reference_bf16.json) gives on the same prompts: a BF16 run rounds at every step, and in
+// Qwen3-Next a rounding can flip a routing near-tie (router_min_gap ~1e-5 in this fixture),
+// which moves a whole position's logits by a few units in HF's bf16 run too. So each prompt's
+// largest error may be at most 1.5x HF bf16's (+0.05), and the greedy tokens must agree with
+// HF's float32 ones up to the first reference margin under 0.3 (measured: Next 0.08-5.3
+// against HF bf16's 0.06-5.2; Qwen3.5 0.05-0.94 against 0.05-0.97).
+void CheckBf16(const std::string& dir, const char* label) {
+  auto model = Model::Load(dir, testing::CpuOptions(vt::DType::kBF16));
+  const std::vector<testing::OracleCase> f32 = testing::ReadOracle(dir);
+  const std::vector<testing::OracleCase> hf_bf16 = testing::ReadOracle(dir, "reference_bf16.json");
+  ASSERT_EQ(f32.size(), hf_bf16.size());
+  for (size_t c = 0; c < f32.size(); ++c) {
+    ASSERT_EQ(f32[c].prompt, hf_bf16[c].prompt);
+    const double ours = MaxAbsDiff(testing::PromptLogits(*model, f32[c].prompt), f32[c].logits);
+    const double hf = MaxAbsDiff(hf_bf16[c].logits, f32[c].logits);
+    std::printf("[%s] case %zu (T=%lld): max |logit - f32 ref| = %.3g (HF bf16: %.3g)\n", label, c,
+                static_cast<long long>(f32[c].T), ours, hf);
+    EXPECT_LE(ours, 1.5 * hf + 0.05) << label << " case " << c;
+    const std::vector<int32_t> greedy =
+        testing::GreedyTokens(*model, f32[c].prompt, static_cast<int>(f32[c].greedy.size()));
+    const size_t n = testing::StepsBeforeNearTie(f32[c].margins, 0.3);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(greedy[i], f32[c].greedy[i]) << label << " case " << c << " step " << i;
+  }
+}
+
+// f32 activations: measured max |logit - ref| 4e-6 at position 0 and up to 2.3e-5 (Next) /
+// 1e-4 (Qwen3.5, T = 61) over all positions, logits of up to ~10; greedy equal to the
+// first near-tie.
+TEST(Qwen3NextOracle, F32ActivationsMatchHfFloat32) {
+  auto model = Model::Load(kNext, testing::CpuOptions(vt::DType::kF32));
+  ASSERT_TRUE(model->has_recurrent_state());
+  testing::CheckAgainstOracle(*model, kNext, {.first_row = 1e-4, .all_rows = 2e-4}, "qwen3-next f32");
+}
+
+TEST(Qwen3NextOracle, Bf16ModelIsAsCloseToHfFloat32AsHfBf16Is) { CheckBf16(kNext, "qwen3-next bf16"); }
+
+TEST(Qwen3_5Oracle, F32ActivationsMatchHfFloat32) {
+  auto model = Model::Load(kQwen35, testing::CpuOptions(vt::DType::kF32));
+  testing::CheckAgainstOracle(*model, kQwen35, {.first_row = 1e-4, .all_rows = 2e-4}, "qwen3.5 f32");
+}
+
+TEST(Qwen3_5Oracle, Bf16ModelIsAsCloseToHfFloat32AsHfBf16Is) { CheckBf16(kQwen35, "qwen3.5 bf16"); }
 
 // The logits of every position of `prompt`, run in steps of `chunk` tokens.
 std::vector<float> ChunkedLogits(Model& model, const std::vector<int32_t>& prompt, size_t chunk) {
