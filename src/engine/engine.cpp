@@ -94,6 +94,18 @@ void Engine::Impl::Init() {
            config.max_num_batched_tokens, " must be >= --max-num-seqs ", config.max_num_seqs);
   config.max_model_len = max_model_len;
 
+  // A hybrid model keeps each running sequence's recurrent state in one of max_num_seqs
+  // slots; its prefix cache would need states saved at block boundaries, which vtllm does
+  // not keep: prefix caching is turned off.
+  const bool hybrid = model->has_recurrent_state();
+  if (hybrid && config.enable_prefix_caching) {
+    config.enable_prefix_caching = false;
+    if (config.load.progress)
+      std::fprintf(stderr, "%s has recurrent (Gated DeltaNet) layers: prefix caching is off\n",
+                   mc.architecture.c_str());
+  }
+  const int64_t state_bytes = hybrid ? config.max_num_seqs * model->StateBytesPerSlot() : 0;
+
   // KV capacity: the memory budget in blocks, no more than every sequence at full length
   // (twice, for the prefix cache) would use.
   const int64_t per_block = model->KvCacheBytesPerBlock(config.block_size);
@@ -114,6 +126,12 @@ void Engine::Impl::Init() {
       budget = std::min<int64_t>(int64_t{4} << 30, avail > 0 ? avail / 4 : int64_t{1} << 30);
     }
   }
+  // The recurrent state slots come out of the same budget.
+  VT_CHECK(budget > state_bytes, "the recurrent state of --max-num-seqs ", config.max_num_seqs, " sequences takes ",
+           state_bytes, " bytes (", model->StateBytesPerSlot(), " per sequence), more than the ", budget,
+           " bytes of the KV cache budget: lower --max-num-seqs or raise ",
+           cuda ? "--gpu-memory-utilization" : "--kv-cache-memory-bytes");
+  budget -= state_bytes;
   int64_t num_blocks = budget / per_block;
   const bool capped = num_blocks > 2 * blocks_per_seq * config.max_num_seqs;
   num_blocks = std::min(num_blocks, 2 * blocks_per_seq * config.max_num_seqs);
@@ -122,7 +140,7 @@ void Engine::Impl::Init() {
            config.block_size, " tokens (", budget, " bytes at ", per_block,
            " bytes per block) but one sequence of --max-model-len ", max_model_len, " needs ", blocks_per_seq,
            ": lower --max-model-len or raise ", cuda ? "--gpu-memory-utilization" : "--kv-cache-memory-bytes");
-  config.kv_cache_memory_bytes = num_blocks * per_block;
+  config.kv_cache_memory_bytes = num_blocks * per_block + state_bytes;
   if (config.load.progress)
     std::fprintf(stderr,
                  "KV cache: %lld blocks of %lld tokens (%.1f MiB, %lld tokens; %s); max_model_len %lld, "
@@ -137,7 +155,13 @@ void Engine::Impl::Init() {
                  static_cast<long long>(max_model_len), static_cast<long long>(config.max_num_seqs),
                  static_cast<long long>(config.max_num_batched_tokens));
 
-  kv = std::make_unique<KvCacheManager>(num_blocks, config.block_size, config.enable_prefix_caching);
+  if (hybrid && config.load.progress)
+    std::fprintf(stderr, "Recurrent state: %lld slots of %.2f MiB (%.1f MiB)\n",
+                 static_cast<long long>(config.max_num_seqs),
+                 static_cast<double>(model->StateBytesPerSlot()) / (1 << 20),
+                 static_cast<double>(state_bytes) / (1 << 20));
+  kv = std::make_unique<KvCacheManager>(num_blocks, config.block_size, config.enable_prefix_caching,
+                                        hybrid ? config.max_num_seqs : 0);
   SchedulerConfig sc;
   sc.max_num_seqs = config.max_num_seqs;
   sc.max_num_batched_tokens = config.max_num_batched_tokens;
@@ -151,7 +175,8 @@ void Engine::Impl::Init() {
     limits.max_num_seqs = config.max_num_seqs;
     limits.max_blocks_per_seq = blocks_per_seq;
     limits.max_logit_rows = config.max_num_seqs + kPromptLogprobChunk;
-    executor = std::make_unique<ModelRunner>(model, num_blocks, config.block_size, limits);
+    executor = std::make_unique<ModelRunner>(model, num_blocks, config.block_size, limits,
+                                             hybrid ? config.max_num_seqs : 0);
   }
 
   // Sampling defaults and the end-of-sequence ids.
@@ -214,6 +239,8 @@ const std::optional<Tokenizer>& Engine::tokenizer() const { return impl_->tokeni
 int64_t Engine::max_model_len() const { return impl_->max_model_len; }
 int64_t Engine::num_free_blocks() const { return impl_->kv->num_free_blocks(); }
 int64_t Engine::num_total_blocks() const { return impl_->kv->num_blocks(); }
+int64_t Engine::num_state_slots() const { return impl_->kv->num_state_slots(); }
+int64_t Engine::num_free_state_slots() const { return impl_->kv->num_free_state_slots(); }
 bool Engine::HasUnfinished() const { return !impl_->parents.empty(); }
 
 void Engine::ValidateRequest(const EngineRequest& request) const { impl_->validator.Validate(request); }

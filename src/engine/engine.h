@@ -90,6 +90,9 @@ class Engine {
   EngineMetrics metrics() const;
   int64_t num_free_blocks() const;
   int64_t num_total_blocks() const;
+  // Recurrent-state slots of a hybrid model (0 for other models).
+  int64_t num_state_slots() const;
+  int64_t num_free_state_slots() const;
 
   struct Impl;
 

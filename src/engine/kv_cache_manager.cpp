@@ -1,14 +1,47 @@
 #include "engine/kv_cache_manager.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "vt/error.h"
 
 namespace vtllm::engine {
 
-KvCacheManager::KvCacheManager(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching)
+StateSlotManager::StateSlotManager(int64_t num_slots) : num_slots_(num_slots) {
+  VT_CHECK(num_slots > 0 && num_slots <= INT32_MAX, "StateSlotManager: ", num_slots, " slots");
+  for (int64_t s = num_slots - 1; s >= 0; --s) free_.push_back(static_cast<int32_t>(s));
+}
+
+std::optional<int32_t> StateSlotManager::Acquire(const std::string& request_id) {
+  auto it = slots_.find(request_id);
+  if (it != slots_.end()) return it->second;
+  if (free_.empty()) return std::nullopt;
+  const int32_t slot = free_.back();
+  free_.pop_back();
+  slots_.emplace(request_id, slot);
+  return slot;
+}
+
+void StateSlotManager::Release(const std::string& request_id) {
+  auto it = slots_.find(request_id);
+  if (it == slots_.end()) return;
+  free_.push_back(it->second);
+  slots_.erase(it);
+}
+
+int32_t StateSlotManager::SlotOf(const std::string& request_id) const {
+  auto it = slots_.find(request_id);
+  return it == slots_.end() ? -1 : it->second;
+}
+
+KvCacheManager::KvCacheManager(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching,
+                               int64_t num_state_slots)
     : block_size_(block_size), caching_(enable_prefix_caching), pool_(num_blocks, enable_prefix_caching) {
   VT_CHECK(block_size > 0, "KvCacheManager: block size ", block_size);
+  if (num_state_slots > 0) {
+    VT_CHECK(!enable_prefix_caching, "KvCacheManager: prefix caching cannot be used with recurrent state slots");
+    state_.emplace(num_state_slots);
+  }
 }
 
 void KvCacheManager::UpdateBlockHashes(Request& req) const {
@@ -52,10 +85,12 @@ std::optional<std::vector<int32_t>> KvCacheManager::AllocateSlots(Request& req, 
   int64_t evictable_hits = 0;
   if (computed)
     for (int32_t b : computed->blocks) evictable_hits += pool_.ref_count(b) == 0 ? 1 : 0;
-  if (need > pool_.num_free_blocks() - evictable_hits) {
+  const bool needs_slot = state_ && state_->SlotOf(req.id) < 0;
+  if (need > pool_.num_free_blocks() - evictable_hits || (needs_slot && state_->num_free() == 0)) {
     if (table.blocks.empty()) tables_.erase(req.id);
     return std::nullopt;
   }
+  if (needs_slot) state_->Acquire(req.id);
   std::vector<int32_t> added;
   if (computed && hit_blocks > 0) {
     pool_.Touch(computed->blocks);
@@ -79,6 +114,7 @@ std::optional<std::vector<int32_t>> KvCacheManager::AllocateSlots(Request& req, 
 }
 
 void KvCacheManager::Free(const Request& req) {
+  if (state_) state_->Release(req.id);
   auto it = tables_.find(req.id);
   if (it == tables_.end()) return;
   std::vector<int32_t> reversed(it->second.blocks.rbegin(), it->second.blocks.rend());

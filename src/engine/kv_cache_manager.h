@@ -2,9 +2,10 @@
 // and the allocation of blocks for a step's new tokens, over one BlockPool.
 //
 // The scheduler asks it for blocks; the model runner only reads the block tables it is sent.
-// Full-attention layers are the only layer kind so far: every layer shares one block table
-// per request. A recurrent layer kind (Gated DeltaNet state) adds a manager of its own
-// beside FullAttentionManager, chosen by the layer's cache spec.
+// Full-attention layers share one block table per request. A hybrid model's recurrent layers
+// (Gated DeltaNet) keep their state in slots instead, one per running request, handed out
+// by a StateSlotManager beside the blocks: a request gets its slot with its first blocks
+// and gives it back with them (finish, abort, preemption).
 #pragma once
 
 #include <cstdint>
@@ -24,9 +25,29 @@ struct ComputedBlocks {
   int64_t num_tokens = 0;
 };
 
+// The recurrent-state slots of a hybrid model: a plain pool, one slot per running request
+// (the model zeroes a slot when the request's first token runs).
+class StateSlotManager {
+ public:
+  explicit StateSlotManager(int64_t num_slots);
+  int64_t num_slots() const { return num_slots_; }
+  int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
+  // The request's slot, taking a free one when it has none; nullopt when none is free.
+  std::optional<int32_t> Acquire(const std::string& request_id);
+  void Release(const std::string& request_id);
+  int32_t SlotOf(const std::string& request_id) const;  // -1: none
+
+ private:
+  int64_t num_slots_;
+  std::vector<int32_t> free_;  // a stack, lowest slot on top
+  std::unordered_map<std::string, int32_t> slots_;
+};
+
 class KvCacheManager {
  public:
-  KvCacheManager(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching);
+  // num_state_slots > 0: the model has recurrent layers and every running request holds
+  // one of that many state slots (prefix caching must then be off).
+  KvCacheManager(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching, int64_t num_state_slots = 0);
 
   int64_t block_size() const { return block_size_; }
   int64_t num_blocks() const { return pool_.num_blocks(); }
@@ -45,8 +66,13 @@ class KvCacheManager {
   // (nothing changes then). Full blocks are entered into the prefix cache.
   std::optional<std::vector<int32_t>> AllocateSlots(Request& req, int64_t num_new_tokens,
                                                     const ComputedBlocks* computed = nullptr);
-  // Gives all of req's blocks back (last block first into the free queue's tail order).
+  // Gives all of req's blocks back (last block first into the free queue's tail order), and
+  // its state slot.
   void Free(const Request& req);
+  // The request's recurrent-state slot, -1 when the model has none (or it holds none).
+  int32_t StateSlot(const std::string& request_id) const { return state_ ? state_->SlotOf(request_id) : -1; }
+  int64_t num_state_slots() const { return state_ ? state_->num_slots() : 0; }
+  int64_t num_free_state_slots() const { return state_ ? state_->num_free() : 0; }
   const std::vector<int32_t>& BlockTable(const std::string& request_id) const;
   bool HasBlocks(const std::string& request_id) const { return tables_.count(request_id) != 0; }
   // Blocks needed to hold `tokens` tokens.
@@ -58,6 +84,7 @@ class KvCacheManager {
   int64_t block_size_;
   bool caching_;
   BlockPool pool_;
+  std::optional<StateSlotManager> state_;
   struct Table {
     std::vector<int32_t> blocks;
     size_t num_cached = 0;  // leading blocks already entered into the prefix cache

@@ -7,10 +7,10 @@
 namespace vtllm::engine {
 
 ModelRunner::ModelRunner(std::shared_ptr<model::Model> model, int64_t num_blocks, int64_t block_size,
-                         const model::StepLimits& limits)
+                         const model::StepLimits& limits, int64_t num_state_slots)
     : model_(std::move(model)),
       block_size_(block_size),
-      cache_(model_->MakeKvCacheTensors(num_blocks, block_size)),
+      cache_(model_->MakeKvCacheTensors(num_blocks, block_size, num_state_slots)),
       sampler_(model_->queue(), model_->vocab_size(), limits.max_logit_rows) {
   model_->ReserveStepBuffers(limits);
 }
@@ -66,7 +66,8 @@ StepResult ModelRunner::Execute(const SchedulerOutput& schedule, const RequestTa
     const Request& req = *reqs[i];
     const std::span<const int32_t> tokens(req.all_tokens.data() + s.num_computed_tokens,
                                           static_cast<size_t>(s.num_new_tokens));
-    const int32_t first = step_.AddSequence(tokens, s.num_computed_tokens, tables_[s.request_id], block_size_);
+    const int32_t first =
+        step_.AddSequence(tokens, s.num_computed_tokens, tables_[s.request_id], block_size_, s.state_slot);
     const int64_t end = s.num_computed_tokens + s.num_new_tokens;
     if (end == req.num_tokens()) {
       step_.logit_rows.push_back(first + static_cast<int32_t>(s.num_new_tokens - 1));

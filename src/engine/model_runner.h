@@ -39,9 +39,11 @@ class Executor {
 
 class ModelRunner final : public Executor {
  public:
-  // Allocates the KV tensors of `num_blocks` blocks and the step buffers once.
+  // Allocates the KV tensors of `num_blocks` blocks (and, for a hybrid model, the recurrent
+  // state of `num_state_slots` slots) and the step buffers once.
   ModelRunner(std::shared_ptr<model::Model> model, int64_t num_blocks, int64_t block_size,
-              const model::StepLimits& limits);
+              const model::StepLimits& limits, int64_t num_state_slots = 0);
+  const model::KvCacheTensors& cache() const { return cache_; }
   StepResult Execute(const SchedulerOutput& schedule, const RequestTable& requests) override;
   void Forget(const std::string& request_id) override { tables_.erase(request_id); }
 

@@ -139,6 +139,7 @@ SchedulerOutput Scheduler::Schedule() {
     s.num_new_tokens = num_new[req];
     s.is_new = is_new[req];
     s.block_ids = s.is_new ? kv_.BlockTable(req->id) : std::move(appended[req]);
+    s.state_slot = kv_.StateSlot(req->id);
     req->num_computed_tokens += s.num_new_tokens;
     out.num_scheduled_tokens += s.num_new_tokens;
     out.scheduled.push_back(std::move(s));

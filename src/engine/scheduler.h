@@ -37,6 +37,7 @@ struct ScheduledRequest {
   // (prefix hits first). Otherwise: the blocks appended to its table this step.
   bool is_new = false;
   std::vector<int32_t> block_ids;
+  int32_t state_slot = -1;  // its recurrent-state slot (hybrid models), -1: none
 };
 
 struct SchedulerOutput {

@@ -107,11 +107,12 @@ std::optional<int64_t> DefaultMaxPositions(const std::string& model_type) {
   if (model_type == "qwen2") return 32768;
   if (model_type == "qwen3") return 40960;
   if (model_type == "qwen3_moe") return 32768;
+  if (model_type == "qwen3_next" || model_type == "qwen3_5_text" || model_type == "qwen3_5") return 32768;
   return std::nullopt;
 }
 
-void ParseRope(const std::string& path, const json& j, ModelConfig& c) {
-  const Fields top(path, j);
+void ParseRope(const std::string& path, const json& j, ModelConfig& c, const std::string& prefix = "") {
+  const Fields top(path, j, prefix);
   // transformers 5 keeps theta and scaling together in rope_parameters; older configs have
   // top-level rope_theta and an optional rope_scaling object.
   const char* rope_key = top.Object("rope_parameters") ? "rope_parameters" : "rope_scaling";
@@ -127,6 +128,10 @@ void ParseRope(const std::string& path, const json& j, ModelConfig& c) {
   std::string type_key = r.Raw("rope_type") ? "rope_type" : "type";
   const std::string type = r.String(type_key).value_or("default");
   c.rope_scaling.type = type;
+  if (auto prf = r.Number("partial_rotary_factor")) {
+    if (!(*prf > 0 && *prf <= 1)) r.Fail("partial_rotary_factor", vt::StrCat("must be in (0, 1], got ", *prf));
+    c.partial_rotary_factor = *prf;
+  }
   if (type == "default") return;
   if (type == "llama3") {
     c.rope_scaling.factor = r.PositiveNumber("factor", std::nullopt);
@@ -140,6 +145,44 @@ void ParseRope(const std::string& path, const json& j, ModelConfig& c) {
   }
   ThrowLoadError(path, ": rope type '", type, "' (field '", r.Path(type_key),
                  "') is not supported yet (supported: default, llama3)");
+}
+
+// The Gated DeltaNet hybrid fields (HF's Qwen3NextConfig / Qwen3_5TextConfig).
+void ParseHybrid(const Fields& f, ModelConfig& c) {
+  if (const json* v = f.Raw("layer_types")) {
+    if (!v->is_array() || static_cast<int64_t>(v->size()) != c.num_hidden_layers)
+      f.Fail("layer_types", vt::StrCat("must be a list of ", c.num_hidden_layers,
+                                       " layer types (num_hidden_layers), got ", DescribeJson(*v)));
+    for (const auto& x : *v) {
+      if (!x.is_string() || (x.get<std::string>() != "linear_attention" && x.get<std::string>() != "full_attention"))
+        f.Fail("layer_types", "entries must be \"linear_attention\" or \"full_attention\", got " + DescribeJson(x));
+      c.layer_types.push_back(x.get<std::string>());
+    }
+  } else {
+    const int64_t interval = f.Int("full_attention_interval") ? f.PositiveInt("full_attention_interval") : 4;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      c.layer_types.push_back((i + 1) % interval == 0 ? "full_attention" : "linear_attention");
+  }
+  c.linear_conv_kernel_dim = f.PositiveInt("linear_conv_kernel_dim");
+  if (c.linear_conv_kernel_dim < 2)
+    f.Fail("linear_conv_kernel_dim", vt::StrCat("must be at least 2, got ", c.linear_conv_kernel_dim));
+  c.linear_key_head_dim = f.PositiveInt("linear_key_head_dim");
+  c.linear_value_head_dim = f.PositiveInt("linear_value_head_dim");
+  c.linear_num_key_heads = f.PositiveInt("linear_num_key_heads");
+  c.linear_num_value_heads = f.PositiveInt("linear_num_value_heads");
+  if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
+    f.Fail("linear_num_value_heads", vt::StrCat("(", c.linear_num_value_heads,
+                                                ") must be a multiple of linear_num_key_heads (",
+                                                c.linear_num_key_heads, ")"));
+  if (auto prf = f.Number("partial_rotary_factor")) {
+    if (!(*prf > 0 && *prf <= 1)) f.Fail("partial_rotary_factor", vt::StrCat("must be in (0, 1], got ", *prf));
+    c.partial_rotary_factor = *prf;
+  }
+  const double rot = c.partial_rotary_factor * static_cast<double>(c.head_dim);
+  if (rot != static_cast<double>(static_cast<int64_t>(rot)) || static_cast<int64_t>(rot) % 2 != 0)
+    f.Fail("partial_rotary_factor", vt::StrCat("(", c.partial_rotary_factor, ") times head_dim (", c.head_dim,
+                                               ") must be an even number of rotary dims"));
+  c.attn_output_gate = f.Bool("attn_output_gate").value_or(true);
 }
 
 // The mixture-of-experts fields of a MoE architecture (HF's Qwen3MoeConfig): the sizes are
@@ -189,16 +232,21 @@ ModelConfig ModelConfig::FromDir(const std::string& dir) { return FromFile(JoinP
 
 ModelConfig ModelConfig::FromFile(const std::string& path) {
   const json j = ReadObject(path);
-  const Fields f(path, j);
+  const Fields top(path, j);
   ModelConfig c;
+  // A multimodal wrapper (Qwen3.5's) keeps the text model's fields under text_config.
+  const json* text = top.Object("text_config");
+  c.nested_text_config = text != nullptr;
+  const json& tj = text ? *text : j;
+  const Fields f(path, tj, text ? "text_config." : "");
 
-  const json* archs = f.Raw("architectures");
-  if (!archs) f.Missing("architectures");
+  const json* archs = top.Raw("architectures");
+  if (!archs) top.Missing("architectures");
   if (!archs->is_array() || archs->empty() || !(*archs)[0].is_string())
-    f.Fail("architectures", "must be a non-empty list of strings, got " + DescribeJson(*archs));
+    top.Fail("architectures", "must be a non-empty list of strings, got " + DescribeJson(*archs));
   c.architecture = (*archs)[0].get<std::string>();
-  c.model_type = f.String("model_type").value_or("");
-  if (c.model_type.empty()) f.Missing("model_type");
+  c.model_type = f.String("model_type").value_or(top.String("model_type").value_or(""));
+  if (c.model_type.empty()) top.Missing("model_type");
 
   c.hidden_size = f.PositiveInt("hidden_size");
   c.intermediate_size = f.PositiveInt("intermediate_size");
@@ -225,7 +273,7 @@ ModelConfig ModelConfig::FromFile(const std::string& path) {
     f.Missing("max_position_embeddings");
   }
   c.rms_norm_eps = f.PositiveNumber("rms_norm_eps", 1e-6);
-  ParseRope(path, j, c);
+  ParseRope(path, tj, c, text ? "text_config." : "");
 
   c.tie_word_embeddings = f.Bool("tie_word_embeddings").value_or(false);
   c.attention_bias = f.Bool("attention_bias").value_or(false) || c.model_type == "qwen2";
@@ -233,14 +281,25 @@ ModelConfig ModelConfig::FromFile(const std::string& path) {
 
   // transformers 5 writes `dtype`; older versions `torch_dtype`.
   const char* dtype_key = f.Raw("dtype") ? "dtype" : "torch_dtype";
-  if (auto d = f.String(dtype_key))
-    c.dtype = ParseTorchDType(*d, vt::StrCat(path, ": field '", dtype_key, "'"));
+  const Fields& df = f.Raw(dtype_key) || !text ? f : top;
+  if (&df == &top) dtype_key = top.Raw("dtype") ? "dtype" : "torch_dtype";
+  if (auto d = df.String(dtype_key))
+    c.dtype = ParseTorchDType(*d, vt::StrCat(path, ": field '", df.Path(dtype_key), "'"));
 
   c.eos_token_ids = f.IntList("eos_token_id");
   c.bos_token_id = f.Int("bos_token_id").value_or(-1);
   if (c.architecture == "Qwen3MoeForCausalLM" || c.architecture == "Qwen2MoeForCausalLM") ParseMoe(f, c);
   if (c.architecture == "Qwen2MoeForCausalLM")
     c.shared_expert_intermediate_size = f.PositiveInt("shared_expert_intermediate_size");
+  if (c.architecture == "Qwen3NextForCausalLM") {
+    ParseMoe(f, c);
+    c.shared_expert_intermediate_size = f.Int("shared_expert_intermediate_size").value_or(0);
+    if (c.shared_expert_intermediate_size < 0)
+      f.Fail("shared_expert_intermediate_size", vt::StrCat("must be >= 0, got ", c.shared_expert_intermediate_size));
+  }
+  if (c.architecture == "Qwen3NextForCausalLM" || c.architecture == "Qwen3_5ForCausalLM" ||
+      c.architecture == "Qwen3_5ForConditionalGeneration")
+    ParseHybrid(f, c);
   return c;
 }
 

@@ -47,6 +47,25 @@ struct ModelConfig {
   std::vector<int64_t> mlp_only_layers;
   bool IsSparseLayer(int64_t layer) const;
 
+  // Hybrid models (Qwen3NextForCausalLM, Qwen3_5ForCausalLM): Gated DeltaNet
+  // ("linear_attention") layers among full-attention ones. layer_types has one entry per
+  // layer, from config.json's layer_types or, without it, from full_attention_interval (layer
+  // i is full attention iff (i + 1) % interval == 0, HF's rule); empty for other models.
+  std::vector<std::string> layer_types;
+  int64_t linear_conv_kernel_dim = 0, linear_key_head_dim = 0, linear_value_head_dim = 0,
+          linear_num_key_heads = 0, linear_num_value_heads = 0;
+  // RoPE rotates the first partial_rotary_factor * head_dim dims of each head (top-level or
+  // in rope_parameters; 1 when absent).
+  double partial_rotary_factor = 1.0;
+  bool attn_output_gate = false;  // q_proj gives [q | gate] per head; output *= sigmoid(gate)
+  // The text model's fields came from config.json's text_config (a multimodal wrapper such
+  // as Qwen3_5ForConditionalGeneration); its weights are under model.language_model.
+  bool nested_text_config = false;
+  bool IsHybrid() const { return !layer_types.empty(); }
+  bool IsLinearAttentionLayer(int64_t layer) const {
+    return IsHybrid() && layer_types[static_cast<size_t>(layer)] == "linear_attention";
+  }
+
   // Reads DIR/config.json.
   static ModelConfig FromDir(const std::string& dir);
   static ModelConfig FromFile(const std::string& config_json_path);

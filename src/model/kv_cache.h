@@ -19,8 +19,30 @@
 
 namespace vtllm::model {
 
-// What one layer kind keeps per block. Full attention is the only kind so far; a recurrent
-// layer kind (Gated DeltaNet state) adds its own spec beside it.
+// What a recurrent (Gated DeltaNet) layer keeps per sequence, in state slots: one slot per
+// running sequence, whatever its length. Per layer and slot: the conv state of the q, k and
+// v channels (the last conv_width inputs before the sequence's next token, in the model
+// dtype; three tensors because the conv runs on the q, k and v projections separately) and
+// the delta rule's state [nv, dk, dv] in f32.
+struct StateSpec {
+  int64_t num_layers = 0;  // recurrent layers; 0: the model has none
+  int64_t num_slots = 0;
+  int64_t key_channels = 0, value_channels = 0, conv_width = 0;  // nk*dk, nv*dv, kernel - 1
+  int64_t num_value_heads = 0, key_head_dim = 0, value_head_dim = 0;
+  vt::DType conv_dtype = vt::DType::kBF16;
+
+  int64_t BytesPerSlot() const;  // all layers
+};
+
+// One recurrent layer's state tensors (slot-major).
+struct LayerState {
+  vt::Tensor conv_q, conv_k, conv_v;  // [num_slots, channels, conv_width] of conv_dtype
+  vt::Tensor ssm;                     // [num_slots, nv, dk, dv] F32
+};
+
+// What one layer kind keeps per block: full attention's keys and values (num_layers counts
+// the full-attention layers). A hybrid model's recurrent layers keep their state in slots
+// instead (`state`).
 struct KvCacheSpec {
   int64_t num_layers = 0;
   int64_t num_kv_heads = 0;
@@ -29,6 +51,7 @@ struct KvCacheSpec {
   int64_t num_blocks = 0;
   vt::DType dtype = vt::DType::kBF16;
   vt::Device device = vt::Device::Cpu();
+  StateSpec state;
 
   int64_t BytesPerBlock() const;  // all layers, key and value
 };
@@ -39,10 +62,15 @@ class KvCacheTensors {
   const KvCacheSpec& spec() const { return spec_; }
   const vt::Tensor& key(int64_t layer) const { return keys_.at(static_cast<size_t>(layer)); }
   const vt::Tensor& value(int64_t layer) const { return values_.at(static_cast<size_t>(layer)); }
+  // Recurrent layer `layer` (counted among the recurrent layers only).
+  const LayerState& state(int64_t layer) const { return states_.at(static_cast<size_t>(layer)); }
+  // Zeroes every recurrent layer's state of `slot` (a slot handed to a new sequence).
+  void ZeroStateSlot(int64_t slot) const;
 
  private:
   KvCacheSpec spec_;
   std::vector<vt::Tensor> keys_, values_;
+  std::vector<LayerState> states_;
 };
 
 // One sequence's view of a KvCache: the blocks it owns, in order, and how many of its token
@@ -50,6 +78,7 @@ class KvCacheTensors {
 struct SequenceKv {
   std::vector<int32_t> block_table;
   int64_t num_tokens = 0;  // positions [0, num_tokens) are cached
+  int32_t state_slot = -1;  // its recurrent-state slot (hybrid models), -1: none
 };
 
 // KvCacheTensors with a stack of free blocks, for single-process use without the engine.
@@ -63,10 +92,12 @@ class KvCache {
   const vt::Tensor& value(int64_t layer) const { return tensors_.value(layer); }
 
   int64_t num_free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  int64_t num_free_state_slots() const { return static_cast<int64_t>(free_slots_.size()); }
   // Blocks a sequence of `tokens` positions needs.
   int64_t BlocksFor(int64_t tokens) const { return (tokens + spec().block_size - 1) / spec().block_size; }
-  // Gives `seq` enough blocks to hold `new_tokens` more positions; throws vt::Error naming
-  // the counts when the cache has too few free blocks (nothing is taken then).
+  // Gives `seq` enough blocks to hold `new_tokens` more positions (and, for a model with
+  // recurrent layers, a state slot if it has none); throws vt::Error naming the counts when
+  // the cache has too few free blocks or slots (nothing is taken then).
   void Reserve(SequenceKv& seq, int64_t new_tokens);
   // Returns all of `seq`'s blocks to the pool and empties it.
   void Release(SequenceKv& seq);
@@ -76,6 +107,7 @@ class KvCache {
  private:
   KvCacheTensors tensors_;
   std::vector<int32_t> free_;  // a stack of free block ids
+  std::vector<int32_t> free_slots_;  // a stack of free state slots
 };
 
 }  // namespace vtllm::model

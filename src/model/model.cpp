@@ -77,19 +77,30 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   ctx.progress = progress.get();
   model->lm_ = arch.create(ctx);
   if (progress) progress->Finish();
+  // Recorded decode graphs do not carry the recurrent-state slots yet: hybrid models run
+  // their steps eagerly.
+  if (model->has_recurrent_state()) model->graphs_enabled_ = false;
   return model;
 }
 
-KvCache Model::MakeKvCache(int64_t max_tokens, int64_t block_size) const {
-  VT_CHECK(max_tokens > 0 && block_size > 0, "MakeKvCache: max_tokens ", max_tokens, " and block_size ", block_size,
-           " must be > 0");
-  return KvCache(lm_->CacheSpec((max_tokens + block_size - 1) / block_size, block_size, queue_.device()));
+KvCache Model::MakeKvCache(int64_t max_tokens, int64_t block_size, int64_t max_seqs) const {
+  VT_CHECK(max_tokens > 0 && block_size > 0 && max_seqs > 0, "MakeKvCache: max_tokens ", max_tokens,
+           ", block_size ", block_size, " and max_seqs ", max_seqs, " must be > 0");
+  KvCacheSpec spec = lm_->CacheSpec((max_tokens + block_size - 1) / block_size, block_size, queue_.device());
+  spec.state = lm_->StateCacheSpec(max_seqs);
+  return KvCache(spec);
 }
 
-KvCacheTensors Model::MakeKvCacheTensors(int64_t num_blocks, int64_t block_size) const {
+KvCacheTensors Model::MakeKvCacheTensors(int64_t num_blocks, int64_t block_size, int64_t num_state_slots) const {
   VT_CHECK(num_blocks > 0 && block_size > 0, "MakeKvCacheTensors: num_blocks ", num_blocks, " and block_size ",
            block_size, " must be > 0");
-  return KvCacheTensors(lm_->CacheSpec(num_blocks, block_size, queue_.device()));
+  KvCacheSpec spec = lm_->CacheSpec(num_blocks, block_size, queue_.device());
+  if (has_recurrent_state()) {
+    VT_CHECK(num_state_slots > 0, "MakeKvCacheTensors: ", config_.architecture,
+             " has recurrent layers and needs state slots (one per running sequence), got ", num_state_slots);
+    spec.state = lm_->StateCacheSpec(num_state_slots);
+  }
+  return KvCacheTensors(spec);
 }
 
 int64_t Model::KvCacheBytesPerBlock(int64_t block_size) const {
@@ -124,6 +135,7 @@ void Model::ReserveStepBuffers(const StepLimits& want) {
     buffers_.block_tables = vt::Tensor::Empty({l.max_num_seqs * l.max_blocks_per_seq}, DType::kI32, dev);
     buffers_.seq_lens = vt::Tensor::Empty({l.max_num_seqs}, DType::kI32, dev);
     buffers_.query_start_loc = vt::Tensor::Empty({l.max_num_seqs + 1}, DType::kI32, dev);
+    buffers_.state_slots = vt::Tensor::Empty({l.max_num_seqs}, DType::kI32, dev);
   }
   if (l.max_logit_rows > have.max_logit_rows || !buffers_.logits.defined()) {
     grew = true;
@@ -168,12 +180,29 @@ void Model::CheckStep(const StepInput& step, const KvCacheTensors& cache) const 
   }
   for (int32_t r : step.logit_rows)
     VT_CHECK(r >= 0 && r < T, "Execute: logit row ", r, " is outside the step's ", T, " tokens");
+  const StateSpec& st = cache.spec().state;
+  if (has_recurrent_state()) {
+    VT_CHECK(st.num_layers > 0, "Execute: ", config_.architecture, " has recurrent layers but the cache has no state");
+    VT_CHECK(static_cast<int64_t>(step.state_slots.size()) == S, "Execute: ", S, " sequences but ",
+             step.state_slots.size(), " state slots");
+    std::vector<int32_t> seen(step.state_slots);
+    std::sort(seen.begin(), seen.end());
+    for (size_t i = 0; i < seen.size(); ++i) {
+      VT_CHECK(seen[i] >= 0 && seen[i] < st.num_slots, "Execute: state slot ", seen[i], " is outside the cache's ",
+               st.num_slots, " slots");
+      VT_CHECK(i == 0 || seen[i] != seen[i - 1], "Execute: two sequences share state slot ", seen[i]);
+    }
+  }
   VT_CHECK(R >= 0, "Execute: negative logit rows");
 }
 
 vt::Tensor Model::Execute(const StepInput& step, const KvCacheTensors& cache) {
   const auto issue_start = std::chrono::steady_clock::now();
   CheckStep(step, cache);
+  if (has_recurrent_state())
+    for (int64_t s = 0; s < step.num_seqs(); ++s)
+      if (step.positions[static_cast<size_t>(step.query_start_loc[static_cast<size_t>(s)])] == 0)
+        cache.ZeroStateSlot(step.state_slots[static_cast<size_t>(s)]);
   if (graphs_enabled_ && ExecuteGraph(step, cache)) {
     ++graph_stats_.replays;
     last_issue_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - issue_start).count();
@@ -196,6 +225,8 @@ vt::Tensor Model::Execute(const StepInput& step, const KvCacheTensors& cache) {
   meta.block_tables = FillPrefix(buffers_.block_tables, step.block_tables.data(), S * W, DType::kI32).View({S, W});
   meta.seq_lens = FillPrefix(buffers_.seq_lens, step.seq_lens.data(), S, DType::kI32);
   meta.query_start_loc = FillPrefix(buffers_.query_start_loc, step.query_start_loc.data(), S + 1, DType::kI32);
+  if (has_recurrent_state())
+    meta.state_slots = FillPrefix(buffers_.state_slots, step.state_slots.data(), S, DType::kI32);
   const vt::Tensor logits = buffers_.logits.Slice(0, 0, R);
   bool identity = R == T;
   for (int64_t r = 0; identity && r < R; ++r) identity = step.logit_rows[r] == r;
@@ -265,7 +296,7 @@ std::vector<float> Model::Run(KvCache& cache, std::span<const int32_t> token_ids
   int64_t at = 0;
   for (const BatchEntry& e : batch) {
     step.AddSequence(token_ids.subspan(static_cast<size_t>(at), static_cast<size_t>(e.num_new)), e.seq->num_tokens,
-                     e.seq->block_table, cache.spec().block_size);
+                     e.seq->block_table, cache.spec().block_size, e.seq->state_slot);
     at += e.num_new;
     if (!all_logits) step.logit_rows.push_back(static_cast<int32_t>(at - 1));
   }

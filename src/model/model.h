@@ -76,12 +76,18 @@ class Model {
   static std::unique_ptr<Model> Load(const std::string& dir, vt::Device device,
                                      std::optional<vt::DType> dtype = std::nullopt);
 
-  // A cache with room for `max_tokens` tokens in blocks of `block_size`.
-  KvCache MakeKvCache(int64_t max_tokens, int64_t block_size = 16) const;
-  // The KV tensors of `num_blocks` blocks (the engine's manager assigns them).
-  KvCacheTensors MakeKvCacheTensors(int64_t num_blocks, int64_t block_size) const;
-  // Bytes one block of `block_size` tokens takes in every layer.
+  // A cache with room for `max_tokens` tokens in blocks of `block_size` (and, for a hybrid
+  // model, recurrent state for `max_seqs` sequences at a time).
+  KvCache MakeKvCache(int64_t max_tokens, int64_t block_size = 16, int64_t max_seqs = 8) const;
+  // The KV tensors of `num_blocks` blocks (the engine's manager assigns them), and the
+  // recurrent state of `num_state_slots` slots (required > 0 for a hybrid model).
+  KvCacheTensors MakeKvCacheTensors(int64_t num_blocks, int64_t block_size, int64_t num_state_slots = 0) const;
+  // Bytes one block of `block_size` tokens takes in every full-attention layer.
   int64_t KvCacheBytesPerBlock(int64_t block_size) const;
+  // A hybrid model (Gated DeltaNet layers): every running sequence needs a state slot.
+  bool has_recurrent_state() const { return lm_->StateCacheSpec(1).num_layers > 0; }
+  // Bytes one sequence's recurrent state takes in every recurrent layer (0: none).
+  int64_t StateBytesPerSlot() const { return lm_->StateCacheSpec(1).BytesPerSlot(); }
 
   // Allocates the device buffers a step reads (ids, positions, slots, block tables, sequence
   // lengths, query starts, logit rows, logits) for steps up to `limits`, once. A step beyond
@@ -143,7 +149,7 @@ class Model {
   // Persistent device buffers of a step (flat; each step takes views of their first rows).
   struct StepBuffers {
     StepLimits limits;
-    vt::Tensor ids, positions, slots, block_tables, seq_lens, query_start_loc, logit_rows, logits;
+    vt::Tensor ids, positions, slots, block_tables, seq_lens, query_start_loc, state_slots, logit_rows, logits;
   };
   StepBuffers buffers_;
 

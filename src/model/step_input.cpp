@@ -15,11 +15,12 @@ void StepInput::Clear(int64_t stride) {
   seq_lens.clear();
   block_tables.clear();
   logit_rows.clear();
+  state_slots.clear();
   block_table_stride = stride;
 }
 
 int32_t StepInput::AddSequence(std::span<const int32_t> tokens, int64_t start, std::span<const int32_t> block_table,
-                               int64_t block_size) {
+                               int64_t block_size, int32_t state_slot) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   VT_CHECK(n > 0, "StepInput: a sequence needs at least one new token");
   VT_CHECK(start >= 0 && block_size > 0, "StepInput: start ", start, " and block size ", block_size);
@@ -41,6 +42,7 @@ int32_t StepInput::AddSequence(std::span<const int32_t> tokens, int64_t start, s
   block_tables.resize(row + static_cast<size_t>(block_table_stride), 0);
   std::copy(block_table.begin(), block_table.end(), block_tables.begin() + static_cast<std::ptrdiff_t>(row));
   seq_lens.push_back(static_cast<int32_t>(end));
+  state_slots.push_back(state_slot);
   query_start_loc.push_back(static_cast<int32_t>(token_ids.size()));
   return first_row;
 }

@@ -22,6 +22,11 @@ struct StepInput {
   std::vector<int32_t> block_tables;     // [S, block_table_stride]
   int64_t block_table_stride = 1;
   std::vector<int32_t> logit_rows;       // [R] rows of the T tokens whose logits are wanted
+  // [S] each sequence's recurrent-state slot (hybrid models; -1 for other models). A
+  // sequence whose first new token is position 0 starts from a zero state: the model zeroes
+  // its slot first (a slot is handed to a request exactly then, as hybrid models run
+  // without prefix caching and a preempted request is recomputed from position 0).
+  std::vector<int32_t> state_slots;
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int64_t num_seqs() const { return static_cast<int64_t>(seq_lens.size()); }
@@ -34,7 +39,7 @@ struct StepInput {
   // written to slots of `block_table` (which must cover those positions), in blocks of
   // `block_size`. Returns the step row of the sequence's first new token.
   int32_t AddSequence(std::span<const int32_t> tokens, int64_t start, std::span<const int32_t> block_table,
-                      int64_t block_size);
+                      int64_t block_size, int32_t state_slot = -1);
 };
 
 }  // namespace vtllm::model

@@ -250,5 +250,62 @@ TEST(BlockPool, HashesDependOnParentTokensAndExtraKeys) {
   EXPECT_FALSE(h1 == HashBlock(h1, t1, ""));
 }
 
+// A hybrid model's manager: each running request holds one state slot beside its blocks;
+// without a free slot AllocateSlots changes nothing; Free gives the slot back; a preempted
+// request is rescheduled with a slot again.
+TEST(KvCacheManagerStateSlots, OneSlotPerRunningRequest) {
+  KvCacheManager kv(16, 4, /*enable_prefix_caching=*/false, /*num_state_slots=*/2);
+  auto a = MakeRequest("a", 5), b = MakeRequest("b", 5), c = MakeRequest("c", 5);
+  ASSERT_TRUE(kv.AllocateSlots(*a, 5));
+  ASSERT_TRUE(kv.AllocateSlots(*b, 5));
+  EXPECT_EQ(kv.num_free_state_slots(), 0);
+  EXPECT_NE(kv.StateSlot("a"), kv.StateSlot("b"));
+  const int64_t free_blocks = kv.num_free_blocks();
+  EXPECT_FALSE(kv.AllocateSlots(*c, 5));
+  EXPECT_EQ(kv.num_free_blocks(), free_blocks);
+  EXPECT_EQ(kv.StateSlot("c"), -1);
+  const int32_t slot_a = kv.StateSlot("a");
+  a->num_computed_tokens = 5;
+  ASSERT_TRUE(kv.AllocateSlots(*a, 1));  // a decode keeps its slot
+  EXPECT_EQ(kv.StateSlot("a"), slot_a);
+  kv.Free(*a);
+  EXPECT_EQ(kv.num_free_state_slots(), 1);
+  ASSERT_TRUE(kv.AllocateSlots(*c, 5));
+  EXPECT_EQ(kv.StateSlot("c"), slot_a);
+  kv.Free(*b);
+  kv.Free(*c);
+  EXPECT_EQ(kv.num_free_state_slots(), 2);
+  EXPECT_EQ(kv.num_free_blocks(), 16);
+}
+
+TEST(SchedulerStateSlots, ScheduledRequestsCarryTheirSlotsAndPreemptionFreesThem) {
+  // 6 blocks of 4 tokens, 4 slots: two 10-token prompts fit (3 blocks each); their decodes
+  // then need a 4th block each and one is preempted.
+  KvCacheManager kv(6, 4, false, 4);
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 4;
+  cfg.max_num_batched_tokens = 64;
+  cfg.max_model_len = 64;
+  Scheduler s(cfg, kv);
+  std::vector<std::unique_ptr<Request>> reqs;
+  reqs.push_back(MakeRequest("a", 10));
+  reqs.push_back(MakeRequest("b", 10));
+  for (auto& r : reqs) s.AddRequest(r.get());
+  SchedulerOutput out = s.Schedule();
+  ASSERT_EQ(out.scheduled.size(), 2u);
+  EXPECT_GE(out.scheduled[0].state_slot, 0);
+  EXPECT_GE(out.scheduled[1].state_slot, 0);
+  EXPECT_NE(out.scheduled[0].state_slot, out.scheduled[1].state_slot);
+  bool preempted = false;
+  for (int step = 0; step < 8 && !preempted; ++step) {
+    SampleAll(out, reqs);
+    out = s.Schedule();
+    preempted = !out.preempted.empty();
+  }
+  ASSERT_TRUE(preempted);
+  EXPECT_EQ(kv.StateSlot(out.preempted[0]), -1);
+  EXPECT_EQ(kv.num_free_state_slots(), 3);
+}
+
 }  // namespace
 }  // namespace vtllm::engine

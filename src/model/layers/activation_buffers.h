@@ -40,6 +40,20 @@ enum ActivationSlot {
   kSlotTopKWeights,
   kSlotSharedExpert,
   kSlotSharedGate,
+  // Gated DeltaNet and gated attention (hybrid models).
+  kSlotGdnQ,
+  kSlotGdnK,
+  kSlotGdnV,
+  kSlotGdnZ,
+  kSlotGdnA,
+  kSlotGdnB,
+  kSlotGdnConvQ,
+  kSlotGdnConvK,
+  kSlotGdnConvV,
+  kSlotGdnCore,
+  kSlotGdnNormed,
+  kSlotAttnGate,
+  kSlotAttnGated,
 };
 
 class ActivationBuffers {

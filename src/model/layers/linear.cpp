@@ -36,6 +36,15 @@ vt::Tensor StackRows(const std::vector<vt::Tensor>& parts) {
   return out;
 }
 
+// The shard's rows of its stored weight, checked against the stored shape.
+vt::Tensor ShardWeight(const Checkpoint& ckpt, const LinearShard& s, vt::DType dtype, int64_t in_features) {
+  const std::string name = s.prefix + ".weight";
+  if (s.stored_rows == 0) return ckpt.GetAs(name, dtype, {s.out_features, in_features});
+  VT_CHECK(s.row_offset >= 0 && s.row_offset + s.out_features <= s.stored_rows, "linear ", s.prefix, ": rows [",
+           s.row_offset, ", ", s.row_offset + s.out_features, ") of a weight of ", s.stored_rows, " rows");
+  return ckpt.GetAs(name, dtype, {s.stored_rows, in_features}).Slice(0, s.row_offset, s.row_offset + s.out_features);
+}
+
 class UnquantizedLinearMethod final : public LinearMethod {
  public:
   void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
@@ -43,7 +52,7 @@ class UnquantizedLinearMethod final : public LinearMethod {
       const std::string name = s.prefix + ".weight";
       const TensorInfo& info = ckpt.Info(name);
       const vt::DType dt = info.dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
-      parts_.push_back(ckpt.GetAs(name, dt, {s.out_features, in_features}));
+      parts_.push_back(ShardWeight(ckpt, s, dt, in_features));
     }
   }
   void ProcessWeightsAfterLoading(const vt::Queue&, vt::Device device) override {
@@ -74,7 +83,7 @@ class Fp8StaticLinearMethod final : public LinearMethod {
     for (const LinearShard& s : shards) {
       shard_rows_.push_back(row);
       row += s.out_features;
-      parts_.push_back(ckpt.GetAs(s.prefix + ".weight", vt::DType::kF8E4M3, {s.out_features, in_features}));
+      parts_.push_back(ShardWeight(ckpt, s, vt::DType::kF8E4M3, in_features));
       const float ws = ckpt.GetScaleF32(s.prefix + ".weight_scale");
       const float is = ckpt.GetScaleF32(s.prefix + ".input_scale");
       weight_scales_.push_back(ws);
@@ -154,6 +163,9 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
     const int64_t kb = (in_features + block_k_ - 1) / block_k_;
     for (size_t i = 0; i < shards.size(); ++i) {
       const LinearShard& s = shards[i];
+      if (s.stored_rows != 0)
+        ThrowLoadError(ckpt.dir(), ": '", s.prefix, ".weight' is split by rows, which ", name(),
+                       " FP8 (per-row or per-block scales) does not support yet");
       parts_.push_back(ckpt.GetAs(s.prefix + ".weight", vt::DType::kF8E4M3, {s.out_features, in_features}));
       const std::string scale = s.prefix + (block_ ? ".weight_scale_inv" : ".weight_scale");
       if (!ckpt.Has(scale))
@@ -310,6 +322,7 @@ Linear Linear::Load(const LinearContext& ctx, std::vector<LinearShard> shards, i
   if (bias) {
     std::vector<vt::Tensor> parts;
     for (const LinearShard& s : shards) {
+      VT_CHECK(s.stored_rows == 0, "linear ", s.prefix, ": a shard split by rows cannot have a bias");
       const std::string name = s.prefix + ".bias";
       const TensorInfo& info = ctx.checkpoint->Info(name);
       const vt::DType dt = info.dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;

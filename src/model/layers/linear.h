@@ -24,6 +24,12 @@ struct QuantConfig;
 struct LinearShard {
   std::string prefix;  // e.g. "model.layers.0.self_attn.q_proj"
   int64_t out_features = 0;
+  // A shard may be a block of rows of a larger stored weight (the per-head interleaved
+  // projections of Qwen3-Next): rows [row_offset, row_offset + out_features) of a weight of
+  // stored_rows rows. stored_rows 0: the weight has exactly out_features rows. Per-tensor
+  // scales are the stored weight's; biases and per-row scales of such a shard are refused.
+  int64_t row_offset = 0;
+  int64_t stored_rows = 0;
 };
 
 // Calibration (`vtllm quantize`): shown each linear's input before the linear is applied.

@@ -28,6 +28,7 @@ struct AttentionMetadata {
   vt::Tensor block_tables;     // [S, stride] I32
   vt::Tensor seq_lens;         // [S] I32, context length after this step
   vt::Tensor query_start_loc;  // [S+1] I32
+  vt::Tensor state_slots;      // [S] I32, each sequence's recurrent-state slot (hybrid models)
   int64_t num_tokens = 0;
 };
 
@@ -51,6 +52,11 @@ class CausalLM {
   // Bytes of weights one step reads (every weight once).
   virtual int64_t weight_bytes() const = 0;
   virtual KvCacheSpec CacheSpec(int64_t num_blocks, int64_t block_size, vt::Device device) const = 0;
+  // The recurrent layers' state of `num_slots` slots (num_layers 0: the model has none).
+  virtual StateSpec StateCacheSpec(int64_t num_slots) const {
+    (void)num_slots;
+    return {};
+  }
 };
 
 using ArchitectureFactory = std::unique_ptr<CausalLM> (*)(const BuildContext& ctx);

@@ -4,6 +4,7 @@
 #include "model/config.h"
 #include "model/models/causal_lm.h"
 #include "model/models/decoder.h"
+#include "model/models/hybrid.h"
 #include "vt/error.h"
 
 namespace vtllm::model {
@@ -23,7 +24,7 @@ std::unique_ptr<CausalLM> CreateLlama(const BuildContext& ctx) {
   return MakeDecoder(ctx, {.qk_norm = false, .qkv_bias = ctx.config->attention_bias});
 }
 
-constexpr std::array<Architecture, 5> kArchitectures = {{
+constexpr std::array<Architecture, 8> kArchitectures = {{
     {"Qwen3ForCausalLM", &CreateQwen3, &DecoderOps},
     // Qwen3 attention; the layers the config makes sparse have a SparseMoeBlock.
     {"Qwen3MoeForCausalLM", &CreateQwen3, &MoeDecoderOps},
@@ -31,6 +32,11 @@ constexpr std::array<Architecture, 5> kArchitectures = {{
     {"Qwen2MoeForCausalLM", &CreateQwen2, &MoeDecoderOps},
     {"Qwen2ForCausalLM", &CreateQwen2, &DecoderOps},
     {"LlamaForCausalLM", &CreateLlama, &DecoderOps},
+    // Hybrid Gated DeltaNet / gated full attention; Qwen3-Next's layers are sparse (MoE with
+    // a shared expert), Qwen3.5's dense. The multimodal wrapper runs its text model only.
+    {"Qwen3NextForCausalLM", &MakeHybridDecoder, &HybridDecoderOps},
+    {"Qwen3_5ForCausalLM", &MakeHybridDecoder, &HybridDecoderOps},
+    {"Qwen3_5ForConditionalGeneration", &MakeHybridDecoder, &HybridDecoderOps},
 }};
 
 }  // namespace

@@ -1,0 +1,98 @@
+#include "model/layers/gated_deltanet.h"
+
+#include "model/checkpoint.h"
+#include "vt/error.h"
+#include "vt/ops/gdn.h"
+#include "vt/ops/norm.h"
+
+namespace vtllm::model {
+
+GatedDeltaNet GatedDeltaNet::Load(const LinearContext& lc, const std::string& p, const GdnShape& s) {
+  VT_CHECK(s.num_key_heads > 0 && s.num_value_heads % s.num_key_heads == 0 && s.key_head_dim > 0 &&
+               s.value_head_dim > 0 && s.conv_kernel >= 2,
+           p, ": Gated DeltaNet shape (key heads ", s.num_key_heads, ", value heads ", s.num_value_heads, ", dk ",
+           s.key_head_dim, ", dv ", s.value_head_dim, ", conv kernel ", s.conv_kernel, ") is not usable");
+  GatedDeltaNet g;
+  g.s_ = s;
+  const int64_t nk = s.num_key_heads, nv = s.num_value_heads, dk = s.key_head_dim, dv = s.value_head_dim;
+  const int64_t r = nv / nk, H = s.hidden, Ck = nk * dk, Cv = nv * dv;
+  if (s.fused_projections) {
+    // Per key-head group g: [q_g | k_g | v_g | z_g] in in_proj_qkvz, [b_g | a_g] in in_proj_ba.
+    const std::string qkvz = p + "in_proj_qkvz", ba = p + "in_proj_ba";
+    const int64_t W = 2 * dk + 2 * r * dv, rows = nk * W;
+    std::vector<LinearShard> q, k, v, z, b, a;
+    for (int64_t h = 0; h < nk; ++h) {
+      q.push_back({qkvz, dk, h * W, rows});
+      k.push_back({qkvz, dk, h * W + dk, rows});
+      v.push_back({qkvz, r * dv, h * W + 2 * dk, rows});
+      z.push_back({qkvz, r * dv, h * W + 2 * dk + r * dv, rows});
+      b.push_back({ba, r, h * 2 * r, nk * 2 * r});
+      a.push_back({ba, r, h * 2 * r + r, nk * 2 * r});
+    }
+    g.q_ = Linear::Load(lc, q, H, false);
+    g.k_ = Linear::Load(lc, k, H, false);
+    g.v_ = Linear::Load(lc, v, H, false);
+    g.z_ = Linear::Load(lc, z, H, false);
+    g.b_ = Linear::Load(lc, b, H, false);
+    g.a_ = Linear::Load(lc, a, H, false);
+  } else {
+    const std::string qkv = p + "in_proj_qkv";
+    const int64_t rows = 2 * Ck + Cv;
+    g.q_ = Linear::Load(lc, {{qkv, Ck, 0, rows}}, H, false);
+    g.k_ = Linear::Load(lc, {{qkv, Ck, Ck, rows}}, H, false);
+    g.v_ = Linear::Load(lc, {{qkv, Cv, 2 * Ck, rows}}, H, false);
+    g.z_ = Linear::Load(lc, {{p + "in_proj_z", Cv}}, H, false);
+    g.b_ = Linear::Load(lc, {{p + "in_proj_b", nv}}, H, false);
+    g.a_ = Linear::Load(lc, {{p + "in_proj_a", nv}}, H, false);
+  }
+  g.out_proj_ = Linear::Load(lc, {{p + "out_proj", H}}, Cv, false);
+  const int64_t C = 2 * Ck + Cv, K = s.conv_kernel;
+  g.conv_weight_ = LoadFloatWeight(*lc.checkpoint, p + "conv1d.weight", {C, 1, K}, lc.device);
+  const vt::Tensor w = g.conv_weight_.View({C, K});
+  g.conv_q_ = w.Slice(0, 0, Ck);
+  g.conv_k_ = w.Slice(0, Ck, 2 * Ck);
+  g.conv_v_ = w.Slice(0, 2 * Ck, C);
+  g.A_log_ = LoadFloatWeight(*lc.checkpoint, p + "A_log", {nv}, lc.device);
+  g.dt_bias_ = LoadFloatWeight(*lc.checkpoint, p + "dt_bias", {nv}, lc.device);
+  g.norm_ = LoadFloatWeight(*lc.checkpoint, p + "norm.weight", {dv}, lc.device);
+  return g;
+}
+
+int64_t GatedDeltaNet::weight_bytes() const {
+  int64_t b = q_.weight_bytes() + k_.weight_bytes() + v_.weight_bytes() + z_.weight_bytes() + b_.weight_bytes() +
+              a_.weight_bytes() + out_proj_.weight_bytes();
+  return b + static_cast<int64_t>(conv_weight_.nbytes() + A_log_.nbytes() + dt_bias_.nbytes() + norm_.nbytes());
+}
+
+void GatedDeltaNet::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& query_start,
+                            const vt::Tensor& state_slots, const LayerState& st, const vt::Tensor& out,
+                            ActivationBuffers& buf) const {
+  const int64_t T = x.dim(0), nk = s_.num_key_heads, nv = s_.num_value_heads;
+  const int64_t dk = s_.key_head_dim, dv = s_.value_head_dim, Ck = nk * dk, Cv = nv * dv;
+  const vt::DType act = out.dtype();
+  const vt::Tensor qp = buf.Get(kSlotGdnQ, T, Ck, act), kp = buf.Get(kSlotGdnK, T, Ck, act);
+  const vt::Tensor vp = buf.Get(kSlotGdnV, T, Cv, act), zp = buf.Get(kSlotGdnZ, T, Cv, act);
+  const vt::Tensor bp = buf.Get(kSlotGdnB, T, nv, act), ap = buf.Get(kSlotGdnA, T, nv, act);
+  q_.Apply(q, x, qp);
+  k_.Apply(q, x, kp);
+  v_.Apply(q, x, vp);
+  z_.Apply(q, x, zp);
+  b_.Apply(q, x, bp);
+  a_.Apply(q, x, ap);
+  // The depthwise conv is per channel, so q, k and v run as three convs with their states.
+  const vt::Tensor cq = buf.Get(kSlotGdnConvQ, T, Ck, act), ck = buf.Get(kSlotGdnConvK, T, Ck, act);
+  const vt::Tensor cv = buf.Get(kSlotGdnConvV, T, Cv, act);
+  vt::CausalConv1d(q, cq, qp, conv_q_, st.conv_q, query_start, state_slots);
+  vt::CausalConv1d(q, ck, kp, conv_k_, st.conv_k, query_start, state_slots);
+  vt::CausalConv1d(q, cv, vp, conv_v_, st.conv_v, query_start, state_slots);
+  const vt::Tensor core = buf.Get(kSlotGdnCore, T, Cv, act);
+  // chunk_size 0: the token-by-token recurrence (the CPU kernel's cheaper form; the same math
+  // as HF's chunked prefill up to f32 rounding).
+  vt::GatedDeltaRule(q, core.View({T, nv, dv}), cq.View({T, nk, dk}), ck.View({T, nk, dk}), cv.View({T, nv, dv}), ap,
+                     bp, A_log_, dt_bias_, st.ssm, query_start, state_slots, 0);
+  const vt::Tensor normed = buf.Get(kSlotGdnNormed, T, Cv, act);
+  vt::RmsNormGated(q, normed.View({T * nv, dv}), core.View({T * nv, dv}), zp.View({T * nv, dv}), norm_, s_.rms_eps);
+  out_proj_.Apply(q, normed, out);
+}
+
+}  // namespace vtllm::model

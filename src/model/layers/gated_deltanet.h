@@ -1,0 +1,55 @@
+// The Gated DeltaNet token mixer of a hybrid model's linear-attention layers (HF's
+// Qwen3NextGatedDeltaNet / Qwen3_5GatedDeltaNet), over a flattened batch with one recurrent
+// state slot per sequence:
+//   x [T, H] -> q [T, nk*dk], k [T, nk*dk], v [T, nv*dv], z [T, nv*dv], b, a [T, nv]
+//   -> causal depthwise conv1d + SiLU over q, k and v (each with its channels' conv state)
+//   -> the gated delta rule (l2-normalised q/k, g = -exp(A_log) softplus(a + dt_bias),
+//      beta = sigmoid(b), value head h reads key head h / (nv / nk)) -> core [T, nv, dv]
+//   -> RMSNorm over dv times weight (not zero-centred) times silu(z) -> out_proj -> [T, H].
+//
+// Checkpoint names under `prefix` (e.g. "model.layers.0.linear_attn."): Qwen3.5's split
+// projections in_proj_qkv ([q | k | v] rows), in_proj_z, in_proj_b, in_proj_a; or
+// Qwen3-Next's fused in_proj_qkvz and in_proj_ba, whose rows are interleaved per key-head
+// group g: [q_g (dk), k_g (dk), v_g (r*dv), z_g (r*dv)] and [b_g (r), a_g (r)]. Both are
+// loaded as six linears of row blocks, so every projection's output is contiguous. Then
+// conv1d.weight [nk*dk*2 + nv*dv, 1, K] (rows q, k, v), A_log [nv], dt_bias [nv],
+// norm.weight [dv], out_proj [H, nv*dv].
+#pragma once
+
+#include <string>
+
+#include "model/kv_cache.h"
+#include "model/layers/activation_buffers.h"
+#include "model/layers/linear.h"
+
+namespace vtllm::model {
+
+struct GdnShape {
+  int64_t hidden = 0, num_key_heads = 0, num_value_heads = 0, key_head_dim = 0, value_head_dim = 0;
+  int64_t conv_kernel = 0;
+  bool fused_projections = false;  // Qwen3-Next's in_proj_qkvz / in_proj_ba
+  float rms_eps = 1e-6f;
+};
+
+class GatedDeltaNet {
+ public:
+  GatedDeltaNet() = default;
+  static GatedDeltaNet Load(const LinearContext& lc, const std::string& prefix, const GdnShape& shape);
+
+  // x: the layer's normed input [T, H] (activation dtype); query_start [S + 1] and
+  // state_slots [S] I32: the step's sequences and their slots in `state`; out: [T, H].
+  void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& query_start, const vt::Tensor& state_slots,
+               const LayerState& state, const vt::Tensor& out, ActivationBuffers& buffers) const;
+
+  int64_t weight_bytes() const;
+  const GdnShape& shape() const { return s_; }
+
+ private:
+  GdnShape s_;
+  Linear q_, k_, v_, z_, b_, a_, out_proj_;
+  vt::Tensor conv_q_, conv_k_, conv_v_;  // [channels, K] views of conv1d.weight
+  vt::Tensor conv_weight_;               // [C, 1, K] on the device
+  vt::Tensor A_log_, dt_bias_, norm_;
+};
+
+}  // namespace vtllm::model
