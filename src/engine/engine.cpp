@@ -184,12 +184,13 @@ void Engine::Impl::Init() {
 
 const TokenVocabulary& Engine::Impl::StructuredVocabulary() {
   if (!so_vocab) {
-    std::vector<std::string> bytes(tokenizer->VocabSize());
+    // The model's vocabulary (the sampler's rows): tokenizer ids beyond it are never drawn.
+    const int64_t vocab = model->config().vocab_size;
+    std::vector<std::string> bytes(std::min<size_t>(tokenizer->VocabSize(), static_cast<size_t>(vocab)));
     std::vector<bool> special(bytes.size(), false);
     for (size_t id = 0; id < bytes.size(); ++id) bytes[id] = tokenizer->TokenBytes(static_cast<int32_t>(id));
     for (const Tokenizer::AddedTokenInfo& t : tokenizer->added_tokens())
       if (t.id >= 0 && static_cast<size_t>(t.id) < special.size()) special[static_cast<size_t>(t.id)] = true;
-    const int64_t vocab = std::max<int64_t>(model->config().vocab_size, static_cast<int64_t>(bytes.size()));
     so_vocab = std::make_unique<TokenVocabulary>(bytes, special, eos_ids, vocab);
   }
   return *so_vocab;

@@ -16,7 +16,9 @@
 //
 // Whitespace: none or one byte (space or newline) at each place JSON allows it, between tokens
 // of the value only (none before the value, none after it): bounded, so a model cannot spend its
-// tokens on whitespace. Numbers are at most kMaxNumberBytes long (plus an unfinished exponent).
+// tokens on whitespace. Numbers are bounded so that every one parses to a finite double (an
+// integer to an int64 / uint64): a number may grow while it is shorter than kMaxNumberBytes
+// (integers: kMaxIntegerBytes), and has at most kMaxExponentDigits exponent digits.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +66,8 @@ class JsonGrammar {
 
 inline constexpr int kMaxWhitespace = 1;     // whitespace bytes at one place
 inline constexpr int kMaxNumberBytes = 24;   // a number's length before it must end
+inline constexpr int kMaxExponentDigits = 2;
+inline constexpr int kMaxIntegerBytes = 19;  // sign included: 18 digits fit int64, 19 uint64
 inline constexpr size_t kMaxNesting = 32;    // objects / arrays of "any" values nest this deep
 inline constexpr size_t kMaxAlternatives = 64;  // live anyOf branches kept
 

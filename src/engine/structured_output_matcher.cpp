@@ -103,10 +103,10 @@ bool NumberAccepting(uint8_t phase) {
 }
 
 // One byte of a number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? (integers: no fraction or
-// exponent). kEnd: the number is complete and the byte is not part of it.
+// exponent), bounded so that every value fits a double (an integer an int64 / uint64). kEnd: the number is complete and the byte is not part of it.
 Num NumberStep(Frame& f, uint8_t b, bool integer) {
   const bool digit = IsDigit(b);
-  if (NumberAccepting(f.phase) && f.count >= kMaxNumberBytes) return Num::kEnd;
+  if (NumberAccepting(f.phase) && f.count >= (integer ? kMaxIntegerBytes : kMaxNumberBytes)) return Num::kEnd;
   auto to = [&](uint8_t p) {
     f.phase = p;
     ++f.count;
@@ -134,9 +134,15 @@ Num NumberStep(Frame& f, uint8_t b, bool integer) {
       return Num::kEnd;
     case kNumE:
       if (b == '+' || b == '-') return to(kNumESign);
-      return digit ? to(kNumExp) : Num::kReject;
-    case kNumESign: return digit ? to(kNumExp) : Num::kReject;
-    case kNumExp: return digit ? to(kNumExp) : Num::kEnd;
+      [[fallthrough]];
+    case kNumESign:
+      if (!digit) return Num::kReject;
+      f.hex = 1;  // exponent digits
+      return to(kNumExp);
+    case kNumExp:
+      if (!digit || f.hex >= kMaxExponentDigits) return Num::kEnd;
+      ++f.hex;
+      return to(kNumExp);
   }
   return Num::kReject;
 }
