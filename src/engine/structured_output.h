@@ -109,7 +109,7 @@ class GrammarMatcher {
   bool Advance(const State& in, uint8_t b, State& out) const;
   bool Complete(const State& s) const;
   // The state is one stack inside a free string at a character boundary: every token of plain
-  // string bytes (printable ASCII but '"' and '\\') is accepted.
+  // string bytes (printable ASCII but '"' and '\\', whole UTF-8 characters) is accepted.
   bool InFreeString(const State& s) const;
 
   // Tokens accepted since construction (the engine keeps this in step with the output).
@@ -141,7 +141,8 @@ class TokenVocabulary {
   bool in_trie(int32_t id) const { return in_trie_[static_cast<size_t>(id)]; }
   size_t num_trie_nodes() const { return full_.nodes.size(); }
 
-  // bitmask[t / 32] bit t % 32: token t keeps `m` alive (bitmask_words() words).
+  // bitmask[t / 32] bit t % 32: token t keeps `m` alive (bitmask_words() words). Not
+  // thread-safe (scratch states are kept): the engine calls it from its one thread.
   void FillBitmask(const GrammarMatcher& m, std::vector<uint32_t>& bitmask) const;
 
   struct Trie {
@@ -164,8 +165,8 @@ class TokenVocabulary {
   std::vector<bool> in_trie_;
   std::set<int32_t> eos_;
   Trie full_;      // every allowed token
-  Trie special_;   // tokens not made of plain string bytes (the free-string fast path walks these)
-  std::vector<uint32_t> plain_mask_;  // tokens made of plain string bytes only
+  Trie special_;   // the other tokens (the free-string fast path walks these)
+  std::vector<uint32_t> plain_mask_;  // tokens of plain string bytes and whole UTF-8 characters
   mutable std::vector<GrammarMatcher::State> levels_;
 };
 

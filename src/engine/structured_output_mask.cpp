@@ -1,8 +1,9 @@
 // Token masks: a depth-first walk of the vocabulary's byte trie that advances the matcher one
 // byte per edge and prunes a subtree as soon as its prefix is refused, so a step costs the
 // trie nodes the grammar keeps alive, not the whole vocabulary. Inside a free string the walk
-// skips every token made of plain string bytes (they cannot change the state): those are
-// allowed from a precomputed bitmask and only the other tokens' trie is walked.
+// skips every token made of plain string bytes and whole UTF-8 characters (they cannot change
+// the state): those are allowed from a precomputed bitmask and only the other tokens' trie is
+// walked.
 #include <algorithm>
 #include <numeric>
 
@@ -14,7 +15,35 @@ namespace vtllm::engine {
 
 namespace {
 
-bool PlainStringByte(uint8_t b) { return b >= 0x20 && b < 0x7F && b != '"' && b != '\\'; }
+// Bytes that a free string takes without changing its state: printable ASCII but '"' and '\\',
+// and complete well-formed UTF-8 characters (the rules of the matcher's string lexer).
+bool StateFreeStringBytes(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const uint8_t b = static_cast<uint8_t>(s[i]);
+    if (b < 0x80) {
+      if (b < 0x20 || b == '"' || b == '\\' || b == 0x7F) return false;
+      ++i;
+      continue;
+    }
+    size_t need = 0;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) need = 1;
+    else if (b == 0xE0) need = 2, lo = 0xA0;
+    else if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) need = 2;
+    else if (b == 0xED) need = 2, hi = 0x9F;
+    else if (b == 0xF0) need = 3, lo = 0x90;
+    else if (b >= 0xF1 && b <= 0xF3) need = 3;
+    else if (b == 0xF4) need = 3, hi = 0x8F;
+    else return false;
+    if (i + need >= s.size()) return false;  // a character cut off
+    for (size_t k = 1; k <= need; ++k) {
+      const uint8_t c = static_cast<uint8_t>(s[i + k]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return false;
+    }
+    i += need + 1;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -68,7 +97,7 @@ TokenVocabulary::TokenVocabulary(const std::vector<std::string>& token_bytes, co
     in_trie_[id] = true;
     all.push_back(static_cast<int32_t>(id));
     longest = std::max(longest, b.size());
-    if (std::all_of(b.begin(), b.end(), [](char c) { return PlainStringByte(static_cast<uint8_t>(c)); }))
+    if (StateFreeStringBytes(b))
       plain_mask_[id / 32] |= 1u << (id % 32);
     else
       other.push_back(static_cast<int32_t>(id));

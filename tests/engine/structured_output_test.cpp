@@ -236,8 +236,12 @@ TEST_F(StructuredOutputMask, TrieWalkEqualsEveryTokenThroughAFreshMatcher) {
     std::vector<uint32_t> mask;
     const auto t0 = std::chrono::steady_clock::now();
     v->FillBitmask(m, mask);
-    total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const auto t1 = std::chrono::steady_clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    total_ms += ms;
     const std::vector<uint32_t> want = BruteForce(m, *v);
+    const double brute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+    std::printf("[ mask ] %-40s %8.3f ms (brute force %7.1f ms)\n", ("'" + prefix + "'").c_str(), ms, brute_ms);
     size_t allowed = 0;
     for (uint32_t w : want) allowed += static_cast<size_t>(__builtin_popcount(w));
     EXPECT_EQ(mask, want) << "after '" << prefix << "' (" << allowed << " tokens allowed)";
