@@ -13,6 +13,7 @@
 #include "engine/output_processor.h"
 #include "engine/request_validation.h"
 #include "engine/scheduler.h"
+#include "engine/structured_output.h"
 #include "vt/error.h"
 
 namespace vtllm::engine {
@@ -74,8 +75,10 @@ struct Engine::Impl {
   EngineMetrics metrics;
   std::mt19937_64 rng;
   RequestValidator validator;
+  std::unique_ptr<TokenVocabulary> so_vocab;  // structured outputs: built at the first such request
 
   void Init();
+  const TokenVocabulary& StructuredVocabulary();
   void FinishChild(Request* req, FinishReason reason, double now);
   void CollectOutputs(const std::vector<std::string>& parent_ids, std::vector<RequestOutput>& out);
 };
@@ -204,6 +207,20 @@ void Engine::Impl::Init() {
   validator.tokenizer = tokenizer ? &*tokenizer : nullptr;
 }
 
+const TokenVocabulary& Engine::Impl::StructuredVocabulary() {
+  if (!so_vocab) {
+    // The model's vocabulary (the sampler's rows): tokenizer ids beyond it are never drawn.
+    const int64_t vocab = model->config().vocab_size;
+    std::vector<std::string> bytes(std::min<size_t>(tokenizer->VocabSize(), static_cast<size_t>(vocab)));
+    std::vector<bool> special(bytes.size(), false);
+    for (size_t id = 0; id < bytes.size(); ++id) bytes[id] = tokenizer->TokenBytes(static_cast<int32_t>(id));
+    for (const Tokenizer::AddedTokenInfo& t : tokenizer->added_tokens())
+      if (t.id >= 0 && static_cast<size_t>(t.id) < special.size()) special[static_cast<size_t>(t.id)] = true;
+    so_vocab = std::make_unique<TokenVocabulary>(bytes, special, eos_ids, vocab);
+  }
+  return *so_vocab;
+}
+
 Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   impl_->config = config;
   impl_->model = std::shared_ptr<model::Model>(model::Model::Load(config.model_dir, config.load).release());
@@ -279,6 +296,11 @@ void Engine::AddRequest(EngineRequest r) {
   if (!p.ignore_eos) min_banned.insert(min_banned.end(), I.eos_ids.begin(), I.eos_ids.end());
   size_t max_stop = 0;
   for (const std::string& s : p.stop) max_stop = std::max(max_stop, s.size());
+  std::shared_ptr<const JsonGrammar> grammar;
+  if (p.structured.kind == StructuredOutputParams::Kind::kJsonSchema)
+    grammar = JsonGrammar::FromSchema(p.structured.json_schema, p.structured.field);
+  else if (p.structured.kind == StructuredOutputParams::Kind::kJsonObject)
+    grammar = JsonGrammar::AnyObject();
 
   for (int i = 0; i < p.n; ++i) {
     auto req = std::make_unique<Request>();
@@ -298,6 +320,7 @@ void Engine::AddRequest(EngineRequest r) {
     req->min_tokens_banned = min_banned;
     req->max_stop_len = max_stop;
     if (p.prompt_logprobs) req->max_chunk_tokens = kPromptLogprobChunk;
+    if (grammar) req->grammar = std::make_unique<GrammarMatcher>(grammar);
     if (I.tokenizer) req->detokenizer = std::make_unique<IncrementalDetokenizer>(*I.tokenizer, p.skip_special_tokens);
     parent.children.push_back(req.get());
     I.scheduler->AddRequest(req.get());
@@ -379,6 +402,11 @@ std::vector<RequestOutput> Engine::Step() {
     Request* req = I.requests.at(s.request_id).get();
     if (req->first_scheduled_time == 0) req->first_scheduled_time = start;
   }
+  for (const ScheduledRequest& s : schedule.scheduled) {  // structured outputs: this draw's mask
+    Request* req = I.requests.at(s.request_id).get();
+    if (req->grammar && s.num_computed_tokens + s.num_new_tokens == req->num_tokens())
+      PrepareGrammarMask(*req, I.StructuredVocabulary());
+  }
   StepResult result;
   try {
     result = I.executor->Execute(schedule, I.requests);
@@ -421,6 +449,10 @@ std::vector<RequestOutput> Engine::Step() {
     req->last_token_time = now;
     ++I.metrics.generation_tokens;
     AppendToken(*req, tok.token_id, std::move(tok.logprobs), I.eos_ids, I.max_model_len);
+    if (req->grammar && !req->finish_reason && !AdvanceGrammar(*req, tok.token_id, I.StructuredVocabulary())) {
+      req->finish_reason = FinishReason::kStop;  // the value is finished (as if the end were drawn)
+      if (req->detokenizer) req->text += req->detokenizer->Finish();
+    }
     if (req->finish_reason) I.FinishChild(req, *req->finish_reason, now);
     touched.push_back(req->parent_id);
   }

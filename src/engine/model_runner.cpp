@@ -122,6 +122,7 @@ StepResult ModelRunner::Execute(const SchedulerOutput& schedule, const RequestTa
                                                    static_cast<size_t>(req.num_output_tokens()));
       row.logit_bias = req.logit_bias;
       row.allowed_token_ids = p.allowed_token_ids;
+      row.grammar_bitmask = req.grammar_bitmask;
       BannedIds(req, banned_[r]);
       row.banned_token_ids = banned_[r];
     }

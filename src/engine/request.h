@@ -26,6 +26,16 @@ class RequestError : public std::runtime_error {
   std::string param_;
 };
 
+// Structured outputs (vLLM's `structured_outputs`): the output is constrained to JSON, to a
+// schema's JSON or to any object (engine/structured_output.h has the supported subset).
+struct StructuredOutputParams {
+  enum class Kind { kNone, kJsonSchema, kJsonObject };
+  Kind kind = Kind::kNone;
+  std::string json_schema;                 // kJsonSchema: the schema, as JSON text
+  std::string field = "structured_outputs";  // the request field it came from (errors name it)
+  bool enabled() const { return kind != Kind::kNone; }
+};
+
 // Sampling and stopping, with vLLM's names, meanings and defaults. A front end starts from
 // Engine::default_params() (the checkpoint's generation_config.json values) and sets only the
 // fields the client gave.
@@ -54,6 +64,7 @@ struct SamplingParams {
   std::vector<int32_t> allowed_token_ids;  // non-empty: only these may be sampled
   std::vector<std::string> bad_words;      // never generated (each as the tokenizer spells it,
                                            // with and without a leading space)
+  StructuredOutputParams structured;       // the grammar mask applies with allowed_token_ids
 };
 
 struct EngineRequest {

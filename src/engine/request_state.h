@@ -10,6 +10,7 @@
 
 #include "engine/block_pool.h"
 #include "engine/request.h"
+#include "engine/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vtllm::engine {
@@ -33,6 +34,11 @@ struct Request {
   std::vector<int32_t> min_tokens_banned;  // masked while fewer than min_tokens are generated
   size_t max_stop_len = 0;                 // longest stop string, in bytes
   int64_t max_chunk_tokens = 0;            // > 0: cap on one step's tokens (prompt logprobs)
+  // Structured outputs: the automaton over the generated tokens (kept in step with them by the
+  // engine before each draw, so a preempted and recomputed request keeps its state) and the
+  // draw's allowed tokens as a bitmask over the vocabulary.
+  std::unique_ptr<GrammarMatcher> grammar;
+  std::vector<uint32_t> grammar_bitmask;
 
   RequestStatus status = RequestStatus::kWaiting;
   int64_t num_computed_tokens = 0;  // tokens whose KV is (or is being) computed

@@ -1,5 +1,7 @@
 #include "engine/request_validation.h"
 
+#include "engine/structured_output.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -48,6 +50,12 @@ void RequestValidator::Validate(const EngineRequest& r) const {
                                            std::to_string(*p.max_tokens) +
                                            " in the completion). Please reduce the length of the messages or "
                                            "completion.");
+  }
+  if (p.structured.enabled()) {
+    Require(tokenizer != nullptr, p.structured.field.c_str(),
+            "structured outputs need the model's tokenizer, and this engine has none");
+    if (p.structured.kind == StructuredOutputParams::Kind::kJsonSchema)
+      (void)JsonGrammar::FromSchema(p.structured.json_schema, p.structured.field);
   }
   Require(p.n >= 1 && p.n <= max_n, "n", "n must be in [1, " + std::to_string(max_n) + "], got " + std::to_string(p.n));
   Require(std::isfinite(p.temperature) && p.temperature >= 0, "temperature",

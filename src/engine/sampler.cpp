@@ -94,6 +94,32 @@ struct Sampler::Impl {
     }
   }
 
+  // The structured-output mask of row r, whose allowed_token_ids start at allowed[a0]: those
+  // the grammar also allows or, without them, the grammar's allowed tokens (or its refused
+  // ones as banned, when it allows most of the vocabulary: the shorter list).
+  void AddGrammarMask(const SamplingRow& row, size_t r, size_t a0) {
+    const std::span<const uint32_t> m = row.grammar_bitmask;
+    VT_CHECK(static_cast<int64_t>(m.size()) == (vocab + 31) / 32, "Sampler: row ", r, " grammar bitmask has ", m.size(),
+             " words, the vocabulary ", vocab, " tokens");
+    auto ok = [&](int64_t t) { return ((m[static_cast<size_t>(t / 32)] >> (t % 32)) & 1u) != 0; };
+    if (allowed.size() > a0) {
+      allowed.erase(std::remove_if(allowed.begin() + static_cast<std::ptrdiff_t>(a0), allowed.end(),
+                                   [&](int32_t t) { return !ok(t); }),
+                    allowed.end());
+      if (allowed.size() > a0) return;
+    }
+    int64_t n_ok = 0;
+    for (int64_t t = 0; t < vocab; ++t) n_ok += ok(t);
+    if (n_ok == 0) return;  // nothing to draw under the grammar: left unmasked
+    if (2 * n_ok <= vocab) {
+      for (int64_t t = 0; t < vocab; ++t)
+        if (ok(t)) allowed.push_back(static_cast<int32_t>(t));
+    } else {
+      for (int64_t t = 0; t < vocab; ++t)
+        if (!ok(t)) banned.push_back(static_cast<int32_t>(t));
+    }
+  }
+
   static void CheckRow(const SamplingRow& row, size_t r, int64_t vocab) {
     VT_CHECK(std::isfinite(row.temperature) && row.temperature >= 0, "Sampler: row ", r, " temperature ",
              row.temperature, " must be finite and >= 0");
@@ -166,6 +192,7 @@ std::vector<SampledToken> Sampler::Sample(const vt::Tensor& logits, std::span<co
     if (row.num_logprobs >= 0) want_logprobs = true, K = std::max<int64_t>(K, row.num_logprobs);
     const size_t a0 = s.allowed.size();
     for (int32_t t : row.allowed_token_ids) s.CheckToken(t, r, "allowed"), s.allowed.push_back(t);
+    if (!row.grammar_bitmask.empty()) s.AddGrammarMask(row, r, a0);
     std::sort(s.allowed.begin() + a0, s.allowed.end());
     s.allowed.erase(std::unique(s.allowed.begin() + a0, s.allowed.end()), s.allowed.end());
     for (int32_t t : row.banned_token_ids) s.CheckToken(t, r, "banned"), s.banned.push_back(t);

@@ -1,7 +1,7 @@
 // The sampler: one token per row of a step's logits, on the model's device, in vLLM's order:
 //
 //   logprobs snapshot (raw log-softmax, before any processing)
-//   -> allowed_token_ids -> bad words -> min_tokens (EOS / stop ids masked) -> logit_bias
+//   -> allowed_token_ids and the structured-output grammar mask -> bad words -> min_tokens (EOS / stop ids masked) -> logit_bias
 //   -> repetition, frequency, presence penalties
 //   -> greedy when temperature < 1e-5, else temperature, min_p, top_k, top_p, draw.
 //
@@ -40,6 +40,9 @@ struct SamplingRow {
   std::span<const std::pair<int32_t, float>> logit_bias;  // added (already clamped)
   std::span<const int32_t> allowed_token_ids;  // non-empty: every other token is masked
   std::span<const int32_t> banned_token_ids;   // masked this step (bad words, min_tokens)
+  // Structured outputs: non-empty: bit t % 32 of word t / 32 set = token t may be drawn; applied
+  // with allowed_token_ids (a token must pass both; when none does, the grammar's tokens stay).
+  std::span<const uint32_t> grammar_bitmask;
 };
 
 struct SampledToken {

@@ -223,4 +223,60 @@ ToolDelta HermesToolParser::Finish() {
   return out;
 }
 
+ToolDelta GuidedToolParser::Push(std::string_view text) {
+  ToolDelta out;
+  if (!required_) {
+    if (text.empty() && begun_) return out;
+    ToolCallUpdate u;
+    u.index = 0;
+    u.begin = !begun_;
+    if (u.begin) {
+      id_ = "chatcmpl-tool-" + RandomHex(32);
+      u.id = id_, u.name = name_;
+      begun_ = true;
+    }
+    u.arguments = std::string(text);
+    out.updates.push_back(std::move(u));
+    return out;
+  }
+  for (char ch : text) {
+    if (depth_ >= 2) object_ += ch;
+    if (in_string_) {
+      if (escaped_) escaped_ = false;
+      else if (ch == '\\') escaped_ = true;
+      else if (ch == '"') in_string_ = false;
+      continue;
+    }
+    if (ch == '"') {
+      in_string_ = true;
+    } else if (ch == '{' || ch == '[') {
+      if (++depth_ == 2) object_ = std::string(1, ch);
+    } else if (ch == '}' || ch == ']') {
+      if (depth_ == 2 && ch == '}') EmitObject(out);
+      --depth_;
+    }
+  }
+  return out;
+}
+
+void GuidedToolParser::EmitObject(ToolDelta& out) {
+  const nlohmann::json call = nlohmann::json::parse(object_, nullptr, false);
+  object_.clear();
+  if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) return;
+  ToolCallUpdate u;
+  u.index = num_calls_++;
+  u.begin = true;
+  u.id = "chatcmpl-tool-" + RandomHex(32);
+  u.name = call["name"].get<std::string>();
+  u.arguments = call.contains("parameters") ? call["parameters"].dump() : "{}";
+  out.calls.push_back({u.id, u.name, u.arguments});
+  out.updates.push_back(std::move(u));
+}
+
+ToolDelta GuidedToolParser::Finish() {
+  // named: a call even when nothing was generated (its arguments are then empty).
+  if (!required_ && !begun_) return Push("");
+  return {};
+}
+
 }  // namespace vtllm::server

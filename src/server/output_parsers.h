@@ -81,6 +81,30 @@ class HermesToolParser {
   size_t streamed_ = 0;                       // argument bytes emitted
 };
 
+// tool_choice named / required under guided decoding, as vLLM reads them (no tags): named: the
+// whole output is the named function's arguments, streamed as they come (call 0 begins with the
+// first text); required: the output is a JSON array [{"name": ..., "parameters": {...}}, ...]
+// and each element becomes a call when its object is complete (arguments: the parameters as
+// compact JSON, as vLLM re-serializes them).
+class GuidedToolParser {
+ public:
+  GuidedToolParser(bool required, std::string name) : required_(required), name_(std::move(name)) {}
+  ToolDelta Push(std::string_view text);
+  ToolDelta Finish();
+
+ private:
+  void EmitObject(ToolDelta& out);
+  bool required_;
+  std::string name_;
+  size_t num_calls_ = 0;
+  bool begun_ = false;
+  std::string id_;
+  // required: the array being scanned
+  int depth_ = 0;
+  bool in_string_ = false, escaped_ = false;
+  std::string object_;  // the element object being read
+};
+
 // Length of the longest suffix of `text` that is a proper prefix of `tag` (bytes to hold back).
 size_t PartialTagSuffix(std::string_view text, std::string_view tag);
 

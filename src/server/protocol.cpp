@@ -151,11 +151,7 @@ void ParseSamplingFields(const Json& body, const ProtocolContext& ctx, ParsedReq
     req.include_usage = GetBool(*so, "include_usage").value_or(false);
     req.continuous_usage_stats = GetBool(*so, "continuous_usage_stats").value_or(false);
   }
-  if (const Json* rf = GetObject(body, "response_format")) {
-    std::optional<std::string> type = GetString(*rf, "type");
-    if (type && *type != "text")
-      throw BadRequest("response_format", "response_format type \"" + *type + "\" needs guided decoding, which this server does not have.");
-  }
+  ParseStructuredOutputs(body, req);
 }
 
 void CheckContextLength(ParsedRequest& req, const ProtocolContext& ctx) {

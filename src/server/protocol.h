@@ -63,6 +63,9 @@ struct ParsedRequest {
   bool parse_tools = false;         // the tool-call parser applies
   ToolChoice tool_choice = ToolChoice::kNone;
   std::string named_tool;           // tool_choice {"type": "function", "function": {"name": ...}}
+  // tool_choice required / named: the output is forced by a grammar (params.structured) and
+  // read by GuidedToolParser instead of the tool-call parser.
+  bool guided_tools = false;
 };
 
 // Raises 400 / 404 (unknown model) ApiErrors.
@@ -73,6 +76,11 @@ ParsedRequest ParseChatRequest(const Json& body, const ProtocolContext& ctx);
 std::string ResolveModel(const Json& body, const ProtocolContext& ctx);
 // Sampling fields common to both endpoints (max_tokens aside).
 void ParseSamplingFields(const Json& body, const ProtocolContext& ctx, ParsedRequest& req);
+// response_format, structured_outputs, guided_json -> params.structured (400 naming the field
+// on a bad or unsupported schema).
+void ParseStructuredOutputs(const Json& body, ParsedRequest& req);
+// tool_choice required / named: the grammar that forces the call(s), from the tools' parameters.
+void ApplyToolChoiceGrammar(const Json& tools, ParsedRequest& req);
 // Checks each prompt against the context and max_tokens, with vLLM's messages.
 void CheckContextLength(ParsedRequest& req, const ProtocolContext& ctx);
 

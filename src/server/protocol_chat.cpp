@@ -204,9 +204,10 @@ ParsedRequest ParseChatRequest(const Json& body, const ProtocolContext& ctx) {
   }
   if (req.tool_choice == ToolChoice::kAuto && !(ctx.enable_auto_tool_choice && !ctx.tool_call_parser.empty()))
     throw BadRequest("tool_choice", "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set");
-  if ((req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed) && ctx.tool_call_parser.empty())
-    throw BadRequest("tool_choice", "tool_choice \"required\" or a named function needs --tool-call-parser (this server has no guided decoding).");
-  req.parse_tools = req.tool_choice != ToolChoice::kNone;
+  // required and named choices are forced by guided decoding, as vLLM does (no parser needed).
+  if (tools) ApplyToolChoiceGrammar(*tools, req);
+  req.guided_tools = req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed;
+  req.parse_tools = req.tool_choice == ToolChoice::kAuto;
 
   RenderedChat chat = RenderChat(body, ctx);
   req.prompts.push_back(ctx.tokenizer->Encode(chat.text, GetBool(body, "add_special_tokens").value_or(false)));
@@ -215,7 +216,8 @@ ParsedRequest ParseChatRequest(const Json& body, const ProtocolContext& ctx) {
   req.echo = GetBool(body, "echo").value_or(false);
   const std::string response_role = add_generation_prompt ? "assistant" : chat.last_role;
   if (req.echo && chat.last_role == response_role) req.echo_text = chat.last_content;
-  if (ctx.reasoning_parser == "qwen3") {
+  // A constrained output is the value from its first token: no reasoning block before it.
+  if (ctx.reasoning_parser == "qwen3" && !req.params.structured.enabled()) {
     req.parse_reasoning = true;
     const size_t open = chat.text.rfind("<think>");
     const size_t close = chat.text.rfind("</think>");

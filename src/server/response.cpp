@@ -50,6 +50,7 @@ struct ResponseBuilder::Choice {
   // chat: the parsers' state and what they produced
   ReasoningParser reasoning;
   HermesToolParser tools;
+  std::optional<GuidedToolParser> guided;  // tool_choice required / named
   std::string reasoning_text, content_text;
   std::vector<ToolCall> calls;
   std::vector<size_t> call_slot;  // the parser's call index -> index in `calls` (SIZE_MAX: dropped)
@@ -71,6 +72,7 @@ ResponseBuilder::ResponseBuilder(const ParsedRequest& req, ResponseMeta meta) : 
     auto c = std::make_unique<Choice>();
     c->index = static_cast<int>(i);
     c->reasoning = ReasoningParser(req.prompt_opens_reasoning);
+    if (req.guided_tools) c->guided.emplace(req.tool_choice == ToolChoice::kRequired, req.named_tool);
     choices_.push_back(std::move(c));
   }
 }
@@ -130,7 +132,9 @@ Json ResponseBuilder::StopReason(const Choice& c) const {
 }
 
 std::string ResponseBuilder::FinishReason(const Choice& c) const {
-  if (*c.finish != engine::FinishReason::kAbort && !c.calls.empty()) return "tool_calls";
+  // A named tool choice finishes as the generation did ("stop"), as vLLM reports it.
+  if (*c.finish != engine::FinishReason::kAbort && !c.calls.empty() && req_.tool_choice != ToolChoice::kNamed)
+    return "tool_calls";
   return ReasonName(*c.finish);
 }
 
@@ -215,7 +219,15 @@ void ResponseBuilder::Parse(Choice& c, const std::string& text, bool final, Json
     content = std::move(r.content);
   }
   std::vector<ToolCallUpdate> updates;
-  if (req_.parse_tools) {
+  if (c.guided) {  // the whole output is the call(s)
+    ToolDelta t = c.guided->Push(content);
+    if (final) {
+      ToolDelta f = c.guided->Finish();
+      for (ToolCallUpdate& u : f.updates) t.updates.push_back(std::move(u));
+    }
+    content.clear();
+    updates = std::move(t.updates);
+  } else if (req_.parse_tools) {
     ToolDelta t = c.tools.Push(content);
     if (final) {
       ToolDelta f = c.tools.Finish();
@@ -395,7 +407,7 @@ Json ResponseBuilder::Response() const {
       const bool nullable = req_.parse_reasoning || !c.calls.empty();
       Json message;
       message["role"] = "assistant";
-      message["content"] = nullable && c.content_text.empty() ? Json(nullptr) : Json(c.content_text);
+      message["content"] = nullable && c.content_text.empty() && !c.guided ? Json(nullptr) : Json(c.content_text);
       if (req_.parse_reasoning) message["reasoning"] = c.reasoning_text.empty() ? Json(nullptr) : Json(c.reasoning_text);
       Json calls = Json::array();
       for (const ToolCall& call : c.calls)

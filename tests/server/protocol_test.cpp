@@ -121,7 +121,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadField{R"({"prompt": [1], "cache_salt": ""})", "cache_salt"},
                       BadField{R"({"prompt": [1], "seed": "x"})", "seed"},
                       BadField{R"({"prompt": [1], "echo": 1})", "echo"},
-                      BadField{R"({"prompt": [1], "response_format": {"type": "json_object"}})", "response_format"},
+                      BadField{R"({"prompt": [1], "response_format": {"type": "regex"}})", "response_format.type"},
                       BadField{R"({"prompt": []})", "prompt"},
                       BadField{R"({"prompt": [[1], 2]})", "prompt"},
                       BadField{R"({"prompt": [-1]})", "prompt"},

