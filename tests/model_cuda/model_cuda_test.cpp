@@ -134,6 +134,31 @@ bool Bf16GreedyUndecidable(const std::string& dir, vt::DType act) {
   return act == vt::DType::kBF16 && dir.find("qwen3-next-tiny") != std::string::npos;
 }
 
+// For each prompt (ids folded into the model's vocabulary): the CUDA model's logits after
+// the prompt within tol.logits of the CPU model's, and its greedy tokens equal the CPU's up
+// to a step where the CPU's top-1/top-2 margin is a near-tie (see Bf16GreedyUndecidable).
+void ExpectGreedyMatchesCpu(Model& cpu, Model& gpu, const std::string& dir, vt::DType act,
+                            const std::vector<std::vector<int32_t>>& prompts, int steps, const Tol& tol) {
+  const std::string name = dir.substr(dir.find_last_of('/') + 1);
+  for (size_t c = 0; c < prompts.size(); ++c) {
+    std::vector<int32_t> prompt = prompts[c];
+    for (auto& id : prompt) id = static_cast<int32_t>(id % cpu.vocab_size());  // prompts of another vocab
+    const Greedy want = RunGreedy(cpu, prompt, steps);
+    const Greedy got = RunGreedy(gpu, prompt, steps);
+    const double err = MaxAbsDiff(got.first_logits, want.first_logits);
+    size_t agree = 0;
+    while (agree < got.tokens.size() && got.tokens[agree] == want.tokens[agree]) ++agree;
+    std::printf("[%s %s] case %zu (T=%zu): max |logit cuda - cpu| = %.3g; greedy agrees on %zu of %d\n", name.c_str(),
+                Name(act).c_str(), c, prompt.size(), err, agree, steps);
+    EXPECT_LE(err, tol.logits) << dir << " " << Name(act) << " case " << c;
+    if (agree < got.tokens.size() && !Bf16GreedyUndecidable(dir, act)) {
+      EXPECT_LT(want.margins[agree], tol.near_tie)
+          << dir << " " << Name(act) << " case " << c << ": step " << agree << " cuda " << got.tokens[agree] << " cpu "
+          << want.tokens[agree] << " with a CPU margin of " << want.margins[agree];
+    }
+  }
+}
+
 TEST(ModelCuda, GreedyTokensMatchCpu) {
   REQUIRE_CUDA();
   const auto prompts = Prompts(FixturesDir() + "/oracles/qwen3-tiny/reference.json");
@@ -151,23 +176,7 @@ TEST(ModelCuda, GreedyTokensMatchCpu) {
       const bool dynamic_fp8 = dir.find("qwen3-fp8-block") != std::string::npos ||
                                dir.find("qwen3-fp8-dynamic") != std::string::npos;
       if (dynamic_fp8 && act == vt::DType::kBF16) tol.logits = 0.3;
-      for (size_t c = 0; c < prompts.size(); ++c) {
-        std::vector<int32_t> prompt = prompts[c];
-        for (auto& id : prompt) id = static_cast<int32_t>(id % cpu->vocab_size());  // prompts of another vocab
-        const Greedy want = RunGreedy(*cpu, prompt, kSteps);
-        const Greedy got = RunGreedy(*gpu, prompt, kSteps);
-        const double err = MaxAbsDiff(got.first_logits, want.first_logits);
-        size_t agree = 0;
-        while (agree < got.tokens.size() && got.tokens[agree] == want.tokens[agree]) ++agree;
-        std::printf("[%s %s] case %zu (T=%zu): max |logit cuda - cpu| = %.3g; greedy agrees on %zu of %d\n",
-                    dir.substr(dir.find_last_of('/') + 1).c_str(), Name(act).c_str(), c, prompt.size(), err, agree, kSteps);
-        EXPECT_LE(err, tol.logits) << dir << " " << Name(act) << " case " << c;
-        if (agree < got.tokens.size() && !Bf16GreedyUndecidable(dir, act)) {
-          EXPECT_LT(want.margins[agree], tol.near_tie)
-              << dir << " " << Name(act) << " case " << c << ": step " << agree << " cuda " << got.tokens[agree]
-              << " cpu " << want.tokens[agree] << " with a CPU margin of " << want.margins[agree];
-        }
-      }
+      ExpectGreedyMatchesCpu(*cpu, *gpu, dir, act, prompts, kSteps, tol);
       EXPECT_GT(vt::DispatchCount(vt::OpId::kPagedAttention, vt::DeviceType::kCUDA), before)
           << "the CUDA model did not run the CUDA attention kernel";
     }
@@ -228,23 +237,7 @@ TEST(ModelCuda, MoeFixturesMatchCpu) {
       const int64_t ran = vt::DispatchCount(experts, vt::DeviceType::kCUDA);
       const int64_t gated = vt::DispatchCount(vt::OpId::kSigmoidGatedAdd, vt::DeviceType::kCUDA);
       const Tol tol = TolFor(act);
-      for (size_t c = 0; c < prompts.size(); ++c) {
-        std::vector<int32_t> prompt = prompts[c];
-        for (auto& id : prompt) id = static_cast<int32_t>(id % cpu->vocab_size());
-        const Greedy want = RunGreedy(*cpu, prompt, kSteps);
-        const Greedy got = RunGreedy(*gpu, prompt, kSteps);
-        const double err = MaxAbsDiff(got.first_logits, want.first_logits);
-        size_t agree = 0;
-        while (agree < got.tokens.size() && got.tokens[agree] == want.tokens[agree]) ++agree;
-        std::printf("[%s %s] case %zu (T=%zu): max |logit cuda - cpu| = %.3g; greedy agrees on %zu of %d\n",
-                    name, Name(act).c_str(), c, prompt.size(), err, agree, kSteps);
-        EXPECT_LE(err, tol.logits) << dir << " " << Name(act) << " case " << c;
-        if (agree < got.tokens.size() && !Bf16GreedyUndecidable(dir, act)) {
-          EXPECT_LT(want.margins[agree], tol.near_tie)
-              << dir << " " << Name(act) << " case " << c << ": step " << agree << " cuda " << got.tokens[agree]
-              << " cpu " << want.tokens[agree] << " with a CPU margin of " << want.margins[agree];
-        }
-      }
+      ExpectGreedyMatchesCpu(*cpu, *gpu, dir, act, prompts, kSteps, tol);
       EXPECT_GT(vt::DispatchCount(vt::OpId::kMoeTopKRouting, vt::DeviceType::kCUDA), routed) << dir;
       EXPECT_GT(vt::DispatchCount(experts, vt::DeviceType::kCUDA), ran) << dir << ": no CUDA expert kernel ran";
       if (shared) {
@@ -273,23 +266,7 @@ TEST(ModelCuda, HybridFixturesMatchCpu) {
       const int64_t conv = vt::DispatchCount(vt::OpId::kCausalConv1d, vt::DeviceType::kCUDA);
       const int64_t norm = vt::DispatchCount(vt::OpId::kRmsNormZeroCentred, vt::DeviceType::kCUDA);
       const Tol tol = TolFor(act);
-      for (size_t c = 0; c < prompts.size(); ++c) {
-        std::vector<int32_t> prompt = prompts[c];
-        for (auto& id : prompt) id = static_cast<int32_t>(id % cpu->vocab_size());
-        const Greedy want = RunGreedy(*cpu, prompt, kSteps);
-        const Greedy got = RunGreedy(*gpu, prompt, kSteps);
-        const double err = MaxAbsDiff(got.first_logits, want.first_logits);
-        size_t agree = 0;
-        while (agree < got.tokens.size() && got.tokens[agree] == want.tokens[agree]) ++agree;
-        std::printf("[%s %s] case %zu (T=%zu): max |logit cuda - cpu| = %.3g; greedy agrees on %zu of %d\n", name,
-                    Name(act).c_str(), c, prompt.size(), err, agree, kSteps);
-        EXPECT_LE(err, tol.logits) << dir << " " << Name(act) << " case " << c;
-        if (agree < got.tokens.size() && !Bf16GreedyUndecidable(dir, act)) {
-          EXPECT_LT(want.margins[agree], tol.near_tie)
-              << dir << " " << Name(act) << " case " << c << ": step " << agree << " cuda " << got.tokens[agree]
-              << " cpu " << want.tokens[agree] << " with a CPU margin of " << want.margins[agree];
-        }
-      }
+      ExpectGreedyMatchesCpu(*cpu, *gpu, dir, act, prompts, kSteps, tol);
       EXPECT_GT(vt::DispatchCount(vt::OpId::kGatedDeltaRule, vt::DeviceType::kCUDA), rule) << dir;
       EXPECT_GT(vt::DispatchCount(vt::OpId::kCausalConv1d, vt::DeviceType::kCUDA), conv) << dir;
       EXPECT_GT(vt::DispatchCount(vt::OpId::kRmsNormZeroCentred, vt::DeviceType::kCUDA), norm) << dir;
