@@ -226,7 +226,7 @@ void AddBenchCommand(CLI::App& app) {
     // The bare steps' cache: every sequence holds whole blocks, plus the warm-up's block. Made
     // before the engine sizes its own from what memory is left.
     constexpr int64_t kBlock = 16;
-    model::KvCache cache = model->MakeKvCache(B * ((L + O + kBlock - 1) / kBlock * kBlock) + kBlock, kBlock);
+    model::KvCache cache = model->MakeKvCache(B * ((L + O + kBlock - 1) / kBlock * kBlock) + kBlock, kBlock, B);
     {  // Warm-up: one token through every weight (first touches of the mapped checkpoint).
       std::mt19937 rng(0);
       model::SequenceKv warm;

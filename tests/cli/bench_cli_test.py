@@ -2,7 +2,7 @@
 """`vtllm bench latency` on the tiny FP8 fixture: --cpu-isa caps the CPU kernels (the JSON
 names the level that ran), the engine and the bare model steps both decode every token
 (output-len - 1 decode steps after the prefill drew the first), a batch whose sequences end
-inside a KV block runs to the end, and bad flag values are refused with a message naming the
+inside a KV block runs to the end, a hybrid model runs a batch of 12, and bad flag values are refused with a message naming the
 flag and the value.
 usage: bench_cli_test.py VTLLM SOURCE_DIR"""
 import json
@@ -22,8 +22,8 @@ def check(ok, what):
         print("FAIL:", what)
 
 
-def bench(*flags, lengths=("--input-len", "8", "--output-len", "4")):
-    p = subprocess.run([vtllm, "bench", "latency", model, *lengths, "--threads", "2", *flags], capture_output=True)
+def bench(*flags, lengths=("--input-len", "8", "--output-len", "4"), ckpt=model):
+    p = subprocess.run([vtllm, "bench", "latency", ckpt, *lengths, "--threads", "2", *flags], capture_output=True)
     return p.returncode, p.stdout.decode("utf-8"), p.stderr.decode("utf-8")
 
 
@@ -49,6 +49,16 @@ rc, out, err = bench("--batch-size", "4", "--json", lengths=("--input-len", "14"
 check(rc == 0, f"batch 4 of 14 + 4 tokens: exit {rc}: {err}")
 if rc == 0:
     check(json.loads(out).get("decode_tok_s", 0) > 0, "batch 4 of 14 + 4 tokens: no decode speed")
+
+# A hybrid (Gated DeltaNet) model at a batch larger than the model cache's default of 8
+# recurrent-state slots: the bare model steps need one slot per sequence.
+hybrid = os.path.join(root, "tests/fixtures/models/qwen3-next-tiny")
+rc, out, err = bench("--batch-size", "12", "--rounds", "1", "--json", ckpt=hybrid)
+check(rc == 0, f"hybrid batch 12: exit {rc}: {err}")
+if rc == 0:
+    j = json.loads(out)
+    check(j.get("decode_steps") == 3 and j.get("model_only", {}).get("decode_steps") == 3,
+          f"hybrid batch 12: decode steps {j.get('decode_steps')} / {j.get('model_only', {}).get('decode_steps')}")
 
 for flag, value in [("--cpu-isa", "avx9000"), ("--device", "tpu"), ("--dtype", "int4")]:
     rc, out, err = bench(flag, value)
