@@ -4,7 +4,7 @@
 // loader tests; the weights mean nothing.
 //
 //   make_random_checkpoint --out DIR
-//       --preset qwen3-0.6b|qwen3-8b|qwen3-tiny|qwen3-tiny-vocab|qwen3-30b-a3b|qwen3-moe-tiny
+//       --preset qwen3-0.6b|qwen3-8b|qwen3-tiny|qwen3-tiny-vocab|qwen3-30b-a3b|qwen3-next-80b-a3b|qwen3-moe-tiny
 //       [--format bf16|fp8-modelopt|fp8-compressed-tensors] [--layers N] [--seed S] [--threads T]
 //
 // The MoE presets write Qwen3MoeForCausalLM (qwen3-30b-a3b: Qwen3-30B-A3B's shape, 128
@@ -12,7 +12,9 @@
 // short). Their routers (mlp.gate, [E, H], kept BF16 and excluded from the FP8
 // quantization) are N(0, 1/sqrt(H)), so router logits spread like a trained router's
 // rather than tying; the experts' input scales differ a little per expert, so that the
-// loader's max over experts matters.
+// loader's max over experts matters. qwen3-next-80b-a3b writes Qwen3NextForCausalLM (BF16
+// only): Gated DeltaNet layers with fused in_proj_qkvz / in_proj_ba, gated full attention
+// every 4th layer, and 512 experts with a sigmoid-gated shared expert.
 //
 // Weights are N(0, 0.02) (an Irwin-Hall approximation: fast, and plenty for random
 // weights), norm weights 1 + N(0, 0.02). FP8 weights are quantized per tensor with
@@ -54,11 +56,23 @@ struct Moe {
   std::vector<int64_t> mlp_only_layers;
 };
 
+// Qwen3-Next's Gated DeltaNet layers (linear attention) beside gated full attention.
+struct Hybrid {
+  int64_t key_heads = 0, value_heads = 0, key_dim = 0, value_dim = 0, conv = 0;
+  int64_t full_attention_interval = 0;  // layer i is full attention iff (i + 1) % this == 0
+  int64_t shared_intermediate = 0;      // the sigmoid-gated shared expert
+  double partial_rotary = 1.0;
+};
+
 struct Preset {
   int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, vocab, max_pos;
   bool tie;
   json bos, eos;
   Moe moe = {};  // experts == 0: a dense Qwen3
+  Hybrid hybrid = {};  // key_heads == 0: no Gated DeltaNet layers
+
+  bool is_hybrid() const { return hybrid.key_heads > 0; }
+  bool linear_attention(int64_t l) const { return is_hybrid() && (l + 1) % hybrid.full_attention_interval != 0; }
 
   bool sparse(int64_t l) const {
     if (moe.experts == 0) return false;
@@ -77,10 +91,16 @@ Preset GetPreset(const std::string& name) {
   if (name == "qwen3-tiny-vocab") return {64, 128, 2, 2, 1, 32, 151936, 4096, true, 151643, 151645};
   if (name == "qwen3-30b-a3b")
     return {2048, 6144, 48, 32, 4, 128, 151936, 40960, false, 151643, 151645, {128, 8, 768, true, 1, {}}};
+  // Qwen3-Next-80B-A3B's shape (512 experts, 10 per token, a gated shared expert, three Gated
+  // DeltaNet layers to each full-attention one); --layers 4 keeps one of each kind's period.
+  if (name == "qwen3-next-80b-a3b")
+    return {2048, 5120, 48, 16, 2, 256, 151936, 262144, false, 151643, 151645, {512, 10, 512, true, 1, {}},
+            {16, 32, 128, 128, 4, 4, 512, 0.25}};
   // Four layers, the first dense (mlp_only_layers), eight experts of which two per token.
   if (name == "qwen3-moe-tiny") return {64, 96, 4, 4, 2, 16, 256, 1024, false, nullptr, nullptr, {8, 2, 32, true, 1, {0}}};
   throw vt::Error("make_random_checkpoint: unknown preset '" + name +
-                  "' (qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-tiny-vocab, qwen3-30b-a3b, qwen3-moe-tiny)");
+                  "' (qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-tiny-vocab, qwen3-30b-a3b, qwen3-next-80b-a3b, "
+                  "qwen3-moe-tiny)");
 }
 
 uint64_t SplitMix(uint64_t& s) {
@@ -190,7 +210,8 @@ json MakeConfig(const Preset& p, const std::string& format) {
   json layer_types = json::array();
   for (int64_t i = 0; i < p.layers; ++i) layer_types.push_back("full_attention");
   json c = {
-      {"architectures", {p.moe.experts > 0 ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"}},
+      {"architectures",
+       {p.is_hybrid() ? "Qwen3NextForCausalLM" : p.moe.experts > 0 ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"}},
       {"attention_bias", false},
       {"attention_dropout", 0.0},
       {"bos_token_id", p.bos},
@@ -204,7 +225,7 @@ json MakeConfig(const Preset& p, const std::string& format) {
       {"layer_types", layer_types},
       {"max_position_embeddings", p.max_pos},
       {"max_window_layers", p.layers},
-      {"model_type", p.moe.experts > 0 ? "qwen3_moe" : "qwen3"},
+      {"model_type", p.is_hybrid() ? "qwen3_next" : p.moe.experts > 0 ? "qwen3_moe" : "qwen3"},
       {"num_attention_heads", p.heads},
       {"num_hidden_layers", p.layers},
       {"num_key_value_heads", p.kv_heads},
@@ -226,6 +247,17 @@ json MakeConfig(const Preset& p, const std::string& format) {
     c["mlp_only_layers"] = p.moe.mlp_only_layers;
     c["output_router_logits"] = false;
     c["router_aux_loss_coef"] = 0.001;
+  }
+  if (p.is_hybrid()) {  // Qwen3-Next's flat config spells the layer kinds by their interval
+    c.erase("layer_types");
+    c["full_attention_interval"] = p.hybrid.full_attention_interval;
+    c["linear_num_key_heads"] = p.hybrid.key_heads;
+    c["linear_num_value_heads"] = p.hybrid.value_heads;
+    c["linear_key_head_dim"] = p.hybrid.key_dim;
+    c["linear_value_head_dim"] = p.hybrid.value_dim;
+    c["linear_conv_kernel_dim"] = p.hybrid.conv;
+    c["shared_expert_intermediate_size"] = p.hybrid.shared_intermediate;
+    c["partial_rotary_factor"] = p.hybrid.partial_rotary;
   }
   if (format == "fp8-modelopt") {
     c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "FP8"}, {"exclude_modules", Excluded(p)}};
@@ -267,10 +299,11 @@ int main(int argc, char** argv) {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   app.add_option("--out", out_dir, "output directory (created if absent)")->required();
   app.add_option("--preset", preset_name,
-                 "qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-tiny-vocab, qwen3-30b-a3b or qwen3-moe-tiny")
+                 "qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-tiny-vocab, qwen3-30b-a3b, qwen3-next-80b-a3b or "
+                 "qwen3-moe-tiny")
       ->required()
       ->check(CLI::IsMember({"qwen3-0.6b", "qwen3-8b", "qwen3-tiny", "qwen3-tiny-vocab", "qwen3-30b-a3b",
-                             "qwen3-moe-tiny"}));
+                             "qwen3-next-80b-a3b", "qwen3-moe-tiny"}));
   app.add_option("--format", format, "bf16, fp8-modelopt or fp8-compressed-tensors")
       ->check(CLI::IsMember({"bf16", "fp8-modelopt", "fp8-compressed-tensors"}));
   app.add_option("--layers", layers, "number of decoder layers (default: the preset's)")->check(CLI::PositiveNumber);
@@ -282,6 +315,9 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     Preset p = GetPreset(preset_name);
     if (layers > 0) p.layers = layers;
+    if (p.is_hybrid() && format != "bf16")
+      throw vt::Error("make_random_checkpoint: --preset " + preset_name +
+                      " is written in bf16 only (no FP8 hybrid checkpoint is tested yet)");
     std::erase_if(p.moe.mlp_only_layers, [&](int64_t l) { return l >= p.layers; });
     ::mkdir(out_dir.c_str(), 0755);
     struct stat st;
@@ -299,14 +335,29 @@ int main(int argc, char** argv) {
     g.Bf16("model.embed_tokens.weight", {p.vocab, p.hidden}, 0.0f, 0.02f);
     for (int64_t l = 0; l < p.layers; ++l) {
       const std::string pre = "model.layers." + std::to_string(l);
-      g.Bf16(pre + ".input_layernorm.weight", {p.hidden}, 1.0f, 0.02f);
-      g.Bf16(pre + ".post_attention_layernorm.weight", {p.hidden}, 1.0f, 0.02f);
-      g.Bf16(pre + ".self_attn.q_norm.weight", {p.head_dim}, 1.0f, 0.02f);
-      g.Bf16(pre + ".self_attn.k_norm.weight", {p.head_dim}, 1.0f, 0.02f);
-      g.Linear(pre + ".self_attn.q_proj", q_dim, p.hidden, kNormedInputScale);
+      // Qwen3-Next's norms are zero-centred (x_hat * (1 + w)); its q_proj also gives the gate.
+      const float norm_mean = p.is_hybrid() ? 0.0f : 1.0f;
+      g.Bf16(pre + ".input_layernorm.weight", {p.hidden}, norm_mean, 0.02f);
+      g.Bf16(pre + ".post_attention_layernorm.weight", {p.hidden}, norm_mean, 0.02f);
+      if (p.linear_attention(l)) {
+        const Hybrid& h = p.hybrid;
+        const std::string la = pre + ".linear_attn";
+        const int64_t qkv = 2 * h.key_heads * h.key_dim + h.value_heads * h.value_dim;
+        g.Linear(la + ".in_proj_qkvz", qkv + h.value_heads * h.value_dim, p.hidden, kNormedInputScale);
+        g.Linear(la + ".in_proj_ba", 2 * h.value_heads, p.hidden, kNormedInputScale);
+        g.Bf16(la + ".conv1d.weight", {qkv, 1, h.conv}, 0.0f, 0.5f);
+        g.Bf16(la + ".A_log", {h.value_heads}, 0.0f, 0.5f);
+        g.Bf16(la + ".dt_bias", {h.value_heads}, 0.0f, 0.5f);
+        g.Bf16(la + ".norm.weight", {h.value_dim}, 1.0f, 0.02f);
+        g.Linear(la + ".out_proj", p.hidden, h.value_heads * h.value_dim, kInnerInputScale);
+      } else {
+      g.Bf16(pre + ".self_attn.q_norm.weight", {p.head_dim}, norm_mean, 0.02f);
+      g.Bf16(pre + ".self_attn.k_norm.weight", {p.head_dim}, norm_mean, 0.02f);
+      g.Linear(pre + ".self_attn.q_proj", (p.is_hybrid() ? 2 : 1) * q_dim, p.hidden, kNormedInputScale);
       g.Linear(pre + ".self_attn.k_proj", kv_dim, p.hidden, kNormedInputScale);
       g.Linear(pre + ".self_attn.v_proj", kv_dim, p.hidden, kNormedInputScale);
       g.Linear(pre + ".self_attn.o_proj", p.hidden, q_dim, kInnerInputScale);
+      }
       if (!p.sparse(l)) {
         g.Linear(pre + ".mlp.gate_proj", p.intermediate, p.hidden, kNormedInputScale);
         g.Linear(pre + ".mlp.up_proj", p.intermediate, p.hidden, kNormedInputScale);
@@ -324,6 +375,13 @@ int main(int argc, char** argv) {
         g.Linear(ex + ".gate_proj", mi, p.hidden, kNormedInputScale * wiggle);
         g.Linear(ex + ".up_proj", mi, p.hidden, kNormedInputScale * wiggle);
         g.Linear(ex + ".down_proj", p.hidden, mi, kInnerInputScale * wiggle);
+      }
+      if (p.hybrid.shared_intermediate > 0) {
+        const int64_t si = p.hybrid.shared_intermediate;
+        g.Linear(pre + ".mlp.shared_expert.gate_proj", si, p.hidden, kNormedInputScale);
+        g.Linear(pre + ".mlp.shared_expert.up_proj", si, p.hidden, kNormedInputScale);
+        g.Linear(pre + ".mlp.shared_expert.down_proj", p.hidden, si, kInnerInputScale);
+        g.Bf16(pre + ".mlp.shared_expert_gate.weight", {1, p.hidden}, 0.0f, 0.02f);
       }
     }
     g.Bf16("model.norm.weight", {p.hidden}, 1.0f, 0.02f);
