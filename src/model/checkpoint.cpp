@@ -204,6 +204,13 @@ std::vector<std::string> Checkpoint::names() const {
   return out;
 }
 
+uint64_t Checkpoint::prefix_bytes(std::string_view prefix) const {
+  uint64_t total = 0;
+  for (const auto& [name, e] : entries_)
+    if (std::string_view(name).substr(0, prefix.size()) == prefix) total += e.info->nbytes();
+  return total;
+}
+
 uint64_t Checkpoint::total_bytes() const {
   uint64_t total = 0;
   for (const auto& [name, e] : entries_) total += e.info->nbytes();

@@ -38,6 +38,7 @@ class Checkpoint {
 
   std::vector<std::string> names() const;  // sorted
   uint64_t total_bytes() const;            // sum of all tensors' bytes
+  uint64_t prefix_bytes(std::string_view prefix) const;  // sum over the tensors named prefix...
   const std::vector<std::shared_ptr<SafetensorsFile>>& files() const { return files_; }
   // Drops this process's pages of a tensor Get returned (SafetensorsFile::DropPages), once
   // nothing reads them any more; false where the tensor's bytes are not in a mapping.

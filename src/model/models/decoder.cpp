@@ -52,13 +52,6 @@ namespace {
 using vt::DType;
 using vt::Tensor;
 
-uint64_t PrefixBytes(const Checkpoint& ckpt, const std::string& prefix) {
-  uint64_t bytes = 0;
-  for (const std::string& n : ckpt.names())
-    if (n.compare(0, prefix.size(), prefix) == 0) bytes += ckpt.Info(n).nbytes();
-  return bytes;
-}
-
 struct Layer {
   Tensor input_norm, post_norm;
   Attention attn;
@@ -125,7 +118,7 @@ class Decoder final : public CausalLM {
         L.mlp = GatedMlp::Load(lc, p + "mlp.", H_, cfg_.intermediate_size);
       }
       layers_.push_back(std::move(L));
-      if (ctx.progress) ctx.progress->Advance(PrefixBytes(ckpt, p));
+      if (ctx.progress) ctx.progress->Advance(ckpt.prefix_bytes(p));
     }
     final_norm_ = LoadFloatWeight(ckpt, "model.norm.weight", {H_}, device_);
     // lm_head stays unquantized unless the checkpoint stores it in FP8 and the config agrees.

@@ -40,13 +40,6 @@ namespace {
 using vt::DType;
 using vt::Tensor;
 
-uint64_t PrefixBytes(const Checkpoint& ckpt, const std::string& prefix) {
-  uint64_t bytes = 0;
-  for (const std::string& n : ckpt.names())
-    if (n.compare(0, prefix.size(), prefix) == 0) bytes += ckpt.Info(n).nbytes();
-  return bytes;
-}
-
 struct HybridLayer {
   Tensor input_norm, post_norm;  // zero-centred
   bool linear = false;           // a GatedDeltaNet layer, else gated full attention
@@ -122,7 +115,7 @@ class HybridDecoder final : public CausalLM {
         L.mlp = GatedMlp::Load(lc, p + "mlp.", H_, cfg_.intermediate_size);
       }
       layers_.push_back(std::move(L));
-      if (ctx.progress) ctx.progress->Advance(PrefixBytes(ckpt, p));
+      if (ctx.progress) ctx.progress->Advance(ckpt.prefix_bytes(p));
     }
     VT_CHECK(num_attn_ > 0, cfg_.architecture, ": layer_types has no full_attention layer (",
              cfg_.num_hidden_layers, " linear_attention layers); not supported");
