@@ -107,7 +107,9 @@ std::optional<int64_t> DefaultMaxPositions(const std::string& model_type) {
   if (model_type == "qwen2") return 32768;
   if (model_type == "qwen3") return 40960;
   if (model_type == "qwen3_moe") return 32768;
-  if (model_type == "qwen3_next" || model_type == "qwen3_5_text" || model_type == "qwen3_5") return 32768;
+  if (model_type == "qwen3_next" || model_type == "qwen3_5_text" || model_type == "qwen3_5" ||
+      model_type == "qwen3_5_moe_text" || model_type == "qwen3_5_moe")
+    return 32768;
   return std::nullopt;
 }
 
@@ -209,6 +211,33 @@ void ParseMoe(const Fields& f, ModelConfig& c) {
   }
 }
 
+// HF's Qwen3_5MoeTextConfig: every layer sparse, with a shared expert behind a sigmoid gate.
+// The class has no intermediate_size, decoder_sparse_step, mlp_only_layers or norm_topk_prob:
+// its router always renormalises the top-k weights. A config that spells one of those with
+// a value that would change the model is refused, naming the field.
+void ParseQwen3_5Moe(const Fields& f, ModelConfig& c) {
+  c.num_experts = f.PositiveInt("num_experts");
+  c.num_experts_per_tok = f.PositiveInt("num_experts_per_tok");
+  if (c.num_experts_per_tok > c.num_experts)
+    f.Fail("num_experts_per_tok", vt::StrCat("(", c.num_experts_per_tok, ") must not exceed num_experts (",
+                                             c.num_experts, ")"));
+  c.moe_intermediate_size = f.PositiveInt("moe_intermediate_size");
+  c.shared_expert_intermediate_size = f.PositiveInt("shared_expert_intermediate_size");
+  if (f.Bool("norm_topk_prob").value_or(true) != true)
+    f.Fail("norm_topk_prob", "is false, but Qwen3.5-MoE's router always renormalises the top-k routing weights");
+  c.norm_topk_prob = true;
+  if (f.Int("decoder_sparse_step") && f.PositiveInt("decoder_sparse_step") != 1)
+    f.Fail("decoder_sparse_step", vt::StrCat("must be 1 (every Qwen3.5-MoE layer is sparse), got ",
+                                             *f.Int("decoder_sparse_step")));
+  if (const json* v = f.Raw("mlp_only_layers"); v && !(v->is_array() && v->empty()))
+    f.Fail("mlp_only_layers", "must be empty or absent (every Qwen3.5-MoE layer is sparse), got " + DescribeJson(*v));
+  c.decoder_sparse_step = 1;
+}
+
+bool IsQwen3_5Moe(const std::string& arch) {
+  return arch == "Qwen3_5MoeForCausalLM" || arch == "Qwen3_5MoeForConditionalGeneration";
+}
+
 }  // namespace
 
 bool ModelConfig::IsSparseLayer(int64_t layer) const {
@@ -249,7 +278,8 @@ ModelConfig ModelConfig::FromFile(const std::string& path) {
   if (c.model_type.empty()) top.Missing("model_type");
 
   c.hidden_size = f.PositiveInt("hidden_size");
-  c.intermediate_size = f.PositiveInt("intermediate_size");
+  // Qwen3.5-MoE has no dense MLP, so no intermediate_size.
+  if (!IsQwen3_5Moe(c.architecture) || f.Raw("intermediate_size")) c.intermediate_size = f.PositiveInt("intermediate_size");
   c.num_hidden_layers = f.PositiveInt("num_hidden_layers");
   c.num_attention_heads = f.PositiveInt("num_attention_heads");
   c.vocab_size = f.PositiveInt("vocab_size");
@@ -297,8 +327,9 @@ ModelConfig ModelConfig::FromFile(const std::string& path) {
     if (c.shared_expert_intermediate_size < 0)
       f.Fail("shared_expert_intermediate_size", vt::StrCat("must be >= 0, got ", c.shared_expert_intermediate_size));
   }
+  if (IsQwen3_5Moe(c.architecture)) ParseQwen3_5Moe(f, c);
   if (c.architecture == "Qwen3NextForCausalLM" || c.architecture == "Qwen3_5ForCausalLM" ||
-      c.architecture == "Qwen3_5ForConditionalGeneration")
+      c.architecture == "Qwen3_5ForConditionalGeneration" || IsQwen3_5Moe(c.architecture))
     ParseHybrid(f, c);
   return c;
 }

@@ -36,14 +36,14 @@ GatedDeltaNet GatedDeltaNet::Load(const LinearContext& lc, const std::string& p,
     g.b_ = Linear::Load(lc, b, H, false);
     g.a_ = Linear::Load(lc, a, H, false);
   } else {
+    // vLLM's merges: in_proj_qkv + in_proj_z -> in_proj_qkvz, in_proj_b + in_proj_a ->
+    // in_proj_ba; for static FP8 each merge has one input scale (the max of its shards') and
+    // its weights requantized to the largest weight scale.
     const std::string qkv = p + "in_proj_qkv";
     const int64_t rows = 2 * Ck + Cv;
-    g.q_ = Linear::Load(lc, {{qkv, Ck, 0, rows}}, H, false);
-    g.k_ = Linear::Load(lc, {{qkv, Ck, Ck, rows}}, H, false);
-    g.v_ = Linear::Load(lc, {{qkv, Cv, 2 * Ck, rows}}, H, false);
-    g.z_ = Linear::Load(lc, {{p + "in_proj_z", Cv}}, H, false);
-    g.b_ = Linear::Load(lc, {{p + "in_proj_b", nv}}, H, false);
-    g.a_ = Linear::Load(lc, {{p + "in_proj_a", nv}}, H, false);
+    g.qkvz_ = Linear::Load(lc, {{qkv, Ck, 0, rows}, {qkv, Ck, Ck, rows}, {qkv, Cv, 2 * Ck, rows}, {p + "in_proj_z", Cv}},
+                           H, false);
+    g.ba_ = Linear::Load(lc, {{p + "in_proj_b", nv}, {p + "in_proj_a", nv}}, H, false);
   }
   g.out_proj_ = Linear::Load(lc, {{p + "out_proj", H}}, Cv, false);
   const int64_t C = 2 * Ck + Cv, K = s.conv_kernel;
@@ -59,8 +59,12 @@ GatedDeltaNet GatedDeltaNet::Load(const LinearContext& lc, const std::string& p,
 }
 
 int64_t GatedDeltaNet::weight_bytes() const {
-  int64_t b = q_.weight_bytes() + k_.weight_bytes() + v_.weight_bytes() + z_.weight_bytes() + b_.weight_bytes() +
-              a_.weight_bytes() + out_proj_.weight_bytes();
+  int64_t b = out_proj_.weight_bytes();
+  if (s_.fused_projections)
+    b += q_.weight_bytes() + k_.weight_bytes() + v_.weight_bytes() + z_.weight_bytes() + b_.weight_bytes() +
+         a_.weight_bytes();
+  else
+    b += qkvz_.weight_bytes() + ba_.weight_bytes();
   return b + static_cast<int64_t>(conv_weight_.nbytes() + A_log_.nbytes() + dt_bias_.nbytes() + norm_.nbytes());
 }
 
@@ -73,12 +77,18 @@ void GatedDeltaNet::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::T
   const vt::Tensor qp = buf.Get(kSlotGdnQ, T, Ck, act), kp = buf.Get(kSlotGdnK, T, Ck, act);
   const vt::Tensor vp = buf.Get(kSlotGdnV, T, Cv, act), zp = buf.Get(kSlotGdnZ, T, Cv, act);
   const vt::Tensor bp = buf.Get(kSlotGdnB, T, nv, act), ap = buf.Get(kSlotGdnA, T, nv, act);
-  q_.Apply(q, x, qp);
-  k_.Apply(q, x, kp);
-  v_.Apply(q, x, vp);
-  z_.Apply(q, x, zp);
-  b_.Apply(q, x, bp);
-  a_.Apply(q, x, ap);
+  if (s_.fused_projections) {
+    q_.Apply(q, x, qp);
+    k_.Apply(q, x, kp);
+    v_.Apply(q, x, vp);
+    z_.Apply(q, x, zp);
+    b_.Apply(q, x, bp);
+    a_.Apply(q, x, ap);
+  } else {
+    const vt::Tensor qkvz[] = {qp, kp, vp, zp}, ba[] = {bp, ap};
+    qkvz_.ApplyShards(q, x, qkvz);
+    ba_.ApplyShards(q, x, ba);
+  }
   // The depthwise conv is per channel, so q, k and v run as three convs with their states.
   const vt::Tensor cq = buf.Get(kSlotGdnConvQ, T, Ck, act), ck = buf.Get(kSlotGdnConvK, T, Ck, act);
   const vt::Tensor cv = buf.Get(kSlotGdnConvV, T, Cv, act);

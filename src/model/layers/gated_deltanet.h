@@ -10,8 +10,10 @@
 // Checkpoint names under `prefix` (e.g. "model.layers.0.linear_attn."): Qwen3.5's split
 // projections in_proj_qkv ([q | k | v] rows), in_proj_z, in_proj_b, in_proj_a; or
 // Qwen3-Next's fused in_proj_qkvz and in_proj_ba, whose rows are interleaved per key-head
-// group g: [q_g (dk), k_g (dk), v_g (r*dv), z_g (r*dv)] and [b_g (r), a_g (r)]. Both are
-// loaded as six linears of row blocks, so every projection's output is contiguous. Then
+// group g: [q_g (dk), k_g (dk), v_g (r*dv), z_g (r*dv)] and [b_g (r), a_g (r)]. Qwen3-Next's
+// are loaded as six linears of row blocks, Qwen3.5's as two merged linears applied shard by
+// shard (vLLM's in_proj_qkvz and in_proj_ba: one FP8 input scale each), so every
+// projection's output is contiguous. Then
 // conv1d.weight [nk*dk*2 + nv*dv, 1, K] (rows q, k, v), A_log [nv], dt_bias [nv],
 // norm.weight [dv], out_proj [H, nv*dv].
 #pragma once
@@ -46,7 +48,9 @@ class GatedDeltaNet {
 
  private:
   GdnShape s_;
-  Linear q_, k_, v_, z_, b_, a_, out_proj_;
+  Linear q_, k_, v_, z_, b_, a_;  // fused_projections: row blocks of in_proj_qkvz / in_proj_ba
+  Linear qkvz_, ba_;              // split: [q | k | v | z] and [b | a], merged as vLLM merges them
+  Linear out_proj_;
   vt::Tensor conv_q_, conv_k_, conv_v_;  // [channels, K] views of conv1d.weight
   vt::Tensor conv_weight_;               // [C, 1, K] on the device
   vt::Tensor A_log_, dt_bias_, norm_;

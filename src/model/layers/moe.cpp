@@ -39,7 +39,66 @@ std::string ExpertPrefix(const std::string& prefix, int64_t e, const char* proj)
   return s;
 }
 
+// The experts' layout is told by the names the checkpoint holds: fused 3-D tensors
+// `experts.gate_up_proj` [E, 2I, H] + `experts.down_proj` [E, H, I] (transformers 5 and the
+// Qwen3.5-MoE releases), or one 2-D tensor per expert and projection. True for fused.
+bool FusedExperts(const Checkpoint& ckpt, const std::string& p, int64_t E) {
+  const std::string gu = p + "experts.gate_up_proj", dn = p + "experts.down_proj";
+  const std::string first = ExpertPrefix(p, 0, "gate_proj") + ".weight";
+  const bool fused = ckpt.Has(gu) || ckpt.Has(dn), per_expert = ckpt.Has(first);
+  if (fused && per_expert)
+    ThrowLoadError(ckpt.FileOf(first), ": the experts of '", p, "' are stored twice: fused ('",
+                   ckpt.Has(gu) ? gu : dn, "') and per expert ('", first, "'); keep one layout");
+  if (fused) {
+    for (const std::string* n : {&gu, &dn})
+      if (!ckpt.Has(*n))
+        ThrowLoadError(ckpt.dir(), ": the fused experts of '", p, "' lack tensor '", *n, "' (expected ",
+                       n == &gu ? "experts.gate_up_proj and experts.down_proj" : "both fused tensors", ")");
+    return true;
+  }
+  if (!per_expert)
+    ThrowLoadError(ckpt.dir(), ": no experts for '", p, "': expected '", gu, "' [", E,
+                   ", 2 * moe_intermediate_size, hidden_size] and '", dn, "' (fused) or '", first,
+                   "' and the other experts' {gate,up,down}_proj.weight (per expert)");
+  return false;
+}
+
+// Reads a fused expert tensor after checking its shape against the config, so a malformed
+// one is an error naming it, its shape and what each dimension should be.
+vt::Tensor FusedExpertTensor(const Checkpoint& ckpt, const std::string& name, const vt::Shape& want,
+                             const char* meaning) {
+  const auto& info = ckpt.Info(name);
+  if (info.shape != want)
+    ThrowLoadError(ckpt.FileOf(name), ": tensor '", name, "' is ", vt::ShapeToString(info.shape), ", expected ",
+                   vt::ShapeToString(want), " (", meaning, ")");
+  if (info.dtype == vt::DType::kF8E4M3)
+    ThrowLoadError(ckpt.FileOf(name), ": tensor '", name,
+                   "' is FP8: FP8 experts are supported per expert (experts.E.{gate,up,down}_proj with their "
+                   "weight_scale / input_scale), not yet in the fused layout");
+  const vt::DType dt = info.dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
+  return ckpt.GetAs(name, dt, want);
+}
+
 }  // namespace
+
+// Fused experts: gate_up_proj [E, 2I, H] holds expert e's gate rows then its up rows (HF's
+// chunk(2) of the output, vLLM's w1 then w3, no transpose) and down_proj [E, H, I] is stored
+// as used, so both are already the stacked weights w_gate_up [E * 2I, H] and w_down [E * H, I].
+void SparseMoeBlock::LoadFusedExperts(const LinearContext& lc, const std::string& p, const MoeShape& s,
+                                      SparseMoeBlock& m) {
+  const Checkpoint& ckpt = *lc.checkpoint;
+  const int64_t E = s.num_experts, H = s.hidden, I = s.intermediate;
+  const vt::Tensor gu = FusedExpertTensor(ckpt, p + "experts.gate_up_proj", {E, 2 * I, H},
+                                          "num_experts, 2 * moe_intermediate_size (gate rows, then up), hidden_size");
+  const vt::Tensor dn =
+      FusedExpertTensor(ckpt, p + "experts.down_proj", {E, H, I}, "num_experts, hidden_size, moe_intermediate_size");
+  if (gu.dtype() != dn.dtype())
+    ThrowLoadError(ckpt.FileOf(p + "experts.down_proj"), ": the experts of '", p, "' are stored in different dtypes (",
+                   vt::DTypeName(gu.dtype()), " gate_up_proj, ", vt::DTypeName(dn.dtype()), " down_proj)");
+  m.fp8_ = false;
+  m.w_gate_up_ = WeightOnDevice(gu.View({E * 2 * I, H}), lc.device);
+  m.w_down_ = WeightOnDevice(dn.View({E * H, I}), lc.device);
+}
 
 SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& p, const MoeShape& shape) {
   const Checkpoint& ckpt = *lc.checkpoint;
@@ -60,6 +119,10 @@ SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& 
     m.shared_gate_ = LoadFloatWeight(ckpt, gate, {1, H}, lc.device);
   }
 
+  if (FusedExperts(ckpt, p, E)) {
+    LoadFusedExperts(lc, p, shape, m);
+    return m;
+  }
   // FP8 or not is what the checkpoint stores; the quantization config must agree.
   const std::string first = ExpertPrefix(p, 0, "gate_proj");
   m.fp8_ = ckpt.Info(first + ".weight").dtype == vt::DType::kF8E4M3;

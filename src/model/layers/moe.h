@@ -6,10 +6,15 @@
 // (`<prefix>shared_expert.{gate,up,down}_proj`, quantized like any linear) and its one-row
 // gate `<prefix>shared_expert_gate.weight` [1, H], kept unquantized, its logit in f32.
 //
-// Checkpoint names (as HF writes them): `<prefix>gate.weight` [E, H] (the router, kept in
-// BF16/F32 as stored), `<prefix>experts.<e>.{gate,up,down}_proj.weight`. At load each
-// expert's gate and up are merged and the experts stacked, as vLLM's fused MoE does:
-// w_gate_up [E * 2I, H] (expert e's gate rows then its up rows), w_down [E * H, I].
+// Checkpoint names: `<prefix>gate.weight` [E, H] (the router, kept in BF16/F32 as stored),
+// and the experts in either of two layouts, told apart by which tensors exist:
+// - per expert (transformers 4, Qwen3-MoE releases): `<prefix>experts.<e>.{gate,up,down}_proj.weight`
+//   [I, H], [I, H], [H, I];
+// - fused (transformers 5, Qwen3.5-MoE releases): `<prefix>experts.gate_up_proj` [E, 2I, H]
+//   (each expert's gate rows, then its up rows) and `<prefix>experts.down_proj` [E, H, I].
+// At load the experts are stacked as vLLM's fused MoE keeps them: w_gate_up [E * 2I, H]
+// (expert e's gate rows then its up rows), w_down [E * H, I] (the fused layout already is).
+// A tensor of the wrong shape is an error naming it and the shape the config implies.
 //
 // Static FP8 experts (ModelOpt / compressed-tensors per-tensor, vLLM's semantics): each
 // projection has its weight_scale and input_scale; one input scale per projection kind
@@ -47,6 +52,8 @@ class SparseMoeBlock {
   int64_t active_weight_bytes() const;  // what one token reads: the router and top_k experts
 
  private:
+  static void LoadFusedExperts(const LinearContext& lc, const std::string& prefix, const MoeShape& shape,
+                               SparseMoeBlock& m);
   int64_t ExpertBytes() const {
     return 3 * s_.hidden * s_.intermediate * static_cast<int64_t>(vt::DTypeSize(w_down_.dtype()));
   }

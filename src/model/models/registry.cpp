@@ -24,7 +24,7 @@ std::unique_ptr<CausalLM> CreateLlama(const BuildContext& ctx) {
   return MakeDecoder(ctx, {.qk_norm = false, .qkv_bias = ctx.config->attention_bias});
 }
 
-constexpr std::array<Architecture, 8> kArchitectures = {{
+constexpr std::array<Architecture, 10> kArchitectures = {{
     {"Qwen3ForCausalLM", &CreateQwen3, &DecoderOps},
     // Qwen3 attention; the layers the config makes sparse have a SparseMoeBlock.
     {"Qwen3MoeForCausalLM", &CreateQwen3, &MoeDecoderOps},
@@ -33,10 +33,13 @@ constexpr std::array<Architecture, 8> kArchitectures = {{
     {"Qwen2ForCausalLM", &CreateQwen2, &DecoderOps},
     {"LlamaForCausalLM", &CreateLlama, &DecoderOps},
     // Hybrid Gated DeltaNet / gated full attention; Qwen3-Next's layers are sparse (MoE with
-    // a shared expert), Qwen3.5's dense. The multimodal wrapper runs its text model only.
+    // a shared expert), Qwen3.5's dense, Qwen3.5-MoE's all sparse with a shared expert. The
+    // multimodal wrappers run their text model only.
     {"Qwen3NextForCausalLM", &MakeHybridDecoder, &HybridDecoderOps},
     {"Qwen3_5ForCausalLM", &MakeHybridDecoder, &HybridDecoderOps},
     {"Qwen3_5ForConditionalGeneration", &MakeHybridDecoder, &HybridDecoderOps},
+    {"Qwen3_5MoeForCausalLM", &MakeHybridDecoder, &HybridDecoderOps},
+    {"Qwen3_5MoeForConditionalGeneration", &MakeHybridDecoder, &HybridDecoderOps},
 }};
 
 }  // namespace

@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""Builds the Qwen3.5 MoE hybrid fixture and the static-FP8 Qwen3.5 hybrid fixture with their
+references, with gdn_oracle's, moe_oracle's and model_oracle's machinery.
+
+Run from the repository root where PyTorch and transformers 5 (with Qwen3.5 and Qwen3.5-MoE)
+are installed, without flash-linear-attention / causal-conv1d (gdn_oracle's rule), on the CPU
+in float32:
+
+    python3 tools/oracle/gdn_moe_oracle.py --out OUT_DIR
+    cp -r OUT_DIR/qwen3_5-moe-tiny OUT_DIR/qwen3_5-tiny-fp8 tests/fixtures/models/
+
+Fixtures (the format of tests/fixtures/models, written by model_oracle.run_cases):
+  qwen3_5-moe-tiny  Qwen3_5MoeForCausalLM (flat Qwen3_5MoeTextConfig, model_type
+                    qwen3_5_moe_text), qwen3_5-tiny's widths and layer_types [linear, linear,
+                    full, linear]; every layer's MLP a sparse MoE (8 experts, 2 per token; HF's
+                    Qwen3.5-MoE router always renormalises the top-k, the config has no
+                    norm_topk_prob) with a shared expert of 64 behind sigmoid(shared_expert_gate).
+                    Saved by transformers' own save_pretrained, so the experts are in the layout
+                    transformers writes (reference.json: experts_layout "fused" for
+                    mlp.experts.gate_up_proj [E, 2I, H] (gate rows first) + mlp.experts.down_proj
+                    [E, H, I], or "per-expert" for mlp.experts.E.{gate,up,down}_proj.weight).
+                    reference.json + refI (float32 from the bf16 weights) and reference_bf16.json
+                    + bfI (transformers run in bfloat16), as qwen3_5-tiny.
+  qwen3_5-tiny-fp8  tests/fixtures/models/qwen3_5-tiny (read from --fixtures) as ModelOpt static
+                    per-tensor FP8 W8A8: quantized are the GDN in_proj_qkv, in_proj_z and
+                    out_proj, the attention q/k/v/o_proj and the MLP gate/up/down_proj; kept
+                    BF16 (exclude_modules) are lm_head and the GDN in_proj_a / in_proj_b (vLLM's
+                    GatedDeltaNetAttention builds its merged in_proj_ba with quant_config=None);
+                    conv1d is not a linear and stays BF16. The reference (reference.json + refI,
+                    same prompts as qwen3_5-tiny) is a float32/float64 emulation of vLLM's
+                    static FP8 math with vLLM's merges: q/k/v -> qkv_proj, gate/up ->
+                    gate_up_proj, in_proj_qkv + in_proj_z -> in_proj_qkvz, each merge with one
+                    input scale (the max of its shards') and its weights requantized to the
+                    largest weight scale; x quantized with x * (1/s) in f32, clamp +-448, RNE to
+                    e4m3fn; float64 GEMM of the fp8 values, times input_scale * weight_scale in
+                    f32. Input scales are calibrated as amax/448 over other random prompts,
+                    weight scales amax|W|/448.
+
+Checks before any reference is written (failing loudly, exit status 1):
+- the classes exist and transformers runs the torch GDN fallbacks (gdn_oracle);
+- every layer's MLP is a sparse block with a shared expert and a shared_expert_gate;
+- the files hold the experts in one recognised layout with the expected shapes, all BF16;
+- the reload holds exactly the weights written (no key missing / unexpected / mismatched);
+- every GDN layer equals its float64 definition (gdn_oracle.check_gdn_layers), every sparse block
+  the float64 definition (softmax top-k renormalised, SwiGLU experts, sigmoid-gated shared expert);
+- FP8: qwen3_5-tiny reloads to its own reference logits, the emulation replaced exactly the
+  intended linears and moves the logits (but not wildly).
+"""
+import argparse
+import copy
+import json
+import os
+import shutil
+import sys
+import traceback
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import transformers
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gdn_oracle as g  # noqa: E402
+import model_oracle as mo  # noqa: E402
+import moe_oracle as mx  # noqa: E402
+
+log = mo.log
+die = g.die
+Q35_MOE_CFG = dict({k: v for k, v in g.COMMON.items()}, layer_types=g.Q35_LAYER_TYPES, num_experts=8,
+                   num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=64,
+                   output_router_logits=False)
+Q35_MOE_ARCH = "Qwen3_5MoeForCausalLM"
+# vLLM keeps in_proj_ba (in_proj_b + in_proj_a) unquantized in its GDN layer.
+FP8_EXCLUDED = ("linear_attn.in_proj_a", "linear_attn.in_proj_b")
+FP8_EXCLUDE_MODULES = ["lm_head", "model.layers.*.linear_attn.in_proj_a", "model.layers.*.linear_attn.in_proj_b"]
+
+
+def need_class(name, module):
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        try:
+            cls = getattr(__import__(f"transformers.models.{module}", fromlist=[name]), name)
+        except (ImportError, AttributeError):
+            cls = None
+    if cls is None:
+        die(f"transformers {transformers.__version__} has no {name}; the fixture needs a transformers with it")
+    return cls
+
+
+def file_tensors(out_dir):
+    """name -> (dtype string, shape) over every *.safetensors file of out_dir."""
+    files = sorted(f for f in os.listdir(out_dir) if f.endswith(".safetensors"))
+    if not files:
+        die(f"save_pretrained wrote no .safetensors file into {out_dir}: {sorted(os.listdir(out_dir))}")
+    info = {}
+    for fn in files:
+        with safe_open(os.path.join(out_dir, fn), framework="pt") as f:
+            for k in f.keys():
+                t = f.get_slice(k)
+                info[k] = (t.get_dtype(), list(t.get_shape()))
+    log(f"  {len(info)} tensors in {files}")
+    return info
+
+
+def detect_experts_layout(info, cfg):
+    E, I, H = cfg["num_experts"], cfg["moe_intermediate_size"], cfg["hidden_size"]
+    nl = cfg["num_hidden_layers"]
+    expert_keys = sorted(k for k in info if ".mlp.experts." in k)
+    fused = [k for k in expert_keys if k.endswith(".mlp.experts.gate_up_proj") or k.endswith(".mlp.experts.down_proj")]
+    if fused:
+        if len(fused) != len(expert_keys) or len(fused) != 2 * nl:
+            die(f"expert tensors mix layouts or miss layers: {expert_keys}")
+        for li in range(nl):
+            gu, dn = f"model.layers.{li}.mlp.experts.gate_up_proj", f"model.layers.{li}.mlp.experts.down_proj"
+            if info.get(gu, (None, None))[1] != [E, 2 * I, H]:
+                die(f"{gu}: {info.get(gu)}, want [E, 2I, H] = {[E, 2 * I, H]}")
+            if info.get(dn, (None, None))[1] != [E, H, I]:
+                die(f"{dn}: {info.get(dn)}, want [E, H, I] = {[E, H, I]}")
+        return "fused"
+    want = {f"model.layers.{li}.mlp.experts.{e}.{p}_proj.weight": ([H, I] if p == "down" else [I, H])
+            for li in range(nl) for e in range(E) for p in ("gate", "up", "down")}
+    if set(expert_keys) != set(want):
+        die(f"expert tensors in no recognised layout: {expert_keys[:12]} ... ({len(expert_keys)})")
+    for k, shape in want.items():
+        if info[k][1] != shape:
+            die(f"{k}: {info[k]}, want {shape}")
+    return "per-expert"
+
+
+@torch.no_grad()
+def check_moe_blocks(model, gen):
+    """Every sparse block against its float64 definition (routing always renormalised)."""
+    k = model.config.num_experts_per_tok
+    for li, layer in enumerate(model.model.layers):
+        blk = layer.mlp
+        x = torch.randn(1, 37, model.config.hidden_size, generator=gen)
+        got = blk(x)
+        got = (got[0] if isinstance(got, tuple) else got).reshape(-1, x.shape[-1]).double()
+        xs = x.reshape(-1, x.shape[-1]).double()
+        p = torch.softmax(xs @ mx.router_weight(blk).double().T, dim=-1)
+        top_p, top_i = torch.topk(p, k, dim=-1)
+        top_p = top_p / top_p.sum(-1, keepdim=True)
+        experts = mx.expert_weights(blk)
+        want = torch.zeros_like(xs)
+        for t in range(xs.shape[0]):
+            for j in range(k):
+                gw, uw, dw = (w.double() for w in experts[int(top_i[t, j])])
+                want[t] += top_p[t, j] * (dw @ (F.silu(gw @ xs[t]) * (uw @ xs[t])))
+        se = blk.shared_expert
+        gw, uw, dw = (m.weight.double() for m in (se.gate_proj, se.up_proj, se.down_proj))
+        want += torch.sigmoid(xs @ blk.shared_expert_gate.weight.double().T) * ((F.silu(xs @ gw.T) * (xs @ uw.T)) @ dw.T)
+        err = float((got - want).abs().max())
+        tol = 1e-4 * float(want.abs().max()) + 1e-6
+        if not err < tol:
+            die(f"layer {li}: sparse block vs its float64 definition: max |diff| {err} > {tol}")
+    log("  sparse blocks (renormalised top-k + gated shared expert) match the float64 definition")
+
+
+def qwen3_5_moe_fixture(out_root, _fixtures):
+    log("== qwen3_5-moe-tiny")
+    cls = need_class(Q35_MOE_ARCH, "qwen3_5_moe")
+    cfg_cls = need_class("Qwen3_5MoeTextConfig", "qwen3_5_moe")
+    gen = torch.Generator().manual_seed(351)
+    model = cls(cfg_cls(**Q35_MOE_CFG)).eval()
+    if g.layer_types_of(model) != g.Q35_LAYER_TYPES:
+        die(f"layer_types {g.layer_types_of(model)}, want {g.Q35_LAYER_TYPES}")
+    for li, layer in enumerate(model.model.layers):
+        if not (mx.is_sparse(layer) and hasattr(layer.mlp, "shared_expert") and hasattr(layer.mlp, "shared_expert_gate")):
+            die(f"layer {li}: mlp is {type(layer.mlp).__name__}, not a sparse block with a gated shared expert")
+    if getattr(model.config, "norm_topk_prob", None) not in (None, True):
+        die(f"config.norm_topk_prob is {model.config.norm_topk_prob}; this script assumes renormalised routing")
+    g.check_rotary(model, Q35_MOE_CFG)
+    g.randomize(model, gen)
+    mo.round_params_to_bf16(model)
+    out = os.path.join(out_root, "qwen3_5-moe-tiny")
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    bf = copy.deepcopy(model).to(torch.bfloat16)
+    bf.config.architectures = [Q35_MOE_ARCH]
+    bf.save_pretrained(out)  # transformers' own layout and names
+    model.generation_config.save_pretrained(out)
+    path = os.path.join(out, "config.json")
+    with open(path) as f:
+        config = json.load(f)
+    if config.get("architectures") != [Q35_MOE_ARCH] or config.get("model_type") != "qwen3_5_moe_text":
+        die(f"config.json: architectures {config.get('architectures')}, model_type {config.get('model_type')}")
+    for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
+                "layer_types", "linear_num_key_heads", "linear_num_value_heads"):
+        if config.get(key) != Q35_MOE_CFG[key]:
+            die(f"config.json: {key} is {config.get(key)}, want {Q35_MOE_CFG[key]}")
+    config["dtype"] = "bfloat16"
+    config["partial_rotary_factor"] = 0.25
+    with open(path, "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    info = file_tensors(out)
+    not_bf16 = sorted(k for k, (dt, _s) in info.items() if dt not in ("bfloat16", "BF16"))
+    if not_bf16:
+        die(f"tensors not stored in bf16: {not_bf16[:8]}")
+    if any(k.startswith("model.language_model.") for k in info):
+        die("save_pretrained wrote model.language_model.* names for the CausalLM; unexpected")
+    layout = detect_experts_layout(info, Q35_MOE_CFG)
+    log(f"  transformers saved the experts {layout}")
+    sd = g.plain_state_dict(model)
+    prompts = [torch.randint(0, Q35_MOE_CFG["vocab_size"], (n,), generator=gen).tolist() for n in g.PROMPT_LENS]
+
+    def check(ref):
+        check_moe_blocks(ref, gen)
+        gap = mx.router_min_gap(ref, prompts)
+        log("  router_min_gap", gap)
+        return {"router_min_gap": gap}
+
+    extra = {"arch": "qwen3_5_moe_text", "layer_types": g.Q35_LAYER_TYPES, "experts_layout": layout,
+             "saved_by": "transformers save_pretrained"}
+    g.references(cls, out, sd, prompts, extra, False, gen, post={"sd": g.plain_state_dict, "check": check})
+    return "ok"
+
+
+# ---------------------------------------------------------------------------------------
+def emu_groups(layer):
+    """(submodule, [linears]) merged as vLLM merges them, and the single quantized linears."""
+    if hasattr(layer, "linear_attn"):
+        groups, singles = [("linear_attn", ["in_proj_qkv", "in_proj_z"])], [("linear_attn", "out_proj")]
+    else:
+        groups, singles = [("self_attn", ["q_proj", "k_proj", "v_proj"])], [("self_attn", "o_proj")]
+    return groups + [("mlp", ["gate_proj", "up_proj"])], singles + [("mlp", "down_proj")]
+
+
+def install_fp8_emulation(model, qw):
+    n = 0
+    for li, layer in enumerate(model.model.layers):
+        groups, singles = emu_groups(layer)
+        for sub, names in groups:
+            mod = getattr(layer, sub)
+            pre = [f"model.layers.{li}.{sub}.{nm}" for nm in names]
+            s_max = max(qw[p][2] for p in pre)
+            w_max = max(qw[p][1] for p in pre)
+            for nm, p in zip(names, pre):
+                w8, ws, _s = qw[p]
+                setattr(mod, nm, mo.EmuLinear(mo.requantize(w8, ws, w_max), w_max, s_max, getattr(mod, nm).bias))
+                n += 1
+        for sub, nm in singles:
+            mod = getattr(layer, sub)
+            w8, ws, s = qw[f"model.layers.{li}.{sub}.{nm}"]
+            setattr(mod, nm, mo.EmuLinear(w8, ws, s, getattr(mod, nm).bias))
+            n += 1
+    if n != len(qw):
+        die(f"the emulation replaced {n} linears but {len(qw)} are quantized: {sorted(qw)}")
+    left = [name for name, m in model.named_modules()
+            if isinstance(m, nn.Linear) and ".layers." in name and not name.endswith(FP8_EXCLUDED)]
+    if left:
+        die(f"linears left unemulated: {left}")
+    log(f"  {n} linears emulated as vLLM's static FP8")
+
+
+def qwen3_5_fp8_fixture(out_root, fixtures):
+    log("== qwen3_5-tiny-fp8")
+    cls = need_class("Qwen3_5ForCausalLM", "qwen3_5")
+    src = os.path.join(fixtures, "qwen3_5-tiny")
+    for fn in ("config.json", "model.safetensors", "reference.json", "ref0.logits.f32"):
+        if not os.path.isfile(os.path.join(src, fn)):
+            die(f"{src}/{fn} is missing (run from the repository root, or pass --fixtures tests/fixtures/models)")
+    with open(os.path.join(src, "reference.json")) as f:
+        src_ref = json.load(f)
+    prompts = [c["prompt"] for c in src_ref["cases"]]
+    ref, _ = g.reload_exact(cls, src, None)
+    g.check_torch_fallbacks()
+    # The reload must reproduce qwen3_5-tiny's own reference (same model, same math).
+    with torch.no_grad():
+        got = ref(input_ids=torch.tensor([prompts[3]], dtype=torch.long)).logits[0].float()
+    want = torch.frombuffer(bytearray(open(os.path.join(src, src_ref["cases"][3]["logits_file"]), "rb").read()),
+                            dtype=torch.float32).reshape(got.shape)
+    err = float((got - want).abs().max())
+    if not err < 1e-3 * float(want.abs().max()) + 1e-4:
+        die(f"qwen3_5-tiny reloaded gives logits {err} away from its reference.json (a different model?)")
+    log(f"  qwen3_5-tiny reproduces its reference (max |diff| {err:.3g})")
+
+    gen = torch.Generator().manual_seed(358)
+    calib = [torch.randint(0, ref.config.vocab_size, (48,), generator=gen).tolist() for _ in range(4)]
+    qw = {k: v for k, v in mo.calibrate_and_quantize(ref, calib).items() if not k.endswith(FP8_EXCLUDED)}
+    want_names = set()
+    for li, layer in enumerate(ref.model.layers):
+        groups, singles = emu_groups(layer)
+        want_names |= {f"model.layers.{li}.{sub}.{nm}" for sub, names in groups for nm in names}
+        want_names |= {f"model.layers.{li}.{sub}.{nm}" for sub, nm in singles}
+    if set(qw) != want_names:
+        die(f"calibrated linears {sorted(set(qw) ^ want_names)} differ from the intended set")
+    for name, (_w8, ws, s) in qw.items():
+        if not (ws > 0 and s > 0 and ws == ws and s == s):
+            die(f"{name}: weight_scale {ws}, input_scale {s}")
+
+    out = os.path.join(out_root, "qwen3_5-tiny-fp8")
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    sd = g.plain_state_dict(ref)
+    scalar = lambda v: torch.tensor(v, dtype=torch.float32)  # noqa: E731  ModelOpt: 0-d scales
+    for p, (w8, ws, s) in qw.items():
+        if p + ".weight" not in sd:
+            die(f"{p}.weight is not in the checkpoint")
+        sd[p + ".weight"] = w8.contiguous()
+        sd[p + ".weight_scale"] = scalar(ws)
+        sd[p + ".input_scale"] = scalar(s)
+    save_file(sd, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(src, "config.json")) as f:
+        config = json.load(f)
+    config["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "FP8",
+                                     "exclude_modules": FP8_EXCLUDE_MODULES}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    shutil.copy(os.path.join(src, "generation_config.json"), out)
+
+    emu, _ = g.reload_exact(cls, src, None)
+    install_fp8_emulation(emu, qw)
+    with torch.no_grad():
+        e = emu(input_ids=torch.tensor([prompts[3]], dtype=torch.long)).logits[0].float()
+    d = float((e - want).abs().max())
+    if not (d > 0 and d < 0.5 * float(want.abs().max())):
+        die(f"the FP8 emulation moves the logits by {d} (max |logit| {float(want.abs().max())}): not plausible")
+    log(f"  FP8 emulation vs bf16 logits: max |diff| {d:.4g}")
+    mo.run_cases(emu, prompts, out, extra={
+        "arch": "qwen3_5_text", "layer_types": g.Q35_LAYER_TYPES, "quant": "modelopt fp8 static per-tensor",
+        "source": "tests/fixtures/models/qwen3_5-tiny", "fp8_excluded": FP8_EXCLUDE_MODULES,
+        "emulation": "vLLM static FP8: q/k/v, gate/up and in_proj_qkv+in_proj_z merged (max input scale, "
+                     "weights requantized to the max weight scale); in_proj_a/b, conv1d, lm_head bf16; "
+                     "x*(1/s) f32, clamp 448, RNE e4m3fn; f64 GEMM of fp8 values times s*ws in f32",
+        "dtype_ref": "float32 emulation", "fp8_vs_bf16_max_abs_logit_diff_prompt3": d})
+    return "ok"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--fixtures", default=os.path.join("tests", "fixtures", "models"),
+                    help="where qwen3_5-tiny is read from (default: tests/fixtures/models)")
+    ap.add_argument("--only", choices=["moe", "fp8"], default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(max(1, min(16, os.cpu_count() or 1)))
+    log("python", sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__)
+    if int(transformers.__version__.split(".")[0]) < 5:
+        die(f"transformers {transformers.__version__}: these fixtures need transformers 5")
+    os.makedirs(args.out, exist_ok=True)
+    g.check_torch_fallbacks()
+    jobs = {"moe": qwen3_5_moe_fixture, "fp8": qwen3_5_fp8_fixture}
+    failed = []
+    for name, job in jobs.items():
+        if args.only and name != args.only:
+            continue
+        try:
+            job(args.out, args.fixtures)
+        except BaseException:  # noqa: BLE001 - report every fixture, keep going
+            failed.append(name)
+            traceback.print_exc()
+            sys.stdout.flush()
+    log("failed fixtures:", failed if failed else "none")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
