@@ -1,5 +1,5 @@
-// The engine serving a hybrid Gated DeltaNet model (tests/fixtures/models/qwen3-next-tiny,
-// f32 activations): each running request holds a recurrent-state slot beside its KV blocks.
+// The engine serving hybrid Gated DeltaNet models (tests/fixtures/models/qwen3-next-tiny and
+// qwen3_5-moe-tiny, f32 activations): each running request holds a recurrent-state slot beside its KV blocks.
 // Batched requests, chunked prefills mixed with decodes, and preempted requests (their state
 // freed and recomputed) give each request the greedy tokens it gets alone, which are HF's up
 // to the first near-tie; every slot and block is free at the end; prefix caching is off.
@@ -20,15 +20,21 @@ using test_util::Greedy;
 using test_util::Id;
 
 const std::string kNext = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3-next-tiny";
+const std::string kQwen35Moe = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3_5-moe-tiny";
 
-std::shared_ptr<model::Model> NextModel() {
-  static std::shared_ptr<model::Model> m = model::Model::Load(kNext, model::testing::CpuOptions(vt::DType::kF32));
+std::shared_ptr<model::Model> LoadOnce(const std::string& dir) {
+  static std::map<std::string, std::shared_ptr<model::Model>> models;
+  auto& m = models[dir];
+  if (!m) m = model::Model::Load(dir, model::testing::CpuOptions(vt::DType::kF32));
   return m;
 }
 
-EngineConfig Config(int64_t budget = 0, int64_t kv_bytes = 0, int64_t max_model_len = 256) {
+std::shared_ptr<model::Model> NextModel() { return LoadOnce(kNext); }
+
+EngineConfig Config(int64_t budget = 0, int64_t kv_bytes = 0, int64_t max_model_len = 256,
+                    const std::string& dir = kNext) {
   EngineConfig c;
-  c.model_dir = kNext;
+  c.model_dir = dir;
   c.max_model_len = max_model_len;
   c.max_num_batched_tokens = budget;
   c.max_num_seqs = 8;
@@ -53,11 +59,11 @@ void ExpectAllFree(const Engine& e) {
   EXPECT_EQ(e.num_free_state_slots(), e.num_state_slots());
 }
 
-TEST(EngineHybrid, GreedyAloneMatchesHfAndBatchesMatchAlone) {
-  const auto cases = model::testing::ReadOracle(kNext);
+void CheckGreedyAndBatching(const std::string& dir) {
+  const auto cases = model::testing::ReadOracle(dir);
   std::map<std::string, std::vector<int32_t>> alone;
   for (size_t c = 0; c < cases.size(); ++c) {
-    Engine e(Config(), NextModel(), std::nullopt);
+    Engine e(Config(0, 0, 256, dir), LoadOnce(dir), std::nullopt);
     EXPECT_EQ(e.num_state_slots(), 8);
     EXPECT_FALSE(e.config().enable_prefix_caching);  // refused for a hybrid model
     e.AddRequest(Greedy(Id(c), cases[c].prompt, 20));
@@ -69,7 +75,7 @@ TEST(EngineHybrid, GreedyAloneMatchesHfAndBatchesMatchAlone) {
   }
   // Whole prefills together, then 16-token chunks mixed with decodes.
   for (const int64_t budget : {int64_t{0}, int64_t{16}}) {
-    Engine e(Config(budget), NextModel(), std::nullopt);
+    Engine e(Config(budget, 0, 256, dir), LoadOnce(dir), std::nullopt);
     for (size_t c = 0; c < cases.size(); ++c) e.AddRequest(Greedy(Id(c), cases[c].prompt, 20));
     auto res = RunAll(e);
     for (size_t c = 0; c < cases.size(); ++c) EXPECT_EQ(res[Id(c)], alone[Id(c)]) << Id(c) << " budget " << budget;
@@ -77,19 +83,19 @@ TEST(EngineHybrid, GreedyAloneMatchesHfAndBatchesMatchAlone) {
   }
 }
 
-TEST(EngineHybrid, PreemptedRequestsResumeWithTheSameTokens) {
-  const auto cases = model::testing::ReadOracle(kNext);
+void CheckPreemption(const std::string& dir) {
+  const auto cases = model::testing::ReadOracle(dir);
   std::map<std::string, std::vector<int32_t>> want;
   {
-    Engine e(Config(), NextModel(), std::nullopt);
+    Engine e(Config(0, 0, 256, dir), LoadOnce(dir), std::nullopt);
     for (size_t c = 0; c < cases.size(); ++c) e.AddRequest(Greedy(Id(c), cases[c].prompt, 24));
     want = RunAll(e);
   }
   // The budget holds the 8 state slots and 9 blocks of 16 tokens: the longest request
   // (97 + 24 tokens) alone needs 8, so the five cannot all run together.
-  const int64_t per_block = NextModel()->KvCacheBytesPerBlock(16);
-  const int64_t state = 8 * NextModel()->StateBytesPerSlot();
-  Engine e(Config(0, state + 9 * per_block, 128), NextModel(), std::nullopt);
+  const int64_t per_block = LoadOnce(dir)->KvCacheBytesPerBlock(16);
+  const int64_t state = 8 * LoadOnce(dir)->StateBytesPerSlot();
+  Engine e(Config(0, state + 9 * per_block, 128, dir), LoadOnce(dir), std::nullopt);
   EXPECT_EQ(e.num_total_blocks(), 9);
   for (size_t c = 0; c < cases.size(); ++c) e.AddRequest(Greedy(Id(c), cases[c].prompt, 24));
   auto res = RunAll(e);
@@ -97,6 +103,12 @@ TEST(EngineHybrid, PreemptedRequestsResumeWithTheSameTokens) {
   for (auto& [id, toks] : want) EXPECT_EQ(res[id], toks) << id;
   ExpectAllFree(e);
 }
+
+TEST(EngineHybrid, GreedyAloneMatchesHfAndBatchesMatchAlone) { CheckGreedyAndBatching(kNext); }
+TEST(EngineHybrid, PreemptedRequestsResumeWithTheSameTokens) { CheckPreemption(kNext); }
+// Qwen3.5-MoE: every layer's MLP a sparse MoE with a gated shared expert, experts fused.
+TEST(EngineHybrid, Qwen3_5MoeGreedyAloneMatchesHfAndBatchesMatchAlone) { CheckGreedyAndBatching(kQwen35Moe); }
+TEST(EngineHybrid, Qwen3_5MoePreemptedRequestsResumeWithTheSameTokens) { CheckPreemption(kQwen35Moe); }
 
 TEST(EngineHybrid, AbortedRequestsGiveTheirSlotsBack) {
   const auto cases = model::testing::ReadOracle(kNext);

@@ -248,28 +248,34 @@ TEST(ModelCuda, MoeFixturesMatchCpu) {
 }
 
 // The hybrid Gated DeltaNet fixtures (qwen3-next-tiny: fused GDN projections, gated attention,
-// MoE with a gated shared expert; qwen3_5-tiny: split projections, dense MLP) on CUDA against
-// the CPU, named so that a missing fixture fails: prompt logits within TolFor, greedy tokens
-// equal up to a CPU near-tie, and the dispatch counts prove the CUDA GDN kernels
-// (src/vt/cuda/gdn.cu) and the zero-centred norm ran.
+// MoE with a gated shared expert; qwen3_5-tiny: split projections, dense MLP; qwen3_5-moe-tiny:
+// split projections, every layer MoE with a gated shared expert) on CUDA
+// against the CPU, named so that a missing fixture fails: prompt logits within TolFor, greedy
+// tokens equal up to a CPU near-tie, and the dispatch counts prove the CUDA GDN kernels
+// (src/vt/cuda/gdn.cu), the zero-centred norm and the experts ran.
 TEST(ModelCuda, HybridFixturesMatchCpu) {
   REQUIRE_CUDA();
   const auto prompts = Prompts(FixturesDir() + "/oracles/qwen3-tiny/reference.json");
   ASSERT_FALSE(prompts.empty());
   constexpr int kSteps = 12;
-  for (const char* name : {"qwen3-next-tiny", "qwen3_5-tiny"}) {
+  for (const char* name : {"qwen3-next-tiny", "qwen3_5-tiny", "qwen3_5-moe-tiny"}) {
     const std::string dir = FixturesDir() + "/models/" + name;
+    const bool moe = std::string(name) == "qwen3_5-moe-tiny";
     for (vt::DType act : {vt::DType::kBF16, vt::DType::kF32}) {
       auto cpu = LoadOn(dir, vt::Device::Cpu(), act);
       auto gpu = LoadOn(dir, vt::Device::Cuda(0), act);
       const int64_t rule = vt::DispatchCount(vt::OpId::kGatedDeltaRule, vt::DeviceType::kCUDA);
       const int64_t conv = vt::DispatchCount(vt::OpId::kCausalConv1d, vt::DeviceType::kCUDA);
       const int64_t norm = vt::DispatchCount(vt::OpId::kRmsNormZeroCentred, vt::DeviceType::kCUDA);
+      const int64_t experts = vt::DispatchCount(vt::OpId::kMoeExperts, vt::DeviceType::kCUDA);
       const Tol tol = TolFor(act);
       ExpectGreedyMatchesCpu(*cpu, *gpu, dir, act, prompts, kSteps, tol);
       EXPECT_GT(vt::DispatchCount(vt::OpId::kGatedDeltaRule, vt::DeviceType::kCUDA), rule) << dir;
       EXPECT_GT(vt::DispatchCount(vt::OpId::kCausalConv1d, vt::DeviceType::kCUDA), conv) << dir;
       EXPECT_GT(vt::DispatchCount(vt::OpId::kRmsNormZeroCentred, vt::DeviceType::kCUDA), norm) << dir;
+      if (moe) {
+        EXPECT_GT(vt::DispatchCount(vt::OpId::kMoeExperts, vt::DeviceType::kCUDA), experts) << dir;
+      }
     }
   }
 }
