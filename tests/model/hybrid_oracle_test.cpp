@@ -25,14 +25,6 @@ const std::string kNext = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3-next-
 const std::string kQwen35 = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3_5-tiny";
 const std::string kQwen35Moe = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3_5-moe-tiny";
 
-double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double d = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
-  return d;
-}
-
 // BF16 activations against HF's float32 logits, measured against what HF's own bfloat16 run
 // (reference_bf16.json) gives on the same prompts: a BF16 run rounds at every step, and in
 // Qwen3-Next a rounding can flip a routing near-tie (router_min_gap ~1e-5 in this fixture),
@@ -48,8 +40,8 @@ void CheckBf16(const std::string& dir, const char* label, double factor = 1.5) {
   ASSERT_EQ(f32.size(), hf_bf16.size());
   for (size_t c = 0; c < f32.size(); ++c) {
     ASSERT_EQ(f32[c].prompt, hf_bf16[c].prompt);
-    const double ours = MaxAbsDiff(testing::PromptLogits(*model, f32[c].prompt), f32[c].logits);
-    const double hf = MaxAbsDiff(hf_bf16[c].logits, f32[c].logits);
+    const double ours = testing::MaxAbsDiff(testing::PromptLogits(*model, f32[c].prompt), f32[c].logits);
+    const double hf = testing::MaxAbsDiff(hf_bf16[c].logits, f32[c].logits);
     std::printf("[%s] case %zu (T=%lld): max |logit - f32 ref| = %.3g (HF bf16: %.3g)\n", label, c,
                 static_cast<long long>(f32[c].T), ours, hf);
     EXPECT_LE(ours, factor * hf + 0.05) << label << " case " << c;
@@ -165,7 +157,7 @@ void CheckChunkedPrefill(const std::string& dir) {
   const std::vector<int32_t>& prompt = cases.back().prompt;  // the longest
   const std::vector<float> whole = ChunkedLogits(*model, prompt, prompt.size());
   for (size_t chunk : {size_t{1}, size_t{5}, size_t{16}, size_t{64}}) {
-    const double d = MaxAbsDiff(ChunkedLogits(*model, prompt, chunk), whole);
+    const double d = testing::MaxAbsDiff(ChunkedLogits(*model, prompt, chunk), whole);
     std::printf("[%s] chunks of %zu vs one prefill of %zu: max |diff| %.3g\n", dir.c_str(), chunk, prompt.size(), d);
     EXPECT_LE(d, 1e-4) << "chunk " << chunk;
   }
@@ -211,8 +203,8 @@ TEST(HybridModel, BatchEqualsEachAlone) {
       return std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(i) * V,
                                 v.begin() + static_cast<std::ptrdiff_t>(i + 1) * V);
     };
-    EXPECT_LE(MaxAbsDiff(row(pre), alone_prefill[i]), 1e-5) << "case " << i;
-    EXPECT_LE(MaxAbsDiff(row(dec), alone_decode[i]), 1e-5) << "case " << i;
+    EXPECT_LE(testing::MaxAbsDiff(row(pre), alone_prefill[i]), 1e-5) << "case " << i;
+    EXPECT_LE(testing::MaxAbsDiff(row(dec), alone_decode[i]), 1e-5) << "case " << i;
   }
   for (auto& s : seqs) cache.Release(s);
   cache.Release(spare);

@@ -63,6 +63,15 @@ inline std::vector<float> PromptLogits(Model& model, const std::vector<int32_t>&
   return model.Forward(prompt, pos, {&cache, &seq}, /*all_logits=*/true);
 }
 
+// The largest |a[i] - b[i]| (the sizes must match).
+inline double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double d = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return d;
+}
+
 inline int32_t Argmax(const float* row, int64_t V) {
   return static_cast<int32_t>(std::max_element(row, row + V) - row);
 }

@@ -148,14 +148,6 @@ std::unique_ptr<Model> LoadMoe(const testing::TempDir& tmp, const MoeCheckpoint&
   return Model::Load(dir, testing::CpuOptions(vt::DType::kF32));
 }
 
-double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double d = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
-  return d;
-}
-
 std::vector<int32_t> LongPrompt() { return testing::ReadOracle(kDense).back().prompt; }
 
 TEST(Qwen3_5Moe, ExpertsEqualToTheDenseMlpGiveTheDenseModel) {
@@ -167,7 +159,7 @@ TEST(Qwen3_5Moe, ExpertsEqualToTheDenseMlpGiveTheDenseModel) {
   for (int64_t l = 0; l < moe->config().num_hidden_layers; ++l) EXPECT_TRUE(moe->config().IsSparseLayer(l));
   auto dense = Model::Load(kDense, testing::CpuOptions(vt::DType::kF32));
   const std::vector<int32_t> prompt = LongPrompt();
-  const double d = MaxAbsDiff(testing::PromptLogits(*moe, prompt), testing::PromptLogits(*dense, prompt));
+  const double d = testing::MaxAbsDiff(testing::PromptLogits(*moe, prompt), testing::PromptLogits(*dense, prompt));
   std::printf("[qwen3.5-moe] experts = dense MLP: max |logit - dense| %.3g over %zu positions\n", d, prompt.size());
   EXPECT_LE(d, 1e-4);
 }
@@ -181,7 +173,7 @@ TEST(Qwen3_5Moe, FusedAndPerExpertLayoutsGiveTheSameLogits) {
   const std::vector<float> a = testing::PromptLogits(*fused, prompt);
   EXPECT_EQ(a, testing::PromptLogits(*per_expert, prompt));
   // Random experts make a different model from the dense one (the experts are used).
-  EXPECT_GT(MaxAbsDiff(a, testing::PromptLogits(*dense, prompt)), 0.1);
+  EXPECT_GT(testing::MaxAbsDiff(a, testing::PromptLogits(*dense, prompt)), 0.1);
 }
 
 TEST(Qwen3_5Moe, WrapperLayoutLoadsTheSameModel) {
