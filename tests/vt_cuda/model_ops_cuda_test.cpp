@@ -189,14 +189,26 @@ TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
       {8, 2, 64, 16, {{50, 50}, {600, 1}, {30, 1}}},       // a mixed batch: a prompt and two decodes
       {16, 8, 64, 16, {{400, 400}}},                       // enough CTAs that the context is not split
       {32, 8, 128, 16, {{700, 600}, {130, 130}, {9, 1}}},  // chunked prefill, a prompt, a decode row; GQA 4
+      // six prompts and chunks of 129..256 rows: the tensor-core kernel's CTAs found by a
+      // search over query_start_loc across sequences
+      {8, 2, 64, 16, {{130, 130}, {300, 200}, {129, 129}, {256, 256}, {140, 140}, {200, 131}}},
   };
+  // Sixty sequences of 1..13 new rows over 0..89 earlier tokens, GQA 4: every sequence's
+  // groups of query vectors, whatever the rows before it, land on their own CTAs.
+  AttnCase many{16, 4, 64, 16, {}};
+  for (int64_t i = 0; i < 60; ++i) {
+    const int64_t n = 1 + (i * 7) % 13;
+    many.seqs.push_back({n + (i * 11) % 90, n});
+  }
+  RunAttentionCase(many, DType::kBF16, 90);
+  RunAttentionCase(many, DType::kF32, 91);
   // BF16 cases with head size 64 or 128 and at least 64 rows per sequence on average take
-  // the tensor-core prefill kernel (attention_prefill.cu): three of them here.
+  // the tensor-core prefill kernel (attention_prefill.cu): four of them here.
   const int64_t mma_before = vt::cuda::PrefillMmaLaunches();
   uint32_t seed = 100;
   for (const auto& c : cases)
     for (DType d : {DType::kBF16, DType::kF32, DType::kF16}) RunAttentionCase(c, d, seed += 7);
-  EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - mma_before, 3);
+  EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - mma_before, 4);
 }
 
 TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
@@ -208,6 +220,11 @@ TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
       {8, 1, 64, 32, {{1000, 1}}},
       {32, 4, 128, 16, {{8192, 1}, {4000, 1}, {1, 1}}},  // GQA 8, the longest contexts, split across CTAs
   };
+  // A decode step of 256 sequences (about one CTA per sequence and KV head, not one per
+  // step row: the grid once had T * S of them), contexts of every length up to 300.
+  AttnCase wide{32, 8, 128, 16, {}};
+  for (int64_t i = 0; i < 256; ++i) wide.seqs.push_back({1 + (i * 37) % 300, 1});
+  RunAttentionCase(wide, DType::kBF16, 490);
   uint32_t seed = 500;
   for (const auto& c : cases)
     for (DType d : {DType::kBF16, DType::kF32}) RunAttentionCase(c, d, seed += 7);

@@ -108,11 +108,14 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
   float* ks = smem;                   // [kTile][ld]
   float* vs = ks + kTile * ld;        // [kTile][ld]
   float* qs = vs + kTile * ld;        // [kWarps][D], pre-scaled queries
-  const int64_t s = blockIdx.y, kh = blockIdx.z;
-  const int64_t xg = blockIdx.x / a.num_splits, split = blockIdx.x - xg * a.num_splits;
+  const int64_t kh = blockIdx.y;
+  const int64_t item = blockIdx.x / a.num_splits, split = blockIdx.x - item * a.num_splits;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  if (kh == 0 && split == 0 && threadIdx.x == 0) ReportAttnSeq(a, item);
+  int64_t s, xg;  // the sequence, and this CTA's group of kWarps query vectors within it
+  AttnFindItem(a, item, a.group, kWarps, s, xg);
   AttnSeq seq;
-  if (!ReadAttnSeq(a, s, blockIdx.x == 0 && kh == 0 && threadIdx.x == 0, seq)) return;
+  if (xg < 0 || !ReadAttnSeq(a, s, false, seq)) return;
   const int64_t q0 = seq.q0, n = seq.n, ctx = seq.ctx;
   const int64_t nvec = n * a.group;
   const int64_t v0 = xg * kWarps;
@@ -297,11 +300,7 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   VT_CHECK(a.D <= kMaxD, "PagedAttention on ", ToString(cq.device), ": head size ", a.D, " exceeds the CUDA kernel's ",
            kMaxD);
   if (S == 0 || a.D == 0) return;
-  VT_CHECK(S <= 65535 && a.Hk <= 65535, "PagedAttention on cuda: ", S, " sequences x ", a.Hk,
-           " KV heads exceed the grid limit of 65535 each");
-  // No sequence has more than the T query rows (the kernel checks the real counts), so
-  // T * group query vectors bound every sequence's; CTAs past a sequence's own exit early.
-  const int64_t max_vec = std::max<int64_t>(T * a.group, 1);
+  VT_CHECK(a.Hk <= 65535, "PagedAttention on cuda: ", a.Hk, " KV heads exceed the grid limit of 65535");
   a.err = cq.index_errors;
   a.out = out.data();
   a.query = query.data();
@@ -317,11 +316,12 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   a.num_splits = 1;
   DeviceGuard guard(cq.device.index);
   if (LaunchPrefillMma(cq, a, key_cache.dtype() == DType::kBF16)) return;  // attention_prefill.cu
-  // Split the context when the step's CTAs would not fill the GPU twice over: up to
-  // kMaxSplits CTAs per (sequence, KV head, query group), never more than the tiles the
-  // widest block table can hold.
-  const int64_t groups = (max_vec + kWarps - 1) / kWarps;
-  const int64_t ctas = groups * S * a.Hk, want = 2 * std::max(cq.sm_count, 1);
+  // One CTA per group of kWarps query vectors of a sequence (AttnItems: T * group / kWarps
+  // + S items, so a decode step has about one per sequence). Split the context when the
+  // step's CTAs would not fill the GPU twice over: up to kMaxSplits CTAs per (item, KV
+  // head), never more than the tiles the widest block table can hold.
+  const int64_t items = AttnItems(T, S, a.group, kWarps);
+  const int64_t ctas = items * a.Hk, want = 2 * std::max(cq.sm_count, 1);
   const int64_t max_tiles = (a.max_blocks * a.block_size + kTile - 1) / kTile;
   a.num_splits = ctas >= want ? 1 : std::min({(want + ctas - 1) / ctas, kMaxSplits, std::max<int64_t>(max_tiles, 1)});
   Tensor part_ml, part_acc;
@@ -331,8 +331,8 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
     a.part_ml = part_ml.data_as<float>();
     a.part_acc = part_acc.data_as<float>();
   }
-  VT_CHECK(groups * a.num_splits < (int64_t{1} << 31), "PagedAttention on cuda: ", T, " query rows exceed the grid");
-  const dim3 grid(static_cast<unsigned>(groups * a.num_splits), static_cast<unsigned>(S), static_cast<unsigned>(a.Hk));
+  VT_CHECK(items * a.num_splits < (int64_t{1} << 31), "PagedAttention on cuda: ", T, " query rows exceed the grid");
+  const dim3 grid(static_cast<unsigned>(items * a.num_splits), static_cast<unsigned>(a.Hk));
   const size_t smem = static_cast<size_t>(2 * kTile * (a.D + 1) + kWarps * a.D) * sizeof(float);
   DispatchFloat(key_cache.dtype(), "PagedAttention", [&](auto tag) {
     using Tag = decltype(tag);

@@ -26,6 +26,11 @@ struct AttnArgs {
   bool vec16;          // rows of the caches load as 16-byte vectors
 };
 
+// The number of work items (CTAs before splitting) a kernel with `unit` query vectors per
+// CTA and per_row vectors per query row needs for T rows of S sequences; the numbering is
+// AttnItemStart's (attention_seq.cuh).
+inline int64_t AttnItems(int64_t T, int64_t S, int64_t per_row, int64_t unit) { return T * per_row / unit + S; }
+
 // Tensor-core attention for steps with many query rows (prefill) over a BF16 cache with
 // head size 64 or 128 and 16-byte aligned rows; false (nothing launched) otherwise.
 bool LaunchPrefillMma(CudaQueue& cq, const AttnArgs& a, bool bf16);

@@ -50,13 +50,16 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillMmaKernel(AttnArgs a) {
   __shared__ __align__(16) uint16_t vts[D * kLdV];
   __shared__ int64_t tok_src[kTok];
   __shared__ int bad_block;
-  const int64_t s = blockIdx.y, h = blockIdx.z, kh = h / a.group;
+  const int64_t h = blockIdx.y, kh = h / a.group;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  if (h == 0 && threadIdx.x == 0) ReportAttnSeq(a, blockIdx.x);
+  int64_t s, row_block;  // the sequence, and this CTA's block of kRows rows within it
+  AttnFindItem(a, blockIdx.x, 1, kRows, s, row_block);
   AttnSeq seq;
-  if (!ReadAttnSeq(a, s, blockIdx.x == 0 && h == 0 && threadIdx.x == 0, seq)) return;
+  if (row_block < 0 || !ReadAttnSeq(a, s, false, seq)) return;
   const int64_t q0 = seq.q0, n = seq.n, ctx = seq.ctx;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;  // first row of this CTA
-  if (r0 >= n) return;                                         // uniform
+  const int64_t r0 = row_block * kRows;  // first row of this CTA
+  if (r0 >= n) return;            // uniform
   const int64_t first_pos = ctx - n;
   const int64_t cta_last = first_pos + min(r0 + kRows, n) - 1;  // last position any row sees
   const int32_t* table = a.block_tables + s * a.max_blocks;
@@ -232,9 +235,9 @@ bool LaunchPrefillMma(CudaQueue& cq, const AttnArgs& a, bool bf16) {
   if (!bf16 || !a.vec16 || (a.D != 64 && a.D != 128) || cq.cc_major < 8) return false;
   // Worth it only when sequences bring many rows: on average at least a CTA's worth.
   if (a.T < static_cast<int64_t>(kRows) * a.S) return false;
-  if (a.Hq > 65535 || a.S > 65535) return false;
-  const dim3 grid(static_cast<unsigned>((a.T + kRows - 1) / kRows), static_cast<unsigned>(a.S),
-                  static_cast<unsigned>(a.Hq));
+  const int64_t items = AttnItems(a.T, a.S, 1, kRows);
+  if (a.Hq > 65535 || items >= (int64_t{1} << 31)) return false;
+  const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>(a.Hq));
   g_launches.fetch_add(1, std::memory_order_relaxed);
   if (a.D == 64)
     LaunchOverlapped(cq, "PrefillMmaKernel", PrefillMmaKernel<64>, grid, kWarps * 32, 0, a);

@@ -34,4 +34,42 @@ __device__ __forceinline__ bool ReadAttnSeq(const AttnArgs& a, int64_t s, bool r
   return q.q0 >= 0 && q.n >= 0 && q.q1 <= a.T && q.n <= q.ctx && q.ctx <= a.max_blocks * a.block_size;
 }
 
+// Work items without a scan. A kernel gives sequence s ceil(n_s * per_row / unit) CTAs
+// ("items": `unit` query vectors each, per_row vectors a row). Items are numbered so that
+// sequence s's begin at I_s = q0_s * per_row / unit + s (integer division): I_{s+1} - I_s
+// >= that count, so every sequence has room, at the cost of at most one empty item per
+// sequence. The grid therefore scales with T and S, not with T * S (a decode step of S
+// sequences has S..1.5 S items instead of T * S). AttnItems (attention.h) is the total.
+__device__ __forceinline__ int64_t AttnItemStart(const AttnArgs& a, int64_t s, int64_t per_row, int64_t unit) {
+  int64_t q0 = s >= a.S ? a.T : a.query_start_loc[s];
+  q0 = q0 < 0 ? 0 : (q0 > a.T ? a.T : q0);  // bad metadata is reported by ReadAttnSeq
+  return q0 * per_row / unit + s;
+}
+
+// The sequence whose items hold `item` (the last s with I_s <= item: a binary search over
+// query_start_loc) and the item's index k within it; k may exceed the sequence's own count
+// (its spare item), which the caller treats as empty. Uniform across the CTA.
+__device__ __forceinline__ void AttnFindItem(const AttnArgs& a, int64_t item, int64_t per_row, int64_t unit,
+                                             int64_t& s, int64_t& k) {
+  int64_t lo = 0, hi = a.S - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (AttnItemStart(a, mid, per_row, unit) <= item)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  s = lo;
+  k = item - AttnItemStart(a, lo, per_row, unit);
+}
+
+// Every sequence's metadata is checked once, by the thread that passes s = its item index
+// (items >= S, so each s < S has one), whatever items the search gives its rows.
+__device__ __forceinline__ void ReportAttnSeq(const AttnArgs& a, int64_t item) {
+  if (item < a.S) {
+    AttnSeq unused;
+    ReadAttnSeq(a, item, true, unused);
+  }
+}
+
 }  // namespace vt::cuda
