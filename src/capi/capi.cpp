@@ -108,6 +108,7 @@ void ParseOptions(const char* options_json, vtllm::engine::EngineConfig& c, vtll
     else if (k == "max_model_len") c.max_model_len = integer();
     else if (k == "max_num_seqs") c.max_num_seqs = integer();
     else if (k == "max_num_batched_tokens") c.max_num_batched_tokens = integer();
+    else if (k == "long_prefill_token_threshold") c.long_prefill_token_threshold = integer();
     else if (k == "block_size") c.block_size = integer();
     else if (k == "kv_cache_memory_bytes") c.kv_cache_memory_bytes = integer();
     else if (k == "gpu_memory_utilization") c.gpu_memory_utilization = GetNumber(o, k).value_or(0.9);

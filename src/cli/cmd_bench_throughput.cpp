@@ -32,7 +32,7 @@ double Percentile(std::vector<double> v, double p) {
 void AddBenchThroughputCommand(CLI::App& bench) {
   struct Args {
     ModelArgs model;
-    int64_t input_len = 128, output_len = 128, num_prompts = 16, max_concurrency = 0;
+    int64_t input_len = 128, output_len = 128, num_prompts = 16, max_concurrency = 0, long_prefill_token_threshold = 0;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
@@ -42,6 +42,8 @@ void AddBenchThroughputCommand(CLI::App& bench) {
   cmd->add_option("--output-len", args->output_len, "generated tokens per request")->capture_default_str();
   cmd->add_option("--num-prompts", args->num_prompts, "requests")->capture_default_str();
   cmd->add_option("--max-concurrency", args->max_concurrency, "requests running at once (0: all)");
+  cmd->add_option("--long-prefill-token-threshold", args->long_prefill_token_threshold,
+                  "at most this many prompt tokens of one request per step (0: no cap)");
   cmd->add_flag("--json", args->json, "print one JSON object");
   AddModelFlags(cmd, args->model);
   cmd->callback([args] {
@@ -54,6 +56,7 @@ void AddBenchThroughputCommand(CLI::App& bench) {
     config.max_num_seqs = std::max<int64_t>(C, 1);
     config.max_model_len = L + O;
     config.max_num_batched_tokens = std::max<int64_t>(2048, C);
+    config.long_prefill_token_threshold = args->long_prefill_token_threshold;
     config.enable_prefix_caching = false;  // random prompts share nothing; keep the comparison plain
     engine::Engine eng(config);
     const int64_t V = eng.model().vocab_size();

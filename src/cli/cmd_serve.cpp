@@ -30,6 +30,7 @@ struct ServeArgs {
   server::ServerOptions http;
   server::ServingOptions serving;
   int64_t max_model_len = 0, max_num_seqs = 0, max_num_batched_tokens = 0, block_size = 16;
+  int64_t long_prefill_token_threshold = 0;
   int64_t kv_cache_memory_bytes = 0;
   double gpu_memory_utilization = 0.9;
   bool no_prefix_caching = false, prefix_caching = false;
@@ -52,6 +53,7 @@ engine::EngineConfig MakeEngineConfig(const ServeArgs& a) {
   c.max_model_len = a.max_model_len;
   c.max_num_seqs = a.max_num_seqs;
   c.max_num_batched_tokens = a.max_num_batched_tokens;
+  c.long_prefill_token_threshold = a.long_prefill_token_threshold;
   c.block_size = a.block_size;
   c.kv_cache_memory_bytes = a.kv_cache_memory_bytes;
   c.gpu_memory_utilization = a.gpu_memory_utilization;
@@ -118,6 +120,9 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--max-model-len", args->max_model_len, "context length (0: the model's)")->capture_default_str();
   cmd->add_option("--max-num-seqs", args->max_num_seqs, "requests per step (0: 256 on CUDA, 64 on CPU)")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens, "tokens per step (0: the default)")->capture_default_str();
+  cmd->add_option("--long-prefill-token-threshold", args->long_prefill_token_threshold,
+                  "at most this many prompt tokens of one request per step (0: no cap)")
+      ->capture_default_str();
   cmd->add_option("--block-size", args->block_size, "tokens per KV-cache block")->capture_default_str();
   cmd->add_option("--kv-cache-memory-bytes", args->kv_cache_memory_bytes, "KV-cache size (0: chosen at start-up)")->capture_default_str();
   cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization, "fraction of GPU memory to use")->capture_default_str();

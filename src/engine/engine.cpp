@@ -95,6 +95,8 @@ void Engine::Impl::Init() {
   if (config.max_num_batched_tokens <= 0) config.max_num_batched_tokens = cuda ? 8192 : 2048;
   VT_CHECK(config.max_num_batched_tokens >= config.max_num_seqs, "--max-num-batched-tokens ",
            config.max_num_batched_tokens, " must be >= --max-num-seqs ", config.max_num_seqs);
+  VT_CHECK(config.long_prefill_token_threshold >= 0, "--long-prefill-token-threshold must be >= 0 (0: no cap), got ",
+           config.long_prefill_token_threshold);
   config.max_model_len = max_model_len;
 
   // A hybrid model keeps each running sequence's recurrent state in one of max_num_seqs

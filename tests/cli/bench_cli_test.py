@@ -3,7 +3,8 @@
 names the level that ran), the engine and the bare model steps both decode every token
 (output-len - 1 decode steps after the prefill drew the first), a batch whose sequences end
 inside a KV block runs to the end, a hybrid model runs a batch of 12, and bad flag values are refused with a message naming the
-flag and the value.
+flag and the value; `bench throughput --long-prefill-token-threshold` splits a prompt into
+capped chunks.
 usage: bench_cli_test.py VTLLM SOURCE_DIR"""
 import json
 import os
@@ -59,6 +60,23 @@ if rc == 0:
     j = json.loads(out)
     check(j.get("decode_steps") == 3 and j.get("model_only", {}).get("decode_steps") == 3,
           f"hybrid batch 12: decode steps {j.get('decode_steps')} / {j.get('model_only', {}).get('decode_steps')}")
+
+# --long-prefill-token-threshold caps one request's prompt tokens per step: a 40-token
+# prompt takes ceil(40 / 16) = 3 steps instead of 1, then 2 decode steps draw the rest.
+def throughput(*flags):
+    p = subprocess.run([vtllm, "bench", "throughput", model, "--num-prompts", "1", "--input-len", "40",
+                        "--output-len", "3", "--threads", "2", "--json", *flags], capture_output=True)
+    return p.returncode, p.stdout.decode("utf-8"), p.stderr.decode("utf-8")
+
+
+for flags, steps in [((), 3), (("--long-prefill-token-threshold", "16"), 5)]:
+    rc, out, err = throughput(*flags)
+    check(rc == 0, f"bench throughput {flags}: exit {rc}: {err}")
+    if rc == 0:
+        check(json.loads(out).get("steps") == steps, f"bench throughput {flags}: {json.loads(out).get('steps')} steps, not {steps}")
+rc, out, err = throughput("--long-prefill-token-threshold", "-3")
+check(rc != 0 and "--long-prefill-token-threshold" in err and "-3" in err,
+      f"--long-prefill-token-threshold -3: exit {rc}, {err!r}")
 
 for flag, value in [("--cpu-isa", "avx9000"), ("--device", "tpu"), ("--dtype", "int4")]:
     rc, out, err = bench(flag, value)
