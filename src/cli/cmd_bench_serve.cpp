@@ -49,7 +49,7 @@ struct Result {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// One streaming completion; times each chunk that carries text.
+// One streaming completion; times each chunk that carries a choice.
 Result RunOne(const BenchArgs& a, const std::string& model, const std::vector<int32_t>& prompt) {
   Result r;
   httplib::Client cli(a.base_url);
@@ -77,9 +77,9 @@ Result RunOne(const BenchArgs& a, const std::string& model, const std::vector<in
       r.output_tokens = j["usage"].value("completion_tokens", int64_t{0});
       r.prompt_tokens = j["usage"].value("prompt_tokens", int64_t{0});
     }
-    if (!j.contains("choices") || j["choices"].empty()) return;
-    const json& c = j["choices"][0];
-    if (!c.contains("text") || !c["text"].is_string() || c["text"].get<std::string>().empty()) return;
+    // Every chunk with a choice is a token event, its text empty or not, as vllm bench serve
+    // counts them (a checkpoint without a tokenizer streams empty texts).
+    if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
     const Clock::time_point now = Clock::now();
     if (first) r.ttft = Seconds(now - t0);
     else r.itl.push_back(Seconds(now - last));

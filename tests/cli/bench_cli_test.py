@@ -4,10 +4,11 @@ names the level that ran), the engine and the bare model steps both decode every
 (output-len - 1 decode steps after the prefill drew the first), a batch whose sequences end
 inside a KV block runs to the end, a hybrid model runs a batch of 12, and bad flag values are refused with a message naming the
 flag and the value; `bench throughput --long-prefill-token-threshold` splits a prompt into
-capped chunks.
+capped chunks; `bench serve` times the chunks of a model without a tokenizer.
 usage: bench_cli_test.py VTLLM SOURCE_DIR"""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -77,6 +78,29 @@ for flags, steps in [((), 3), (("--long-prefill-token-threshold", "16"), 5)]:
 rc, out, err = throughput("--long-prefill-token-threshold", "-3")
 check(rc != 0 and "--long-prefill-token-threshold" in err and "-3" in err,
       f"--long-prefill-token-threshold -3: exit {rc}, {err!r}")
+
+# `bench serve` against a checkpoint without a tokenizer (its chunks carry empty texts):
+# every chunk with a choice is a token event, as vllm bench serve counts them, so TTFT and
+# ITL are measured (they once read 0 for such a model).
+srv = subprocess.Popen([vtllm, "serve", model, "--port", "0", "--threads", "2"], stderr=subprocess.PIPE, text=True)
+base = None
+for line in srv.stderr:
+    m = re.search(r"on (http://[0-9.]+:[0-9]+)", line)
+    if m:
+        base = m.group(1)
+        break
+check(base is not None, "serve printed no address")
+if base:
+    p = subprocess.run([vtllm, "bench", "serve", "--base-url", base, "--random-input-len", "8", "--random-output-len", "5",
+                        "--num-prompts", "4", "--max-concurrency", "2", "--ignore-eos", "--json"], capture_output=True, text=True)
+    check(p.returncode == 0, f"bench serve: exit {p.returncode}: {p.stderr}")
+    if p.returncode == 0:
+        j = json.loads(p.stdout)
+        check(j.get("successful_requests") == 4 and j.get("total_output_tokens") == 20, f"bench serve: {j}")
+        for k in ("median_ttft_ms", "median_itl_ms", "p99_itl_ms"):
+            check(j.get(k, 0) > 0, f"bench serve on a model without a tokenizer: {k} = {j.get(k)}")
+srv.terminate()
+srv.wait(timeout=60)
 
 for flag, value in [("--cpu-isa", "avx9000"), ("--device", "tpu"), ("--dtype", "int4")]:
     rc, out, err = bench(flag, value)
