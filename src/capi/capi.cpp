@@ -105,6 +105,15 @@ void ParseOptions(const char* options_json, vtllm::engine::EngineConfig& c, vtll
     else if (k == "threads") c.load.cpu_threads = static_cast<int>(integer());
     else if (k == "cpu_isa") c.load.cpu_isa = ParseCpuIsa(string());
     else if (k == "quantization") c.load.quantization = string();
+    else if (k == "kv_cache_dtype") {
+      const std::string v = string();
+      try {
+        vtllm::model::ParseKvCacheDtype(v);
+      } catch (const vt::Error& e) {
+        throw BadRequest(k, e.what());
+      }
+      c.load.kv_cache_dtype = v;
+    }
     else if (k == "max_model_len") c.max_model_len = integer();
     else if (k == "max_num_seqs") c.max_num_seqs = integer();
     else if (k == "max_num_batched_tokens") c.max_num_batched_tokens = integer();

@@ -289,6 +289,7 @@ void AddBenchCommand(CLI::App& app) {
     j["model"] = config.model_dir;
     j["device"] = vt::ToString(model->queue().device());
     j["dtype"] = std::string(vt::DTypeName(model->dtype()));
+    j["kv_cache_dtype"] = std::string(vt::DTypeName(model->kv_cache_dtype()));
     const model::QuantMethod qm = model->quant().method;
     j["quantization"] = qm == model::QuantMethod::kFp8Static      ? "fp8-static"
                         : qm == model::QuantMethod::kFp8Block      ? "fp8-block"

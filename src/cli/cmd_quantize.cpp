@@ -12,6 +12,7 @@
 #include "cli/calibration_text.h"
 #include "cli/commands.h"
 #include "model/config.h"
+#include "model/kv_cache.h"
 #include "model/quantize.h"
 #include "tokenizer/tokenizer.h"
 #include "vt/error.h"
@@ -23,6 +24,7 @@ void AddQuantizeCommand(CLI::App& app) {
     std::string model, out, format = "modelopt", calibration_file;
     int64_t calibration_tokens = 8192;
     int threads = 0;
+    std::string kv_cache_dtype = "auto";
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd =
@@ -35,7 +37,12 @@ void AddQuantizeCommand(CLI::App& app) {
   cmd->add_option("--calibration-tokens", args->calibration_tokens, "at most this many calibration tokens")
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0: one per hardware thread)")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
+                  "fp8: also calibrate each attention layer's k_scale / v_scale (amax / 448) for an FP8 KV "
+                  "cache; auto: none")
+      ->capture_default_str();
   cmd->callback([args] {
+    const bool kv_fp8 = model::ParseKvCacheDtype(args->kv_cache_dtype).has_value();
     VT_CHECK(args->format == "modelopt" || args->format == "compressed-tensors", "quantize: --format \"",
              args->format, "\" is not modelopt or compressed-tensors");
     VT_CHECK(args->calibration_tokens > 0, "quantize: --calibration-tokens must be > 0, got ",
@@ -60,12 +67,14 @@ void AddQuantizeCommand(CLI::App& app) {
     model::QuantizeOptions o;
     o.format = args->format;
     o.cpu_threads = args->threads;
+    o.kv_cache_fp8 = kv_fp8;
     for (int64_t s = 0; s < n; s += W)
       o.calibration.emplace_back(ids.begin() + s, ids.begin() + std::min(s + W, n));
     const model::QuantizeReport r = model::QuantizeCheckpoint(args->model, args->out, o);
-    std::printf("wrote %s: %s FP8 W8A8, %zu linears quantized, calibrated on %lld tokens in %zu windows, "
+    std::printf("wrote %s: %s FP8 W8A8, %zu linears quantized%s, calibrated on %lld tokens in %zu windows, "
                 "%.1f MB of weights\n",
                 args->out.c_str(), args->format.c_str(), r.weight_scale.size(),
+                kv_fp8 ? vt::StrCat(", KV-cache scales of ", r.kv_amax.size(), " layers").c_str() : "",
                 static_cast<long long>(r.calibration_tokens), o.calibration.size(),
                 static_cast<double>(r.bytes_written) / 1e6);
   });

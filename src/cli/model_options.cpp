@@ -21,6 +21,10 @@ void AddModelFlags(CLI::App* cmd, ModelArgs& args) {
                   "fp8: quantize a BF16 checkpoint's linears to FP8 at load (per-tensor weights, dynamic "
                   "per-token activations); modelopt or compressed-tensors: require that layout. Default: "
                   "the checkpoint's own");
+  cmd->add_option("--kv-cache-dtype", args.kv_cache_dtype,
+                  "KV cache dtype: auto (the activation dtype), fp8 or fp8_e4m3 (keys and values stored as "
+                  "e4m3 divided by each layer's k_scale / v_scale from the checkpoint, else 1)")
+      ->capture_default_str();
 }
 
 namespace {
@@ -66,6 +70,8 @@ model::LoadOptions LoadOptionsFor(const ModelArgs& args, bool progress) {
   o.enforce_eager = args.enforce_eager;
   model::CheckQuantizationFlag(args.quantization);
   o.quantization = args.quantization;
+  model::ParseKvCacheDtype(args.kv_cache_dtype);  // a bad value fails before anything loads
+  o.kv_cache_dtype = args.kv_cache_dtype;
   return o;
 }
 

@@ -21,9 +21,11 @@ struct ModelArgs {
   std::string cpu_isa = "best";  // cap on the CPU kernels' instruction set
   bool enforce_eager = false;    // CUDA: no graph replays
   std::string quantization;      // "" (the checkpoint's), fp8 (online), modelopt, compressed-tensors
+  std::string kv_cache_dtype = "auto";  // auto (the activation dtype), fp8 or fp8_e4m3
 };
 
-// Adds --device, --dtype, --threads, --cpu-isa, --enforce-eager and --quantization to `cmd`.
+// Adds --device, --dtype, --threads, --cpu-isa, --enforce-eager, --quantization and
+// --kv-cache-dtype to `cmd`.
 void AddModelFlags(CLI::App* cmd, ModelArgs& args);
 
 // The load options the flags name; throws vt::Error naming a bad flag value.

@@ -7,6 +7,15 @@
 
 namespace vtllm::model {
 
+std::optional<vt::DType> ParseKvCacheDtype(const std::string& value) {
+  if (value == "auto") return std::nullopt;
+  if (value == "fp8" || value == "fp8_e4m3") return vt::DType::kF8E4M3;
+  throw vt::Error(vt::StrCat("--kv-cache-dtype: \"", value, "\" is not auto, fp8 or fp8_e4m3",
+                             value == "fp8_e5m2" || value == "fp8_inc" || value == "fp8_ds_mla"
+                                 ? " (vLLM's other FP8 cache formats are not supported)"
+                                 : ""));
+}
+
 int64_t KvCacheSpec::BytesPerBlock() const {
   return 2 * num_layers * block_size * num_kv_heads * head_dim * static_cast<int64_t>(vt::DTypeSize(dtype));
 }

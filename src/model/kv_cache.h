@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "vt/device.h"
@@ -55,6 +57,10 @@ struct KvCacheSpec {
 
   int64_t BytesPerBlock() const;  // all layers, key and value
 };
+
+// vLLM's --kv-cache-dtype: "auto" -> nullopt (the model's activation dtype), "fp8" or
+// "fp8_e4m3" -> F8E4M3; anything else throws vt::Error naming the flag and the value.
+std::optional<vt::DType> ParseKvCacheDtype(const std::string& value);
 
 class KvCacheTensors {
  public:

@@ -44,6 +44,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   const vt::DType dtype = options.dtype.value_or(config.dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16);
   VT_CHECK(dtype == vt::DType::kBF16 || dtype == vt::DType::kF32, "Model::Load: dtype ", vt::DTypeName(dtype),
            " is not supported (use bfloat16 or float32)");
+  const vt::DType kv_dtype = ParseKvCacheDtype(options.kv_cache_dtype).value_or(dtype);
   // Every op the model will dispatch must have a kernel on the device: say all that are
   // missing at once, before reading any weight (no fallback to another device).
   {
@@ -60,6 +61,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   vt::Queue queue = MakeQueue(options);
   std::unique_ptr<Model> model(new Model(std::move(config), std::move(quant), queue));
   model->dtype_ = dtype;
+  model->kv_dtype_ = kv_dtype;
   model->graphs_enabled_ = options.device.is_cuda() && !options.enforce_eager && options.observer == nullptr;
 
   Checkpoint ckpt = Checkpoint::Open(dir);
@@ -74,6 +76,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   ctx.linear.host_queue = &host;
   ctx.linear.observer = options.observer;
   ctx.act_dtype = dtype;
+  ctx.kv_dtype = kv_dtype;
   ctx.progress = progress.get();
   model->lm_ = arch.create(ctx);
   if (progress) progress->Finish();

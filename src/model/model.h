@@ -43,6 +43,9 @@ struct LoadOptions {
   // vLLM's --quantization: "" (the checkpoint's own), "fp8" (online FP8 of a BF16 checkpoint),
   // "modelopt" or "compressed-tensors" (ResolveQuantization in quant_config.h).
   std::string quantization{};
+  // vLLM's --kv-cache-dtype: "auto" (the activation dtype), "fp8" or "fp8_e4m3" (an F8E4M3
+  // cache with each layer's k_scale / v_scale from the checkpoint, else 1).
+  std::string kv_cache_dtype = "auto";
   // Calibration: every linear shows its input to this observer (no step graphs then).
   LinearInputObserver* observer = nullptr;
 };
@@ -111,6 +114,7 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const QuantConfig& quant() const { return quant_; }
   vt::DType dtype() const { return dtype_; }
+  vt::DType kv_cache_dtype() const { return kv_dtype_; }
   const vt::Queue& queue() const { return queue_; }
   int64_t vocab_size() const { return config_.vocab_size; }
   // Bytes of weights one forward step reads (for bandwidth figures).
@@ -157,6 +161,7 @@ class Model {
   QuantConfig quant_;
   vt::Queue queue_;
   vt::DType dtype_ = vt::DType::kBF16;
+  vt::DType kv_dtype_ = vt::DType::kBF16;
   std::unique_ptr<CausalLM> lm_;
   double last_issue_s_ = 0.0;
 

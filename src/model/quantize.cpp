@@ -112,9 +112,39 @@ constexpr const char* kCopiedFiles[] = {"generation_config.json", "tokenizer.jso
 
 }  // namespace
 
+namespace {
+
+// The attention prefix of each KV-cache layer, in cache order: the layers that are not
+// Gated DeltaNet layers, under the checkpoint's root.
+std::vector<std::string> AttentionPrefixes(const ModelConfig& cfg, const Checkpoint& ckpt) {
+  const std::string root = ckpt.Has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
+  std::vector<std::string> out;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
+    if (!cfg.IsHybrid() || !cfg.IsLinearAttentionLayer(l))
+      out.push_back(root + "layers." + std::to_string(l) + ".self_attn.");
+  return out;
+}
+
+// Max |x| over the first n slots' rows of one F32 cache tensor [blocks, block_size, Hk, D].
+float CacheAmax(const vt::Tensor& cache, const KvCache& kv, const SequenceKv& seq, int64_t n, bool* finite) {
+  const int64_t width = cache.dim(2) * cache.dim(3);
+  float amax = 0.0f;
+  for (int64_t p = 0; p < n; ++p) {
+    const float* row = cache.data_as<float>() + kv.SlotOf(seq, p) * width;
+    for (int64_t i = 0; i < width; ++i) {
+      *finite = *finite && std::isfinite(row[i]);
+      amax = std::max(amax, std::fabs(row[i]));
+    }
+  }
+  return amax;
+}
+
+}  // namespace
+
 std::map<std::string, float> CalibrateInputAmax(const std::string& model_dir,
                                                 const std::vector<std::vector<int32_t>>& windows, int cpu_threads,
-                                                bool progress) {
+                                                bool progress,
+                                                std::map<std::string, std::pair<float, float>>* kv_amax) {
   int64_t total = 0;
   for (const auto& w : windows) total += static_cast<int64_t>(w.size());
   VT_CHECK(total > 0, "vtllm quantize: no calibration tokens");
@@ -131,6 +161,8 @@ std::map<std::string, float> CalibrateInputAmax(const std::string& model_dir,
   LoadProgress::Options po;
   po.unit = "tokens";
   if (progress) bar = std::make_unique<LoadProgress>(static_cast<uint64_t>(total), "Calibrating", po);
+  const std::vector<std::string> attn_prefixes =
+      kv_amax != nullptr ? AttentionPrefixes(model->config(), Checkpoint::Open(model_dir)) : std::vector<std::string>{};
   for (const auto& w : windows) {
     if (w.empty()) continue;
     KvCache cache = model->MakeKvCache(static_cast<int64_t>(w.size()), 16);
@@ -138,6 +170,20 @@ std::map<std::string, float> CalibrateInputAmax(const std::string& model_dir,
     std::vector<int64_t> pos(w.size());
     std::iota(pos.begin(), pos.end(), 0);
     model->Forward(w, pos, {&cache, &seq});
+    if (kv_amax != nullptr) {  // the cache holds this window's keys and values in F32
+      const std::vector<std::string>& prefixes = attn_prefixes;
+      VT_CHECK(static_cast<int64_t>(prefixes.size()) == cache.spec().num_layers, "vtllm quantize: ",
+               prefixes.size(), " attention layers in the config but ", cache.spec().num_layers, " in the cache");
+      for (size_t l = 0; l < prefixes.size(); ++l) {
+        bool finite = true;
+        auto& [k, v] = (*kv_amax)[prefixes[l]];
+        k = std::max(k, CacheAmax(cache.key(static_cast<int64_t>(l)), cache, seq, seq.num_tokens, &finite));
+        v = std::max(v, CacheAmax(cache.value(static_cast<int64_t>(l)), cache, seq, seq.num_tokens, &finite));
+        if (!finite)
+          throw vt::Error(vt::StrCat("vtllm quantize: the keys or values of ", prefixes[l],
+                                     " hold NaN or Inf on the calibration text"));
+      }
+    }
     if (bar) bar->Advance(w.size());
   }
   if (bar) bar->Finish();
@@ -172,7 +218,8 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
 
   QuantizeReport report;
   for (const auto& w : options.calibration) report.calibration_tokens += static_cast<int64_t>(w.size());
-  report.input_amax = CalibrateInputAmax(model_dir, options.calibration, options.cpu_threads, options.progress);
+  report.input_amax = CalibrateInputAmax(model_dir, options.calibration, options.cpu_threads, options.progress,
+                                         options.kv_cache_fp8 ? &report.kv_amax : nullptr);
 
   // Weight scales, checked before anything is written.
   const vt::Queue host = vt::Queue::Cpu(options.cpu_threads);
@@ -220,6 +267,17 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
     writer.Add(prefix + ".weight_scale", vt::DType::kF32, scale_shape, &ws);
     writer.Add(prefix + ".input_scale", vt::DType::kF32, scale_shape, &is);
   }
+  // KV-cache scales, in the format's spelling (both are read by vtllm and vLLM).
+  for (const auto& [prefix, amax] : report.kv_amax) {
+    const float ks = ScaleOf(amax.first), vs = ScaleOf(amax.second);
+    writer.Add(prefix + (ct ? "k_scale" : "k_proj.k_scale"), vt::DType::kF32, scale_shape, &ks);
+    writer.Add(prefix + (ct ? "v_scale" : "v_proj.v_scale"), vt::DType::kF32, scale_shape, &vs);
+  }
+  const bool kv = !report.kv_amax.empty();
+  const json kv_scheme = kv ? json{{"type", "float"}, {"num_bits", 8}, {"strategy", "tensor"}, {"dynamic", false},
+                                   {"symmetric", true}}
+                            : json(nullptr);
+  const json kv_algo = kv ? json("FP8") : json(nullptr);
 
   json config = ReadJsonFile(JoinPath(model_dir, "config.json"));
   const json exclude = json::array({"lm_head"});
@@ -231,12 +289,12 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
                                      {"quantization_status", "compressed"},
                                      {"config_groups", {{"group_0", group}}},
                                      {"ignore", exclude},
-                                     {"kv_cache_scheme", nullptr},
+                                     {"kv_cache_scheme", kv_scheme},
                                      {"sparsity_config", json::object()}};
   } else {
     config["quantization_config"] = {{"quant_method", "modelopt"},
                                      {"quant_algo", "FP8"},
-                                     {"kv_cache_quant_algo", nullptr},
+                                     {"kv_cache_quant_algo", kv_algo},
                                      {"exclude_modules", exclude}};
   }
 
@@ -250,7 +308,7 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
     WriteText(JoinPath(out_dir, "config.json"), config.dump(2) + "\n");
     if (!ct) {
       const json hf = {{"producer", {{"name", "vtllm"}, {"version", "quantize"}}},
-                       {"quantization", {{"quant_algo", "FP8"}, {"kv_cache_quant_algo", nullptr},
+                       {"quantization", {{"quant_algo", "FP8"}, {"kv_cache_quant_algo", kv_algo},
                                          {"exclude_modules", exclude}}}};
       WriteText(JoinPath(out_dir, "hf_quant_config.json"), hf.dump(2) + "\n");
     }

@@ -16,13 +16,19 @@
 //        input_activations: float, 8 bits, strategy tensor, static}}, ignore: [lm_head]},
 //        scales F32 [1];
 //      with the other tensors copied as they are, and the tokenizer files and
-//      generation_config.json copied.
+//      generation_config.json copied;
+//   4. with kv_cache_fp8, each attention layer's KV-cache scales for --kv-cache-dtype fp8:
+//      k_scale = amax(keys) / 448 and v_scale = amax(values) / 448 over the calibration (the
+//      keys after the q/k norm and RoPE, as the cache holds them), written as ModelOpt writes
+//      them (`self_attn.k_proj.k_scale`, `v_proj.v_scale`, kv_cache_quant_algo FP8) or as
+//      compressed-tensors does (`self_attn.k_scale`, `v_scale`, a kv_cache_scheme).
 // A scale whose amax is 0 (an all-zero weight or an input never non-zero) is written as 1.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vtllm::model {
@@ -32,20 +38,25 @@ struct QuantizeOptions {
   std::vector<std::vector<int32_t>> calibration;  // token windows, each run from position 0
   int cpu_threads = 0;                            // 0: one per hardware thread
   bool progress = true;                           // progress bars on stderr
+  bool kv_cache_fp8 = false;                      // also calibrate and write k_scale / v_scale
 };
 
 struct QuantizeReport {
   std::map<std::string, float> input_amax;  // projection prefix -> max |input| seen
   std::map<std::string, float> weight_scale, input_scale;
+  // kv_cache_fp8: attention prefix ("model.layers.0.self_attn.") -> max |key|, max |value|.
+  std::map<std::string, std::pair<float, float>> kv_amax;
   int64_t calibration_tokens = 0;
   uint64_t bytes_written = 0;  // model.safetensors
 };
 
 // The calibration alone: each decoder linear's input amax over `windows` (F32 activations on
 // a CPU), by shard prefix ("model.layers.0.self_attn.q_proj"); lm_head is not included.
+// With kv_amax, also each attention layer's max |key| and |value| as its cache holds them.
 std::map<std::string, float> CalibrateInputAmax(const std::string& model_dir,
                                                 const std::vector<std::vector<int32_t>>& windows,
-                                                int cpu_threads = 0, bool progress = false);
+                                                int cpu_threads = 0, bool progress = false,
+                                                std::map<std::string, std::pair<float, float>>* kv_amax = nullptr);
 
 // Quantizes the BF16 checkpoint `model_dir` into `out_dir` (created; it must not exist or be
 // empty). Throws vt::Error (LoadError for checkpoint defects) naming the file, tensor or flag:

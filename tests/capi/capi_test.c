@@ -54,6 +54,19 @@ int main(int argc, char** argv) {
   CHECK(vtllm_engine_create(model, "{\"device\": \"tpu\"}", &e) == VTLLM_ERR_INVALID_ARGUMENT);
   CHECK(vtllm_engine_create(model, "not json", &e) == VTLLM_ERR_INVALID_ARGUMENT);
   CHECK(vtllm_engine_create(model, "{\"reasoning_parser\": \"nope\"}", &e) == VTLLM_ERR_INVALID_ARGUMENT);
+  CHECK(vtllm_engine_create(model, "{\"kv_cache_dtype\": \"fp16\"}", &e) == VTLLM_ERR_INVALID_ARGUMENT && e == NULL);
+  CHECK(strstr(vtllm_last_error(), "kv_cache_dtype") != NULL && strstr(vtllm_last_error(), "fp16") != NULL);
+  /* an F8E4M3 KV cache */
+  CHECK(vtllm_engine_create(model, "{\"kv_cache_dtype\": \"fp8\", \"threads\": 2, \"max_model_len\": 256}", &e) ==
+        VTLLM_OK && e != NULL);
+  if (e) {
+    char* fp8_out = NULL;
+    CHECK(vtllm_complete(e, "{\"prompt\": \"Hello\", \"max_tokens\": 4, \"ignore_eos\": true}", &fp8_out) == VTLLM_OK);
+    CHECK(fp8_out && strstr(fp8_out, "\"completion_tokens\":4"));
+    vtllm_free(fp8_out);
+    vtllm_engine_destroy(e);
+    e = NULL;
+  }
 
   const char* options = "{\"max_model_len\": 512, \"threads\": 2, \"served_model_name\": \"tiny\", \"device\": \"cpu\"}";
   CHECK(vtllm_engine_create(model, options, &e) == VTLLM_OK && e != NULL);

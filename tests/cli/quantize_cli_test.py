@@ -111,6 +111,8 @@ for d in ["x", "y", "z"]:
     check(not os.path.exists(os.path.join(tmp, d)), f"a failed quantize left {d}")
 expect_error(["generate", bf16, "--prompt", "The", "--max-tokens", "1", "--quantization", "int8"],
              ["--quantization", "int8"])
+expect_error(["generate", bf16, "--prompt", "The", "--max-tokens", "1", "--kv-cache-dtype", "fp16"],
+             ["--kv-cache-dtype", "fp16"])
 expect_error(["generate", fp8, "--prompt", "The", "--max-tokens", "1", "--quantization", "fp8"],
              ["--quantization fp8", "already quantized", "modelopt"])
 rc, out, err = run("generate", fp8, "--prompt", "The", "--max-tokens", "2", "--quantization", "modelopt")

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
 #include "model/model_oracle.h"
+#include "vt/cuda/kernels.h"  // KvCacheFp8Launches
 #include "vt/registry.h"
 
 namespace vtllm::engine {
@@ -25,6 +26,7 @@ struct RunOptions {
   bool enforce_eager = false;
   std::vector<int> max_tokens;  // per request (default 24 each)
   model::Model::GraphStats* stats = nullptr;
+  std::string kv_cache_dtype = "auto";
 };
 
 std::map<std::string, std::vector<int32_t>> RunGreedy(vt::Device device, const std::string& dir, int64_t budget,
@@ -32,6 +34,7 @@ std::map<std::string, std::vector<int32_t>> RunGreedy(vt::Device device, const s
   model::LoadOptions o;
   o.device = device;
   o.enforce_eager = ro.enforce_eager;
+  o.kv_cache_dtype = ro.kv_cache_dtype;
   o.dtype = vt::DType::kF32;
   o.cpu_threads = 2;
   o.progress = false;
@@ -118,6 +121,28 @@ TEST(EngineCuda, GraphReplaysGiveTheEagerEnginesTokens) {
         for (size_t t = 0; t < n; ++t) EXPECT_EQ(g.at(id)[t], e.at(id)[t]) << sub << " " << id << " step " << t;
       }
     }
+  }
+}
+
+TEST(EngineCuda, Fp8KvCacheGraphReplaysAndPreemptionGiveTheEagerTokens) {
+  // --kv-cache-dtype fp8: decode steps replayed from graphs (the scales are captured by value)
+  // and preemption by recompute give the eager engine's tokens; the F8E4M3 kernels ran.
+  if (vt::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: skipped";
+  for (const int64_t kv_blocks : {int64_t{64}, int64_t{6}}) {
+    RunOptions graphs, eager;
+    graphs.kv_cache_dtype = eager.kv_cache_dtype = "fp8";
+    graphs.max_tokens = eager.max_tokens = {24, 9, 17, 4};
+    model::Model::GraphStats gs, es;
+    graphs.stats = &gs;
+    eager.stats = &es;
+    eager.enforce_eager = true;
+    const int64_t before = vt::cuda::KvCacheFp8Launches().attention;
+    const auto g = RunGreedy(vt::Device::Cuda(0), kTiny + "/bf16", 16, kv_blocks, graphs);
+    EXPECT_GT(vt::cuda::KvCacheFp8Launches().attention, before) << "the F8E4M3 attention kernel never ran";
+    const auto e = RunGreedy(vt::Device::Cuda(0), kTiny + "/bf16", 16, kv_blocks, eager);
+    EXPECT_GT(gs.replays, 0);
+    EXPECT_EQ(es.replays, 0);
+    for (const auto& [id, toks] : e) EXPECT_EQ(g.at(id), toks) << id << " with " << kv_blocks << " blocks";
   }
 }
 

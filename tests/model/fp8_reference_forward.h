@@ -66,6 +66,9 @@ class ReferenceForward {
 
   // max |x| of each linear's input (by shard) over every Logits call so far.
   const std::map<std::string, double>& input_amax() const { return amax_; }
+  // max |key| (after the q/k norm and RoPE) and |value| of each attention layer
+  // ("model.layers.N.self_attn.") over every Logits call so far.
+  const std::map<std::string, std::pair<double, double>>& kv_amax() const { return kv_amax_; }
 
   // The weight as stored, widened (row-major [N, K]).
   std::vector<double> Weight(const std::string& name) const {
@@ -101,6 +104,9 @@ class ReferenceForward {
       k = RmsNorm(k, Weight(a + "k_norm.weight"), T * Hk, D);
       Rope(q, T, Hq, D);
       Rope(k, T, Hk, D);
+      auto& [kmax, vmax] = kv_amax_[a];
+      for (double e : k) kmax = std::max(kmax, std::fabs(e));
+      for (double e : v) vmax = std::max(vmax, std::fabs(e));
       std::vector<double> att(T * Nq, 0.0);
       for (int64_t h = 0; h < Hq; ++h) {
         const int64_t kh = h / (Hq / Hk);
@@ -241,6 +247,7 @@ class ReferenceForward {
   RefMode mode_;
   std::map<std::string, float> weight_scale_, input_scale_;
   std::map<std::string, double> amax_;
+  std::map<std::string, std::pair<double, double>> kv_amax_;
 };
 
 }  // namespace vtllm::model::testing

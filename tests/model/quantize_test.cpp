@@ -134,6 +134,43 @@ void CheckQuantized(const std::string& format) {
   EXPECT_LE(flipped, positions / 10);
 }
 
+TEST(Quantize, KvCacheScalesAreKeyAndValueAmaxOver448) {
+  // With kv_cache_fp8: k_scale = amax(keys after norm and RoPE) / 448, v_scale likewise, as
+  // an independent float64 forward of the calibration sees them (to 1e-4: vtllm computes in
+  // f32), in each layout's spelling; the checkpoint asks for an FP8 cache in its config and
+  // loads with --kv-cache-dtype fp8 (which then reads these scales).
+  for (const std::string format : {"modelopt", "compressed-tensors"}) {
+    SCOPED_TRACE(format);
+    testing::TempDir tmp;
+    QuantizeOptions o = Options(format);
+    o.kv_cache_fp8 = true;
+    const QuantizeReport r = QuantizeCheckpoint(kTiny, tmp / "q", o);
+    const ModelConfig cfg = ModelConfig::FromDir(kTiny);
+    ASSERT_EQ(r.kv_amax.size(), static_cast<size_t>(cfg.num_hidden_layers));
+    testing::ReferenceForward ref(kTiny, testing::RefMode::kBf16);
+    for (const auto& ids : o.calibration) ref.Logits(ids);
+    const Checkpoint ck = Checkpoint::Open(tmp / "q");
+    const bool ct = format == "compressed-tensors";
+    for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+      const std::string a = "model.layers." + std::to_string(l) + ".self_attn.";
+      const auto [kmax, vmax] = ref.kv_amax().at(a);
+      const std::string kn = a + (ct ? "k_scale" : "k_proj.k_scale"), vn = a + (ct ? "v_scale" : "v_proj.v_scale");
+      EXPECT_EQ(ck.Info(kn).shape, ct ? vt::Shape{1} : vt::Shape{});
+      EXPECT_NEAR(ck.GetScalarF32(kn), kmax / 448.0, kmax / 448.0 * 1e-4) << kn;
+      EXPECT_NEAR(ck.GetScalarF32(vn), vmax / 448.0, vmax / 448.0 * 1e-4) << vn;
+    }
+    const std::string config = testing::ReadBytes(tmp / "q/config.json");
+    EXPECT_NE(config.find(ct ? "\"kv_cache_scheme\": {" : "\"kv_cache_quant_algo\": \"FP8\""), std::string::npos)
+        << config;
+    LoadOptions lo = testing::CpuOptions(vt::DType::kBF16);
+    lo.kv_cache_dtype = "fp8";
+    auto model = Model::Load(tmp / "q", lo);
+    EXPECT_EQ(model->kv_cache_dtype(), vt::DType::kF8E4M3);
+    EXPECT_EQ(testing::PromptLogits(*model, o.calibration[0]).size(),
+              o.calibration[0].size() * static_cast<size_t>(model->vocab_size()));
+  }
+}
+
 TEST(Quantize, ModelOptCheckpointLoadsStaticAndMatchesTheReference) { CheckQuantized("modelopt"); }
 TEST(Quantize, CompressedTensorsCheckpointLoadsStaticAndMatchesTheReference) {
   CheckQuantized("compressed-tensors");

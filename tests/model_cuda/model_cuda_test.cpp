@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
+#include "vt/cuda/kernels.h"  // KvCacheFp8Launches
 #include "vt/vt.h"
 
 namespace vtllm::model {
@@ -62,10 +63,12 @@ std::vector<std::string> Checkpoints() {
   return dirs;
 }
 
-std::unique_ptr<Model> LoadOn(const std::string& dir, vt::Device device, vt::DType dtype) {
+std::unique_ptr<Model> LoadOn(const std::string& dir, vt::Device device, vt::DType dtype,
+                              const std::string& kv_cache_dtype = "auto") {
   LoadOptions o;
   o.device = device;
   o.dtype = dtype;
+  o.kv_cache_dtype = kv_cache_dtype;
   o.cpu_threads = 2;
   o.progress = false;
   return Model::Load(dir, o);
@@ -326,16 +329,37 @@ TEST(ModelCuda, BatchedStepsMatchCpu) {
 // bucket 4, the same recorded graph) gives the same tokens as its eager run and logits
 // within the BF16 tolerance (the GEMMs then run M = 4, where cuBLASLt may choose another
 // algorithm than for M = 3). The counts prove which path ran.
+TEST(ModelCuda, Fp8KvCacheMatchesCpu) {
+  // --kv-cache-dtype fp8 on both backends: the cache bytes are one quantizer's, but the keys
+  // fed to it may differ by a BF16 ulp (then by one e4m3 code); the BF16 tolerance covers it.
+  REQUIRE_CUDA();
+  const auto prompts = Prompts(FixturesDir() + "/oracles/qwen3-tiny/reference.json");
+  for (const std::string& dir : {FixturesDir() + "/oracles/qwen3-tiny/bf16", FixturesDir() + "/models/qwen3_5-tiny"}) {
+    auto cpu = LoadOn(dir, vt::Device::Cpu(), vt::DType::kBF16, "fp8");
+    auto gpu = LoadOn(dir, vt::Device::Cuda(0), vt::DType::kBF16, "fp8");
+    ASSERT_EQ(gpu->kv_cache_dtype(), vt::DType::kF8E4M3);
+    const vt::cuda::KvFp8Launches before = vt::cuda::KvCacheFp8Launches();
+    ExpectGreedyMatchesCpu(*cpu, *gpu, dir, vt::DType::kBF16, prompts, 8, TolFor(vt::DType::kBF16));
+    const vt::cuda::KvFp8Launches after = vt::cuda::KvCacheFp8Launches();
+    EXPECT_GT(after.attention, before.attention) << dir;
+    EXPECT_GT(after.qk_norm_rope, before.qk_norm_rope) << dir;
+  }
+}
+
 TEST(ModelCuda, GraphReplayEqualsEagerStep) {
   REQUIRE_CUDA();
   const auto prompts = Prompts(FixturesDir() + "/oracles/qwen3-tiny/reference.json");
   ASSERT_GE(prompts.size(), 4u);
-  for (const std::string& dir : {FixturesDir() + "/oracles/qwen3-tiny/bf16",
-                                 FixturesDir() + "/oracles/qwen3-tiny/fp8_modelopt",
-                                 FixturesDir() + "/models/qwen3-moe-tiny",
-                                 FixturesDir() + "/models/qwen3-moe-tiny-fp8",
-                                 FixturesDir() + "/models/qwen2-moe-tiny"}) {
-    auto m = LoadOn(dir, vt::Device::Cuda(0), vt::DType::kBF16);
+  // The F8E4M3 KV cache too: its scales are kernel arguments captured by value, fixed at load.
+  const std::pair<std::string, std::string> runs[] = {{FixturesDir() + "/oracles/qwen3-tiny/bf16", "auto"},
+                                                      {FixturesDir() + "/oracles/qwen3-tiny/fp8_modelopt", "auto"},
+                                                      {FixturesDir() + "/models/qwen3-moe-tiny", "auto"},
+                                                      {FixturesDir() + "/models/qwen3-moe-tiny-fp8", "auto"},
+                                                      {FixturesDir() + "/models/qwen2-moe-tiny", "auto"},
+                                                      {FixturesDir() + "/oracles/qwen3-tiny/bf16", "fp8"},
+                                                      {FixturesDir() + "/oracles/qwen3-tiny/fp8_modelopt", "fp8"}};
+  for (const auto& [dir, kv] : runs) {
+    auto m = LoadOn(dir, vt::Device::Cuda(0), vt::DType::kBF16, kv);
     ASSERT_TRUE(m->step_graphs()) << "graphs are on by default on CUDA";
     const int64_t V = m->vocab_size();
     KvCache cache = m->MakeKvCache(1024, 16);

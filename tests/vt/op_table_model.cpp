@@ -3,6 +3,10 @@
 // expression everywhere (within one unit in the last place: a backend may contract it);
 // PagedAttention sums in f32 in another order per backend (2 ulp of the output dtype plus
 // 1e-5: the two roundings straddling a tie, and the f32 exp and sums).
+// F8E4M3 caches: KvCacheWrite's bytes are exact (one quantizer everywhere, with specials);
+// QkNormRopeCacheWrite's value bytes are exact, its key bytes within one e4m3 step (k' may
+// differ by an ulp of the keys' dtype across backends; on one backend the op equals its
+// definition byte for byte); PagedAttention as above on the dequantized values.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -31,6 +35,18 @@ vt::Tensor CosSinCache(int64_t max_pos, int64_t D) {
       cs[p * D + D / 2 + i] = static_cast<float>(std::sin(p * f));
     }
   return HostOf(cs, {max_pos, D}, DType::kF32);
+}
+
+// One step of the e4m3 grid at |x| (twice the spacing below it, covering a binade edge).
+double Fp8Step(double x) { return std::exp2(std::floor(std::log2(std::max(std::fabs(x), 0x1p-6))) - 2); }
+
+// n keys or values around magnitude `sigma` with the specials a cache write must keep: 0, -0,
+// NaN of each sign, +-Inf and values past 448 * scale (saturated).
+std::vector<float> KvWithSpecials(size_t n, uint32_t seed, float sigma) {
+  std::vector<float> v = Normal(n, seed, sigma, 4.0f);
+  const float specials[] = {0.0f, -0.0f, NAN, -NAN, INFINITY, -INFINITY, 1e6f, -1e6f, 1e-30f};
+  for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]) && 3 * i + 1 < n; ++i) v[3 * i + 1] = specials[i];
+  return v;
 }
 
 struct AttnGeometry {
@@ -140,6 +156,24 @@ std::vector<OpCase> KvCacheWriteCases() {
         };
         cases.push_back(std::move(c));
       }
+      // An F8E4M3 cache: keys and values of each float dtype quantized with their scales.
+      for (DType d : kFloatTypes) {
+        for (const auto& [ks, vs] : {std::pair{1.0f, 1.0f}, std::pair{0.0371f, 2.5f}}) {
+          const vt::Shape cshape{blocks, bs, Hk, D};
+          OpCase c{vt::StrCat("Hk ", Hk, " D ", D, " ", vt::DTypeName(d), " -> F8E4M3 scales ", ks, " ", vs),
+                   {Host(KvWithSpecials(static_cast<size_t>(T * Hk * D), 35, 4.0f), {T, Hk * D}, d),
+                    Host(KvWithSpecials(static_cast<size_t>(T * Hk * D), 36, 40.0f), {T, Hk * D}, d),
+                    HostOf(slots, {T}, DType::kI64)},
+                   {Filled(cshape, DType::kF8E4M3), Filled(cshape, DType::kF8E4M3)},
+                   nullptr,
+                   nullptr,
+                   nullptr};
+          c.run = [ks, vs](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+            vt::KvCacheWrite(q, in[0], in[1], out[0], out[1], in[2], ks, vs);
+          };
+          cases.push_back(std::move(c));
+        }
+      }
     }
   }
   return cases;
@@ -186,12 +220,29 @@ std::vector<OpCase> QkNormRopeCacheWriteCases() {
             const vt::Tensor* qn = norms == 1 ? &in[6] : nullptr;
             const vt::Tensor* kn = norms >= 1 ? &in[7] : nullptr;
             (composite ? vt::QkNormRopeCacheWriteComposite : vt::QkNormRopeCacheWrite)(
-                q, out[0], in[0], in[1], in[2], qn, kn, 1e-6f, in[3], in[4], out[1], out[2], in[5]);
+                q, out[0], in[0], in[1], in[2], qn, kn, 1e-6f, in[3], in[4], out[1], out[2], in[5], 1.0f, 1.0f);
           };
         };
         c.run = op(false);
         c.definition = op(true);
+        // The same into an F8E4M3 cache (scales chosen so the keys span the e4m3 range).
+        OpCase f{c.name + " -> F8E4M3", c.inputs,
+                 {Filled({T, g.Hq * g.D}, d), Filled(cshape, DType::kF8E4M3), Filled(cshape, DType::kF8E4M3)},
+                 nullptr,
+                 [d](size_t k, int64_t, double want) { return k == 0 ? Ulp(d, want) : k == 1 ? Fp8Step(want) : 0.0; },
+                 nullptr};
+        const auto op8 = [norms](bool composite) {
+          return [norms, composite](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+            const vt::Tensor* qn = norms == 1 ? &in[6] : nullptr;
+            const vt::Tensor* kn = norms >= 1 ? &in[7] : nullptr;
+            (composite ? vt::QkNormRopeCacheWriteComposite : vt::QkNormRopeCacheWrite)(
+                q, out[0], in[0], in[1], in[2], qn, kn, 1e-6f, in[3], in[4], out[1], out[2], in[5], 0.0213f, 0.75f);
+          };
+        };
+        f.run = op8(false);
+        f.definition = op8(true);
         cases.push_back(std::move(c));
+        cases.push_back(std::move(f));
       }
     }
   }
@@ -233,7 +284,26 @@ std::vector<OpCase> PagedAttentionCases() {
       c.run = [scale](const vt::Queue& q, const Tensors& in, const Tensors& out) {
         vt::PagedAttention(q, out[0], in[0], in[1], in[2], in[3], in[4], in[5], scale);
       };
+      // An F8E4M3 cache holding keys / k_scale and values / v_scale: the CUDA kernel decodes
+      // 16 bytes at a time where D allows (not for D = 8), the CPU through its tables.
+      const float ks = 0.011f, vs = 0.0625f;
+      const auto fp8_cache = [&](uint32_t sd, float s) {
+        const std::vector<float> x = Normal(cn, sd);
+        std::vector<uint8_t> b(cn);
+        for (size_t i = 0; i < cn; ++i) b[i] = vt::KvCacheQuantizeFp8(x[i], s);
+        return HostOf(b, cshape, DType::kF8E4M3);
+      };
+      OpCase f{c.name + " F8E4M3 cache",
+               {c.inputs[0], fp8_cache(seed + 4, ks), fp8_cache(seed + 5, vs), c.inputs[3], c.inputs[4], c.inputs[5]},
+               {Filled({T, g.Hq * g.D}, d)},
+               nullptr,
+               [d](size_t, int64_t, double want) { return 2.0 * Ulp(d, want) + 1e-5; },
+               nullptr};
+      f.run = [scale, ks, vs](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::PagedAttention(q, out[0], in[0], in[1], in[2], in[3], in[4], in[5], scale, ks, vs);
+      };
       cases.push_back(std::move(c));
+      cases.push_back(std::move(f));
     }
   }
   return cases;

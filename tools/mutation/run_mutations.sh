@@ -2,7 +2,7 @@
 # Mutation check of the FP8 numeric core, the sampler and the engine: applies each known
 # mutation alone to a scratch copy of the tree, rebuilds the test binaries there (vt_tests;
 # engine_tests too for the sampler's and the engine's mutations), runs them, and prints
-# whether the tests caught it. ONLY=vt, ONLY=sampler, ONLY=engine, ONLY=moe or ONLY=server runs
+# whether the tests caught it. ONLY=vt, ONLY=sampler, ONLY=engine, ONLY=moe, ONLY=server or ONLY=kv runs
 # one group; ONLY=<mutation name> (e.g. ONLY=engine_grammar_eos_early) runs that one alone.
 #
 #   tools/mutation/run_mutations.sh [SCRATCH_DIR]      (default: a fresh /tmp directory)
@@ -39,7 +39,8 @@ for f in "$SRC"/src/vt/cpu/matmul/*.cpp; do TOUCHED+=("${f#$SRC/}"); done
 TOUCHED+=(src/vt/cpu/sampling.cpp src/vt/cpu/sampling_reference.cpp src/engine/sampler.cpp)
 TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache_manager.cpp
           src/engine/output_processor.cpp src/vt/cuda/activation.cu src/model/layers/moe.cpp
-          src/server/output_parsers.cpp src/engine/structured_output_mask.cpp)
+          src/server/output_parsers.cpp src/engine/structured_output_mask.cpp
+          include/vt/ops/attention.h src/model/layers/attention.cpp)
 
 restore() {
   for f in "${TOUCHED[@]}"; do cp "$PRISTINE/$f" "$SRC/$f"; done
@@ -196,13 +197,29 @@ mutate_server_tool_args_no_holdback() {
   edit src/server/output_parsers.cpp "s/\(IsSpace\(body\[end - 1\]\) \|\| body\[end - 1\] == '\}'\)\) --end;/(IsSpace(body[end - 1]))) --end;/"
 }
 
+# The FP8 KV cache (one definition in vt/ops/attention.h serves every kernel): the scale
+# ignored when storing, or when reading back; x * (1 / scale) instead of x / scale; the
+# model loader dropping the checkpoint's k_scale / v_scale.
+mutate_kv_scale_ignored_on_store() {
+  edit include/vt/ops/attention.h 's/return Fp8QuantizeDiv\(x, scale\);/return Fp8QuantizeDiv(x, 1.0f);/'
+}
+mutate_kv_scale_ignored_on_read() {
+  edit include/vt/ops/attention.h 's/return Fp8E4M3ToFloat\(b\) \* scale;/return Fp8E4M3ToFloat(b);/'
+}
+mutate_kv_reciprocal_multiply() {
+  edit include/vt/ops/attention.h 's/return Fp8QuantizeDiv\(x, scale\);/return Fp8QuantizeDiv(x * (1.0f \/ scale), 1.0f);/'
+}
+mutate_kv_loader_ignores_scales() {
+  edit src/model/layers/attention.cpp 's/return found == nullptr \? 1\.0f : ckpt\.GetScaleF32\(\*found\);/return found == nullptr ? 1.0f : 1.0f;/'
+}
+
 # run NAME: builds and runs vt_tests (and engine_tests for the baseline and sampler_*
 # mutations); prints "failed|passed|names of failed tests" or a reason.
 run_tests() {
   local name="$1" log="$SCRATCH/$1.log"
   local bins=(vt_tests)
   [[ $name == baseline || $name == sampler_* || $name == engine_* ]] && bins+=(engine_tests)
-  [[ $name == baseline || $name == moe_shared_* ]] && bins+=(model_tests)
+  [[ $name == baseline || $name == moe_shared_* || $name == kv_* ]] && bins+=(model_tests)
   [[ $name == baseline || $name == server_* ]] && bins+=(server_tests)
   if ! ninja -C "$BUILD" -j"$JOBS" "${bins[@]}" >"$log" 2>&1; then
     echo "build failed (see $log)"
@@ -229,16 +246,18 @@ ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_
                   engine_grammar_mask_ignored)
 MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped moe_sigmoid_sign)
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
+KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
 case "${ONLY:-}" in
   vt) MUTATIONS=("${VT_MUTATIONS[@]}") ;;
   moe) MUTATIONS=("${MOE_MUTATIONS[@]}") ;;
   sampler) MUTATIONS=("${SAMPLER_MUTATIONS[@]}") ;;
   engine) MUTATIONS=("${ENGINE_MUTATIONS[@]}") ;;
   server) MUTATIONS=("${SERVER_MUTATIONS[@]}") ;;
+  kv) MUTATIONS=("${KV_MUTATIONS[@]}") ;;
   ?*) declare -F "mutate_$ONLY" >/dev/null || { echo "no mutation named $ONLY" >&2; exit 2; }
       MUTATIONS=("$ONLY") ;;
   *) MUTATIONS=("${VT_MUTATIONS[@]}" "${SAMPLER_MUTATIONS[@]}" "${ENGINE_MUTATIONS[@]}" "${MOE_MUTATIONS[@]}"
-                "${SERVER_MUTATIONS[@]}") ;;
+                "${SERVER_MUTATIONS[@]}" "${KV_MUTATIONS[@]}") ;;
 esac
 declare -A RESULT
 restore

@@ -3,14 +3,32 @@
 #include <cmath>
 
 #include "model/checkpoint.h"
+#include "model/load_error.h"
 #include "vt/error.h"
 #include "vt/ops/attention.h"
 
 namespace vtllm::model {
 
+KvCacheScales LoadKvCacheScales(const Checkpoint& ckpt, const std::string& prefix) {
+  auto one = [&](const char* name, const char* proj) {
+    const std::string spellings[] = {prefix + name, prefix + proj + "." + name, prefix + proj + ".output_scale"};
+    const std::string* found = nullptr;
+    for (const std::string& s : spellings) {
+      if (!ckpt.Has(s)) continue;
+      if (found != nullptr)
+        ThrowLoadError(ckpt.FileOf(s), ": tensors '", *found, "' and '", s,
+                       "' both give the KV cache's ", name, "; keep one");
+      found = &s;
+    }
+    return found == nullptr ? 1.0f : ckpt.GetScaleF32(*found);
+  };
+  return {one("k_scale", "k_proj"), one("v_scale", "v_proj")};
+}
+
 Attention Attention::Load(const LinearContext& lc, const std::string& p, const AttentionShape& s) {
   Attention a;
   a.s_ = s;
+  if (s.fp8_kv_cache) a.kv_scales_ = LoadKvCacheScales(*lc.checkpoint, p);
   a.scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   const int64_t D = s.head_dim;
   if (s.qk_norm) {
@@ -55,10 +73,12 @@ void Attention::Forward(const vt::Queue& q, const vt::Tensor& x, const Attention
   // in place.
   const vt::Tensor qn = s_.qk_norm ? buf.Get(kSlotQn, T, Hq * D, act) : qr;
   vt::QkNormRopeCacheWrite(q, qn, qr, kr, vr, s_.qk_norm ? &q_norm_ : nullptr, s_.qk_norm ? &k_norm_ : nullptr,
-                           s_.rms_eps, m.positions, rope_cache, key_cache, value_cache, m.slot_mapping);
+                           s_.rms_eps, m.positions, rope_cache, key_cache, value_cache, m.slot_mapping, kv_scales_.k,
+                           kv_scales_.v);
   qr = qn;
   const vt::Tensor attn = buf.Get(kSlotAttn, T, Hq * D, act);
-  vt::PagedAttention(q, attn, qr, key_cache, value_cache, m.block_tables, m.seq_lens, m.query_start_loc, scale_);
+  vt::PagedAttention(q, attn, qr, key_cache, value_cache, m.block_tables, m.seq_lens, m.query_start_loc, scale_,
+                     kv_scales_.k, kv_scales_.v);
   o_proj_.Apply(q, attn, out);
 }
 

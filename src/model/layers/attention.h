@@ -16,7 +16,20 @@ struct AttentionShape {
   int64_t hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   bool qk_norm = false, qkv_bias = false;
   float rms_eps = 1e-6f;
+  bool fp8_kv_cache = false;  // --kv-cache-dtype fp8: the layer's k_scale / v_scale are loaded
 };
+
+// The scales of a layer's FP8 KV cache (vt/ops/attention.h): x is stored as x / scale.
+struct KvCacheScales {
+  float k = 1.0f, v = 1.0f;
+};
+
+// A layer's KV-cache scales from the checkpoint, `prefix` its attention ("model.layers.3.
+// self_attn."): k from `k_scale`, `k_proj.k_scale` (ModelOpt) or `k_proj.output_scale`
+// (older compressed-tensors), v likewise; 1 where the checkpoint has none, as vLLM's loader
+// does. A scale of another shape than [] / [1], not finite or <= 0, or given under two of
+// the spellings, is a LoadError naming the tensor.
+KvCacheScales LoadKvCacheScales(const Checkpoint& ckpt, const std::string& prefix);
 
 class Attention {
  public:
@@ -37,6 +50,7 @@ class Attention {
  private:
   AttentionShape s_;
   float scale_ = 1.0f;
+  KvCacheScales kv_scales_;
   vt::Tensor q_norm_, k_norm_;
   Linear qkv_, o_proj_;
 };

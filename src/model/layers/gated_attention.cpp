@@ -67,6 +67,7 @@ GatedAttention GatedAttention::Load(const LinearContext& lc, const std::string& 
   a.o_proj_ = Linear::Load(lc, {{p + "o_proj", s.hidden}}, Hq * D, false);
   a.q_norm_ = ZeroCentredNorm(lc, p + "q_norm.weight", D, R);
   a.k_norm_ = ZeroCentredNorm(lc, p + "k_norm.weight", D, R);
+  if (s.fp8_kv_cache) a.kv_scales_ = LoadKvCacheScales(*lc.checkpoint, p);
   return a;
 }
 
@@ -113,9 +114,10 @@ void GatedAttention::Forward(const vt::Queue& q, const vt::Tensor& x, const Atte
   v_.Apply(q, x, vr);
   const vt::Tensor qn = buf.Get(kSlotQn, T, Hq * D, act);
   vt::QkNormRopeCacheWrite(q, qn, qr, kr, vr, &q_norm_, &k_norm_, s_.rms_eps, m.positions, rope_cache, key_cache,
-                           value_cache, m.slot_mapping);
+                           value_cache, m.slot_mapping, kv_scales_.k, kv_scales_.v);
   const vt::Tensor attn = buf.Get(kSlotAttn, T, Hq * D, act);
-  vt::PagedAttention(q, attn, qn, key_cache, value_cache, m.block_tables, m.seq_lens, m.query_start_loc, scale_);
+  vt::PagedAttention(q, attn, qn, key_cache, value_cache, m.block_tables, m.seq_lens, m.query_start_loc, scale_,
+                     kv_scales_.k, kv_scales_.v);
   if (!s_.output_gate) {
     o_proj_.Apply(q, attn, out);
     return;

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "model/layers/activation_buffers.h"
+#include "model/layers/attention.h"  // KvCacheScales
 #include "model/layers/linear.h"
 #include "model/models/causal_lm.h"
 
@@ -25,6 +26,7 @@ struct GatedAttentionShape {
   int64_t rotary_dim = 0;   // R: even, <= head_dim
   bool output_gate = true;  // q_proj holds a gate per head
   float rms_eps = 1e-6f;
+  bool fp8_kv_cache = false;  // --kv-cache-dtype fp8: the layer's k_scale / v_scale are loaded
 };
 
 class GatedAttention {
@@ -47,6 +49,7 @@ class GatedAttention {
  private:
   GatedAttentionShape s_;
   float scale_ = 1.0f;
+  KvCacheScales kv_scales_;
   vt::Tensor q_norm_, k_norm_;  // 1 + w, permuted, F32
   Linear q_, gate_, k_, v_, o_proj_;
 };

@@ -36,7 +36,8 @@ struct AttentionMetadata {
 struct BuildContext {
   const ModelConfig* config = nullptr;
   LinearContext linear;    // checkpoint, quantization config, device, host queue
-  vt::DType act_dtype = vt::DType::kBF16;  // activations and KV cache: BF16 or F32
+  vt::DType act_dtype = vt::DType::kBF16;  // activations: BF16 or F32
+  vt::DType kv_dtype = vt::DType::kBF16;   // the KV cache: act_dtype, or F8E4M3 (--kv-cache-dtype fp8)
   LoadProgress* progress = nullptr;  // advanced by each module's checkpoint bytes; may be null
 };
 

@@ -66,6 +66,7 @@ class Decoder final : public CausalLM {
     const Checkpoint& ckpt = *ctx.linear.checkpoint;
     device_ = ctx.linear.device;
     act_ = ctx.act_dtype;
+    kv_ = ctx.kv_dtype;
     H_ = cfg_.hidden_size;
     Hk_ = cfg_.num_key_value_heads;
     D_ = cfg_.head_dim;
@@ -100,6 +101,7 @@ class Decoder final : public CausalLM {
     as.qk_norm = opt.qk_norm;
     as.qkv_bias = opt.qkv_bias;
     as.rms_eps = eps_;
+    as.fp8_kv_cache = kv_ == DType::kF8E4M3;
     const LinearContext& lc = ctx.linear;
     for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -150,7 +152,7 @@ class Decoder final : public CausalLM {
     s.head_dim = D_;
     s.block_size = block_size;
     s.num_blocks = num_blocks;
-    s.dtype = act_;
+    s.dtype = kv_;
     s.device = device;
     return s;
   }
@@ -161,9 +163,9 @@ class Decoder final : public CausalLM {
                const Tensor& logit_rows, const Tensor& logits) override {
     const int64_t T = ids.dim(0);
     VT_CHECK(m.num_tokens == T, "Forward: ", T, " token ids but the attention metadata has ", m.num_tokens);
-    VT_CHECK(cache.spec().dtype == act_ && cache.spec().num_layers == static_cast<int64_t>(layers_.size()),
+    VT_CHECK(cache.spec().dtype == kv_ && cache.spec().num_layers == static_cast<int64_t>(layers_.size()),
              "Forward: the KV cache (", cache.spec().num_layers, " layers of ", vt::DTypeName(cache.spec().dtype),
-             ") does not match the model (", layers_.size(), " layers of ", vt::DTypeName(act_), ")");
+             ") does not match the model (", layers_.size(), " layers of ", vt::DTypeName(kv_), ")");
     Tensor residual = buffers_.Get(kSlotResidual, T, H_, act_), hidden = buffers_.Get(kSlotHidden, T, H_, act_);
     Tensor normed = buffers_.Get(kSlotNormed, T, H_, act_);
     Tensor attn_out = buffers_.Get(kSlotAttnOut, T, H_, act_);
@@ -212,6 +214,7 @@ class Decoder final : public CausalLM {
   ModelConfig cfg_;
   vt::Device device_;
   DType act_ = DType::kBF16;
+  DType kv_ = DType::kBF16;  // the KV cache's dtype
   int64_t H_ = 0, Hk_ = 0, D_ = 0, V_ = 0;
   float eps_ = 1e-6f;
   bool fuse_quant_ = true;

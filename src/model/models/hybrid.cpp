@@ -57,6 +57,7 @@ class HybridDecoder final : public CausalLM {
     const Checkpoint& ckpt = *ctx.linear.checkpoint;
     device_ = ctx.linear.device;
     act_ = ctx.act_dtype;
+    kv_ = ctx.kv_dtype;
     H_ = cfg_.hidden_size;
     V_ = cfg_.vocab_size;
     eps_ = static_cast<float>(cfg_.rms_norm_eps);
@@ -77,6 +78,7 @@ class HybridDecoder final : public CausalLM {
         static_cast<int64_t>(cfg_.partial_rotary_factor * static_cast<double>(cfg_.head_dim) + 0.5);
     attn_shape_.output_gate = cfg_.attn_output_gate;
     attn_shape_.rms_eps = eps_;
+    attn_shape_.fp8_kv_cache = kv_ == DType::kF8E4M3;
     VT_CHECK(cfg_.rope_scaling.type == "default", cfg_.architecture, ": rope type \"", cfg_.rope_scaling.type,
              "\" is not supported for hybrid models yet (supported: default)");
     rope_cache_ = GatedAttention::BuildRopeCache(attn_shape_, cfg_.rope_theta, cfg_.max_position_embeddings, device_);
@@ -147,7 +149,7 @@ class HybridDecoder final : public CausalLM {
     s.head_dim = cfg_.head_dim;
     s.block_size = block_size;
     s.num_blocks = num_blocks;
-    s.dtype = act_;
+    s.dtype = kv_;
     s.device = device;
     return s;
   }
@@ -170,11 +172,11 @@ class HybridDecoder final : public CausalLM {
                const Tensor& logit_rows, const Tensor& logits) override {
     const int64_t T = ids.dim(0);
     VT_CHECK(m.num_tokens == T, "Forward: ", T, " token ids but the attention metadata has ", m.num_tokens);
-    VT_CHECK(cache.spec().dtype == act_ && cache.spec().num_layers == num_attn_ &&
+    VT_CHECK(cache.spec().dtype == kv_ && cache.spec().num_layers == num_attn_ &&
                  cache.spec().state.num_layers == num_gdn_ && cache.spec().state.conv_dtype == act_,
              "Forward: the cache (", cache.spec().num_layers, " attention layers, ", cache.spec().state.num_layers,
              " state layers of ", vt::DTypeName(cache.spec().dtype), ") does not match the model (", num_attn_, " and ",
-             num_gdn_, " of ", vt::DTypeName(act_), ")");
+             num_gdn_, " of ", vt::DTypeName(kv_), ")");
     VT_CHECK(m.state_slots.defined(), "Forward: ", cfg_.architecture, " needs each sequence's state slot");
     Tensor residual = buffers_.Get(kSlotResidual, T, H_, act_), hidden = buffers_.Get(kSlotHidden, T, H_, act_);
     Tensor normed = buffers_.Get(kSlotNormed, T, H_, act_);
@@ -210,6 +212,7 @@ class HybridDecoder final : public CausalLM {
   ModelConfig cfg_;
   vt::Device device_;
   DType act_ = DType::kBF16;
+  DType kv_ = DType::kBF16;  // the KV cache's dtype
   int64_t H_ = 0, V_ = 0, num_attn_ = 0, num_gdn_ = 0;
   float eps_ = 1e-6f;
   GatedAttentionShape attn_shape_;

@@ -7,6 +7,8 @@
 // head of the group and every row of the chunk, so GQA reads the cache once per KV head.
 // Each (query row, block) step runs the queue's vector kernel (attention_kernels.h) where
 // the ISA and head size allow, else the portable loops below.
+// An F8E4M3 cache is converted through a 256-entry table per call, entry b =
+// KvCacheDequantizeFp8(b, scale), so every path reads the same f32 keys and values.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -54,8 +56,21 @@ inline float Dot(const float* a, const float* b, int64_t n) {
 
 struct Geometry {
   int64_t Hq, Hk, D, group, block_size, num_blocks, max_blocks;
-  DType dtype;
+  DType dtype;        // query and out
+  DType cache_dtype;  // the caches: dtype, or F8E4M3 read through the tables below
+  const float* k_table = nullptr;  // [256]: KvCacheDequantizeFp8(b, k_scale) (F8E4M3 caches)
+  const float* v_table = nullptr;
 };
+
+// n cache elements at src as f32 (dequantized through `table` for an F8E4M3 cache).
+inline void CacheToF32(float* dst, const void* src, const Geometry& g, const float* table, int64_t n) {
+  if (g.cache_dtype == DType::kF8E4M3) {
+    const auto* p = static_cast<const uint8_t*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = table[p[i]];
+    return;
+  }
+  ToF32(dst, src, g.cache_dtype, n);
+}
 
 void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& g, const Tensor& out,
              const Tensor& query, const Tensor& key_cache, const Tensor& value_cache, const int32_t* block_row,
@@ -69,7 +84,7 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
   kf.resize(g.block_size * D);
   vf.resize(g.block_size * D);
   score.resize(g.block_size);
-  const size_t esize = DTypeSize(g.dtype);
+  const size_t esize = DTypeSize(g.dtype), csize = DTypeSize(g.cache_dtype);
   // Query vector (r, h) at index (r - row0) * heads + (h - head0), pre-scaled.
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < heads; ++h) {
@@ -83,14 +98,14 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
   const int64_t token_stride = g.Hk * D;            // between consecutive slots of a block
   // This KV head's rows of a block are token_stride apart, too far apart for the hardware
   // prefetchers: the next block's rows are prefetched while this one is converted and used.
-  const size_t row_bytes = static_cast<size_t>(D) * esize;
+  const size_t row_bytes = static_cast<size_t>(D) * csize;
   auto prefetch_block = [&](int64_t b) {
     if (b * g.block_size > last_pos) return;
     const size_t base = static_cast<size_t>((block_row[b] * g.block_size * g.Hk + w.kv_head) * D);
     const int64_t count = std::min(g.block_size, last_pos + 1 - b * g.block_size);
     for (int64_t j = 0; j < count; ++j) {
-      const char* k = static_cast<const char*>(key_cache.data()) + (base + j * token_stride) * esize;
-      const char* v = static_cast<const char*>(value_cache.data()) + (base + j * token_stride) * esize;
+      const char* k = static_cast<const char*>(key_cache.data()) + (base + j * token_stride) * csize;
+      const char* v = static_cast<const char*>(value_cache.data()) + (base + j * token_stride) * csize;
       for (size_t o = 0; o < row_bytes; o += 64) {
         __builtin_prefetch(k + o);
         __builtin_prefetch(v + o);
@@ -105,9 +120,10 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
     const size_t base = static_cast<size_t>((block * g.block_size * g.Hk + w.kv_head) * D);
     prefetch_block(b + 1);
     for (int64_t j = 0; j < count; ++j) {
-      ToF32(&kf[j * D], static_cast<const char*>(key_cache.data()) + (base + j * token_stride) * esize, g.dtype, D);
-      ToF32(&vf[j * D], static_cast<const char*>(value_cache.data()) + (base + j * token_stride) * esize, g.dtype,
-            D);
+      CacheToF32(&kf[j * D], static_cast<const char*>(key_cache.data()) + (base + j * token_stride) * csize, g,
+                 g.k_table, D);
+      CacheToF32(&vf[j * D], static_cast<const char*>(value_cache.data()) + (base + j * token_stride) * csize, g,
+                 g.v_table, D);
     }
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t pos = first_pos + w.row0 + r;
@@ -153,7 +169,7 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
 
 void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
                        const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
-                       const Tensor& query_start_loc, float scale) {
+                       const Tensor& query_start_loc, float scale, float k_scale, float v_scale) {
   Geometry g{};
   g.D = key_cache.dim(3);
   g.Hk = key_cache.dim(2);
@@ -162,7 +178,17 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
   g.block_size = key_cache.dim(1);
   g.num_blocks = key_cache.dim(0);
   g.max_blocks = block_tables.dim(1);
-  g.dtype = key_cache.dtype();
+  g.dtype = query.dtype();
+  g.cache_dtype = key_cache.dtype();
+  float k_table[256], v_table[256];
+  if (g.cache_dtype == DType::kF8E4M3) {
+    for (int b = 0; b < 256; ++b) {
+      k_table[b] = KvCacheDequantizeFp8(static_cast<uint8_t>(b), k_scale);
+      v_table[b] = KvCacheDequantizeFp8(static_cast<uint8_t>(b), v_scale);
+    }
+    g.k_table = k_table;
+    g.v_table = v_table;
+  }
   const int64_t S = seq_lens.dim(0), T = query.dim(0);
   const auto* lens = seq_lens.data_as<int32_t>();
   const auto* qsl = query_start_loc.data_as<int32_t>();
@@ -213,13 +239,29 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
 }
 
 void KvCacheWriteCpu(const Queue& q, const Tensor& key, const Tensor& value, const Tensor& key_cache,
-                     const Tensor& value_cache, const Tensor& slot_mapping) {
+                     const Tensor& value_cache, const Tensor& slot_mapping, float k_scale, float v_scale) {
   const int64_t T = slot_mapping.dim(0);
   const int64_t num_slots = key_cache.dim(0) * key_cache.dim(1);
   const auto* slots = slot_mapping.data_as<int64_t>();
   for (int64_t t = 0; t < T; ++t)
     VT_CHECK(slots[t] < num_slots, "KvCacheWrite: slot_mapping[", t, "] = ", slots[t], " but the cache has ",
              num_slots, " slots (", key_cache.dim(0), " blocks of ", key_cache.dim(1), ")");
+  if (key_cache.dtype() == DType::kF8E4M3) {  // quantized element by element
+    const int64_t width = key.dim(1);
+    auto* kc = static_cast<uint8_t*>(key_cache.data());
+    auto* vc = static_cast<uint8_t*>(value_cache.data());
+    Cpu(q).pool.ParallelFor(T, 8, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        if (slots[t] < 0) continue;
+        for (int64_t i = 0; i < width; ++i) {
+          kc[slots[t] * width + i] = KvCacheQuantizeFp8(LoadFloat(key.data(), key.dtype(), t * width + i), k_scale);
+          vc[slots[t] * width + i] =
+              KvCacheQuantizeFp8(LoadFloat(value.data(), value.dtype(), t * width + i), v_scale);
+        }
+      }
+    });
+    return;
+  }
   const size_t row = static_cast<size_t>(key.dim(1)) * DTypeSize(key.dtype());
   Cpu(q).pool.ParallelFor(T, 8, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {

@@ -11,17 +11,23 @@
 // the GPU (decode), each sequence's context is split into num_splits ranges of whole tiles
 // handled by separate CTAs (flash-decoding); each writes its running max, sum and
 // unnormalised output, and AttnCombineKernel merges them.
+// An F8E4M3 cache is decoded while a tile is staged (16 bytes at a time where rows allow),
+// each value KvCacheDequantizeFp8(byte, scale); the tensor-core prefill kernel is BF16-only
+// and is not chosen for it. KvCacheWrite quantizes with KvCacheQuantizeFp8.
 // The kernels check the index metadata they use (the CPU kernels' checks, made on the
 // device so that no op waits for the host): nothing is read or written out of bounds, and
 // the first bad value is reported as a vt::Error at the next synchronization
 // (device_error.h).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <type_traits>
 
 #include "vt/cuda/attention.h"
 #include "vt/cuda/attention_seq.cuh"
 #include "vt/cuda/device_error.cuh"
 #include "vt/cuda/device_util.cuh"
+#include "vt/cuda/fp8_stream.cuh"
 #include "vt/cuda/kernels.h"
 #include "vt/ops/attention.h"
 
@@ -34,6 +40,27 @@ constexpr int kWarps = 8;   // query vectors per CTA
 constexpr int kMaxD = 256;  // head sizes up to this (the accumulators live in registers)
 constexpr int kDimsPerLane = kMaxD / 32;
 constexpr int64_t kMaxSplits = 32;  // context ranges of one sequence handled by separate CTAs
+
+std::atomic<int64_t> g_fp8_attention{0}, g_fp8_cache_write{0}, g_fp8_qk_norm_rope{0};
+
+// Keys and values of any float dtype quantized into an F8E4M3 cache, one element a thread.
+__global__ void KvWriteFp8Kernel(uint8_t* kc, uint8_t* vc, const void* key, const void* value, DType dtype,
+                                 const int64_t* slots, int64_t T, int64_t width, int64_t num_slots, float k_scale,
+                                 float v_scale, IndexErrorRecord* err) {
+  const int64_t n = T * width;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
+    const int64_t t = e / width, i = e - t * width;
+    const int64_t slot = slots[t];
+    if (slot < 0) continue;  // padding: not written
+    if (slot >= num_slots) {
+      if (i == 0) RecordIndexError(err, IndexError::kKvSlot, t, slot, num_slots);
+      continue;
+    }
+    kc[slot * width + i] = KvCacheQuantizeFp8(LoadAny(key, dtype, e), k_scale);
+    vc[slot * width + i] = KvCacheQuantizeFp8(LoadAny(value, dtype, e), v_scale);
+  }
+}
 
 template <typename W>
 __global__ void KvWriteKernel(W* kc, W* vc, const W* key, const W* value, const int64_t* slots, int64_t T,
@@ -65,12 +92,22 @@ void LaunchKvWrite(CudaQueue& cq, const Tensor& key, const Tensor& value, const 
 }
 
 void KvCacheWriteCuda(const Queue& q, const Tensor& key, const Tensor& value, const Tensor& key_cache,
-                      const Tensor& value_cache, const Tensor& slot_mapping) {
+                      const Tensor& value_cache, const Tensor& slot_mapping, float k_scale, float v_scale) {
   CudaQueue& cq = Cuda(q);
   const int64_t T = slot_mapping.dim(0);
   const int64_t row_bytes = key.dim(1) * static_cast<int64_t>(DTypeSize(key.dtype()));
   if (T == 0 || row_bytes == 0) return;
   DeviceGuard guard(cq.device.index);
+  if (key_cache.dtype() == DType::kF8E4M3) {
+    const int64_t width = key.dim(1);
+    KvWriteFp8Kernel<<<GridFor(T * width, 256, cq), 256, 0, cq.stream>>>(
+        static_cast<uint8_t*>(key_cache.data()), static_cast<uint8_t*>(value_cache.data()), key.data(), value.data(),
+        key.dtype(), slot_mapping.data_as<int64_t>(), T, width, key_cache.dim(0) * key_cache.dim(1), k_scale,
+        v_scale, cq.index_errors);
+    VT_CUDA_CHECK_LAUNCH("KvWriteFp8Kernel");
+    g_fp8_cache_write.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   const auto aligned = [&](size_t a) {
     bool ok = row_bytes % static_cast<int64_t>(a) == 0;
     for (const Tensor* t : {&key, &value, &key_cache, &value_cache})
@@ -98,10 +135,12 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
-template <typename Tag>
+// Tag: the query's and output's dtype; kFp8: the caches are F8E4M3 (else of Tag's dtype).
+template <typename Tag, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) {
   PdlWait();
   using T = typename Tag::T;
+  using C = std::conditional_t<kFp8, uint8_t, T>;  // a cache element
   extern __shared__ float smem[];
   __shared__ int64_t tok_src[kTile];  // cache offset of each token of the tile
   const int64_t D = a.D, ld = D + 1;  // odd row stride: lane j reading row j is conflict-free
@@ -140,8 +179,8 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
   if (active)
     for (int64_t i = lane; i < D; i += 32) qw[i] = Tag::Load(qp[i]) * a.scale;
 
-  const T* kc = static_cast<const T*>(a.key_cache);
-  const T* vc = static_cast<const T*>(a.value_cache);
+  const C* kc = static_cast<const C*>(a.key_cache);
+  const C* vc = static_cast<const C*>(a.value_cache);
   const int32_t* table = a.block_tables + s * a.max_blocks;
   // Every block this CTA will read must be in the cache.
   __shared__ int bad_block;
@@ -161,7 +200,7 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
 #pragma unroll
   for (int k = 0; k < kDimsPerLane; ++k) acc[k] = 0.0f;
 
-  constexpr int kPerVec = 16 / sizeof(T);
+  constexpr int kPerVec = 16 / sizeof(C);
   for (int64_t tok0 = tok_begin; tok0 < tok_end; tok0 += kTile) {
     const int count = static_cast<int>(min(static_cast<int64_t>(kTile), tok_end - tok0));
     __syncthreads();  // the previous tile is consumed (and the queries are staged)
@@ -177,19 +216,35 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
         const int j = e / vpr, c = (e - j * vpr) * kPerVec;
         const uint4 kv = *reinterpret_cast<const uint4*>(kc + tok_src[j] + c);
         const uint4 vv = *reinterpret_cast<const uint4*>(vc + tok_src[j] + c);
-        const T* ke = reinterpret_cast<const T*>(&kv);
-        const T* ve = reinterpret_cast<const T*>(&vv);
+        if constexpr (kFp8) {
+          float kf[16], vf[16];
+          Fp8x16ToFloat(kv, kf);  // exact decode; times the scale as KvCacheDequantizeFp8
+          Fp8x16ToFloat(vv, vf);
 #pragma unroll
-        for (int u = 0; u < kPerVec; ++u) {
-          ks[j * ld + c + u] = Tag::Load(ke[u]);
-          vs[j * ld + c + u] = Tag::Load(ve[u]);
+          for (int u = 0; u < 16; ++u) {
+            ks[j * ld + c + u] = kf[u] * a.k_scale;
+            vs[j * ld + c + u] = vf[u] * a.v_scale;
+          }
+        } else {
+          const T* ke = reinterpret_cast<const T*>(&kv);
+          const T* ve = reinterpret_cast<const T*>(&vv);
+#pragma unroll
+          for (int u = 0; u < kPerVec; ++u) {
+            ks[j * ld + c + u] = Tag::Load(ke[u]);
+            vs[j * ld + c + u] = Tag::Load(ve[u]);
+          }
         }
       }
     } else {
       for (int64_t e = threadIdx.x; e < count * D; e += blockDim.x) {
         const int64_t j = e / D, i = e - j * D;
-        ks[j * ld + i] = Tag::Load(kc[tok_src[j] + i]);
-        vs[j * ld + i] = Tag::Load(vc[tok_src[j] + i]);
+        if constexpr (kFp8) {
+          ks[j * ld + i] = KvCacheDequantizeFp8(kc[tok_src[j] + i], a.k_scale);
+          vs[j * ld + i] = KvCacheDequantizeFp8(vc[tok_src[j] + i], a.v_scale);
+        } else {
+          ks[j * ld + i] = Tag::Load(kc[tok_src[j] + i]);
+          vs[j * ld + i] = Tag::Load(vc[tok_src[j] + i]);
+        }
       }
     }
     __syncthreads();
@@ -283,9 +338,12 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
                         const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
-                        const Tensor& query_start_loc, float scale) {
+                        const Tensor& query_start_loc, float scale, float k_scale, float v_scale) {
   CudaQueue& cq = Cuda(q);
   AttnArgs a{};
+  a.k_scale = k_scale;
+  a.v_scale = v_scale;
+  const bool fp8 = key_cache.dtype() == DType::kF8E4M3;
   a.D = key_cache.dim(3);
   a.Hk = key_cache.dim(2);
   a.Hq = query.dim(1) / a.D;
@@ -315,6 +373,7 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
             reinterpret_cast<uintptr_t>(a.query) % 16 == 0 && reinterpret_cast<uintptr_t>(a.out) % 16 == 0;
   a.num_splits = 1;
   DeviceGuard guard(cq.device.index);
+  // The tensor-core prefill reads BF16 caches only (an F8E4M3 cache is never given to it).
   if (LaunchPrefillMma(cq, a, key_cache.dtype() == DType::kBF16)) return;  // attention_prefill.cu
   // One CTA per group of kWarps query vectors of a sequence (AttnItems: T * group / kWarps
   // + S items, so a decode step has about one per sequence). Split the context when the
@@ -334,12 +393,14 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   VT_CHECK(items * a.num_splits < (int64_t{1} << 31), "PagedAttention on cuda: ", T, " query rows exceed the grid");
   const dim3 grid(static_cast<unsigned>(items * a.num_splits), static_cast<unsigned>(a.Hk));
   const size_t smem = static_cast<size_t>(2 * kTile * (a.D + 1) + kWarps * a.D) * sizeof(float);
-  DispatchFloat(key_cache.dtype(), "PagedAttention", [&](auto tag) {
+  DispatchFloat(query.dtype(), "PagedAttention", [&](auto tag) {
     using Tag = decltype(tag);
+    const auto kernel = fp8 ? PagedAttentionKernel<Tag, true> : PagedAttentionKernel<Tag, false>;
     if (smem > (size_t{40} << 10))  // with the static tok_src, past the 48 KiB default
-      VT_CUDA_CHECK(cudaFuncSetAttribute(PagedAttentionKernel<Tag>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
-    LaunchOverlapped(cq, "PagedAttentionKernel", PagedAttentionKernel<Tag>, grid, kWarps * 32, smem, a);
+      VT_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    LaunchOverlapped(cq, "PagedAttentionKernel", kernel, grid, kWarps * 32, smem, a);
+    if (fp8) g_fp8_attention.fetch_add(1, std::memory_order_relaxed);
     if (a.num_splits > 1) {
       const int64_t units = T * a.Hq;
       LaunchOverlapped(cq, "AttnCombineKernel", AttnCombineKernel<Tag>, static_cast<unsigned>((units + kWarps - 1) / kWarps),
@@ -350,6 +411,13 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
 }
 
 }  // namespace
+
+KvFp8Launches KvCacheFp8Launches() {
+  return {g_fp8_attention.load(std::memory_order_relaxed), g_fp8_cache_write.load(std::memory_order_relaxed),
+          g_fp8_qk_norm_rope.load(std::memory_order_relaxed)};
+}
+
+void CountQkNormRopeFp8Launch() { g_fp8_qk_norm_rope.fetch_add(1, std::memory_order_relaxed); }
 
 void RegisterAttentionKernels() {
   Register<OpId::kKvCacheWrite>(DeviceType::kCUDA, &KvCacheWriteCuda);

@@ -20,6 +20,7 @@ struct AttnArgs {
   IndexErrorRecord* err;
   int64_t Hq, Hk, D, group, block_size, max_blocks, num_blocks, S, T;
   float scale;
+  float k_scale, v_scale;  // F8E4M3 caches: each byte reads back as KvCacheDequantizeFp8(b, scale)
   int64_t num_splits;  // CTAs sharing one sequence's context (1: the output is written directly)
   float* part_ml;      // [num_splits, T * Hq, 2]: each split's running max and sum
   float* part_acc;     // [num_splits, T * Hq, D]: its unnormalised weighted sum of values

@@ -24,6 +24,13 @@ void RegisterSamplingKernels();    // sampling.cu
 // How many PagedAttention calls took the tensor-core prefill path (attention_prefill.cu;
 // all queues): lets tests prove which kernel ran.
 int64_t PrefillMmaLaunches();
+// How many launches read or wrote an F8E4M3 KV cache (attention.cu, qk_norm_rope.cu; all
+// queues): the attention kernel, the cache-write kernel and the fused prelude.
+struct KvFp8Launches {
+  int64_t attention = 0, cache_write = 0, qk_norm_rope = 0;
+};
+KvFp8Launches KvCacheFp8Launches();
+void CountQkNormRopeFp8Launch();
 void RegisterMoeKernels();         // moe.cu: MoeTopKRouting, MoeExperts, MoeExpertsFp8
 void RegisterGdnKernels();         // gdn.cu: CausalConv1d, GatedDeltaRule
 

@@ -11,10 +11,11 @@ namespace vt {
 
 namespace {
 // key_cache and value_cache: [num_blocks, block_size, Hk, D], same shape and dtype; `written`
-// when the op writes them.
+// when the op writes them. k_scale and v_scale: finite and > 0, exactly 1 unless the cache
+// is F8E4M3 (a scale given to a cache that does not use it would be silently ignored).
 void CheckCaches(std::string_view op, const Queue& q, const Tensor& key_cache, const Tensor& value_cache,
-                 bool written) {
-  check::Operand(op, q, "key_cache", key_cache, check::kFloat16Or32);
+                 bool written, float k_scale, float v_scale) {
+  check::Operand(op, q, "key_cache", key_cache, {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3});
   check::Operand(op, q, "value_cache", value_cache, {key_cache.dtype()});
   if (written) {
     check::Writable(op, "key_cache", key_cache);
@@ -22,32 +23,48 @@ void CheckCaches(std::string_view op, const Queue& q, const Tensor& key_cache, c
   }
   check::NDim(op, "key_cache", key_cache, 4);
   check::ShapeIs(op, "value_cache", value_cache, key_cache.shape());
+  check::PositiveFinite(op, "k_scale", k_scale);
+  check::PositiveFinite(op, "v_scale", v_scale);
+  if (key_cache.dtype() != DType::kF8E4M3)
+    VT_CHECK(k_scale == 1.0f && v_scale == 1.0f, op, ": k_scale ", k_scale, " and v_scale ", v_scale,
+             " apply to an F8E4M3 cache only; a ", DTypeName(key_cache.dtype()), " cache needs 1 and 1");
+}
+
+// The dtype of the entries (keys, values, queries, outputs): the cache's, or for an F8E4M3
+// cache any float dtype, that of `first`. Returns it after checking `first` is allowed.
+DType EntryDType(std::string_view op, const Queue& q, std::string_view name, const Tensor& first,
+                 const Tensor& key_cache) {
+  if (key_cache.dtype() == DType::kF8E4M3)
+    check::Operand(op, q, name, first, check::kFloat16Or32);
+  else
+    check::Operand(op, q, name, first, {key_cache.dtype()});
+  return first.dtype();
 }
 }  // namespace
 
 void KvCacheWrite(const Queue& q, const Tensor& key, const Tensor& value, const Tensor& key_cache,
-                  const Tensor& value_cache, const Tensor& slot_mapping) {
+                  const Tensor& value_cache, const Tensor& slot_mapping, float k_scale, float v_scale) {
   constexpr std::string_view op = "KvCacheWrite";
-  CheckCaches(op, q, key_cache, value_cache, true);
-  check::Operand(op, q, "key", key, {key_cache.dtype()});
-  check::Operand(op, q, "value", value, {key_cache.dtype()});
+  CheckCaches(op, q, key_cache, value_cache, true, k_scale, v_scale);
+  const DType d = EntryDType(op, q, "key", key, key_cache);
+  check::Operand(op, q, "value", value, {d});
   check::Operand(op, q, "slot_mapping", slot_mapping, {DType::kI64});
   check::NDim(op, "slot_mapping", slot_mapping, 1);
   const int64_t T = slot_mapping.dim(0);
   const int64_t width = key_cache.dim(2) * key_cache.dim(3);
   check::ShapeIs(op, "key", key, {T, width});
   check::ShapeIs(op, "value", value, {T, width});
-  Kernel<OpId::kKvCacheWrite>(q.device().type)(q, key, value, key_cache, value_cache, slot_mapping);
+  Kernel<OpId::kKvCacheWrite>(q.device().type)(q, key, value, key_cache, value_cache, slot_mapping, k_scale,
+                                               v_scale);
 }
 
 void QkNormRopeCacheWrite(const Queue& q, const Tensor& query_out, const Tensor& query, const Tensor& key,
                           const Tensor& value, const Tensor* q_norm, const Tensor* k_norm, float eps,
                           const Tensor& positions, const Tensor& cos_sin_cache, const Tensor& key_cache,
-                          const Tensor& value_cache, const Tensor& slot_mapping) {
+                          const Tensor& value_cache, const Tensor& slot_mapping, float k_scale, float v_scale) {
   constexpr std::string_view op = "QkNormRopeCacheWrite";
-  CheckCaches(op, q, key_cache, value_cache, true);
-  const DType d = key_cache.dtype();
-  check::Operand(op, q, "query", query, {d});
+  CheckCaches(op, q, key_cache, value_cache, true, k_scale, v_scale);
+  const DType d = EntryDType(op, q, "query", query, key_cache);
   check::Output(op, q, "query_out", query_out, {d});
   check::Operand(op, q, "key", key, {d});
   check::Operand(op, q, "value", value, {d});
@@ -76,13 +93,14 @@ void QkNormRopeCacheWrite(const Queue& q, const Tensor& query_out, const Tensor&
            ": query_out must not alias key or value");
   Kernel<OpId::kQkNormRopeCacheWrite>(q.device().type)(q, query_out, query, key, value, q_norm, k_norm, eps,
                                                         positions, cos_sin_cache, key_cache, value_cache,
-                                                        slot_mapping);
+                                                        slot_mapping, k_scale, v_scale);
 }
 
 void QkNormRopeCacheWriteComposite(const Queue& q, const Tensor& query_out, const Tensor& query, const Tensor& key,
                                    const Tensor& value, const Tensor* q_norm, const Tensor* k_norm, float eps,
                                    const Tensor& positions, const Tensor& cos_sin_cache, const Tensor& key_cache,
-                                   const Tensor& value_cache, const Tensor& slot_mapping) {
+                                   const Tensor& value_cache, const Tensor& slot_mapping, float k_scale,
+                                   float v_scale) {
   const int64_t T = query.dim(0), D = key_cache.dim(3);
   const int64_t Hq = query.dim(1) / D, Hk = key_cache.dim(2);
   if (q_norm != nullptr)
@@ -95,16 +113,16 @@ void QkNormRopeCacheWriteComposite(const Queue& q, const Tensor& query_out, cons
   else
     Cast(q, k, key);
   RotaryEmbedding(q, positions, query_out, &k, cos_sin_cache, D);
-  KvCacheWrite(q, k, value, key_cache, value_cache, slot_mapping);
+  KvCacheWrite(q, k, value, key_cache, value_cache, slot_mapping, k_scale, v_scale);
 }
 
 void PagedAttention(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
                     const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
-                    const Tensor& query_start_loc, float scale) {
+                    const Tensor& query_start_loc, float scale, float k_scale, float v_scale) {
   constexpr std::string_view op = "PagedAttention";
-  CheckCaches(op, q, key_cache, value_cache, false);
-  check::Operand(op, q, "query", query, {key_cache.dtype()});
-  check::Output(op, q, "out", out, {key_cache.dtype()});
+  CheckCaches(op, q, key_cache, value_cache, false, k_scale, v_scale);
+  const DType d = EntryDType(op, q, "query", query, key_cache);
+  check::Output(op, q, "out", out, {d});
   check::Operand(op, q, "block_tables", block_tables, {DType::kI32});
   check::Operand(op, q, "seq_lens", seq_lens, {DType::kI32});
   check::Operand(op, q, "query_start_loc", query_start_loc, {DType::kI32});
@@ -120,7 +138,7 @@ void PagedAttention(const Queue& q, const Tensor& out, const Tensor& query, cons
   check::ShapeIs(op, "out", out, query.shape());
   check::Finite(op, "scale", scale);
   Kernel<OpId::kPagedAttention>(q.device().type)(q, out, query, key_cache, value_cache, block_tables, seq_lens,
-                                                 query_start_loc, scale);
+                                                 query_start_loc, scale, k_scale, v_scale);
 }
 
 }  // namespace vt
