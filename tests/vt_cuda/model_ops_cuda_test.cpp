@@ -220,14 +220,27 @@ TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
       {8, 1, 64, 32, {{1000, 1}}},
       {32, 4, 128, 16, {{8192, 1}, {4000, 1}, {1, 1}}},  // GQA 8, the longest contexts, split across CTAs
   };
-  // A decode step of 256 sequences (about one CTA per sequence and KV head, not one per
-  // step row: the grid once had T * S of them), contexts of every length up to 300.
-  AttnCase wide{32, 8, 128, 16, {}};
-  for (int64_t i = 0; i < 256; ++i) wide.seqs.push_back({1 + (i * 37) % 300, 1});
-  RunAttentionCase(wide, DType::kBF16, 490);
+  // BF16 cases with head size 64 or 128 and up to 8 query heads per KV head take the
+  // decode kernel (attention_decode.cu), F32 ones the general kernel: cases 2-4 here.
+  const int64_t decode_before = vt::cuda::DecodeAttentionLaunches();
   uint32_t seed = 500;
   for (const auto& c : cases)
     for (DType d : {DType::kBF16, DType::kF32}) RunAttentionCase(c, d, seed += 7);
+  // A decode step of 256 sequences (one CTA per sequence and KV head: the general grid once
+  // had T * S of them), contexts of every length up to 300.
+  AttnCase wide{32, 8, 128, 16, {}};
+  for (int64_t i = 0; i < 256; ++i) wide.seqs.push_back({1 + (i * 37) % 300, 1});
+  RunAttentionCase(wide, DType::kBF16, 490);
+  // The decode kernel's other geometries, F16: one query head per KV head, three of a
+  // bucket of four, head size 64; T == S with a sequence of two rows beside one of none
+  // (served row by row).
+  const std::vector<AttnCase> odd = {
+      {4, 4, 128, 16, {{70, 1}, {5, 1}}},
+      {12, 4, 64, 16, {{100, 1}, {33, 1}, {1, 1}}},
+      {16, 4, 64, 16, {{9, 2}, {20, 0}, {33, 1}}},
+  };
+  for (const auto& c : odd) RunAttentionCase(c, DType::kF16, seed += 7);
+  EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - decode_before, 4 + 3);
 }
 
 TEST(CudaModelOps, PagedAttentionRefusesBadMetadata) {

@@ -123,17 +123,6 @@ void KvCacheWriteCuda(const Queue& q, const Tensor& key, const Tensor& value, co
 }
 
 
-__device__ __forceinline__ float WarpMax(float v) {
-#pragma unroll
-  for (int off = 16; off >= 1; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
-  return v;
-}
-
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int off = 16; off >= 1; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
-  return v;
-}
 
 // Tag: the query's and output's dtype; kFp8: the caches are F8E4M3 (else of Tag's dtype).
 template <typename Tag, bool kFp8>
@@ -184,17 +173,7 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
   const int32_t* table = a.block_tables + s * a.max_blocks;
   // Every block this CTA will read must be in the cache.
   __shared__ int bad_block;
-  if (threadIdx.x == 0) bad_block = 0;
-  __syncthreads();
-  for (int64_t b = tok_begin / a.block_size + threadIdx.x; b * a.block_size < tok_end; b += blockDim.x) {
-    const int64_t id = table[b];
-    if (id < 0 || id >= a.num_blocks) {
-      bad_block = 1;
-      RecordIndexError(a.err, IndexError::kAttnBlockId, s, id, a.num_blocks, b);
-    }
-  }
-  __syncthreads();
-  if (bad_block) return;  // uniform
+  if (!CheckAttnBlocks(a, s, tok_begin, tok_end, &bad_block)) return;  // uniform
   float m = -INFINITY, l = 0.0f;
   float acc[kDimsPerLane];
 #pragma unroll
@@ -375,11 +354,14 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   DeviceGuard guard(cq.device.index);
   // The tensor-core prefill reads BF16 caches only (an F8E4M3 cache is never given to it).
   if (LaunchPrefillMma(cq, a, key_cache.dtype() == DType::kBF16)) return;  // attention_prefill.cu
-  // One CTA per group of kWarps query vectors of a sequence (AttnItems: T * group / kWarps
-  // + S items, so a decode step has about one per sequence). Split the context when the
-  // step's CTAs would not fill the GPU twice over: up to kMaxSplits CTAs per (item, KV
-  // head), never more than the tiles the widest block table can hold.
-  const int64_t items = AttnItems(T, S, a.group, kWarps);
+  // A decode step (one row per sequence) takes the decode kernel (attention_decode.cu) when
+  // its geometry allows: one CTA per (sequence, KV head). Otherwise one CTA per group of
+  // kWarps query vectors of a sequence (AttnItems: T * group / kWarps + S items, so a
+  // decode step has about one per sequence). Split the context when the step's CTAs would
+  // not fill the GPU twice over: up to kMaxSplits CTAs per (item, KV head), never more than
+  // the tiles the widest block table can hold.
+  const bool decode = DecodeKernelFits(a, query.dtype(), key_cache.dtype());
+  const int64_t items = decode ? S : AttnItems(T, S, a.group, kWarps);
   const int64_t ctas = items * a.Hk, want = 2 * std::max(cq.sm_count, 1);
   const int64_t max_tiles = (a.max_blocks * a.block_size + kTile - 1) / kTile;
   a.num_splits = ctas >= want ? 1 : std::min({(want + ctas - 1) / ctas, kMaxSplits, std::max<int64_t>(max_tiles, 1)});
@@ -395,11 +377,15 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   const size_t smem = static_cast<size_t>(2 * kTile * (a.D + 1) + kWarps * a.D) * sizeof(float);
   DispatchFloat(query.dtype(), "PagedAttention", [&](auto tag) {
     using Tag = decltype(tag);
-    const auto kernel = fp8 ? PagedAttentionKernel<Tag, true> : PagedAttentionKernel<Tag, false>;
-    if (smem > (size_t{40} << 10))  // with the static tok_src, past the 48 KiB default
-      VT_CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    LaunchOverlapped(cq, "PagedAttentionKernel", kernel, grid, kWarps * 32, smem, a);
+    if (decode) {
+      LaunchDecode(cq, a, query.dtype(), key_cache.dtype());
+    } else {
+      const auto kernel = fp8 ? PagedAttentionKernel<Tag, true> : PagedAttentionKernel<Tag, false>;
+      if (smem > (size_t{40} << 10))  // with the static tok_src, past the 48 KiB default
+        VT_CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      LaunchOverlapped(cq, "PagedAttentionKernel", kernel, grid, kWarps * 32, smem, a);
+    }
     if (fp8) g_fp8_attention.fetch_add(1, std::memory_order_relaxed);
     if (a.num_splits > 1) {
       const int64_t units = T * a.Hq;

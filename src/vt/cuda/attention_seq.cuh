@@ -9,6 +9,37 @@
 
 namespace vt::cuda {
 
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
+  return v;
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
+  return v;
+}
+
+// Every block of a sequence's table that covers cached tokens [tok_begin, tok_end) must be
+// in the cache; a bad id is recorded. Call with every thread of the CTA (two barriers);
+// returns false, uniformly, when one is bad.
+__device__ __forceinline__ bool CheckAttnBlocks(const AttnArgs& a, int64_t s, int64_t tok_begin, int64_t tok_end,
+                                                int* bad_block) {
+  const int32_t* table = a.block_tables + s * a.max_blocks;
+  if (threadIdx.x == 0) *bad_block = 0;
+  __syncthreads();
+  for (int64_t b = tok_begin / a.block_size + threadIdx.x; b * a.block_size < tok_end; b += blockDim.x) {
+    const int64_t id = table[b];
+    if (id < 0 || id >= a.num_blocks) {
+      *bad_block = 1;
+      RecordIndexError(a.err, IndexError::kAttnBlockId, s, id, a.num_blocks, b);
+    }
+  }
+  __syncthreads();
+  return *bad_block == 0;
+}
+
 struct AttnSeq {
   int64_t q0, q1, n, ctx;  // query rows [q0, q1), n = q1 - q0, ctx tokens of context
 };

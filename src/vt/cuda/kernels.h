@@ -24,6 +24,8 @@ void RegisterSamplingKernels();    // sampling.cu
 // How many PagedAttention calls took the tensor-core prefill path (attention_prefill.cu;
 // all queues): lets tests prove which kernel ran.
 int64_t PrefillMmaLaunches();
+// How many PagedAttention calls took the decode kernel (attention_decode.cu; all queues).
+int64_t DecodeAttentionLaunches();
 // How many launches read or wrote an F8E4M3 KV cache (attention.cu, qk_norm_rope.cu; all
 // queues): the attention kernel, the cache-write kernel and the fused prelude.
 struct KvFp8Launches {
