@@ -5,7 +5,9 @@
 // rows. A padding row reads token 0 at position 0 with a context of one token in block 0,
 // and its slot is -1, so it writes no KV entry; its logits rows are computed and ignored.
 // Rows are independent through every op of a layer, so the real rows' results do not
-// depend on the padding. A graph holds the addresses of the buffers it was recorded with:
+// depend on the padding. In a hybrid model a padding row's recurrent-state slot is -1: the
+// Gated DeltaNet ops (vt/ops/gdn.h) write zeros for its outputs and neither read nor write
+// any slot, so a real sequence's state and the free slots are untouched. A graph holds the addresses of the buffers it was recorded with:
 // when any of them is reallocated (StepBufferGeneration moves) every graph is dropped and
 // recorded again on first use.
 #include <algorithm>
@@ -64,13 +66,26 @@ bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
   pad_i32_.resize(sb + 1);
   std::iota(pad_i32_.begin(), pad_i32_.end(), 0);
   meta.query_start_loc = FillPrefix(buffers_.query_start_loc, pad_i32_.data(), Sb + 1, DType::kI32);
+  if (has_recurrent_state()) {
+    pad_i32_.assign(sb, -1);  // padding reads and writes no recurrent state
+    std::copy(step.state_slots.begin(), step.state_slots.end(), pad_i32_.begin());
+    meta.state_slots = FillPrefix(buffers_.state_slots, pad_i32_.data(), Sb, DType::kI32);
+  }
   const vt::Tensor logits = buffers_.logits.Slice(0, 0, Sb);
+  if (padded_eager_) {
+    lm_->Forward(queue_, ids, meta, cache, vt::Tensor(), logits);
+    ++graph_stats_.eager;
+    ++graph_stats_.padded_eager;
+    return true;
+  }
 
   if (StepBufferGeneration().load() != graphs_generation_) {
     graphs_.clear();
     graphs_generation_ = StepBufferGeneration().load();
   }
-  const auto key = std::make_tuple(Sb, cache.key(0).data(), cache.spec().num_blocks, cache.spec().block_size);
+  const void* state0 = cache.spec().state.num_layers > 0 ? cache.state(0).ssm.data() : nullptr;
+  const auto key =
+      std::make_tuple(Sb, cache.key(0).data(), state0, cache.spec().num_blocks, cache.spec().block_size);
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     std::string why_not;
@@ -91,6 +106,7 @@ bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
     it = graphs_.emplace(key, std::move(g)).first;
   }
   it->second.Replay();
+  ++graph_stats_.replays;
   return true;
 }
 
