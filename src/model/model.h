@@ -17,7 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <tuple>
+#include <compare>
 #include <vector>
 
 #include "model/checkpoint.h"
@@ -173,11 +173,16 @@ class Model {
   std::unique_ptr<CausalLM> lm_;
   double last_issue_s_ = 0.0;
 
-  // Recorded decode steps, by (bucket, the cache's first KV tensor, its first recurrent
-  // state tensor or null, its blocks, block size).
+  // Recorded decode steps, by bucket and cache (its blocks, block size and the addresses of
+  // its KV and recurrent-state tensors).
+  struct GraphKey {
+    int64_t bucket = 0, num_blocks = 0, block_size = 0;
+    std::vector<const void*> addresses;
+    auto operator<=>(const GraphKey&) const = default;
+  };
   bool graphs_enabled_ = false;
   bool padded_eager_ = false;
-  std::map<std::tuple<int64_t, const void*, const void*, int64_t, int64_t>, vt::Graph> graphs_;
+  std::map<GraphKey, vt::Graph> graphs_;
   uint64_t graphs_generation_ = 0;  // StepBufferGeneration() when graphs_ was last valid
   GraphStats graph_stats_;
   std::vector<int32_t> pad_i32_;    // host staging of a padded step

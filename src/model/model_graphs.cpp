@@ -83,9 +83,17 @@ bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
     graphs_.clear();
     graphs_generation_ = StepBufferGeneration().load();
   }
-  const void* state0 = cache.spec().state.num_layers > 0 ? cache.state(0).ssm.data() : nullptr;
-  const auto key =
-      std::make_tuple(Sb, cache.key(0).data(), state0, cache.spec().num_blocks, cache.spec().block_size);
+  // Every cache tensor's address is recorded in the graph: a cache made later at other
+  // addresses (a tool's new KvCache) gets a graph of its own.
+  GraphKey key{Sb, cache.spec().num_blocks, cache.spec().block_size, {}};
+  for (int64_t l = 0; l < cache.spec().num_layers; ++l) {
+    key.addresses.push_back(cache.key(l).data());
+    key.addresses.push_back(cache.value(l).data());
+  }
+  for (int64_t l = 0; l < cache.spec().state.num_layers; ++l)
+    for (const vt::Tensor* t : {&cache.state(l).conv_q, &cache.state(l).conv_k, &cache.state(l).conv_v,
+                                &cache.state(l).ssm})
+      key.addresses.push_back(t->data());
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     std::string why_not;
