@@ -1,10 +1,8 @@
 // The engine serving hybrid Gated DeltaNet models on CUDA with decode steps replayed from
-// graphs: the fixtures' five prompts with different max_tokens (requests finish mid-batch,
-// so the batch shrinks through the buckets and padding rows appear), a one-token request
-// that joins after three steps (its first token runs at position 0 inside a replayed step,
-// in a slot the model zeroes first), and a KV budget small enough that requests are
-// preempted mid-batch and recomputed. Per fixture (qwen3-next-tiny, qwen3_5-tiny,
-// qwen3_5-moe-tiny; f32 activations):
+// graphs, in the run of tests/engine/hybrid_serve.h (requests finishing mid-batch, a
+// one-token request joining at position 0 inside a decode step, and with a small KV budget
+// preemption mid-batch). Per fixture (qwen3-next-tiny, qwen3_5-tiny, qwen3_5-moe-tiny; f32
+// activations) and budget:
 //  - with graphs the decode steps were replays (graph_stats), --enforce-eager replayed none;
 //  - every request's tokens equal, all of them, those of the same engine whose model runs the
 //    replays' padded steps eagerly (Model::set_padded_eager_steps: the same computation);
@@ -14,71 +12,27 @@
 // Without a GPU: SKIPPED.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
-#include <map>
 #include <string>
 
-#include "engine/engine.h"
-#include "engine/engine_test_util.h"
+#include "engine/hybrid_serve.h"
 #include "model/model_oracle.h"
 #include "vt/registry.h"
 
 namespace vtllm::engine {
 namespace {
 
-using test_util::Greedy;
-using test_util::Id;
+using test_util::HybridServeResult;
+using test_util::TokenList;
 
-enum class Mode { kGraphs, kPaddedEager, kEnforceEager };
-
-struct Result {
-  std::map<std::string, std::vector<int32_t>> tokens;
-  model::Model::GraphStats stats;
-  uint64_t preemptions = 0;
-};
-
-Result Serve(const std::string& dir, Mode mode, bool small_kv) {
+HybridServeResult Serve(const std::string& dir, bool enforce_eager, bool padded_eager, bool small_kv) {
   model::LoadOptions o;
   o.device = vt::Device::Cuda(0);
   o.dtype = vt::DType::kF32;
-  o.enforce_eager = mode == Mode::kEnforceEager;
+  o.enforce_eager = enforce_eager;
   o.progress = false;
-  std::shared_ptr<model::Model> m = model::Model::Load(dir, o);
-  m->set_padded_eager_steps(mode == Mode::kPaddedEager);
-  EngineConfig c;
-  c.model_dir = dir;
-  c.load = o;
-  c.max_model_len = 128;
-  c.max_num_seqs = 8;
-  c.use_generation_config = false;
-  // Small: the 8 state slots and 9 blocks of 16 tokens (the longest request alone needs 8).
-  if (small_kv) c.kv_cache_memory_bytes = 8 * m->StateBytesPerSlot() + 9 * m->KvCacheBytesPerBlock(16);
-  Engine e(c, m, std::nullopt);
-  const auto cases = model::testing::ReadOracle(dir);
-  const int64_t max_tokens[] = {24, 9, 17, 4, 13};
-  for (size_t i = 0; i < cases.size() && i < 5; ++i) e.AddRequest(Greedy(Id(i), cases[i].prompt, max_tokens[i]));
-  Result r;
-  for (int step = 0; e.HasUnfinished() && step < 10000; ++step) {
-    if (step == 3) e.AddRequest(Greedy("joins", {cases[0].prompt[0]}, 10));
-    for (const RequestOutput& out : e.Step())
-      for (const CompletionDelta& d : out.completions)
-        r.tokens[out.request_id].insert(r.tokens[out.request_id].end(), d.token_ids.begin(), d.token_ids.end());
-  }
-  EXPECT_FALSE(e.HasUnfinished());
-  EXPECT_EQ(e.num_free_blocks(), e.num_total_blocks());
-  EXPECT_EQ(e.num_free_state_slots(), e.num_state_slots());
-  r.stats = m->graph_stats();
-  r.preemptions = e.metrics().num_preemptions;
-  return r;
-}
-
-std::string Tokens(const std::vector<int32_t>& v) {
-  std::string s;
-  for (int32_t t : v) {  // append, not operator+ (GCC 12 warns falsely on it at -O3)
-    if (!s.empty()) s.push_back(',');
-    s.append(std::to_string(t));
-  }
-  return s;
+  return test_util::ServeHybrid(dir, o, padded_eager, small_kv);
 }
 
 TEST(EngineCuda, HybridGraphReplaysGiveTheEagerEnginesTokens) {
@@ -90,10 +44,10 @@ TEST(EngineCuda, HybridGraphReplaysGiveTheEagerEnginesTokens) {
     for (const bool small_kv : {false, true}) {
       const std::string what = std::string(name) + (small_kv ? ", 9 KV blocks" : ", ample KV");
       const int64_t rule = vt::DispatchCount(vt::OpId::kGatedDeltaRule, vt::DeviceType::kCUDA);
-      const Result g = Serve(dir, Mode::kGraphs, small_kv);
+      const HybridServeResult g = Serve(dir, false, false, small_kv);
       EXPECT_GT(vt::DispatchCount(vt::OpId::kGatedDeltaRule, vt::DeviceType::kCUDA), rule) << what;
-      const Result p = Serve(dir, Mode::kPaddedEager, small_kv);
-      const Result e = Serve(dir, Mode::kEnforceEager, small_kv);
+      const HybridServeResult p = Serve(dir, false, true, small_kv);
+      const HybridServeResult e = Serve(dir, true, false, small_kv);
       std::printf("[%s] graphs: %lld recorded, %lld replays, %lld eager steps, %llu preemptions\n", what.c_str(),
                   static_cast<long long>(g.stats.captures), static_cast<long long>(g.stats.replays),
                   static_cast<long long>(g.stats.eager), static_cast<unsigned long long>(g.preemptions));
@@ -107,15 +61,15 @@ TEST(EngineCuda, HybridGraphReplaysGiveTheEagerEnginesTokens) {
       }
       ASSERT_EQ(g.tokens.size(), 6u) << what;
       for (const auto& [id, toks] : g.tokens) {
-        EXPECT_EQ(Tokens(toks), Tokens(p.tokens.at(id))) << what << " " << id << ": replayed vs padded eager steps";
+        EXPECT_EQ(TokenList(toks), TokenList(p.tokens.at(id))) << what << " " << id << ": replayed vs padded eager steps";
         const std::vector<int32_t>& want = e.tokens.at(id);
         ASSERT_EQ(toks.size(), want.size()) << what << " " << id;
         size_t n = toks.size();
         if (id != "joins") n = std::min(n, model::testing::StepsBeforeNearTie(cases[std::stoul(id.substr(1))].margins));
         size_t agree = 0;
         while (agree < toks.size() && toks[agree] == want[agree]) ++agree;
-        EXPECT_GE(agree, n) << what << " " << id << ": graphs " << Tokens(toks) << " vs --enforce-eager "
-                            << Tokens(want) << " (checked up to token " << n << ")";
+        EXPECT_GE(agree, n) << what << " " << id << ": graphs " << TokenList(toks) << " vs --enforce-eager "
+                            << TokenList(want) << " (checked up to token " << n << ")";
       }
     }
   }
