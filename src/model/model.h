@@ -11,13 +11,13 @@
 //   std::vector<float> logits = model->Forward(prompt_ids, positions, {&cache, &seq});
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
-#include <compare>
 #include <vector>
 
 #include "model/checkpoint.h"

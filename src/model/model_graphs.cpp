@@ -7,9 +7,9 @@
 // Rows are independent through every op of a layer, so the real rows' results do not
 // depend on the padding. In a hybrid model a padding row's recurrent-state slot is -1: the
 // Gated DeltaNet ops (vt/ops/gdn.h) write zeros for its outputs and neither read nor write
-// any slot, so a real sequence's state and the free slots are untouched. A graph holds the addresses of the buffers it was recorded with:
-// when any of them is reallocated (StepBufferGeneration moves) every graph is dropped and
-// recorded again on first use.
+// any slot, so a real sequence's state and the free slots are untouched. A graph holds the
+// addresses of the buffers it was recorded with: when any of them is reallocated
+// (StepBufferGeneration moves) every graph is dropped and recorded again on first use.
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
