@@ -80,9 +80,6 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   ctx.progress = progress.get();
   model->lm_ = arch.create(ctx);
   if (progress) progress->Finish();
-  // Recorded decode graphs do not carry the recurrent-state slots yet: hybrid models run
-  // their steps eagerly.
-  if (model->has_recurrent_state()) model->graphs_enabled_ = false;
   return model;
 }
 
@@ -202,12 +199,14 @@ void Model::CheckStep(const StepInput& step, const KvCacheTensors& cache) const 
 vt::Tensor Model::Execute(const StepInput& step, const KvCacheTensors& cache) {
   const auto issue_start = std::chrono::steady_clock::now();
   CheckStep(step, cache);
+  // A sequence starting at position 0 starts from a zero state. The zeroing is a copy from
+  // the host, outside any recorded graph, ordered with the queue's work as the step's input
+  // copies are (vt's copies synchronise with the queue's stream).
   if (has_recurrent_state())
     for (int64_t s = 0; s < step.num_seqs(); ++s)
       if (step.positions[static_cast<size_t>(step.query_start_loc[static_cast<size_t>(s)])] == 0)
         cache.ZeroStateSlot(step.state_slots[static_cast<size_t>(s)]);
-  if (graphs_enabled_ && ExecuteGraph(step, cache)) {
-    ++graph_stats_.replays;
+  if ((graphs_enabled_ || padded_eager_) && ExecuteGraph(step, cache)) {
     last_issue_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - issue_start).count();
     return buffers_.logits.Slice(0, 0, step.num_logit_rows());
   }

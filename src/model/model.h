@@ -11,13 +11,13 @@
 //   std::vector<float> logits = model->Forward(prompt_ids, positions, {&cache, &seq});
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "model/checkpoint.h"
@@ -126,16 +126,23 @@ class Model {
   // Decode steps (one new token per sequence, every row sampled, at most kMaxGraphBatch
   // sequences) on CUDA replay a graph recorded for their batch-size bucket (1, 2, 4, 8, then
   // multiples of 8), the batch padded up to it, unless the model was loaded with
-  // enforce_eager or set_step_graphs(false). Counts, for tests and benchmarks:
+  // enforce_eager or set_step_graphs(false). Hybrid models too: their padding rows have
+  // state slot -1 (model_graphs.cpp). Counts, for tests and benchmarks:
   struct GraphStats {
     int64_t captures = 0;  // graphs recorded
     int64_t replays = 0;   // steps run as a replay
     int64_t eager = 0;     // steps run eagerly
+    int64_t padded_eager = 0;  // of the eager steps, those run padded (set_padded_eager_steps)
   };
   static constexpr int64_t kMaxGraphBatch = 512;
   static int64_t GraphBucket(int64_t num_seqs);
   bool step_graphs() const { return graphs_enabled_; }
   void set_step_graphs(bool on);  // recorded graphs are kept while off (on CPU, graphs stay off)
+  // Decode steps a graph would run take the replay's inputs (padded to the bucket, in the
+  // same buffers) but run eagerly, on any device, in place of a replay: a test compares a
+  // replay with this computation bit for bit, and the CPU tests the padding rows with it.
+  bool padded_eager_steps() const { return padded_eager_; }
+  void set_padded_eager_steps(bool on) { padded_eager_ = on; }
   const GraphStats& graph_stats() const { return graph_stats_; }
 
  private:
@@ -146,8 +153,9 @@ class Model {
   void CheckStep(const StepInput& step, const KvCacheTensors& cache) const;
   // Copies n host values of `dtype` into the first n of a step buffer; returns that view.
   static vt::Tensor FillPrefix(const vt::Tensor& dst, const void* src, int64_t n, vt::DType dtype);
-  // Runs a decode step as a graph replay (model_graphs.cpp); false when the step is not one
-  // a graph runs (then nothing was enqueued).
+  // Runs a decode step as a graph replay (model_graphs.cpp), or padded and eagerly with
+  // padded_eager_; counts it in graph_stats_. False when the step is not one a graph runs
+  // (then nothing was enqueued).
   bool ExecuteGraph(const StepInput& step, const KvCacheTensors& cache);
 
   // Persistent device buffers of a step (flat; each step takes views of their first rows).
@@ -165,9 +173,16 @@ class Model {
   std::unique_ptr<CausalLM> lm_;
   double last_issue_s_ = 0.0;
 
-  // Recorded decode steps, by (bucket, the cache's first tensor, its blocks, block size).
+  // Recorded decode steps, by bucket and cache (its blocks, block size and the addresses of
+  // its KV and recurrent-state tensors).
+  struct GraphKey {
+    int64_t bucket = 0, num_blocks = 0, block_size = 0;
+    std::vector<const void*> addresses;
+    auto operator<=>(const GraphKey&) const = default;
+  };
   bool graphs_enabled_ = false;
-  std::map<std::tuple<int64_t, const void*, int64_t, int64_t>, vt::Graph> graphs_;
+  bool padded_eager_ = false;
+  std::map<GraphKey, vt::Graph> graphs_;
   uint64_t graphs_generation_ = 0;  // StepBufferGeneration() when graphs_ was last valid
   GraphStats graph_stats_;
   std::vector<int32_t> pad_i32_;    // host staging of a padded step

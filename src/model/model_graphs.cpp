@@ -5,9 +5,11 @@
 // rows. A padding row reads token 0 at position 0 with a context of one token in block 0,
 // and its slot is -1, so it writes no KV entry; its logits rows are computed and ignored.
 // Rows are independent through every op of a layer, so the real rows' results do not
-// depend on the padding. A graph holds the addresses of the buffers it was recorded with:
-// when any of them is reallocated (StepBufferGeneration moves) every graph is dropped and
-// recorded again on first use.
+// depend on the padding. In a hybrid model a padding row's recurrent-state slot is -1: the
+// Gated DeltaNet ops (vt/ops/gdn.h) write zeros for its outputs and neither read nor write
+// any slot, so a real sequence's state and the free slots are untouched. A graph holds the
+// addresses of the buffers it was recorded with: when any of them is reallocated
+// (StepBufferGeneration moves) every graph is dropped and recorded again on first use.
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -64,13 +66,34 @@ bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
   pad_i32_.resize(sb + 1);
   std::iota(pad_i32_.begin(), pad_i32_.end(), 0);
   meta.query_start_loc = FillPrefix(buffers_.query_start_loc, pad_i32_.data(), Sb + 1, DType::kI32);
+  if (has_recurrent_state()) {
+    pad_i32_.assign(sb, -1);  // padding reads and writes no recurrent state
+    std::copy(step.state_slots.begin(), step.state_slots.end(), pad_i32_.begin());
+    meta.state_slots = FillPrefix(buffers_.state_slots, pad_i32_.data(), Sb, DType::kI32);
+  }
   const vt::Tensor logits = buffers_.logits.Slice(0, 0, Sb);
+  if (padded_eager_) {
+    lm_->Forward(queue_, ids, meta, cache, vt::Tensor(), logits);
+    ++graph_stats_.eager;
+    ++graph_stats_.padded_eager;
+    return true;
+  }
 
   if (StepBufferGeneration().load() != graphs_generation_) {
     graphs_.clear();
     graphs_generation_ = StepBufferGeneration().load();
   }
-  const auto key = std::make_tuple(Sb, cache.key(0).data(), cache.spec().num_blocks, cache.spec().block_size);
+  // Every cache tensor's address is recorded in the graph: a cache made later at other
+  // addresses (a tool's new KvCache) gets a graph of its own.
+  GraphKey key{Sb, cache.spec().num_blocks, cache.spec().block_size, {}};
+  for (int64_t l = 0; l < cache.spec().num_layers; ++l) {
+    key.addresses.push_back(cache.key(l).data());
+    key.addresses.push_back(cache.value(l).data());
+  }
+  for (int64_t l = 0; l < cache.spec().state.num_layers; ++l)
+    for (const vt::Tensor* t : {&cache.state(l).conv_q, &cache.state(l).conv_k, &cache.state(l).conv_v,
+                                &cache.state(l).ssm})
+      key.addresses.push_back(t->data());
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     std::string why_not;
@@ -91,6 +114,7 @@ bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
     it = graphs_.emplace(key, std::move(g)).first;
   }
   it->second.Replay();
+  ++graph_stats_.replays;
   return true;
 }
 

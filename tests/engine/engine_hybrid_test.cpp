@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
+#include "engine/hybrid_serve.h"
 #include "model/model_oracle.h"
 #include "vt/error.h"
 
@@ -109,6 +110,29 @@ TEST(EngineHybrid, PreemptedRequestsResumeWithTheSameTokens) { CheckPreemption(k
 // Qwen3.5-MoE: every layer's MLP a sparse MoE with a gated shared expert, experts fused.
 TEST(EngineHybrid, Qwen3_5MoeGreedyAloneMatchesHfAndBatchesMatchAlone) { CheckGreedyAndBatching(kQwen35Moe); }
 TEST(EngineHybrid, Qwen3_5MoePreemptedRequestsResumeWithTheSameTokens) { CheckPreemption(kQwen35Moe); }
+
+// Decode steps padded to their CUDA graph bucket (Model::set_padded_eager_steps: padding rows
+// with state slot -1), run eagerly on the CPU, give every request the tokens of the unpadded
+// engine, with requests finishing and preempted mid-batch and one joining at position 0
+// (tests/engine/hybrid_serve.h).
+TEST(EngineHybrid, PaddedDecodeStepsGiveTheUnpaddedTokens) {
+  for (const std::string& dir : {kNext, kQwen35Moe}) {
+    for (const bool small_kv : {false, true}) {
+      const auto o = model::testing::CpuOptions(vt::DType::kF32);
+      const test_util::HybridServeResult padded = test_util::ServeHybrid(dir, o, true, small_kv);
+      const test_util::HybridServeResult plain = test_util::ServeHybrid(dir, o, false, small_kv);
+      EXPECT_GT(padded.stats.padded_eager, 0) << dir;
+      EXPECT_EQ(plain.stats.padded_eager, 0) << dir;
+      if (small_kv) {
+        EXPECT_GT(padded.preemptions, 0u) << dir;
+      }
+      ASSERT_EQ(padded.tokens.size(), 6u) << dir;
+      for (const auto& [id, toks] : plain.tokens)
+        EXPECT_EQ(test_util::TokenList(padded.tokens.at(id)), test_util::TokenList(toks))
+            << dir << " " << id << (small_kv ? " with 9 KV blocks" : "");
+    }
+  }
+}
 
 TEST(EngineHybrid, AbortedRequestsGiveTheirSlotsBack) {
   const auto cases = model::testing::ReadOracle(kNext);

@@ -314,6 +314,77 @@ TEST_P(GdnTest, CausalConv1dResumedEqualsOneGo) {
   EXPECT_EQ(std::memcmp(s_steps.data(), s_whole.data(), s_whole.nbytes()), 0);
 }
 
+// A decode step padded to a CUDA graph's bucket (model_graphs.cpp): 5 real one-token rows
+// and 3 padding rows with slot -1, over 8 slots of which 3 are named by no one. The padding
+// rows' outputs are 0; every slot not named keeps its bytes (conv and delta-rule state); the
+// real rows' outputs and states are byte for byte those of the same step without padding.
+TEST_P(GdnTest, GraphPaddingRowsTouchNoState) {
+  const vt::Queue q = vt::Queue::Cpu(GetParam());
+  const std::vector<int> padded_lens(8, 1), real_lens(5, 1);
+  const std::vector<int32_t> padded_slots = {6, 0, 3, 7, 1, -1, -1, -1};
+  const std::vector<int32_t> real_slots(padded_slots.begin(), padded_slots.begin() + 5);
+  const int64_t num_slots = 8, T = 8, Treal = 5;
+  const int32_t unnamed[] = {2, 4, 5};
+  {  // the delta rule (r = 2, dk != dv), both forms
+    const GdnBatch padded = MakeGdn(padded_lens, padded_slots, num_slots, 2, 4, 16, 8, 21);
+    GdnBatch real = padded;  // the first 5 rows of every input
+    real.qs = Starts(real_lens);
+    real.slot = real_slots;
+    real.T = Treal;
+    real.q.resize(static_cast<size_t>(Treal * 2 * 16));
+    real.k.resize(static_cast<size_t>(Treal * 2 * 16));
+    real.v.resize(static_cast<size_t>(Treal * 4 * 8));
+    real.a.resize(static_cast<size_t>(Treal * 4));
+    real.b.resize(static_cast<size_t>(Treal * 4));
+    for (int chunk : {0, 64}) {
+      SCOPED_TRACE(::testing::Message() << "GatedDeltaRule chunk_size " << chunk);
+      const Tensor s_pad = Clone(F32(padded.state, {num_slots, 4, 16, 8})), s_real = Clone(s_pad);
+      const Tensor o_pad = RunGdn(q, padded, s_pad, chunk), o_real = RunGdn(q, real, s_real, chunk);
+      const size_t row = 4 * 8, per_slot = 4 * 16 * 8;
+      EXPECT_EQ(std::memcmp(o_pad.data(), o_real.data(), Treal * row * sizeof(float)), 0)
+          << "the real rows' outputs differ from the unpadded step's";
+      for (size_t i = Treal * row; i < T * row; ++i)
+        ASSERT_EQ(o_pad.data_as<float>()[i], 0.0f) << "padding output element " << i << " (row " << i / row << ")";
+      EXPECT_EQ(std::memcmp(s_pad.data(), s_real.data(), s_pad.nbytes()), 0)
+          << "the state after the padded step differs from the state after the unpadded step";
+      for (int32_t s : unnamed)
+        EXPECT_EQ(std::memcmp(s_pad.data_as<float>() + s * per_slot, padded.state.data() + s * per_slot,
+                              per_slot * sizeof(float)),
+                  0)
+            << "slot " << s << ", named by no row, changed";
+    }
+  }
+  for (DType dt : {DType::kF32, DType::kBF16}) {  // the conv
+    SCOPED_TRACE(::testing::Message() << "CausalConv1d " << vt::DTypeName(dt));
+    const int64_t C = 19, Kw = 4;
+    std::mt19937 rng(77);
+    const std::vector<float> xv = Randn(static_cast<size_t>(T * C), rng);
+    const Tensor x_pad = vt_test::MakeTensor(xv, {T, C}, dt);
+    const Tensor x_real = vt_test::MakeTensor(std::vector<float>(xv.begin(), xv.begin() + Treal * C), {Treal, C}, dt);
+    const Tensor w = vt_test::MakeTensor(Randn(static_cast<size_t>(C * Kw), rng, 0.5f), {C, Kw}, dt);
+    const Tensor st0 = vt_test::MakeTensor(Randn(static_cast<size_t>(num_slots * C * (Kw - 1)), rng),
+                                           {num_slots, C, Kw - 1}, dt);
+    const Tensor s_pad = Clone(st0), s_real = Clone(st0);
+    const Tensor o_pad = Tensor::Empty({T, C}, dt), o_real = Tensor::Empty({Treal, C}, dt);
+    std::memset(o_pad.data(), 0x5A, o_pad.nbytes());
+    vt::CausalConv1d(q, o_pad, x_pad, w, s_pad, I32(Starts(padded_lens)), I32(padded_slots));
+    vt::CausalConv1d(q, o_real, x_real, w, s_real, I32(Starts(real_lens)), I32(real_slots));
+    const size_t row_bytes = static_cast<size_t>(C) * vt::DTypeSize(dt);
+    EXPECT_EQ(std::memcmp(o_pad.data(), o_real.data(), Treal * row_bytes), 0)
+        << "the real rows' outputs differ from the unpadded step's";
+    for (int64_t i = Treal * C; i < T * C; ++i)
+      ASSERT_EQ(vt_test::ValueAt(o_pad, i), 0.0) << "padding output element " << i << " (row " << i / C << ")";
+    EXPECT_EQ(std::memcmp(s_pad.data(), s_real.data(), s_pad.nbytes()), 0)
+        << "the conv state after the padded step differs from the state after the unpadded step";
+    const size_t slot_bytes = static_cast<size_t>(C * (Kw - 1)) * vt::DTypeSize(dt);
+    for (int32_t s : unnamed)
+      EXPECT_EQ(std::memcmp(static_cast<const char*>(s_pad.data()) + s * slot_bytes,
+                            static_cast<const char*>(st0.data()) + s * slot_bytes, slot_bytes),
+                0)
+          << "slot " << s << ", named by no row, changed";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Threads, GdnTest, ::testing::Values(1, 3));
 
 // Qwen3NextRMSNorm in float64: y = x / sqrt(mean(x^2) + eps) * (1 + w), one rounding.
@@ -357,6 +428,7 @@ TEST(GdnOps, BadBatchesThrow) {
   const Tensor st = F32(std::vector<float>(2 * 4 * 2, 0.0f), {2, 4, 2}), out = Tensor::Empty({3, 4}, DType::kF32);
   EXPECT_THROW(vt::CausalConv1d(q, out, x, w, st, I32({0, 1, 3}), I32({0, 0})), vt::Error);  // shared slot
   EXPECT_THROW(vt::CausalConv1d(q, out, x, w, st, I32({0, 1, 3}), I32({0, 2})), vt::Error);  // slot out of range
+  EXPECT_THROW(vt::CausalConv1d(q, out, x, w, st, I32({0, 1, 3}), I32({0, -2})), vt::Error);  // padding is -1 only
   EXPECT_THROW(vt::CausalConv1d(q, out, x, w, st, I32({0, 1, 2}), I32({0, 1})), vt::Error);  // does not end at T
   EXPECT_THROW(vt::CausalConv1d(q, out, x, w, st, I32({0, 3}), I32({0, 1})), vt::Error);     // shape of query_start
   EXPECT_THROW(vt::CausalConv1d(q, out, x, F32(std::vector<float>(4 * 2, 1.0f), {4, 2}), st, I32({0, 3}), I32({0})),

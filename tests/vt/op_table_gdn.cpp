@@ -35,6 +35,7 @@ struct Batch {
 const Batch kBatches[] = {
     {{1}, {0}, 1},                            // one decode row
     {{1, 1, 1, 1}, {3, 0, 2, -1}, 5},         // a decode step with a padding row
+    {{1, 1, 1, 1, 1, 1, 1, 1}, {6, 0, 3, 7, 1, -1, -1, -1}, 8},  // 5 rows padded to a graph's bucket of 8
     {{70, 1, 3, 1, 9}, {4, 0, 2, 6, 1}, 7},   // prefill over a chunk boundary mixed with decodes
 };
 

@@ -6,9 +6,8 @@
 #include "model/config.h"
 #include "model/layers/activation_buffers.h"
 #include "model/layers/attention.h"
-#include "model/layers/mlp.h"
-#include "model/layers/moe.h"
 #include "model/layers/rotary.h"
+#include "model/models/decoder_parts.h"
 #include "model/progress.h"
 #include "model/quant_config.h"
 #include "vt/error.h"
@@ -20,30 +19,19 @@ namespace vtllm::model {
 
 std::vector<vt::OpId> DecoderOps(const QuantConfig& quant, vt::DType act) {
   using vt::OpId;
-  std::vector<OpId> ops = {OpId::kEmbedding, OpId::kRmsNorm, OpId::kQkNormRopeCacheWrite, OpId::kPagedAttention,
-                           OpId::kMatmul,    OpId::kSiluMul};
-  if (quant.method == QuantMethod::kFp8Block || quant.method == QuantMethod::kFp8ChannelToken ||
-      quant.method == QuantMethod::kFp8Online) {
-    ops.push_back(OpId::kQuantFp8PerTokenGroup);
-    ops.push_back(OpId::kMatmulFp8GroupScaled);
-  }
-  if (quant.method == QuantMethod::kFp8Static) {
-    ops.push_back(OpId::kMatmulFp8);
-    ops.push_back(OpId::kQuantFp8Static);
-    if (act == vt::DType::kBF16) {  // the fused recipes serve BF16 activations
-      ops.push_back(OpId::kRmsNormQuantFp8);
-      ops.push_back(OpId::kSiluMulQuantFp8);
-    }
+  std::vector<OpId> ops = {OpId::kEmbedding, OpId::kRmsNorm, OpId::kQkNormRopeCacheWrite, OpId::kPagedAttention};
+  for (OpId op : LinearOps(quant)) ops.push_back(op);
+  ops.push_back(OpId::kSiluMul);
+  if (quant.method == QuantMethod::kFp8Static && act == vt::DType::kBF16) {  // the fused recipes serve BF16
+    ops.push_back(OpId::kRmsNormQuantFp8);
+    ops.push_back(OpId::kSiluMulQuantFp8);
   }
   return ops;
 }
 
 std::vector<vt::OpId> MoeDecoderOps(const QuantConfig& quant, vt::DType act) {
   std::vector<vt::OpId> ops = DecoderOps(quant, act);
-  ops.push_back(vt::OpId::kMoeTopKRouting);
-  ops.push_back(vt::OpId::kMoeExperts);
-  if (quant.method == QuantMethod::kFp8Static) ops.push_back(vt::OpId::kMoeExpertsFp8);
-  ops.push_back(vt::OpId::kSigmoidGatedAdd);  // the shared expert's gate, where there is one
+  for (vt::OpId op : MoeBlockOps(quant)) ops.push_back(op);
   return ops;
 }
 
@@ -55,9 +43,7 @@ using vt::Tensor;
 struct Layer {
   Tensor input_norm, post_norm;
   Attention attn;
-  bool sparse = false;  // a mixture-of-experts layer (moe), else a dense MLP (mlp)
-  GatedMlp mlp;
-  SparseMoeBlock moe;
+  FeedForward ff;
 };
 
 class Decoder final : public CausalLM {
@@ -70,7 +56,6 @@ class Decoder final : public CausalLM {
     H_ = cfg_.hidden_size;
     Hk_ = cfg_.num_key_value_heads;
     D_ = cfg_.head_dim;
-    V_ = cfg_.vocab_size;
     VT_CHECK(Hk_ > 0 && cfg_.num_attention_heads % Hk_ == 0, cfg_.architecture, ": num_attention_heads ",
              cfg_.num_attention_heads, " must be a multiple of num_key_value_heads ", Hk_);
     VT_CHECK(cfg_.hidden_act == "silu" || cfg_.hidden_act == "swish", cfg_.architecture, ": hidden_act \"",
@@ -81,8 +66,7 @@ class Decoder final : public CausalLM {
     // directly, so it runs the steps unfused.
     fuse_quant_ = act_ == DType::kBF16;
 
-    embed_ = LoadFloatWeight(ckpt, "model.embed_tokens.weight", {V_, H_}, device_);
-    if (ctx.progress) ctx.progress->Advance(ckpt.Info("model.embed_tokens.weight").nbytes());
+    embed_ = LoadEmbedding(ctx, "model.");
     RopeParams rope;
     rope.head_dim = D_;
     rope.theta = cfg_.rope_theta;
@@ -109,52 +93,26 @@ class Decoder final : public CausalLM {
       L.input_norm = LoadFloatWeight(ckpt, p + "input_layernorm.weight", {H_}, device_);
       L.post_norm = LoadFloatWeight(ckpt, p + "post_attention_layernorm.weight", {H_}, device_);
       L.attn = Attention::Load(lc, p + "self_attn.", as);
-      L.sparse = cfg_.IsSparseLayer(l);
-      if (L.sparse) {
-        L.moe = SparseMoeBlock::Load(lc, p + "mlp.",
-                                     {.hidden = H_, .intermediate = cfg_.moe_intermediate_size,
-                                      .num_experts = cfg_.num_experts, .top_k = cfg_.num_experts_per_tok,
-                                      .norm_topk_prob = cfg_.norm_topk_prob,
-                                      .shared_intermediate = cfg_.shared_expert_intermediate_size});
-      } else {
-        L.mlp = GatedMlp::Load(lc, p + "mlp.", H_, cfg_.intermediate_size);
-      }
+      L.ff = FeedForward::Load(lc, p + "mlp.", cfg_, l);
       layers_.push_back(std::move(L));
       if (ctx.progress) ctx.progress->Advance(ckpt.prefix_bytes(p));
     }
     final_norm_ = LoadFloatWeight(ckpt, "model.norm.weight", {H_}, device_);
-    // lm_head stays unquantized unless the checkpoint stores it in FP8 and the config agrees.
-    const bool tied = cfg_.tie_word_embeddings || !ckpt.Has("lm_head.weight");
-    const std::string head = tied ? "model.embed_tokens" : "lm_head";
-    QuantConfig none;
-    LinearContext head_ctx = lc;
-    const bool head_fp8 = !tied && ckpt.Info("lm_head.weight").dtype == DType::kF8E4M3;
-    if (!head_fp8) head_ctx.quant = &none;
-    lm_head_ = Linear::Load(head_ctx, {{head, V_}}, H_, false);
-    if (ctx.progress && !tied) ctx.progress->Advance(ckpt.Info("lm_head.weight").nbytes());
-    if (ctx.progress) ctx.progress->Advance(ckpt.Info("model.norm.weight").nbytes());
+    lm_head_ = LoadLmHead(ctx, "model.");
   }
 
   int64_t weight_bytes() const override {
     int64_t b = static_cast<int64_t>(final_norm_.nbytes()) + lm_head_.weight_bytes();
     for (const Layer& L : layers_)
       b += static_cast<int64_t>(L.input_norm.nbytes() + L.post_norm.nbytes()) + L.attn.weight_bytes() +
-           (L.sparse ? L.moe.active_weight_bytes() : L.mlp.weight_bytes());
+           L.ff.weight_bytes();
     // The embedding table is gathered (one row per token), not read whole; a MoE layer
     // counts what one token reads (the router and its top-k experts).
     return b;
   }
 
   KvCacheSpec CacheSpec(int64_t num_blocks, int64_t block_size, vt::Device device) const override {
-    KvCacheSpec s;
-    s.num_layers = static_cast<int64_t>(layers_.size());
-    s.num_kv_heads = Hk_;
-    s.head_dim = D_;
-    s.block_size = block_size;
-    s.num_blocks = num_blocks;
-    s.dtype = kv_;
-    s.device = device;
-    return s;
+    return AttentionCacheSpec(static_cast<int64_t>(layers_.size()), Hk_, D_, num_blocks, block_size, kv_, device);
   }
 
   // ids [T] -> embedding -> N x [norm -> attention -> norm -> MLP] (residual stream) -> final
@@ -166,34 +124,25 @@ class Decoder final : public CausalLM {
     VT_CHECK(cache.spec().dtype == kv_ && cache.spec().num_layers == static_cast<int64_t>(layers_.size()),
              "Forward: the KV cache (", cache.spec().num_layers, " layers of ", vt::DTypeName(cache.spec().dtype),
              ") does not match the model (", layers_.size(), " layers of ", vt::DTypeName(kv_), ")");
-    Tensor residual = buffers_.Get(kSlotResidual, T, H_, act_), hidden = buffers_.Get(kSlotHidden, T, H_, act_);
-    Tensor normed = buffers_.Get(kSlotNormed, T, H_, act_);
-    Tensor attn_out = buffers_.Get(kSlotAttnOut, T, H_, act_);
+    const ResidualStream rs(buffers_, T, H_, act_);
+    const Tensor &residual = rs.residual, &hidden = rs.hidden, &normed = rs.normed, &attn_out = rs.mixed;
 
     vt::Embedding(q, residual, embed_, ids);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const Layer& L = layers_[l];
-      // Layer 0 normalises the embeddings; later layers first add their input to the residual.
-      const Tensor& x = l == 0 ? residual : hidden;
-      const Tensor* res = l == 0 ? nullptr : &residual;
-      const Tensor attn_in = NormInto(q, L.attn.qkv(), x, L.input_norm, res, normed, T);
+      const Tensor attn_in = NormInto(q, L.attn.qkv(), rs.Input(l), L.input_norm, rs.AddTo(l), normed, T);
       L.attn.Forward(q, attn_in, m, cache.key(static_cast<int64_t>(l)), cache.value(static_cast<int64_t>(l)),
                      rope_cache_, attn_out, buffers_);
-      if (L.sparse) {  // the router reads the normed activations; FP8 experts quantize them
+      if (L.ff.sparse) {  // the router reads the normed activations; FP8 experts quantize them
         vt::RmsNorm(q, normed, attn_out, L.post_norm, eps_, &residual);
-        L.moe.Forward(q, normed, hidden, buffers_);
+        L.ff.Forward(q, normed, hidden, fuse_quant_, buffers_);
         continue;
       }
-      const Tensor mlp_in = NormInto(q, L.mlp.gate_up(), attn_out, L.post_norm, &residual, normed, T);
-      L.mlp.Forward(q, mlp_in, hidden, fuse_quant_, buffers_);
+      const Tensor mlp_in = NormInto(q, L.ff.mlp.gate_up(), attn_out, L.post_norm, &residual, normed, T);
+      L.ff.Forward(q, mlp_in, hidden, fuse_quant_, buffers_);
     }
     vt::RmsNorm(q, normed, hidden, final_norm_, eps_, &residual);
-    Tensor rows = normed;
-    if (logit_rows.defined()) {
-      rows = buffers_.Get(kSlotRows, logit_rows.dim(0), H_, act_);
-      vt::Embedding(q, rows, normed, logit_rows);  // a row gather
-    }
-    lm_head_.Apply(q, rows, logits);
+    ApplyLmHead(q, lm_head_, normed, logit_rows, logits, buffers_);
   }
 
  private:
@@ -215,7 +164,7 @@ class Decoder final : public CausalLM {
   vt::Device device_;
   DType act_ = DType::kBF16;
   DType kv_ = DType::kBF16;  // the KV cache's dtype
-  int64_t H_ = 0, Hk_ = 0, D_ = 0, V_ = 0;
+  int64_t H_ = 0, Hk_ = 0, D_ = 0;
   float eps_ = 1e-6f;
   bool fuse_quant_ = true;
   Tensor embed_, final_norm_, rope_cache_;

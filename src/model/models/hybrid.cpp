@@ -7,8 +7,7 @@
 #include "model/layers/activation_buffers.h"
 #include "model/layers/gated_attention.h"
 #include "model/layers/gated_deltanet.h"
-#include "model/layers/mlp.h"
-#include "model/layers/moe.h"
+#include "model/models/decoder_parts.h"
 #include "model/progress.h"
 #include "vt/error.h"
 #include "vt/ops/embedding.h"
@@ -19,19 +18,11 @@ namespace vtllm::model {
 std::vector<vt::OpId> HybridDecoderOps(const QuantConfig& quant, vt::DType act) {
   (void)act;
   using vt::OpId;
-  std::vector<OpId> ops = {OpId::kEmbedding,      OpId::kRmsNormZeroCentred, OpId::kQkNormRopeCacheWrite,
-                           OpId::kPagedAttention, OpId::kMatmul,             OpId::kSiluMul,
-                           OpId::kSigmoidGatedAdd, OpId::kCausalConv1d,      OpId::kGatedDeltaRule,
-                           OpId::kRmsNormGated,   OpId::kMoeTopKRouting,     OpId::kMoeExperts};
-  if (quant.method == QuantMethod::kFp8Static) {
-    ops.push_back(OpId::kMatmulFp8);
-    ops.push_back(OpId::kQuantFp8Static);
-    ops.push_back(OpId::kMoeExpertsFp8);
-  }
-  if (quant.method == QuantMethod::kFp8Block || quant.method == QuantMethod::kFp8ChannelToken) {
-    ops.push_back(OpId::kQuantFp8PerTokenGroup);
-    ops.push_back(OpId::kMatmulFp8GroupScaled);
-  }
+  std::vector<OpId> ops = {OpId::kEmbedding,     OpId::kRmsNormZeroCentred, OpId::kQkNormRopeCacheWrite,
+                           OpId::kPagedAttention, OpId::kSiluMul,           OpId::kCausalConv1d,
+                           OpId::kGatedDeltaRule, OpId::kRmsNormGated};
+  for (OpId op : LinearOps(quant)) ops.push_back(op);
+  for (OpId op : MoeBlockOps(quant)) ops.push_back(op);  // kSigmoidGatedAdd: also the attention's output gate
   return ops;
 }
 
@@ -46,9 +37,7 @@ struct HybridLayer {
   int64_t cache_index = 0;       // among the layers of its kind (KV cache layer or state layer)
   GatedDeltaNet gdn;
   GatedAttention attn;
-  bool sparse = false;
-  GatedMlp mlp;
-  SparseMoeBlock moe;
+  FeedForward ff;
 };
 
 class HybridDecoder final : public CausalLM {
@@ -59,7 +48,6 @@ class HybridDecoder final : public CausalLM {
     act_ = ctx.act_dtype;
     kv_ = ctx.kv_dtype;
     H_ = cfg_.hidden_size;
-    V_ = cfg_.vocab_size;
     eps_ = static_cast<float>(cfg_.rms_norm_eps);
     VT_CHECK(cfg_.IsHybrid() && static_cast<int64_t>(cfg_.layer_types.size()) == cfg_.num_hidden_layers,
              cfg_.architecture, ": the config has no layer_types for its ", cfg_.num_hidden_layers, " layers");
@@ -67,8 +55,7 @@ class HybridDecoder final : public CausalLM {
              cfg_.hidden_act, "\" is not implemented (the MLP and the gated norm use silu)");
     const std::string root = ckpt.Has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
 
-    embed_ = LoadFloatWeight(ckpt, root + "embed_tokens.weight", {V_, H_}, device_);
-    if (ctx.progress) ctx.progress->Advance(ckpt.Info(root + "embed_tokens.weight").nbytes());
+    embed_ = LoadEmbedding(ctx, root);
 
     attn_shape_.hidden = H_;
     attn_shape_.num_heads = cfg_.num_attention_heads;
@@ -106,52 +93,26 @@ class HybridDecoder final : public CausalLM {
         L.cache_index = num_attn_++;
         L.attn = GatedAttention::Load(lc, p + "self_attn.", attn_shape_);
       }
-      L.sparse = cfg_.IsSparseLayer(l);
-      if (L.sparse) {
-        L.moe = SparseMoeBlock::Load(lc, p + "mlp.",
-                                     {.hidden = H_, .intermediate = cfg_.moe_intermediate_size,
-                                      .num_experts = cfg_.num_experts, .top_k = cfg_.num_experts_per_tok,
-                                      .norm_topk_prob = cfg_.norm_topk_prob,
-                                      .shared_intermediate = cfg_.shared_expert_intermediate_size});
-      } else {
-        L.mlp = GatedMlp::Load(lc, p + "mlp.", H_, cfg_.intermediate_size);
-      }
+      L.ff = FeedForward::Load(lc, p + "mlp.", cfg_, l);
       layers_.push_back(std::move(L));
       if (ctx.progress) ctx.progress->Advance(ckpt.prefix_bytes(p));
     }
     VT_CHECK(num_attn_ > 0, cfg_.architecture, ": layer_types has no full_attention layer (",
              cfg_.num_hidden_layers, " linear_attention layers); not supported");
     final_norm_ = LoadFloatWeight(ckpt, root + "norm.weight", {H_}, device_);
-    const bool tied = cfg_.tie_word_embeddings || !ckpt.Has("lm_head.weight");
-    const std::string head = tied ? root + "embed_tokens" : "lm_head";
-    QuantConfig none;
-    LinearContext head_ctx = lc;
-    const bool head_fp8 = !tied && ckpt.Info("lm_head.weight").dtype == DType::kF8E4M3;
-    if (!head_fp8) head_ctx.quant = &none;
-    lm_head_ = Linear::Load(head_ctx, {{head, V_}}, H_, false);
-    if (ctx.progress && !tied) ctx.progress->Advance(ckpt.Info("lm_head.weight").nbytes());
-    if (ctx.progress) ctx.progress->Advance(ckpt.Info(root + "norm.weight").nbytes());
+    lm_head_ = LoadLmHead(ctx, root);
   }
 
   int64_t weight_bytes() const override {
     int64_t b = static_cast<int64_t>(final_norm_.nbytes()) + lm_head_.weight_bytes();
     for (const HybridLayer& L : layers_)
       b += static_cast<int64_t>(L.input_norm.nbytes() + L.post_norm.nbytes()) +
-           (L.linear ? L.gdn.weight_bytes() : L.attn.weight_bytes()) +
-           (L.sparse ? L.moe.active_weight_bytes() : L.mlp.weight_bytes());
+           (L.linear ? L.gdn.weight_bytes() : L.attn.weight_bytes()) + L.ff.weight_bytes();
     return b;
   }
 
   KvCacheSpec CacheSpec(int64_t num_blocks, int64_t block_size, vt::Device device) const override {
-    KvCacheSpec s;
-    s.num_layers = num_attn_;
-    s.num_kv_heads = cfg_.num_key_value_heads;
-    s.head_dim = cfg_.head_dim;
-    s.block_size = block_size;
-    s.num_blocks = num_blocks;
-    s.dtype = kv_;
-    s.device = device;
-    return s;
+    return AttentionCacheSpec(num_attn_, cfg_.num_key_value_heads, cfg_.head_dim, num_blocks, block_size, kv_, device);
   }
 
   StateSpec StateCacheSpec(int64_t num_slots) const override {
@@ -178,34 +139,23 @@ class HybridDecoder final : public CausalLM {
              " state layers of ", vt::DTypeName(cache.spec().dtype), ") does not match the model (", num_attn_, " and ",
              num_gdn_, " of ", vt::DTypeName(kv_), ")");
     VT_CHECK(m.state_slots.defined(), "Forward: ", cfg_.architecture, " needs each sequence's state slot");
-    Tensor residual = buffers_.Get(kSlotResidual, T, H_, act_), hidden = buffers_.Get(kSlotHidden, T, H_, act_);
-    Tensor normed = buffers_.Get(kSlotNormed, T, H_, act_);
-    Tensor mixed = buffers_.Get(kSlotAttnOut, T, H_, act_);
+    const ResidualStream rs(buffers_, T, H_, act_);
+    const Tensor &residual = rs.residual, &hidden = rs.hidden, &normed = rs.normed, &mixed = rs.mixed;
 
     vt::Embedding(q, residual, embed_, ids);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const HybridLayer& L = layers_[l];
-      const Tensor& x = l == 0 ? residual : hidden;
-      const Tensor* res = l == 0 ? nullptr : &residual;
-      vt::RmsNormZeroCentred(q, normed, x, L.input_norm, eps_, res);
+      vt::RmsNormZeroCentred(q, normed, rs.Input(l), L.input_norm, eps_, rs.AddTo(l));
       if (L.linear)
         L.gdn.Forward(q, normed, m.query_start_loc, m.state_slots, cache.state(L.cache_index), mixed, buffers_);
       else
         L.attn.Forward(q, normed, m, cache.key(L.cache_index), cache.value(L.cache_index), rope_cache_, mixed,
                        buffers_);
       vt::RmsNormZeroCentred(q, normed, mixed, L.post_norm, eps_, &residual);
-      if (L.sparse)
-        L.moe.Forward(q, normed, hidden, buffers_);
-      else
-        L.mlp.Forward(q, normed, hidden, false, buffers_);
+      L.ff.Forward(q, normed, hidden, /*fuse_quant=*/false, buffers_);
     }
     vt::RmsNormZeroCentred(q, normed, hidden, final_norm_, eps_, &residual);
-    Tensor rows = normed;
-    if (logit_rows.defined()) {
-      rows = buffers_.Get(kSlotRows, logit_rows.dim(0), H_, act_);
-      vt::Embedding(q, rows, normed, logit_rows);  // a row gather
-    }
-    lm_head_.Apply(q, rows, logits);
+    ApplyLmHead(q, lm_head_, normed, logit_rows, logits, buffers_);
   }
 
  private:
@@ -213,7 +163,7 @@ class HybridDecoder final : public CausalLM {
   vt::Device device_;
   DType act_ = DType::kBF16;
   DType kv_ = DType::kBF16;  // the KV cache's dtype
-  int64_t H_ = 0, V_ = 0, num_attn_ = 0, num_gdn_ = 0;
+  int64_t H_ = 0, num_attn_ = 0, num_gdn_ = 0;
   float eps_ = 1e-6f;
   GatedAttentionShape attn_shape_;
   GdnShape gdn_shape_;

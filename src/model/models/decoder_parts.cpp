@@ -1,0 +1,109 @@
+#include "model/models/decoder_parts.h"
+
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/progress.h"
+#include "vt/ops/embedding.h"
+
+namespace vtllm::model {
+
+std::vector<vt::OpId> LinearOps(const QuantConfig& quant) {
+  using vt::OpId;
+  std::vector<OpId> ops = {OpId::kMatmul};
+  if (quant.method == QuantMethod::kFp8Block || quant.method == QuantMethod::kFp8ChannelToken ||
+      quant.method == QuantMethod::kFp8Online) {
+    ops.push_back(OpId::kQuantFp8PerTokenGroup);
+    ops.push_back(OpId::kMatmulFp8GroupScaled);
+  }
+  if (quant.method == QuantMethod::kFp8Static) {
+    ops.push_back(OpId::kMatmulFp8);
+    ops.push_back(OpId::kQuantFp8Static);
+  }
+  return ops;
+}
+
+std::vector<vt::OpId> MoeBlockOps(const QuantConfig& quant) {
+  using vt::OpId;
+  std::vector<OpId> ops = {OpId::kMoeTopKRouting, OpId::kMoeExperts};
+  if (quant.method == QuantMethod::kFp8Static) ops.push_back(OpId::kMoeExpertsFp8);
+  ops.push_back(OpId::kSigmoidGatedAdd);  // the shared expert's gate, where there is one
+  return ops;
+}
+
+FeedForward FeedForward::Load(const LinearContext& lc, const std::string& prefix, const ModelConfig& cfg,
+                              int64_t layer) {
+  FeedForward f;
+  f.sparse = cfg.IsSparseLayer(layer);
+  if (f.sparse) {
+    f.moe = SparseMoeBlock::Load(lc, prefix,
+                                 {.hidden = cfg.hidden_size, .intermediate = cfg.moe_intermediate_size,
+                                  .num_experts = cfg.num_experts, .top_k = cfg.num_experts_per_tok,
+                                  .norm_topk_prob = cfg.norm_topk_prob,
+                                  .shared_intermediate = cfg.shared_expert_intermediate_size});
+  } else {
+    f.mlp = GatedMlp::Load(lc, prefix, cfg.hidden_size, cfg.intermediate_size);
+  }
+  return f;
+}
+
+void FeedForward::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, bool fuse_quant,
+                          ActivationBuffers& buffers) const {
+  if (sparse)
+    moe.Forward(q, x, out, buffers);
+  else
+    mlp.Forward(q, x, out, fuse_quant, buffers);
+}
+
+vt::Tensor LoadEmbedding(const BuildContext& ctx, const std::string& root) {
+  const Checkpoint& ckpt = *ctx.linear.checkpoint;
+  const std::string name = root + "embed_tokens.weight";
+  vt::Tensor embed =
+      LoadFloatWeight(ckpt, name, {ctx.config->vocab_size, ctx.config->hidden_size}, ctx.linear.device);
+  if (ctx.progress) ctx.progress->Advance(ckpt.Info(name).nbytes());
+  return embed;
+}
+
+Linear LoadLmHead(const BuildContext& ctx, const std::string& root) {
+  const Checkpoint& ckpt = *ctx.linear.checkpoint;
+  const bool tied = ctx.config->tie_word_embeddings || !ckpt.Has("lm_head.weight");
+  const std::string head = tied ? root + "embed_tokens" : "lm_head";
+  QuantConfig none;
+  LinearContext head_ctx = ctx.linear;
+  const bool head_fp8 = !tied && ckpt.Info("lm_head.weight").dtype == vt::DType::kF8E4M3;
+  if (!head_fp8) head_ctx.quant = &none;
+  Linear lm_head = Linear::Load(head_ctx, {{head, ctx.config->vocab_size}}, ctx.config->hidden_size, false);
+  if (ctx.progress && !tied) ctx.progress->Advance(ckpt.Info("lm_head.weight").nbytes());
+  if (ctx.progress) ctx.progress->Advance(ckpt.Info(root + "norm.weight").nbytes());
+  return lm_head;
+}
+
+ResidualStream::ResidualStream(ActivationBuffers& b, int64_t T, int64_t H, vt::DType act)
+    : residual(b.Get(kSlotResidual, T, H, act)),
+      hidden(b.Get(kSlotHidden, T, H, act)),
+      normed(b.Get(kSlotNormed, T, H, act)),
+      mixed(b.Get(kSlotAttnOut, T, H, act)) {}
+
+KvCacheSpec AttentionCacheSpec(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t num_blocks,
+                               int64_t block_size, vt::DType dtype, vt::Device device) {
+  KvCacheSpec s;
+  s.num_layers = num_layers;
+  s.num_kv_heads = num_kv_heads;
+  s.head_dim = head_dim;
+  s.block_size = block_size;
+  s.num_blocks = num_blocks;
+  s.dtype = dtype;
+  s.device = device;
+  return s;
+}
+
+void ApplyLmHead(const vt::Queue& q, const Linear& lm_head, const vt::Tensor& normed, const vt::Tensor& logit_rows,
+                 const vt::Tensor& logits, ActivationBuffers& buffers) {
+  vt::Tensor rows = normed;
+  if (logit_rows.defined()) {
+    rows = buffers.Get(kSlotRows, logit_rows.dim(0), normed.dim(1), normed.dtype());
+    vt::Embedding(q, rows, normed, logit_rows);  // a row gather
+  }
+  lm_head.Apply(q, rows, logits);
+}
+
+}  // namespace vtllm::model

@@ -1,0 +1,74 @@
+// What the decoder-only architectures (decoder.cpp: Llama, Qwen2, Qwen3, their MoE variants;
+// hybrid.cpp: Qwen3-Next, Qwen3.5) share: the ops their linear and MoE layers dispatch, a
+// layer's feed-forward block, the embedding and lm_head loaders, the full-attention KV cache
+// spec and the logits head.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "model/layers/activation_buffers.h"
+#include "model/layers/linear.h"
+#include "model/layers/mlp.h"
+#include "model/layers/moe.h"
+#include "model/models/causal_lm.h"
+#include "model/quant_config.h"
+#include "vt/op_id.h"
+
+namespace vtllm::model {
+
+// The ops a Linear dispatches for checkpoints of this quantization: Matmul, and the FP8
+// quantizers and GEMMs of its method.
+std::vector<vt::OpId> LinearOps(const QuantConfig& quant);
+// The ops of a SparseMoeBlock: the router, the experts (FP8 ones for static FP8) and the
+// shared expert's sigmoid gate.
+std::vector<vt::OpId> MoeBlockOps(const QuantConfig& quant);
+
+// A layer's feed-forward block: a SparseMoeBlock where the config makes layer `layer`
+// sparse (ModelConfig::IsSparseLayer), else a dense SiLU-gated MLP.
+struct FeedForward {
+  bool sparse = false;
+  GatedMlp mlp;
+  SparseMoeBlock moe;
+
+  // Loads `prefix` (e.g. "model.layers.3.mlp.").
+  static FeedForward Load(const LinearContext& lc, const std::string& prefix, const ModelConfig& cfg, int64_t layer);
+  // x: the normed input (for a dense MLP F8E4M3 when its gate_up takes quantized input);
+  // fuse_quant is the dense MLP's (GatedMlp::Forward); out: [T, H].
+  void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, bool fuse_quant,
+               ActivationBuffers& buffers) const;
+  // What one token reads: a MoE block's router and top-k experts, or the whole MLP.
+  int64_t weight_bytes() const { return sparse ? moe.active_weight_bytes() : mlp.weight_bytes(); }
+};
+
+// `root` + "embed_tokens.weight" [V, H] on the device, advancing ctx.progress by its bytes.
+vt::Tensor LoadEmbedding(const BuildContext& ctx, const std::string& root);
+// The lm_head [V, H]: `root` + "embed_tokens" when the embedding is tied (the config says so
+// or the checkpoint has no lm_head.weight), else "lm_head"; unquantized unless the checkpoint
+// stores lm_head.weight in FP8. Advances ctx.progress by lm_head's bytes and by those of
+// `root` + "norm.weight" (the final norm, which the caller loads).
+Linear LoadLmHead(const BuildContext& ctx, const std::string& root);
+
+// A step's residual stream, [T, H] each in the activation buffers: `residual` holds the
+// embeddings, then the running sum; `hidden` each layer's output; `normed` a norm's output;
+// `mixed` the token mixer's (attention's) output.
+struct ResidualStream {
+  vt::Tensor residual, hidden, normed, mixed;
+  ResidualStream(ActivationBuffers& buffers, int64_t T, int64_t H, vt::DType act);
+  // Layer l's input to its first norm: layer 0 normalises the embeddings; later layers
+  // first add their input (the previous layer's output) to the residual (AddTo).
+  const vt::Tensor& Input(size_t l) const { return l == 0 ? residual : hidden; }
+  const vt::Tensor* AddTo(size_t l) const { return l == 0 ? nullptr : &residual; }
+};
+
+// The paged KV cache of `num_layers` full-attention layers.
+KvCacheSpec AttentionCacheSpec(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t num_blocks,
+                               int64_t block_size, vt::DType dtype, vt::Device device);
+
+// The logits of the wanted rows: normed [T, H] (the final norm's output), logit_rows [R] I32
+// or undefined for all T rows; logits [R, V] F32.
+void ApplyLmHead(const vt::Queue& q, const Linear& lm_head, const vt::Tensor& normed, const vt::Tensor& logit_rows,
+                 const vt::Tensor& logits, ActivationBuffers& buffers);
+
+}  // namespace vtllm::model
