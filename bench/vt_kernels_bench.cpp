@@ -214,7 +214,8 @@ __attribute__((noinline)) uint64_t FmlaChains(int64_t iters) {
   return sum;
 }
 __attribute__((target("arch=armv8.2-a+bf16"), noinline)) uint64_t BfdotChains(int64_t iters) {
-  const bfloat16x8_t x = vreinterpretq_bf16_u16(vdupq_n_u16(0x3F80));
+  volatile uint16_t one = 0x3F80;  // from memory: a constant became an fp16 FMOV, which +bf16 lacks
+  const bfloat16x8_t x = vreinterpretq_bf16_u16(vdupq_n_u16(one));
   float32x4_t acc[24];
   for (auto& a : acc) a = vdupq_n_f32(0.0f);
   for (int64_t i = 0; i < iters; ++i) {

@@ -19,13 +19,14 @@ namespace {
 constexpr int kVec = 8;  // K padding of packed rows: two 4-lane vectors per step
 constexpr int kRowsA = 2;
 
-// 16 fp8 codes -> 16 halves (two vectors of 8) equal to value * 2^-8. The NaN codes
-// (S.1111.111) come out as finite halves; the callers notice them (NanSeen).
+// 16 fp8 codes -> 16 halves (two vectors of 8) equal to value * 2^-8: SSHLL sign-extends
+// each code to 16 bits and shifts it left by 7, the mask clears bit 14 (a copy of the sign).
+// The NaN codes (S.1111.111) come out as finite halves; the callers notice them (NanSeen).
 inline void Fp8ToHalf16(uint8x16_t x, uint16x8_t& h0, uint16x8_t& h1) {
   const int8x16_t s = vreinterpretq_s8_u8(x);
   const uint16x8_t keep = vdupq_n_u16(0xBF80);
-  h0 = vandq_u16(vshlq_n_u16(vreinterpretq_u16_s16(vmovl_s8(vget_low_s8(s))), 7), keep);
-  h1 = vandq_u16(vshlq_n_u16(vreinterpretq_u16_s16(vmovl_high_s8(s)), 7), keep);
+  h0 = vandq_u16(vreinterpretq_u16_s16(vshll_n_s8(vget_low_s8(s), 7)), keep);
+  h1 = vandq_u16(vreinterpretq_u16_s16(vshll_high_n_s8(s, 7)), keep);
 }
 
 inline float32x4_t HalfLo(uint16x8_t h) { return vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(h))); }
@@ -108,21 +109,22 @@ inline float32x4_t Hsum4(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32
 template <int MR>
 void Tile(const float* a, int64_t lda, const float* p, int64_t ldp, int64_t kcp, float* c, int64_t ldc) {
   float32x4_t acc[MR][kPanelRows];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < kPanelRows; ++j) acc[i][j] = vdupq_n_f32(0.0f);
+  Unroll<MR>([&](auto i) __attribute__((always_inline)) {
+    Unroll<kPanelRows>([&](auto j) __attribute__((always_inline)) { acc[i][j] = vdupq_n_f32(0.0f); });
+  });
   for (int64_t k = 0; k < kcp; k += kVec) {
     float32x4_t b0[kPanelRows], b1[kPanelRows];
     for (int j = 0; j < kPanelRows; ++j) {
       b0[j] = vld1q_f32(p + j * ldp + k);
       b1[j] = vld1q_f32(p + j * ldp + k + 4);
     }
-    for (int i = 0; i < MR; ++i) {
+    Unroll<MR>([&](auto i) __attribute__((always_inline)) {
       const float32x4_t a0 = vld1q_f32(a + i * lda + k), a1 = vld1q_f32(a + i * lda + k + 4);
-      for (int j = 0; j < kPanelRows; ++j) {
+      Unroll<kPanelRows>([&](auto j) __attribute__((always_inline)) {
         acc[i][j] = vfmaq_f32(acc[i][j], a0, b0[j]);
         acc[i][j] = vfmaq_f32(acc[i][j], a1, b1[j]);
-      }
-    }
+      });
+    });
   }
   for (int i = 0; i < MR; ++i)
     vst1q_f32(c + i * ldc, vaddq_f32(vld1q_f32(c + i * ldc), Hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3])));
@@ -139,85 +141,107 @@ void Gemm(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, i
 
 // ---- Streaming decode (small M) -----------------------------------------------------
 
+// One 16-value step of StreamPass: MR rows of a at ar[i], NR weight rows at br[j].
+template <typename W, int MR, int NR, int kSums, bool kNaN>
+__attribute__((always_inline)) inline void StreamStep(const float* const* ar, const W* const* br,
+                                                      float32x4_t (&acc)[MR][kPanelRows][kSums], uint8x16_t& seen) {
+  constexpr int64_t kElt = sizeof(W);
+  float32x4_t av[MR][4];
+  for (int i = 0; i < MR; ++i)
+    for (int q = 0; q < 4; ++q) av[i][q] = vld1q_f32(ar[i] + 4 * q);
+  Unroll<NR>([&](auto j) __attribute__((always_inline)) {
+    float32x4_t w[4];
+    if constexpr (kElt == 1) {
+      const uint8x16_t x = vld1q_u8(br[j]);
+      if constexpr (!kNaN) seen = NanSeen(seen, x);
+      Fp8ToF32x16<kNaN>(x, w);
+    } else if constexpr (kElt == 2) {
+      const uint16x8_t v0 = vld1q_u16(br[j]), v1 = vld1q_u16(br[j] + 8);
+      w[0] = Bf16Lo(v0);
+      w[1] = Bf16Hi(v0);
+      w[2] = Bf16Lo(v1);
+      w[3] = Bf16Hi(v1);
+    } else {
+      for (int q = 0; q < 4; ++q) w[q] = vld1q_f32(br[j] + 4 * q);
+    }
+    Unroll<MR>([&](auto i) __attribute__((always_inline)) {
+      Unroll<4>([&](auto q) __attribute__((always_inline)) {
+        acc[i][j][q % kSums] = vfmaq_f32(acc[i][j][q % kSums], av[i][q], w[q]);
+      });
+    });
+  });
+}
+
 // NR weight rows (fp8, BF16 or F32; length K, ldb elements apart) against MR packed rows
-// of a: c[i * ldc + j * cs] = Σ_k a[i, k]·b[j, k]. 16 K values per step; the tail (K % 16)
-// goes through zero-padded copies, so no load passes a row's end or a's padding. One row
-// of a keeps two sums per weight row (even and odd vectors of a step), so that its FMLA
-// chains overlap. fp8 rows run first without the NaN fix-up of the decode, keeping the
-// largest code magnitude seen; if a NaN code was among them the tile runs again with it.
-template <typename W, int MR, int NR>
-void StreamTile(const float* a, int64_t lda, const W* b, int64_t ldb, int64_t K, float* c, int64_t ldc,
-                int64_t cs) {
+// of a: sums[i] = [Σ_k a[i, k]·b[j, k] for j < 4] (rows past NR: 0). 16 K values per step;
+// the tail (K % 16) goes through zero-padded copies, so no load passes a row's end or a's
+// padding. One row of a keeps two sums per weight row (even and odd vectors of a step), so
+// that its FMLA chains overlap. Without kNaN the decode leaves NaN codes finite and `seen`
+// collects what StreamTile needs to notice them.
+template <typename W, int MR, int NR, bool kNaN>
+__attribute__((always_inline)) inline void StreamPass(const float* a, int64_t lda, const W* b, int64_t ldb, int64_t K,
+                                                      uint8x16_t& seen, float32x4_t (&sums)[MR]) {
   constexpr int64_t kElt = sizeof(W);
   constexpr int kSums = MR == 1 ? 2 : 1;
   float32x4_t acc[MR][kPanelRows][kSums];
-  uint8x16_t seen = vdupq_n_u8(0);
-  auto step = [&]<bool kNaN>(const float* const* ar, const W* const* br) __attribute__((always_inline)) {
-    float32x4_t av[MR][4];
-    for (int i = 0; i < MR; ++i)
-      for (int q = 0; q < 4; ++q) av[i][q] = vld1q_f32(ar[i] + 4 * q);
+  Unroll<MR>([&](auto i) __attribute__((always_inline)) {
+    Unroll<kPanelRows>([&](auto j) __attribute__((always_inline)) {
+      Unroll<kSums>([&](auto s) __attribute__((always_inline)) { acc[i][j][s] = vdupq_n_f32(0.0f); });
+    });
+  });
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const float* ar[MR];
+    const W* br[NR];
+    for (int i = 0; i < MR; ++i) ar[i] = a + i * lda + k;
     for (int j = 0; j < NR; ++j) {
-      float32x4_t w[4];
-      if constexpr (kElt == 1) {
-        const uint8x16_t x = vld1q_u8(br[j]);
-        if constexpr (!kNaN) seen = NanSeen(seen, x);
-        Fp8ToF32x16<kNaN>(x, w);
-      } else if constexpr (kElt == 2) {
-        const uint16x8_t v0 = vld1q_u16(br[j]), v1 = vld1q_u16(br[j] + 8);
-        w[0] = Bf16Lo(v0);
-        w[1] = Bf16Hi(v0);
-        w[2] = Bf16Lo(v1);
-        w[3] = Bf16Hi(v1);
-      } else {
-        for (int q = 0; q < 4; ++q) w[q] = vld1q_f32(br[j] + 4 * q);
-      }
-      for (int i = 0; i < MR; ++i)
-        for (int q = 0; q < 4; ++q) acc[i][j][q % kSums] = vfmaq_f32(acc[i][j][q % kSums], av[i][q], w[q]);
+      br[j] = b + j * ldb + k;
+      // One prefetch per 64-byte line of each row's stream.
+      if ((k * kElt) % 64 == 0)
+        __builtin_prefetch(reinterpret_cast<const char*>(br[j]) + PrefetchAhead(k, ldb, K, NR, kElt));
     }
-  };
-  auto run = [&]<bool kNaN>() __attribute__((always_inline)) {
-    for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < kPanelRows; ++j)
-        for (int s = 0; s < kSums; ++s) acc[i][j][s] = vdupq_n_f32(0.0f);
-    int64_t k = 0;
-    for (; k + 16 <= K; k += 16) {
-      const float* ar[MR];
-      const W* br[NR];
-      for (int i = 0; i < MR; ++i) ar[i] = a + i * lda + k;
-      for (int j = 0; j < NR; ++j) {
-        br[j] = b + j * ldb + k;
-        // One prefetch per 64-byte line of each row's stream.
-        if ((k * kElt) % 64 == 0)
-          __builtin_prefetch(reinterpret_cast<const char*>(br[j]) + PrefetchAhead(k, ldb, K, NR, kElt));
-      }
-      step.template operator()<kNaN>(ar, br);
+    StreamStep<W, MR, NR, kSums, kNaN>(ar, br, acc, seen);
+  }
+  if (k < K) {
+    alignas(16) float at[MR][16] = {};
+    alignas(16) W bt[NR][16] = {};
+    const float* ar[MR];
+    const W* br[NR];
+    const int64_t left = K - k, a_left = std::min<int64_t>(16, lda - k);
+    for (int i = 0; i < MR; ++i) {
+      std::memcpy(at[i], a + i * lda + k, static_cast<size_t>(a_left) * sizeof(float));
+      ar[i] = at[i];
     }
-    if (k < K) {
-      alignas(16) float at[MR][16] = {};
-      alignas(16) W bt[NR][16] = {};
-      const float* ar[MR];
-      const W* br[NR];
-      const int64_t left = K - k, a_left = std::min<int64_t>(16, lda - k);
-      for (int i = 0; i < MR; ++i) {
-        std::memcpy(at[i], a + i * lda + k, static_cast<size_t>(a_left) * sizeof(float));
-        ar[i] = at[i];
-      }
-      for (int j = 0; j < NR; ++j) {
-        std::memcpy(bt[j], b + j * ldb + k, static_cast<size_t>(left) * kElt);
-        br[j] = bt[j];
-      }
-      step.template operator()<kNaN>(ar, br);
+    for (int j = 0; j < NR; ++j) {
+      std::memcpy(bt[j], b + j * ldb + k, static_cast<size_t>(left) * kElt);
+      br[j] = bt[j];
     }
-  };
-  run.template operator()<false>();
-  if constexpr (kElt == 1) {
-    if (SawNan(seen)) run.template operator()<true>();
+    StreamStep<W, MR, NR, kSums, kNaN>(ar, br, acc, seen);
+  }
+  Unroll<MR>([&](auto i) __attribute__((always_inline)) {
+    float32x4_t s[kPanelRows];
+    Unroll<kPanelRows>([&](auto j) __attribute__((always_inline)) {
+      s[j] = kSums == 2 ? vaddq_f32(acc[i][j][0], acc[i][j][kSums - 1]) : acc[i][j][0];
+    });
+    sums[i] = Hsum4(s[0], s[1], s[2], s[3]);
+  });
+}
+
+// c[i * ldc + j * cs] = Σ_k a[i, k]·b[j, k] for i < MR, j < NR. fp8 rows run first without
+// the NaN fix-up of the decode, keeping the largest code magnitude seen; if a NaN code was
+// among them the pass runs again with it.
+template <typename W, int MR, int NR>
+void StreamTile(const float* a, int64_t lda, const W* b, int64_t ldb, int64_t K, float* c, int64_t ldc,
+                int64_t cs) {
+  uint8x16_t seen = vdupq_n_u8(0);
+  float32x4_t sums[MR];
+  StreamPass<W, MR, NR, false>(a, lda, b, ldb, K, seen, sums);
+  if constexpr (sizeof(W) == 1) {
+    if (SawNan(seen)) StreamPass<W, MR, NR, true>(a, lda, b, ldb, K, seen, sums);
   }
   for (int i = 0; i < MR; ++i) {
-    float32x4_t s[kPanelRows];
-    for (int j = 0; j < kPanelRows; ++j) s[j] = kSums == 2 ? vaddq_f32(acc[i][j][0], acc[i][j][kSums - 1]) : acc[i][j][0];
     alignas(16) float v[4];
-    vst1q_f32(v, Hsum4(s[0], s[1], s[2], s[3]));
+    vst1q_f32(v, sums[i]);
     for (int j = 0; j < NR; ++j) c[i * ldc + j * cs] = v[j];
   }
 }

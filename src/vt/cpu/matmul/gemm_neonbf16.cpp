@@ -103,15 +103,16 @@ inline float32x4_t Hsum4(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32
 template <int MR>
 void Tile(const uint16_t* a, int64_t lda, const uint16_t* p, int64_t ldp, int64_t kcp, float* c, int64_t ldc) {
   float32x4_t acc[MR][kPanelRows];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < kPanelRows; ++j) acc[i][j] = vdupq_n_f32(0.0f);
+  Unroll<MR>([&](auto i) __attribute__((always_inline)) {
+    Unroll<kPanelRows>([&](auto j) __attribute__((always_inline)) { acc[i][j] = vdupq_n_f32(0.0f); });
+  });
   for (int64_t k = 0; k < kcp; k += 8) {
     bfloat16x8_t bv[kPanelRows];
     for (int j = 0; j < kPanelRows; ++j) bv[j] = LoadBf16(p + j * ldp + k);
-    for (int i = 0; i < MR; ++i) {
+    Unroll<MR>([&](auto i) __attribute__((always_inline)) {
       const bfloat16x8_t av = LoadBf16(a + i * lda + k);
-      for (int j = 0; j < kPanelRows; ++j) acc[i][j] = vbfdotq_f32(acc[i][j], av, bv[j]);
-    }
+      Unroll<kPanelRows>([&](auto j) __attribute__((always_inline)) { acc[i][j] = vbfdotq_f32(acc[i][j], av, bv[j]); });
+    });
   }
   for (int i = 0; i < MR; ++i)
     vst1q_f32(c + i * ldc, vaddq_f32(vld1q_f32(c + i * ldc), Hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3])));
@@ -128,39 +129,49 @@ void Gemm(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, i
 
 // ---- Streaming decode (small M) -----------------------------------------------------
 
+// One 16-value step of StreamTile: MR rows of a at ar[i], NR weight rows at br[j].
+template <typename W, int MR, int NR, int kSums>
+__attribute__((always_inline)) inline void StreamStep(const Fp8Lut& lut, const uint16_t* const* ar,
+                                                      const W* const* br,
+                                                      float32x4_t (&acc)[MR][kPanelRows][kSums]) {
+  bfloat16x8_t a0[MR], a1[MR];
+  Unroll<MR>([&](auto i) __attribute__((always_inline)) {
+    a0[i] = LoadBf16(ar[i]);
+    a1[i] = LoadBf16(ar[i] + 8);
+  });
+  Unroll<NR>([&](auto j) __attribute__((always_inline)) {
+    bfloat16x8_t w0, w1;
+    if constexpr (sizeof(W) == 1) {
+      lut(vld1q_u8(br[j]), w0, w1);
+    } else {
+      w0 = LoadBf16(br[j]);
+      w1 = LoadBf16(br[j] + 8);
+    }
+    Unroll<MR>([&](auto i) __attribute__((always_inline)) {
+      acc[i][j][0] = vbfdotq_f32(acc[i][j][0], a0[i], w0);
+      acc[i][j][kSums - 1] = vbfdotq_f32(acc[i][j][kSums - 1], a1[i], w1);
+    });
+  });
+}
+
 // NR weight rows (fp8 or BF16; length K, ldb elements apart) against MR packed BF16 rows of
 // a: c[i * ldc + j * cs] = Σ_k a[i, k]·b[j, k]. 16 K values per step, two BFDOTs per pair
-// of rows (into two sums for a single row of a, so that the chains overlap); the tail
-// (K % 16) goes through zero-padded copies, so no load passes a row's end.
+// of rows; the tail (K % 16) goes through zero-padded copies, so no load passes a row's end.
+// The tables are copied into locals, so that they stay in registers (16 of the 32) instead of
+// being loaded again for every weight row; one sum per pair of rows leaves room for them.
+// Not inlined: bench/gemv_insn_count.py reads each tile's loop from its own symbol.
 template <typename W, int MR, int NR>
-void StreamTile(const Fp8Lut& lut, const uint16_t* a, int64_t lda, const W* b, int64_t ldb, int64_t K, float* c,
-                int64_t ldc, int64_t cs) {
+__attribute__((noinline)) void StreamTile(const Fp8Lut& lut_in, const uint16_t* a, int64_t lda, const W* b,
+                                          int64_t ldb, int64_t K, float* c, int64_t ldc, int64_t cs) {
   constexpr int64_t kElt = sizeof(W);
-  constexpr int kSums = MR == 1 ? 2 : 1;
+  constexpr int kSums = 1;
+  const Fp8Lut lut = lut_in;
   float32x4_t acc[MR][kPanelRows][kSums];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < kPanelRows; ++j)
-      for (int s = 0; s < kSums; ++s) acc[i][j][s] = vdupq_n_f32(0.0f);
-  auto step = [&](const uint16_t* const* ar, const W* const* br) __attribute__((always_inline)) {
-    bfloat16x8_t a0[MR], a1[MR];
-    for (int i = 0; i < MR; ++i) {
-      a0[i] = LoadBf16(ar[i]);
-      a1[i] = LoadBf16(ar[i] + 8);
-    }
-    for (int j = 0; j < NR; ++j) {
-      bfloat16x8_t w0, w1;
-      if constexpr (kElt == 1) {
-        lut(vld1q_u8(br[j]), w0, w1);
-      } else {
-        w0 = LoadBf16(br[j]);
-        w1 = LoadBf16(br[j] + 8);
-      }
-      for (int i = 0; i < MR; ++i) {
-        acc[i][j][0] = vbfdotq_f32(acc[i][j][0], a0[i], w0);
-        acc[i][j][kSums - 1] = vbfdotq_f32(acc[i][j][kSums - 1], a1[i], w1);
-      }
-    }
-  };
+  Unroll<MR>([&](auto i) __attribute__((always_inline)) {
+    Unroll<kPanelRows>([&](auto j) __attribute__((always_inline)) {
+      Unroll<kSums>([&](auto s) __attribute__((always_inline)) { acc[i][j][s] = vdupq_n_f32(0.0f); });
+    });
+  });
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {
     const uint16_t* ar[MR];
@@ -171,7 +182,7 @@ void StreamTile(const Fp8Lut& lut, const uint16_t* a, int64_t lda, const W* b, i
       if ((k * kElt) % 64 == 0)
         __builtin_prefetch(reinterpret_cast<const char*>(br[j]) + PrefetchAhead(k, ldb, K, NR, kElt));
     }
-    step(ar, br);
+    StreamStep<W, MR, NR, kSums>(lut, ar, br, acc);
   }
   if (k < K) {
     alignas(16) W bt[NR][16] = {};
@@ -182,15 +193,17 @@ void StreamTile(const Fp8Lut& lut, const uint16_t* a, int64_t lda, const W* b, i
       std::memcpy(bt[j], b + j * ldb + k, static_cast<size_t>(K - k) * kElt);
       br[j] = bt[j];
     }
-    step(ar, br);
+    StreamStep<W, MR, NR, kSums>(lut, ar, br, acc);
   }
-  for (int i = 0; i < MR; ++i) {
+  Unroll<MR>([&](auto i) __attribute__((always_inline)) {
     float32x4_t s[kPanelRows];
-    for (int j = 0; j < kPanelRows; ++j) s[j] = kSums == 2 ? vaddq_f32(acc[i][j][0], acc[i][j][kSums - 1]) : acc[i][j][0];
+    Unroll<kPanelRows>([&](auto j) __attribute__((always_inline)) {
+      s[j] = kSums == 2 ? vaddq_f32(acc[i][j][0], acc[i][j][kSums - 1]) : acc[i][j][0];
+    });
     alignas(16) float v[4];
     vst1q_f32(v, Hsum4(s[0], s[1], s[2], s[3]));
     for (int j = 0; j < NR; ++j) c[i * ldc + j * cs] = v[j];
-  }
+  });
 }
 
 template <typename W, int NR>
