@@ -299,6 +299,7 @@ vt::Tensor RandomBf16(int64_t rows, int64_t cols, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is measured, also into a file or pipe
   Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
