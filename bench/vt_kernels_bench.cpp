@@ -18,9 +18,13 @@
 // them from memory as a model's forward pass does. Figures are medians of repeated runs
 // (the fp8 and BF16 calls alternated, so all medians see the same machine state).
 //
-//   vt_kernels_bench [--quick] [--threads N] [--isa scalar|avx2|avx512|avx512bf16|amx]
+//   vt_kernels_bench [--quick] [--threads N] [--isa LEVEL]   (LEVEL: a vt::CpuIsaLevels name:
+//                                                           scalar|avx2|avx512|avx512bf16|amx on
+//                                                           x86-64, scalar|neon|neonbf16 on aarch64)
 //                    [--fp8-decode half|f32-bits]   (the avx2/avx512 levels' fp8 stream decode;
 //                                                    default: f32-bits on AMD, half elsewhere)
+// It builds for aarch64 too (scripts/build_aarch64.sh --bench), there with NEON loads in the
+// read loop and FMLA / BFDOT as the multiply limit.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -38,6 +42,9 @@
 #endif
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
+#endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 #include "vt/cpu/matmul/kernels.h"
@@ -134,6 +141,19 @@ double ReadBandwidth(const std::vector<uint64_t>& buf, int threads, int streams,
       _mm_store_si128(reinterpret_cast<__m128i*>(lanes),
                       _mm_add_epi64(_mm_add_epi64(v0, v1), _mm_add_epi64(v2, v3)));
       s1 = lanes[0] + lanes[1];
+#elif defined(__aarch64__)
+      uint64x2_t v0 = vdupq_n_u64(0), v1 = v0, v2 = v0, v3 = v0;
+      for (int64_t i = 0; i < part; i += 8) {
+        for (int st = 0; st < streams; ++st) {
+          const uint64_t* p = buf.data() + b + st * part + i;
+          if (prefetch) __builtin_prefetch(reinterpret_cast<const char*>(p) + kReadPrefetch);
+          v0 = vaddq_u64(v0, vld1q_u64(p));
+          v1 = vaddq_u64(v1, vld1q_u64(p + 2));
+          v2 = vaddq_u64(v2, vld1q_u64(p + 4));
+          v3 = vaddq_u64(v3, vld1q_u64(p + 6));
+        }
+      }
+      s1 = vaddvq_u64(vaddq_u64(vaddq_u64(v0, v1), vaddq_u64(v2, v3)));
 #else
       for (int64_t i = b; i < b + streams * part; ++i) s0 += buf[i];
 #endif
@@ -180,16 +200,46 @@ VT_BENCH_CHAINS(DpChains, "avx512f,avx512bf16", __m512, _mm512_setzero_ps(),
 VT_BENCH_CHAINS(Fma512Chains, "avx512f", __m512, _mm512_setzero_ps(), _mm512_set1_ps(0.5f), _mm512_fmadd_ps)
 VT_BENCH_CHAINS(Fma256Chains, "avx2,fma", __m256, _mm256_setzero_ps(), _mm256_set1_ps(0.5f), _mm256_fmadd_ps)
 #undef VT_BENCH_CHAINS
+#elif defined(__aarch64__)
+// The same 24 chains with FMLA (4 lanes) and BFDOT (8 BF16 products into 4 lanes).
+__attribute__((noinline)) uint64_t FmlaChains(int64_t iters) {
+  const float32x4_t x = vdupq_n_f32(0.5f);
+  float32x4_t acc[24];
+  for (auto& a : acc) a = vdupq_n_f32(0.0f);
+  for (int64_t i = 0; i < iters; ++i) {
+    _Pragma("GCC unroll 24") for (int c = 0; c < 24; ++c) acc[c] = vfmaq_f32(acc[c], x, x);
+  }
+  uint64_t sum = 0;
+  for (auto& a : acc) sum += vgetq_lane_u64(vreinterpretq_u64_f32(a), 0);
+  return sum;
+}
+__attribute__((target("arch=armv8.2-a+bf16"), noinline)) uint64_t BfdotChains(int64_t iters) {
+  volatile uint16_t one = 0x3F80;  // from memory: a constant became an fp16 FMOV, which +bf16 lacks
+  const bfloat16x8_t x = vreinterpretq_bf16_u16(vdupq_n_u16(one));
+  float32x4_t acc[24];
+  for (auto& a : acc) a = vdupq_n_f32(0.0f);
+  for (int64_t i = 0; i < iters; ++i) {
+    _Pragma("GCC unroll 24") for (int c = 0; c < 24; ++c) acc[c] = vbfdotq_f32(acc[c], x, x);
+  }
+  uint64_t sum = 0;
+  for (auto& a : acc) sum += vgetq_lane_u64(vreinterpretq_u64_f32(a), 0);
+  return sum;
+}
 #endif
 
 MultiplyRate MeasureMultiplyRate(const vt::Queue& q, int threads, const Options& opt) {
-#if defined(__x86_64__) || defined(_M_X64)
+#if defined(__x86_64__) || defined(_M_X64) || defined(__aarch64__)
   uint64_t (*chains)(int64_t) = nullptr;
   int width = 0;
   switch (q.cpu_isa()) {
+#if defined(__aarch64__)
+    case vt::CpuIsa::kNeonBf16: chains = &BfdotChains, width = 8; break;
+    case vt::CpuIsa::kNeon: chains = &FmlaChains, width = 4; break;
+#else
     case vt::CpuIsa::kAvx512Bf16: chains = &DpChains, width = 32; break;
     case vt::CpuIsa::kAvx512: chains = &Fma512Chains, width = 16; break;
     case vt::CpuIsa::kAvx2: chains = &Fma256Chains, width = 8; break;
+#endif
     default: return {0.0, 0};
   }
   const int64_t iters = opt.quick ? 200000 : 1000000;
@@ -249,6 +299,7 @@ vt::Tensor RandomBf16(int64_t rows, int64_t cols, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is measured, also into a file or pipe
   Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -259,14 +310,16 @@ int main(int argc, char** argv) {
     } else if (arg == "--isa" && i + 1 < argc) {
       const std::string name = argv[++i];
       bool known = false;
-      for (vt::CpuIsa isa :
-           {vt::CpuIsa::kScalar, vt::CpuIsa::kAvx2, vt::CpuIsa::kAvx512, vt::CpuIsa::kAvx512Bf16, vt::CpuIsa::kAmx})
+      std::string names;
+      for (vt::CpuIsa isa : vt::CpuIsaLevels()) {
+        names += vt::StrCat(names.empty() ? "" : ", ", vt::CpuIsaName(isa));
         if (name == vt::CpuIsaName(isa)) {
           opt.isa = isa;
           known = true;
         }
+      }
       if (!known) {
-        std::fprintf(stderr, "unknown --isa %s (scalar, avx2, avx512, avx512bf16 or amx)\n", name.c_str());
+        std::fprintf(stderr, "unknown --isa %s (this build: %s)\n", name.c_str(), names.c_str());
         return 2;
       }
     } else if (arg == "--fp8-decode" && i + 1 < argc) {
@@ -279,7 +332,7 @@ int main(int argc, char** argv) {
                                                          : vt::cpu::matmul::Fp8StreamDecode::kF32Bits);
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--quick] [--threads N] [--isa scalar|avx2|avx512|avx512bf16|amx] "
+                   "usage: %s [--quick] [--threads N] [--isa LEVEL] "
                    "[--fp8-decode half|f32-bits]\n",
                    argv[0]);
       return 2;

@@ -2,10 +2,12 @@
 # The test command (README, .ci/run): set up a fresh machine, build, run every test.
 #  1. the main build (with the CUDA backend compiled when nvcc is present; GPU tests
 #     report SKIPPED without a GPU), all tests;
-#  2. an ASan+UBSan build of the parsers, the vt core and the server's request handling, their tests.
+#  2. an ASan+UBSan build of the parsers, the vt core and the server's request handling, their tests;
+#  3. the aarch64 cross build of vt and the model layer (NEON kernel levels), its CI subset run
+#     under qemu-aarch64 with the CPU models max, neoverse-n1 and cortex-a53 (docs/arm.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --arm  # --arm: the aarch64 cross compiler and qemu-user for stage 3
 
 JOBS=${JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/vtllm-ccache}
@@ -29,3 +31,6 @@ cmake --build build/asan -j"$JOBS" --target $SAN_TARGETS
 echo "== tests (ASan+UBSan)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan --output-on-failure -j"$JOBS" --no-tests=error -L 'vt|tokenizer|model|engine|server' -E 'Peer|Bench|Large'
+
+echo "== aarch64: cross build and the CI subset under qemu-aarch64 (scripts/build_aarch64.sh --ci)"
+JOBS=$JOBS bash scripts/build_aarch64.sh --ci

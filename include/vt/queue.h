@@ -18,27 +18,32 @@ class Tensor;
 struct GraphImpl;
 
 // Instruction-set levels of the CPU backend, from the portable scalar code up. A queue
-// uses the lower of what the processor has and what it was asked for, so tests can force
-// the scalar (or AVX2) kernels on any machine.
+// uses the highest level of this build (CpuIsaLevels) at or below both what the processor
+// has and what it was asked for, so tests can force the scalar (or AVX2, or NEON) kernels
+// on any machine. The x86 and the ARM levels are two ladders above kScalar; a build has
+// only its processor's (asking an aarch64 queue for kAvx2 gives kScalar).
 enum class CpuIsa : int8_t {
   kScalar = 0,
   kAvx2 = 1,        // AVX2 + FMA + F16C
   kAvx512 = 2,      // AVX-512 F/BW/VL/DQ
   kAvx512Bf16 = 3,  // AVX-512 plus BF16 and VNNI
   kAmx = 4,         // kAvx512Bf16 plus AMX-TILE/AMX-BF16 tiles, with the OS's permission
+  kNeon = 5,        // aarch64 Advanced SIMD (ASIMD, ARMv8.0-A: every aarch64 Linux processor)
+  kNeonBf16 = 6,    // kNeon plus the BF16 extension (BFDOT/BFMMLA/BFCVT, ARMv8.6-A)
   kBest = 100,
 };
 const char* CpuIsaName(CpuIsa isa);
-// What this processor supports (kScalar on a processor without x86 kernel sets, e.g. aarch64).
+// What this processor supports: an x86 level on x86-64, an ARM level on aarch64 (from
+// getauxval AT_HWCAP/AT_HWCAP2), kScalar elsewhere.
 CpuIsa DetectCpuIsa();
 // The levels a queue can be asked for in this build, kScalar first (kBest not included): every
-// x86 level on x86-64, only kScalar elsewhere.
+// x86 level on x86-64, kScalar, kNeon and kNeonBf16 on aarch64, only kScalar elsewhere.
 std::vector<CpuIsa> CpuIsaLevels();
 // The instruction-set extensions of this processor that vt's kernel choice looks at, by name,
 // in a fixed order. x86-64 (cpuid): avx2 fma f16c avx512f avx512bw avx512vl avx512dq
 // avx512bf16 avx512vnni avx512vbmi amx. aarch64 (getauxval AT_HWCAP/AT_HWCAP2, the kernel's
-// /proc/cpuinfo names): asimd asimdhp asimddp fphp bf16 i8mm sve sve2. For logs and tests
-// today; the NEON/BF16 kernel sets planned for ARM will be chosen from it.
+// /proc/cpuinfo names): asimd asimdhp asimddp fphp bf16 i8mm sve sve2. DetectCpuIsa chooses
+// from the same bits.
 std::vector<std::string> CpuFeatures();
 
 // Number of CUDA devices visible to this process: 0 in a build without CUDA or without a GPU.

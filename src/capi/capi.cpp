@@ -72,9 +72,13 @@ std::optional<vt::DType> ParseDType(const std::string& s) {
 vt::CpuIsa ParseCpuIsa(const std::string& s) {
   using vt::CpuIsa;
   if (s == "best") return CpuIsa::kBest;
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx})
+  std::string valid;  // the levels of this build, as --cpu-isa takes them
+  for (CpuIsa isa : vt::CpuIsaLevels()) {
     if (s == vt::CpuIsaName(isa)) return isa;
-  throw ApiError(400, "BadRequestError", "\"" + s + "\" is not scalar, avx2, avx512, avx512bf16, amx or best", "cpu_isa");
+    valid += std::string(vt::CpuIsaName(isa)) + ", ";
+  }
+  throw ApiError(400, "BadRequestError", "\"" + s + "\" is not a CPU kernel level of this build (" + valid + "best)",
+                 "cpu_isa");
 }
 
 // options_json (the serve flags, '-' as '_') -> the engine's and the serving layer's options.

@@ -12,8 +12,8 @@ void AddModelFlags(CLI::App* cmd, ModelArgs& args) {
   cmd->add_option("--dtype", args.dtype, "activation dtype: auto, bfloat16 or float32")->capture_default_str();
   cmd->add_option("--threads", args.threads, "CPU threads (0: one per hardware thread)")->capture_default_str();
   cmd->add_option("--cpu-isa", args.cpu_isa,
-                  "highest CPU kernel level to use: scalar, avx2, avx512, avx512bf16, amx or best (what the "
-                  "processor has)")
+                  "highest CPU kernel level to use: scalar, then avx2, avx512, avx512bf16, amx (x86-64) or "
+                  "neon, neonbf16 (aarch64), or best (what the processor has)")
       ->capture_default_str();
   cmd->add_flag("--enforce-eager", args.enforce_eager,
                 "CUDA: run every step eagerly, not decode steps as replays of recorded CUDA graphs");

@@ -113,7 +113,7 @@ class LinearCheckpoint : public ::testing::Test {
 // at the first products) and the merged copy's bytes are freed.
 TEST_F(LinearCheckpoint, MergedFp8UsesMaxScalesAndMatchesTheStoredWeights) {
   for (vt::CpuIsa isa : {vt::CpuIsa::kScalar, vt::CpuIsa::kAvx2, vt::CpuIsa::kAvx512, vt::CpuIsa::kAvx512Bf16,
-                         vt::CpuIsa::kAmx}) {
+                         vt::CpuIsa::kAmx, vt::CpuIsa::kNeon, vt::CpuIsa::kNeonBf16}) {
     vt::Queue q = vt::Queue::Cpu(2, isa);
     if (isa != vt::CpuIsa::kScalar && q.cpu_isa() != isa) continue;  // not on this processor
     SCOPED_TRACE(vt::CpuIsaName(isa));

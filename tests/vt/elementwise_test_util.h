@@ -87,10 +87,12 @@ inline uint8_t QuantRef(float x, float inv) {
 
 // ---- ISA levels ------------------------------------------------------------------------
 
-// Every CPU ISA level up to what this processor has, scalar first.
+// Every CPU ISA level of this build up to what this processor has, scalar first (the x86
+// levels on x86-64, the ARM ones on aarch64).
 inline std::vector<vt::CpuIsa> IsaLevels() {
   std::vector<vt::CpuIsa> v;
-  for (int i = 0; i <= static_cast<int>(vt::DetectCpuIsa()); ++i) v.push_back(static_cast<vt::CpuIsa>(i));
+  for (vt::CpuIsa isa : vt::CpuIsaLevels())
+    if (isa <= vt::DetectCpuIsa()) v.push_back(isa);
   return v;
 }
 

@@ -141,8 +141,12 @@ TEST(MatmulFp8, PreparedWeightsWithinBoundOnTheirRelaidOutCopy) {
     }
   }
   EXPECT_GT(checked, 0);
+#if defined(__x86_64__)
   if (vt::DetectCpuIsa() < vt::CpuIsa::kAvx512Bf16)
     std::cout << "[ packed fp8 ] no AVX512-BF16 on this processor: its outer-product kernel is compiled, not run\n";
+#else
+  std::cout << "[ packed fp8 ] no outer-product kernel in this build: weights are multiplied as stored\n";
+#endif
 }
 
 // One copy per weight, whatever slices of its rows the model multiplies: slices starting
@@ -298,6 +302,7 @@ TEST(MatmulFp8, PreparedWeightsMultiplyAfterTheirBytesAreReleased) {
   b_nan[3 * K + 7] = 0x7F;
   const auto tb_nan = vt::Tensor::FromHost(b_nan.data(), {N, K}, vt::DType::kF8E4M3);
   tb_nan.SetReadOnly();
+#if defined(__x86_64__)
   if (vt::DetectCpuIsa() >= vt::CpuIsa::kAvx2) {
     EXPECT_EQ(vt::PrepareWeight(vt::Queue::Cpu(1, vt::CpuIsa::kAvx2), tb_nan, vt::WeightUse::kMatmulB).backend_layout(),
               nullptr);
@@ -307,6 +312,7 @@ TEST(MatmulFp8, PreparedWeightsMultiplyAfterTheirBytesAreReleased) {
         [&] { (void)vt::PrepareWeight(vt::Queue::Cpu(1, vt::CpuIsa::kAvx2), prepared, vt::WeightUse::kMatmulB); },
         {"PrepareWeight", "already prepared"});
   }
+#endif
   // Borrowed bytes are not vt's to free; writable weights and bad slices are refused.
   std::vector<uint8_t> borrowed_bytes(b);
   const auto borrowed = vt::Tensor::Borrow(borrowed_bytes.data(), {N, K}, vt::DType::kF8E4M3, vt::Device::Cpu(),

@@ -19,6 +19,8 @@ const char* CpuIsaName(CpuIsa isa) {
     case CpuIsa::kAvx512: return "avx512";
     case CpuIsa::kAvx512Bf16: return "avx512bf16";
     case CpuIsa::kAmx: return "amx";
+    case CpuIsa::kNeon: return "neon";
+    case CpuIsa::kNeonBf16: return "neonbf16";
     case CpuIsa::kBest: return "best";
   }
   return "?";
@@ -63,6 +65,17 @@ CpuIsa DetectCpuIsa() {
     return CpuIsa::kScalar;
   }();
   return detected;
+#elif defined(__aarch64__) && defined(__linux__)
+  // The bits CpuFeatures names (Linux arm64 ABI, arch/arm64/include/uapi/asm/hwcap.h).
+  static const CpuIsa detected = [] {
+    const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
+    const bool asimd = (hwcap & (1ul << 1)) != 0;  // HWCAP_ASIMD
+    const bool bf16 = (hwcap2 & (1ul << 14)) != 0;  // HWCAP2_BF16
+    if (asimd && bf16) return CpuIsa::kNeonBf16;
+    if (asimd) return CpuIsa::kNeon;
+    return CpuIsa::kScalar;
+  }();
+  return detected;
 #else
   return CpuIsa::kScalar;
 #endif
@@ -71,6 +84,8 @@ CpuIsa DetectCpuIsa() {
 std::vector<CpuIsa> CpuIsaLevels() {
 #if defined(__x86_64__) || defined(_M_X64)
   return {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx};
+#elif defined(__aarch64__) && defined(__linux__)
+  return {CpuIsa::kScalar, CpuIsa::kNeon, CpuIsa::kNeonBf16};
 #else
   return {CpuIsa::kScalar};
 #endif

@@ -15,7 +15,11 @@ namespace vt {
 Queue Queue::Cpu(int threads, CpuIsa max_isa) {
   EnsureBackendsRegistered();
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const CpuIsa isa = std::min(DetectCpuIsa(), max_isa);
+  // The highest level of this build within both caps (the levels ascend in CpuIsaLevels).
+  const CpuIsa cap = std::min(DetectCpuIsa(), max_isa);
+  CpuIsa isa = CpuIsa::kScalar;
+  for (CpuIsa level : CpuIsaLevels())
+    if (level <= cap) isa = level;
   return Queue(std::make_shared<cpu::CpuQueue>(threads, isa));
 }
 

@@ -1,7 +1,7 @@
 // The vector kernel of CPU PagedAttention (attention.cpp): one query row against the keys
 // of one cache block with the online-softmax update, one set per ISA (attention_avx512.cpp,
-// attention_avx2.cpp). Only plain data and function pointers cross between those files and
-// the portable code.
+// attention_avx2.cpp, attention_neon.cpp). Only plain data and function pointers cross
+// between those files and the portable code.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,8 @@ struct KernelSet {
 #if defined(VT_CPU_X86)
 const KernelSet* Avx512Kernels();
 const KernelSet* Avx2Kernels();
+#elif defined(VT_CPU_ARM)
+const KernelSet* NeonKernels();  // attention_neon.cpp
 #endif
 
 // The set for a queue's effective ISA and head size, or nullptr: use the portable loops.
@@ -33,6 +35,8 @@ inline const KernelSet* ForIsa(CpuIsa isa, int64_t D) {
     ks = Avx512Kernels();
   else if (isa >= CpuIsa::kAvx2)
     ks = Avx2Kernels();
+#elif defined(VT_CPU_ARM)
+  if (isa >= CpuIsa::kNeon) ks = NeonKernels();
 #else
   (void)isa;
 #endif

@@ -22,6 +22,17 @@ void CastCpu(const Queue& q, const Tensor& out, const Tensor& x) {
 }
 }  // namespace
 
+namespace elementwise {
+namespace {
+thread_local const char* t_last_set = nullptr;
+}  // namespace
+const KernelSet* Chosen(const KernelSet* set) {
+  t_last_set = set != nullptr ? set->name : "scalar";
+  return set;
+}
+const char* LastElementwiseSetOnThisThread() { return t_last_set; }
+}  // namespace elementwise
+
 void RegisterCastKernels() { Register<OpId::kCast>(DeviceType::kCPU, &CastCpu); }
 
 }  // namespace vt::cpu

@@ -2,7 +2,7 @@
 // RmsNormGated, SiluMul and the fused recipes), one set per ISA.
 //
 // The sets are compiled in files of their own (elementwise_avx512.cpp,
-// elementwise_avx2.cpp); only plain data and function pointers cross between them and the
+// elementwise_avx2.cpp, elementwise_neon.cpp); only plain data and function pointers cross between them and the
 // portable code, so no inline function is shared between code built for different ISAs.
 // Every kernel is byte-identical to the scalar reference in reference.cpp.
 #pragma once
@@ -50,16 +50,30 @@ struct KernelSet {
 const KernelSet* Avx512Kernels();
 const KernelSet* Avx2Kernels();
 #endif
+#if defined(VT_CPU_ARM)
+const KernelSet* NeonKernels();
+#endif
+
+// Records the set a dispatch chose (nullptr: the scalar reference) for
+// LastElementwiseSetOnThisThread; defined in the portable code (cast.cpp).
+const KernelSet* Chosen(const KernelSet* set);
 
 // The vector kernels for a queue's effective ISA, or nullptr: use the scalar reference.
 inline const KernelSet* ForIsa(CpuIsa isa) {
 #if defined(VT_CPU_X86)
-  if (isa >= CpuIsa::kAvx512) return Avx512Kernels();
-  if (isa >= CpuIsa::kAvx2) return Avx2Kernels();
+  if (isa >= CpuIsa::kAvx512) return Chosen(Avx512Kernels());
+  if (isa >= CpuIsa::kAvx2) return Chosen(Avx2Kernels());
+#elif defined(VT_CPU_ARM)
+  if (isa >= CpuIsa::kNeon) return Chosen(NeonKernels());
 #else
   (void)isa;
 #endif
-  return nullptr;
+  return Chosen(nullptr);
 }
+
+// For tests: the name of the set the calling thread's last elementwise CPU op (QuantFp8Static,
+// Cast, RmsNorm, RmsNormGated, SiluMul, the fused recipes) chose, "scalar" for the scalar
+// reference; nullptr before any.
+const char* LastElementwiseSetOnThisThread();
 
 }  // namespace vt::cpu::elementwise

@@ -2,8 +2,8 @@
 // scalar arithmetic in vt/detail/numerics.h (fp8 quantization, BF16/F16 rounding, Exp,
 // Silu, the canonical 32-lane sum of squares).
 //
-// Included only by files compiled for one ISA (*_avx512.cpp, *_avx2.cpp); the width is
-// chosen by the compiler flags of that file. Everything here has internal linkage and
+// Included only by files compiled for one ISA (*_avx512.cpp, *_avx2.cpp, *_neon.cpp); the
+// width is chosen by the compiler flags of that file. Everything here has internal linkage and
 // lives in a namespace named after the ISA, so no inline function compiled with wide
 // instructions is ever shared with the portable code.
 //
@@ -19,7 +19,11 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#else
 #include <immintrin.h>
+#endif
 
 #include <cstdint>
 #include <cstring>
@@ -37,8 +41,10 @@
 #define VT_SIMD_NS avx512
 #elif defined(__AVX2__)
 #define VT_SIMD_NS avx2
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#define VT_SIMD_NS neon
 #else
-#error "simd_vec.h needs -mavx2 or -mavx512f"
+#error "simd_vec.h needs -mavx2, -mavx512f or aarch64 NEON"
 #endif
 
 // Every primitive here is forced inline, and so are the loop bodies written as lambdas:
@@ -130,6 +136,81 @@ VT_INLINE float CombineLanes(const V (&acc)[kAccs]) {
 // The sum of the lanes, in the instruction sequence's own order.
 VT_INLINE float SumLanes(V v) { return _mm512_reduce_add_ps(v); }
 VT_INLINE float FirstLane(V v) { return _mm512_cvtss_f32(v); }
+
+#elif defined(__aarch64__)
+
+constexpr int kLanes = 4;
+using V = float32x4_t;
+using VI = int32x4_t;
+using M = uint32x4_t;  // all-ones lanes where true
+
+VT_INLINE V Set1(float f) { return vdupq_n_f32(f); }
+VT_INLINE VI Set1I(int32_t i) { return vdupq_n_s32(i); }
+VT_INLINE V Add(V a, V b) { return vaddq_f32(a, b); }
+VT_INLINE V Sub(V a, V b) { return vsubq_f32(a, b); }
+VT_INLINE V Mul(V a, V b) { return vmulq_f32(a, b); }
+VT_INLINE V Div(V a, V b) { return vdivq_f32(a, b); }
+VT_INLINE V Fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }
+// The x86 semantics (a < b ? a : b, a > b ? a : b: a NaN in b passes through), not FMIN's.
+VT_INLINE V Min(V a, V b) { return vbslq_f32(vcltq_f32(a, b), a, b); }
+VT_INLINE V Max(V a, V b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
+VT_INLINE V AsF(VI i) { return vreinterpretq_f32_s32(i); }
+VT_INLINE VI AsI(V f) { return vreinterpretq_s32_f32(f); }
+VT_INLINE VI AddI(VI a, VI b) { return vaddq_s32(a, b); }
+VT_INLINE VI SubI(VI a, VI b) { return vsubq_s32(a, b); }
+VT_INLINE VI AndI(VI a, VI b) { return vandq_s32(a, b); }
+VT_INLINE VI OrI(VI a, VI b) { return vorrq_s32(a, b); }
+VT_INLINE VI XorI(VI a, VI b) { return veorq_s32(a, b); }
+template <int N> VT_INLINE VI Srl(VI a) { return vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_s32(a), N)); }
+template <int N> VT_INLINE VI Sra(VI a) { return vshrq_n_s32(a, N); }
+template <int N> VT_INLINE VI Sll(VI a) { return vshlq_n_s32(a, N); }
+VT_INLINE VI CvtI(V a) { return vcvtnq_s32_f32(a); }  // nearest, ties to even
+VT_INLINE VI CvttI(V a) { return vcvtq_s32_f32(a); }  // truncation
+VT_INLINE M LtI(VI a, VI b) { return vcltq_s32(a, b); }
+VT_INLINE M GtI(VI a, VI b) { return vcgtq_s32(a, b); }
+VT_INLINE M GeI(VI a, VI b) { return vcgeq_s32(a, b); }
+VT_INLINE M GtF(V a, V b) { return vcgtq_f32(a, b); }
+VT_INLINE M LtF(V a, V b) { return vcltq_f32(a, b); }
+VT_INLINE M IsNan(V a) { return vmvnq_u32(vceqq_f32(a, a)); }
+VT_INLINE V Select(M m, V yes, V no) { return vbslq_f32(m, yes, no); }
+VT_INLINE VI SelectI(M m, VI yes, VI no) { return vbslq_s32(m, yes, no); }
+
+VT_INLINE V LoadF32(const float* p) { return vld1q_f32(p); }
+VT_INLINE VI LoadU16(const uint16_t* p) { return vreinterpretq_s32_u32(vmovl_u16(vld1_u16(p))); }
+VT_INLINE VI LoadU8(const uint8_t* p) {
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  return vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(w)))));
+}
+VT_INLINE V CvtIToF(VI a) { return vcvtq_f32_s32(a); }  // exact below 2^24
+// F16 -> F32 by FCVTL; NaN lanes are redone in integers below.
+VT_INLINE V HalfToFloatHw(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+VT_INLINE void StoreF32(float* p, V v) { vst1q_f32(p, v); }
+// Low 16 bits of each lane.
+VT_INLINE void StoreU16(uint16_t* p, VI v) { vst1_u16(p, vmovn_u32(vreinterpretq_u32_s32(v))); }
+// Low 8 bits of each lane.
+VT_INLINE void StoreU8(uint8_t* p, VI v) {
+  const uint16x4_t h = vmovn_u32(vreinterpretq_u32_s32(v));
+  const uint32_t w = vget_lane_u32(vreinterpret_u32_u8(vmovn_u16(vcombine_u16(h, h))), 0);
+  std::memcpy(p, &w, 4);
+}
+// FCVTN rounds to nearest even (the FPCR default, which Linux keeps).
+VT_INLINE void StoreF16(uint16_t* p, V v) { vst1_u16(p, vreinterpret_u16_f16(vcvt_f16_f32(v))); }
+VT_INLINE V RoundTripF16Hw(V v) { return vcvt_f32_f16(vcvt_f16_f32(v)); }
+
+// Canonical lanes 0-3, 4-7, ..., 28-31.
+constexpr int kAccs = 8;
+VT_INLINE float CombineLanes(const V (&acc)[kAccs]) {
+  V s[4];
+  for (int k = 0; k < 4; ++k) s[k] = Add(acc[k], acc[k + 4]);  // lanes 0-15 += 16-31
+  const V t0 = Add(s[0], s[2]), t1 = Add(s[1], s[3]);           // lanes 0-7 += 8-15
+  const V u = Add(t0, t1);                                      // lanes 0-3 += 4-7
+  const V w = Add(u, vextq_f32(u, u, 2));                       // lanes 0-1 += 2-3
+  return vgetq_lane_f32(w, 0) + vgetq_lane_f32(w, 1);
+}
+
+VT_INLINE float FirstLane(V v) { return vgetq_lane_f32(v, 0); }
+VT_INLINE float SumLanes(V v) { return vaddvq_f32(v); }
 
 #else  // AVX2
 

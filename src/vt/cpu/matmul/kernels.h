@@ -155,6 +155,13 @@ int64_t F32BitsStreamCalls();
 // Calls whose AVX2 outer-product kernel (Avx2PackedKernels) decoded as kF32Bits.
 int64_t F32BitsPackedCalls();
 
+// The streaming path of the F32 sets (AVX2 code, also used by the AVX-512 F32 set; the NEON
+// sets' own): a packed as their packs do, b fp8, BF16 or F32. It takes M <= kStreamMaxMF32:
+// it decodes the weights again for every pair of rows of a, so past a few rows packing a
+// panel once costs less (bench/kernel_notes.md has the x86 measurements; the NEON sets take
+// the same bound, unmeasured on ARM hardware).
+inline constexpr int64_t kStreamMaxMF32 = 4;
+
 // The portable set (plain C++ the compiler vectorizes); always available.
 const KernelSet& ScalarKernels();
 #if defined(VT_CPU_X86)
@@ -164,11 +171,6 @@ const KernelSet& Avx512Bf16Kernels();  // BF16 pairs, vdpbf16ps (F32 accumulatio
 const KernelSet& AmxKernels();         // the BF16-pairs set, GEMMs of 4..4096 rows of a on AMX tiles
 const PackedFp8Kernels& Avx512Bf16PackedKernels();  // vdpbf16ps, 16 columns per block
 const PackedFp8Kernels& Avx2PackedKernels();        // F32 FMA, 8 columns per block
-// The streaming path of the F32 sets (AVX2 code, also used by the AVX-512 F32 set): a
-// packed to F32 as their packs do (fp8 as value * 2^-8), b fp8, BF16 or F32. It takes
-// M <= kStreamMaxMF32: it decodes the weights again for every pair of rows of a, so past a
-// few rows packing a panel once costs less (bench/kernel_notes.md has the measurements).
-inline constexpr int64_t kStreamMaxMF32 = 4;
 void StreamF32Avx2(DType b_dtype, const void* a, int64_t lda, int64_t M, const void* b, int64_t K, int64_t nrows,
                    float* c, int64_t ldc);
 // Its stream_inner: kF32Bits where it decodes fp8 that way.
@@ -178,6 +180,10 @@ size_t StreamABytesF32Avx2(DType b_dtype, int64_t lda, int64_t M);
 void PrepareStreamAF32Avx2(const void* a, int64_t lda, int64_t M, int64_t block0, int64_t block1, void* dst);
 // Whether the AVX2 decodes use kF32Bits now (SetFp8StreamDecode, kAuto: on AMD).
 bool Fp8DecodeAsF32Bits();
+#endif
+#if defined(VT_CPU_ARM)
+const KernelSet& NeonKernels();      // F32 FMLA on 4 lanes (matmul/gemm_neon.cpp)
+const KernelSet& NeonBf16Kernels();  // BF16 pairs, BFDOT (matmul/gemm_neonbf16.cpp)
 #endif
 
 // Registers MatmulFp8GroupScaled (fp8_group_scaled.cpp); called by RegisterMatmulKernels.

@@ -1,5 +1,5 @@
 // Small helpers of the CPU matmul kernel files (matmul/gemm_avx512.cpp, matmul/gemm_avx2.cpp,
-// matmul/gemm_scalar.cpp). Internal linkage on purpose: each ISA-specific file gets its own copy
+// matmul/gemm_neon.cpp, matmul/gemm_neonbf16.cpp, matmul/gemm_scalar.cpp). Internal linkage on purpose: each ISA-specific file gets its own copy
 // compiled with its own flags, so the linker can never hand one file's code to another
 // (see matmul/kernels.h).
 #pragma once
@@ -7,11 +7,23 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "vt/cpu/matmul/kernels.h"
 
 namespace vt::cpu::matmul {
 namespace {
+
+// f(std::integral_constant<int, 0>{}), ..., f(...<N - 1>{}): the indices are constants from
+// the start, so that arrays indexed by them become registers (with loops over the indices,
+// GCC 12 kept gemm_neon.cpp's accumulators in memory and stored them in every iteration of
+// the streaming loop, as its disassembly showed).
+template <int N, typename F>
+[[maybe_unused]] __attribute__((always_inline)) inline void Unroll(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) __attribute__((always_inline)) {
+    (f(std::integral_constant<int, I>{}), ...);
+  }(std::make_integer_sequence<int, N>{});
+}
 
 // How far ahead the streaming decode paths prefetch in each of their weight streams.
 constexpr int64_t kStreamPrefetch = 1536;

@@ -107,6 +107,12 @@ const KernelSet& ChooseKernels(CpuIsa isa, DType a, DType b) {
   }
   if (isa >= CpuIsa::kAvx512) return matmul::Avx512Kernels();
   if (isa >= CpuIsa::kAvx2) return matmul::Avx2Kernels();
+#elif defined(VT_CPU_ARM)
+  if (isa >= CpuIsa::kNeonBf16) {
+    const KernelSet& bf16 = matmul::NeonBf16Kernels();
+    if (bf16.accepts(a) && bf16.accepts(b)) return bf16;
+  }
+  if (isa >= CpuIsa::kNeon) return matmul::NeonKernels();
 #else
   (void)isa;
 #endif

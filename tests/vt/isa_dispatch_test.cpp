@@ -1,0 +1,189 @@
+// Which kernels each CPU ISA level really runs, from the dispatch records the CPU backend keeps
+// (elementwise::LastElementwiseSetOnThisThread, matmul::LastGemmOnThisThread): without this
+// a level could silently run the scalar reference (or another level's code) and the
+// op table's byte comparisons would still pass. On x86-64 for the x86 levels, on aarch64
+// (under qemu in CI, once per CPU model) for the ARM levels.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "elementwise_test_util.h"
+#include "vt/cpu/matmul/kernels.h"
+#include "vt/vt.h"
+
+// From vt/cpu/elementwise_kernels.h, whose inline ForIsa depends on the library's own
+// compile definitions (VT_CPU_X86 / VT_CPU_ARM), so a test must not include it.
+namespace vt::cpu::elementwise {
+const char* LastElementwiseSetOnThisThread();
+}
+
+namespace {
+
+namespace ew = vt::cpu::elementwise;
+namespace mm = vt::cpu::matmul;
+using vt::CpuIsa;
+using vt::DType;
+
+// The elementwise set each level must choose.
+std::string ElementwiseSetOf(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kScalar: return "scalar";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512:
+    case CpuIsa::kAvx512Bf16:
+    case CpuIsa::kAmx: return "avx512";
+    case CpuIsa::kNeon:
+    case CpuIsa::kNeonBf16: return "neon";
+    default: return "?";
+  }
+}
+
+vt::Tensor Random(const vt::Shape& shape, DType dtype, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = nd(rng);
+  return vt_test::MakeTensor(v, shape, dtype);
+}
+
+std::vector<uint8_t> RandomFp8(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(static_cast<size_t>(n));
+  for (uint8_t& c : v) {
+    c = static_cast<uint8_t>(rng());
+    if ((c & 0x7F) == 0x7F) c ^= 1;  // no NaN codes
+  }
+  return v;
+}
+
+// Every level of this processor up to the one qemu's CPU model must give (scripts/build_aarch64.sh
+// sets VTLLM_EXPECT_CPU_ISA per model): each op family records the set the level chose.
+TEST(IsaDispatch, EachLevelRunsItsElementwiseKernels) {
+  const std::vector<CpuIsa> levels = vt_test::IsaLevels();
+  if (const char* want = std::getenv("VTLLM_EXPECT_CPU_ISA"); want != nullptr && *want != '\0') {
+    ASSERT_STREQ(vt::CpuIsaName(levels.back()), want) << "the highest level this processor runs";
+  }
+  const int64_t rows = 3, H = 77;
+  const vt::Tensor x = Random({rows, H}, DType::kBF16, 1), w = Random({H}, DType::kBF16, 2);
+  const vt::Tensor gate = Random({rows, H}, DType::kBF16, 3), x2 = Random({rows, 2 * H}, DType::kBF16, 4);
+  const vt::Tensor xf = Random({rows, H}, DType::kF32, 5);
+  int checked = 0;
+  for (CpuIsa isa : levels) {
+    const vt::Queue q = vt_test::QueueFor(isa);
+    const std::string want = ElementwiseSetOf(isa);
+    SCOPED_TRACE(vt::StrCat("isa=", vt::CpuIsaName(isa)));
+    auto expect_ran = [&](const char* op) {
+      const char* got = ew::LastElementwiseSetOnThisThread();
+      ASSERT_NE(got, nullptr) << op;
+      EXPECT_EQ(std::string(got), want) << op;
+      ++checked;
+    };
+    const vt::Tensor fp8 = vt::Tensor::Empty({rows, H}, DType::kF8E4M3);
+    const vt::Tensor bf16 = vt::Tensor::Empty({rows, H}, DType::kBF16);
+    vt::QuantFp8Static(q, fp8, xf, 0.03f);
+    expect_ran("QuantFp8Static");
+    vt::Cast(q, bf16, xf);
+    expect_ran("Cast");
+    vt::RmsNorm(q, bf16, x, w, 1e-6f);
+    expect_ran("RmsNorm");
+    vt::RmsNormGated(q, bf16, x, gate, w, 1e-6f);
+    expect_ran("RmsNormGated");
+    vt::SiluMul(q, bf16, x2);
+    expect_ran("SiluMul");
+    vt::RmsNormQuantFp8(q, fp8, x, w, 1e-6f, 0.05f);
+    expect_ran("RmsNormQuantFp8");
+    vt::RmsNormGatedQuantFp8(q, fp8, x, gate, w, 1e-6f, 0.05f);
+    expect_ran("RmsNormGatedQuantFp8");
+    vt::SiluMulQuantFp8(q, fp8, x2, 0.05f);
+    expect_ran("SiluMulQuantFp8");
+  }
+  EXPECT_EQ(checked, 8 * static_cast<int>(levels.size()));
+  std::cout << "[ elementwise kernels per level ]";
+  for (CpuIsa isa : levels) std::cout << " " << vt::CpuIsaName(isa) << "=" << ElementwiseSetOf(isa);
+  std::cout << "\n";
+}
+
+// Matmul with BF16 and F32 operands: the BF16 pairs sets take BF16 x BF16 only (F32 is not
+// exact in BF16), and small M streams.
+TEST(IsaDispatch, EachLevelRunsItsMatmulKernels) {
+  const std::map<CpuIsa, std::pair<std::string, std::string>> sets = {
+      {CpuIsa::kScalar, {"scalar-f32", "scalar-f32"}},
+      {CpuIsa::kAvx2, {"avx2-f32", "avx2-f32"}},
+      {CpuIsa::kAvx512, {"avx512-f32", "avx512-f32"}},
+      {CpuIsa::kAvx512Bf16, {"avx512bf16-dpbf16", "avx512-f32"}},
+      {CpuIsa::kAmx, {"amx-bf16", "avx512-f32"}},
+      {CpuIsa::kNeon, {"neon-f32", "neon-f32"}},
+      {CpuIsa::kNeonBf16, {"neonbf16-bfdot", "neon-f32"}},
+  };
+  const int64_t N = 24, K = 96;
+  const vt::Tensor b16 = Random({N, K}, DType::kBF16, 7), b32 = Random({N, K}, DType::kF32, 8);
+  int checked = 0;
+  for (CpuIsa isa : vt_test::IsaLevels()) {
+#if defined(__x86_64__)
+    // Without AVX512-VBMI the BF16 pairs sets step aside for the F32 one.
+    if (isa >= CpuIsa::kAvx512Bf16 && !__builtin_cpu_supports("avx512vbmi")) continue;
+#endif
+    const vt::Queue q = vt_test::QueueFor(isa);
+    for (int64_t M : {1, 40}) {
+      SCOPED_TRACE(vt::StrCat("isa=", vt::CpuIsaName(isa), " M=", M));
+      auto out = vt::Tensor::Empty({M, N}, DType::kF32);
+      vt::Matmul(q, out, Random({M, K}, DType::kBF16, 9), b16);
+      mm::LastGemm last = mm::LastGemmOnThisThread();
+      ASSERT_NE(last.set, nullptr);
+      EXPECT_EQ(std::string(last.set), sets.at(isa).first);
+      if (isa != CpuIsa::kAmx) {
+        EXPECT_EQ(last.stream, isa != CpuIsa::kScalar && M <= 4);
+      }
+      vt::Matmul(q, out, Random({M, K}, DType::kF32, 10), b32);
+      last = mm::LastGemmOnThisThread();
+      ASSERT_NE(last.set, nullptr);
+      EXPECT_EQ(std::string(last.set), sets.at(isa).second);
+      checked += 2;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// MatmulFp8 at decode (M = 1, the streaming GEMV) and prefill (the packed-panel GEMM) on each
+// level, with the set and path recorded.
+TEST(IsaDispatch, EachLevelRunsItsFp8GemvAndGemm) {
+  const int64_t N = 36, K = 200;
+  const auto bw = RandomFp8(N * K, 11);
+  const vt::Tensor b = vt::Tensor::FromHost(bw.data(), {N, K}, DType::kF8E4M3);
+  int checked = 0;
+  for (CpuIsa isa : vt_test::IsaLevels()) {
+    const vt::Queue q = vt_test::QueueFor(isa);
+    for (int64_t M : {1, 3, 33}) {
+      SCOPED_TRACE(vt::StrCat("isa=", vt::CpuIsaName(isa), " M=", M));
+      const auto aw = RandomFp8(M * K, 12);
+      auto out = vt::Tensor::Empty({M, N}, DType::kBF16);
+      vt::MatmulFp8(q, out, vt::Tensor::FromHost(aw.data(), {M, K}, DType::kF8E4M3), b, 0.25f);
+      const mm::LastGemm last = mm::LastGemmOnThisThread();
+      ASSERT_NE(last.set, nullptr);
+      if (isa == CpuIsa::kNeon) {
+        EXPECT_STREQ(last.set, "neon-f32");
+      }
+      if (isa == CpuIsa::kNeonBf16) {
+        EXPECT_STREQ(last.set, "neonbf16-bfdot");
+      }
+      if (isa == CpuIsa::kScalar) {
+        EXPECT_STREQ(last.set, "scalar-f32");
+      }
+      if (isa == CpuIsa::kNeon || isa == CpuIsa::kNeonBf16) {
+        EXPECT_EQ(last.stream, M <= 4);
+        EXPECT_FALSE(last.packed);
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 3 * static_cast<int>(vt_test::IsaLevels().size()));
+}
+
+}  // namespace
