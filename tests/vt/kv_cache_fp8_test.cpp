@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
 #include "elementwise_test_util.h"
 #include "kv_fp8_ref.h"
+#include "vt/cpu/attention_kernels.h"
 #include "vt/vt.h"
 
 namespace {
@@ -243,3 +245,35 @@ TEST(KvCacheFp8, BadArgumentsAreErrors) {
 }
 
 }  // namespace
+
+// The CPU attention widens an F8E4M3 cache with each kernel set's vector decode: the same
+// floats as KvCacheDequantizeFp8 (what the float64 tests above read), for all 256 codes, at
+// scales whose products round, and for lengths with a partial vector at the end.
+TEST(KvCacheFp8, VectorWideningEqualsTheDefinition) {
+  std::vector<uint8_t> codes(256 + 37);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 97 + 13) % 256);
+  std::iota(codes.begin(), codes.begin() + 256, 0);
+  int sets = 0;
+  for (vt::CpuIsa isa : vt::CpuIsaLevels()) {
+    if (isa == vt::CpuIsa::kScalar || isa > vt::DetectCpuIsa()) continue;
+    const vt::cpu::attention::KernelSet* ks = vt::cpu::attention::ForIsa(isa, 128);
+    if (ks == nullptr || ks->fp8_to_f32 == nullptr) continue;
+    ++sets;
+    for (float scale : {1.0f, 0.0371f, 3.7f, 1.0f / 448.0f})
+      for (int64_t n : {int64_t{256}, int64_t{256 + 37}, int64_t{5}}) {
+        std::vector<float> got(static_cast<size_t>(n), -1.0f);
+        ks->fp8_to_f32(got.data(), codes.data(), n, scale);
+        for (int64_t i = 0; i < n; ++i) {
+          const float want = vt::KvCacheDequantizeFp8(codes[static_cast<size_t>(i)], scale);
+          const float g = got[static_cast<size_t>(i)];
+          const bool same = std::isnan(want) ? std::isnan(g) : std::memcmp(&g, &want, 4) == 0;
+          ASSERT_TRUE(same) << ks->name << " code " << int{codes[static_cast<size_t>(i)]} << " scale " << scale << " n "
+                            << n << ": " << g << " vs " << want;
+        }
+      }
+  }
+  // Every vector level of this processor has the widening (x86 CI machines have AVX2).
+  if (vt::DetectCpuIsa() != vt::CpuIsa::kScalar) {
+    EXPECT_GT(sets, 0);
+  }
+}

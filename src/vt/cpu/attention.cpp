@@ -7,8 +7,9 @@
 // head of the group and every row of the chunk, so GQA reads the cache once per KV head.
 // Each (query row, block) step runs the queue's vector kernel (attention_kernels.h) where
 // the ISA and head size allow, else the portable loops below.
-// An F8E4M3 cache is converted through a 256-entry table per call, entry b =
-// KvCacheDequantizeFp8(b, scale), so every path reads the same f32 keys and values.
+// An F8E4M3 cache is widened by the kernel set's vector decode, or where there is none
+// through a 256-entry table per call, entry b = KvCacheDequantizeFp8(b, scale): every path
+// reads the same f32 keys and values.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,6 +19,25 @@
 #include "vt/cpu/backend.h"
 #include "vt/cpu/elem.h"
 #include "vt/ops/attention.h"
+
+namespace vt::cpu::attention {
+
+const KernelSet* ForIsa(CpuIsa isa, int64_t D) {
+  const KernelSet* ks = nullptr;
+#if defined(VT_CPU_X86)
+  if (isa >= CpuIsa::kAvx512)
+    ks = Avx512Kernels();
+  else if (isa >= CpuIsa::kAvx2)
+    ks = Avx2Kernels();
+#elif defined(VT_CPU_ARM)
+  if (isa >= CpuIsa::kNeon) ks = NeonKernels();
+#else
+  (void)isa;
+#endif
+  return ks != nullptr && D % ks->lanes == 0 ? ks : nullptr;
+}
+
+}  // namespace vt::cpu::attention
 
 namespace vt::cpu {
 
@@ -60,12 +80,19 @@ struct Geometry {
   DType cache_dtype;  // the caches: dtype, or F8E4M3 read through the tables below
   const float* k_table = nullptr;  // [256]: KvCacheDequantizeFp8(b, k_scale) (F8E4M3 caches)
   const float* v_table = nullptr;
+  float k_scale = 1.0f, v_scale = 1.0f;
 };
 
-// n cache elements at src as f32 (dequantized through `table` for an F8E4M3 cache).
-inline void CacheToF32(float* dst, const void* src, const Geometry& g, const float* table, int64_t n) {
+// n cache elements at src as f32 (an F8E4M3 cache dequantized by the kernel set's vector
+// widening, else through `table`: the same floats).
+inline void CacheToF32(float* dst, const void* src, const Geometry& g, const attention::KernelSet* ks,
+                       const float* table, float scale, int64_t n) {
   if (g.cache_dtype == DType::kF8E4M3) {
     const auto* p = static_cast<const uint8_t*>(src);
+    if (ks != nullptr && ks->fp8_to_f32 != nullptr) {
+      ks->fp8_to_f32(dst, p, n, scale);
+      return;
+    }
     for (int64_t i = 0; i < n; ++i) dst[i] = table[p[i]];
     return;
   }
@@ -120,10 +147,10 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
     const size_t base = static_cast<size_t>((block * g.block_size * g.Hk + w.kv_head) * D);
     prefetch_block(b + 1);
     for (int64_t j = 0; j < count; ++j) {
-      CacheToF32(&kf[j * D], static_cast<const char*>(key_cache.data()) + (base + j * token_stride) * csize, g,
-                 g.k_table, D);
-      CacheToF32(&vf[j * D], static_cast<const char*>(value_cache.data()) + (base + j * token_stride) * csize, g,
-                 g.v_table, D);
+      CacheToF32(&kf[j * D], static_cast<const char*>(key_cache.data()) + (base + j * token_stride) * csize, g, ks,
+                 g.k_table, g.k_scale, D);
+      CacheToF32(&vf[j * D], static_cast<const char*>(value_cache.data()) + (base + j * token_stride) * csize, g, ks,
+                 g.v_table, g.v_scale, D);
     }
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t pos = first_pos + w.row0 + r;
@@ -188,6 +215,8 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
     }
     g.k_table = k_table;
     g.v_table = v_table;
+    g.k_scale = k_scale;
+    g.v_scale = v_scale;
   }
   const int64_t S = seq_lens.dim(0), T = query.dim(0);
   const auto* lens = seq_lens.data_as<int32_t>();

@@ -18,6 +18,9 @@ struct KernelSet {
   // p_j = e^(s_j - m'); l += Σ p_j; acc += Σ p_j·v_j (in j order); m = m'.
   void (*attend_block)(const float* q, const float* k, const float* v, int64_t valid, int64_t D, float* acc, float& m,
                        float& l);
+  // n F8E4M3 cache bytes -> dst[i] = KvCacheDequantizeFp8(src[i], scale), the same floats
+  // (an exact decode, then one IEEE multiply).
+  void (*fp8_to_f32)(float* dst, const uint8_t* src, int64_t n, float scale);
 };
 
 #if defined(VT_CPU_X86)
@@ -28,19 +31,7 @@ const KernelSet* NeonKernels();  // attention_neon.cpp
 #endif
 
 // The set for a queue's effective ISA and head size, or nullptr: use the portable loops.
-inline const KernelSet* ForIsa(CpuIsa isa, int64_t D) {
-  const KernelSet* ks = nullptr;
-#if defined(VT_CPU_X86)
-  if (isa >= CpuIsa::kAvx512)
-    ks = Avx512Kernels();
-  else if (isa >= CpuIsa::kAvx2)
-    ks = Avx2Kernels();
-#elif defined(VT_CPU_ARM)
-  if (isa >= CpuIsa::kNeon) ks = NeonKernels();
-#else
-  (void)isa;
-#endif
-  return ks != nullptr && D % ks->lanes == 0 ? ks : nullptr;
-}
+// (Defined in attention.cpp, compiled with the build's ISA macros; tests call it too.)
+const KernelSet* ForIsa(CpuIsa isa, int64_t D);
 
 }  // namespace vt::cpu::attention

@@ -62,6 +62,16 @@ void AttendKeys(const float* q, const float* k, const float* v, int64_t n, int64
   }
 }
 
+void Fp8ToF32(float* dst, const uint8_t* src, int64_t n, float scale) {
+  const V s = Set1(scale);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) StoreF32(dst + i, Mul(DecodeFp8(LoadU8(src + i)), s));
+  if (i < n) {
+    const int c = static_cast<int>(n - i);
+    StoreN(dst, DType::kF32, i, Mul(LoadFp8N(src, i, c), s), c);
+  }
+}
+
 void AttendBlock(const float* q, const float* k, const float* v, int64_t valid, int64_t D, float* acc, float& m,
                  float& l) {
   for (int64_t j = 0; j < valid; j += kKeysPerPass) {
