@@ -6,6 +6,7 @@
 // (tests/vt/op_table_test.cpp).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "../vt/op_table.h"  // MakePagedBatch
@@ -221,7 +222,9 @@ TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
       {32, 4, 128, 16, {{8192, 1}, {4000, 1}, {1, 1}}},  // GQA 8, the longest contexts, split across CTAs
   };
   // BF16 cases with head size 64 or 128 and up to 8 query heads per KV head take the
-  // decode kernel (attention_decode.cu), F32 ones the general kernel: cases 2-4 here.
+  // decode kernel (attention_decode.cu), F32 ones the general kernel: cases 2-4 here. It is
+  // chosen from 8 sequences on; "always" makes these small batches take it too.
+  setenv("VT_CUDA_ATTN_DECODE", "always", 1);
   const int64_t decode_before = vt::cuda::DecodeAttentionLaunches();
   uint32_t seed = 500;
   for (const auto& c : cases)
@@ -241,6 +244,12 @@ TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
   };
   for (const auto& c : odd) RunAttentionCase(c, DType::kF16, seed += 7);
   EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - decode_before, 4 + 3);
+  // Without the override: 3 sequences take the general kernel, 256 the decode kernel.
+  unsetenv("VT_CUDA_ATTN_DECODE");
+  const int64_t default_before = vt::cuda::DecodeAttentionLaunches();
+  RunAttentionCase(cases[1], DType::kBF16, 9001);
+  RunAttentionCase(wide, DType::kBF16, 9002);
+  EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - default_before, 1);
 }
 
 TEST(CudaModelOps, PagedAttentionRefusesBadMetadata) {
