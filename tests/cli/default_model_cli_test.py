@@ -62,8 +62,13 @@ for sub, flags, strict in [(None, ["--dtype", "float32"], True), ("bf16", ["--dt
     check(len(j["text"]) > 0, f"{kind}: no text")
 
 # Perplexity through the engine's prompt logprobs, window by window against PyTorch's.
-for kind, sub, flags, tol in [("bf16", "bf16", ["--dtype", "float32"], 1e-2), ("fp8", "fp8", ["--dtype", "float32"], 1.5),
-                              ("fp8", None, [], 3.0)]:
+# BF16 weights in f32: the same math, an absolute bound. FP8: PyTorch's float32 emulation,
+# where a summation order that differs by an ulp flips an activation's fp8 code and moves a
+# window's NLL: a bound relative to the window's NLL (its ~511 tokens), 0.15% in f32 and
+# 0.3% with BF16 activations. (Absolute bounds of 1.5 and 3.0 nats held on a Zen 5 machine;
+# a Zen 3 one measured 1.8 and 3.7, at every ISA level, with code older than the bounds.)
+for kind, sub, flags, tol in [("bf16", "bf16", ["--dtype", "float32"], 1e-2), ("fp8", "fp8", ["--dtype", "float32"], -1.5e-3),
+                              ("fp8", None, [], -3e-3)]:
     args = ["perplexity"] + ([os.path.join(root, "models/default", sub)] if sub else []) + [
         "--file", os.path.join(root, ref["heldout"]["file"]), "--window", str(ref["window"]), "--max-windows", "4",
         "--json", *flags]
@@ -74,7 +79,8 @@ for kind, sub, flags, tol in [("bf16", "bf16", ["--dtype", "float32"], 1e-2), ("
     j = json.loads(out)
     for got, want in zip(j["windows"], ref[kind]["windows"]):
         check(got["start"] == want["start"] and got["scored"] == want["scored"], f"window {got} vs {want}")
-        check(abs(got["nll_sum"] - want["nll_sum"]) <= tol,
+        bound = tol if tol > 0 else -tol * abs(want["nll_sum"])  # negative: relative
+        check(abs(got["nll_sum"] - want["nll_sum"]) <= bound,
               f"perplexity {kind} {flags}: window {got['start']} NLL {got['nll_sum']} vs {want['nll_sum']}")
     print(f"perplexity {kind} {flags or 'default dtype'}: {j['perplexity']:.4f} over {j['scored_tokens']} tokens")
 
