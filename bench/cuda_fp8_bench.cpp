@@ -14,6 +14,9 @@
 // Weights rotate through copies totalling >= 256 MiB so that they stream from HBM rather
 // than L2. The read roofline is a kernel that only streams a weight-sized buffer, timed
 // the same ways. `--gemv` measures M = 1 only (the decode kernels, a shorter run).
+// `--rows` measures the row kernels of a decoder layer instead (residual add + RMSNorm +
+// FP8 quantization, SiLU-mul + FP8 quantization) for 1 to 4096 rows of the 0.6B and 8B
+// widths, with the bytes each reads and writes per second.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -147,6 +150,7 @@ void LaunchStreamRead(const void* p, int64_t bytes, uint32_t* sink, int sms, cud
 int main(int argc, char** argv) {
   // --gemv: only M = 1 (cuBLASLt FP8, the dispatched kernel and every GEMV variant).
   const bool gemv_only = argc > 1 && std::string(argv[1]) == "--gemv";
+  const bool rows_only = argc > 1 && std::string(argv[1]) == "--rows";
   if (vt::CudaDeviceCount() == 0) {
     std::printf("cuda_fp8_bench: no CUDA device, nothing measured\n");
     return 0;
@@ -192,6 +196,39 @@ int main(int argc, char** argv) {
                   static_cast<long long>(mb), call, bytes / call / 1e3, chain.us, bytes / chain.us / 1e3,
                   chain.issue_us, graph, bytes / graph / 1e3);
     }
+  }
+
+  if (rows_only) {
+    std::printf("%-28s %5s %6s %9s %9s %10s\n", "kernel", "rows", "width", "chain_us", "graph_us", "GB/s(graph)");
+    for (const int64_t H : {int64_t{1024}, int64_t{4096}}) {
+      const int64_t I = 3 * H;  // the MLP width of both shapes
+      for (const int64_t M : {int64_t{1}, int64_t{16}, int64_t{64}, int64_t{256}, int64_t{1024}, int64_t{4096}}) {
+        const auto dev = vt::Device::Cuda(0);
+        vt::Tensor x = vt::Tensor::Empty({M, H}, vt::DType::kBF16, dev);
+        vt::Tensor res = vt::Tensor::Empty({M, H}, vt::DType::kBF16, dev);
+        vt::Tensor w = vt::Tensor::Empty({H}, vt::DType::kBF16, dev);
+        vt::Tensor qo = vt::Tensor::Empty({M, H}, vt::DType::kF8E4M3, dev);
+        vt::Tensor no = vt::Tensor::Empty({M, H}, vt::DType::kBF16, dev);
+        vt::Tensor gu = vt::Tensor::Empty({M, 2 * I}, vt::DType::kBF16, dev);
+        vt::Tensor qi = vt::Tensor::Empty({M, I}, vt::DType::kF8E4M3, dev);
+        for (auto* t : {&x, &res, &w, &gu}) CHECK_CUDA(cudaMemsetAsync(t->data(), 0x3c, t->nbytes(), stream));
+        const int chain = 20;
+        auto row = [&](const char* name, double bytes, const std::function<void(int)>& fn) {
+          const ChainTime ct = ChainUs(stream, 5, chain, fn);
+          const double graph = GraphUs(stream, 9, chain, fn);
+          std::printf("%-28s %5lld %6lld %9.2f %9.2f %10.0f\n", name, static_cast<long long>(M),
+                      static_cast<long long>(name[0] == 'S' ? I : H), ct.us, graph, bytes / graph / 1e3);
+        };
+        const double mh = static_cast<double>(M * H);
+        // x read, residual read and written, FP8 written (the weight row stays in L2).
+        row("RmsNormQuantFp8+residual", 7.0 * mh, [&](int) { vt::RmsNormQuantFp8(q, qo, x, w, 1e-6f, 0.01f, &res); });
+        row("RmsNorm+residual (bf16)", 8.0 * mh, [&](int) { vt::RmsNorm(q, no, x, w, 1e-6f, &res); });
+        row("SiluMulQuantFp8", 5.0 * static_cast<double>(M * I),
+            [&](int) { vt::SiluMulQuantFp8(q, qi, gu, 0.01f); });
+      }
+    }
+    q.Synchronize();
+    return 0;
   }
 
   struct ShapeNK {

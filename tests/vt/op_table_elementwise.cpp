@@ -37,6 +37,13 @@ bool MixedOutAt(const RowShape& s) {
 // Rows past 4097 reach the CUDA kernels' row handling (the CTA-per-row range of RmsNorm);
 // the fused recipes take them in fewer combinations.
 bool WideRow(const RowShape& s) { return s.width > 4097; }
+// SiLU-mul's shapes: the row shapes and one of 163840 elements, past the size from which
+// the CUDA op runs its vector kernel (activation.cu).
+std::vector<RowShape> SiluShapes() {
+  std::vector<RowShape> shapes(std::begin(kRowShapes), std::end(kRowShapes));
+  shapes.push_back({40, 4096});
+  return shapes;
+}
 // Input scales of the fused recipes (1e-3 saturates many values), one per case in turn,
 // so that each row shape meets every scale.
 const float kFusedScales[] = {0.0092f, 0.13f, 0.77f, 1e-3f};
@@ -108,10 +115,11 @@ std::vector<OpCase> QuantCases() {
       cases.push_back(Quant(vt::StrCat("specials ", vt::DTypeName(d), " scale ", scale),
                             Host(v, {static_cast<int64_t>(v.size())}, d), scale));
   }
+  // Every code twice (131072 elements: the CUDA op's vector kernel takes them).
   for (DType d : {DType::kBF16, DType::kF16}) {
-    std::vector<uint16_t> codes(65536);
-    for (int i = 0; i < 65536; ++i) codes[i] = static_cast<uint16_t>(i);
-    const vt::Tensor x = HostOf(codes, {256, 256}, d);
+    std::vector<uint16_t> codes(131072);
+    for (int i = 0; i < 131072; ++i) codes[i] = static_cast<uint16_t>(i < 65536 ? i : 131071 - i);
+    const vt::Tensor x = HostOf(codes, {512, 256}, d);
     for (float scale : {0.0092f, 0.13f, 0.77f, 1.0f, 1e-3f})
       cases.push_back(Quant(vt::StrCat("every ", vt::DTypeName(d), " code, scale ", scale), x, scale));
   }
@@ -222,7 +230,7 @@ std::vector<OpCase> RmsNormGatedCases() {
 
 std::vector<OpCase> SiluMulCases() {
   std::vector<OpCase> cases;
-  for (const RowShape& s : kRowShapes) {
+  for (const RowShape& s : SiluShapes()) {
     const std::vector<float> v = WithExtremeGates(RowsWithSpecials(s.rows, 2 * s.width, 8));
     for (DType xd : kFloatTypes) {
       for (DType od : kFloatTypes) {
@@ -396,7 +404,7 @@ std::vector<OpCase> RmsNormGatedQuantFp8Cases() {
 std::vector<OpCase> SiluMulQuantFp8Cases() {
   std::vector<OpCase> cases;
   int turn = 0;  // the scale's, across the shapes
-  for (const RowShape& s : kRowShapes) {
+  for (const RowShape& s : SiluShapes()) {
     const auto v = WithExtremeGates(RowsWithSpecials(s.rows, 2 * s.width, 41));
     for (DType xd : kFloatTypes) {
       const float scale = FusedScale(turn++);

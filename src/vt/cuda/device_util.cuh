@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "vt/cuda/context.h"
@@ -92,6 +94,45 @@ void LaunchOverlapped(CudaQueue& cq, const char* name, void (*kernel)(Params...)
   cfg.numAttrs = OverlappedLaunches(cq) ? 1 : 0;
   detail::Check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), name, __FILE__, __LINE__);
 }
+
+// Eight 16-bit floats (BF16 or F16) in one 16-byte word: the vectorised access of the row
+// kernels, with the same conversions as LoadAny / StoreAny.
+__device__ __forceinline__ void Unpack8(const uint4& u, DType d, float (&f)[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const auto h = static_cast<uint16_t>(w[k / 2] >> (16 * (k % 2)));
+    f[k] = d == DType::kBF16 ? Bf16ToFloat(h) : F16ToFloat(h);
+  }
+}
+__device__ __forceinline__ uint4 Pack8(const float (&f)[8], DType d) {
+  uint32_t w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t lo = d == DType::kBF16 ? FloatToBf16(f[2 * k]) : FloatToF16(f[2 * k]);
+    const uint32_t hi = d == DType::kBF16 ? FloatToBf16(f[2 * k + 1]) : FloatToF16(f[2 * k + 1]);
+    w[k] = lo | (hi << 16);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+// The FP8 codes of eight values rounded to od first (QuantizeFp8KeepNan), in one 8-byte word.
+__device__ __forceinline__ uint2 QuantizePack8(const float (&y)[8], DType od, float q_inv) {
+  uint32_t w[2] = {0, 0};
+#pragma unroll
+  for (int k = 0; k < 8; ++k) w[k / 4] |= uint32_t{QuantizeFp8KeepNan(RoundAny(od, y[k]), q_inv)} << (8 * (k % 4));
+  return make_uint2(w[0], w[1]);
+}
+inline bool Is16Bit(DType d) { return d == DType::kBF16 || d == DType::kF16; }
+// Whether the 16-byte vector row kernels may run: VT_CUDA_VEC_ROWS=0 keeps the scalar ones
+// (an A/B switch for benchmarks; read once per process).
+inline bool VecRowsOn() {
+  static const bool on = [] {
+    const char* v = std::getenv("VT_CUDA_VEC_ROWS");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on;
+}
+inline bool AlignedTo(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // Blocks for a grid-stride loop over n items.
 inline unsigned GridFor(int64_t n, int threads, const CudaQueue& cq) {

@@ -24,6 +24,11 @@ void RegisterSamplingKernels();    // sampling.cu
 // How many PagedAttention calls took the tensor-core prefill path (attention_prefill.cu;
 // all queues): lets tests prove which kernel ran.
 int64_t PrefillMmaLaunches();
+// How many RMSNorm calls took the 16-byte vector row kernel (norm.cu), and how many SiLU-mul
+// and FP8 quantization calls their vector kernels (all queues).
+int64_t RmsNormVecLaunches();
+int64_t SiluMulVecLaunches();
+int64_t QuantFp8VecLaunches();  // QuantFp8Static's vector kernel (quant.cu)
 // How many PagedAttention calls took the decode kernel (attention_decode.cu; all queues).
 int64_t DecodeAttentionLaunches();
 // How many launches read or wrote an F8E4M3 KV cache (attention.cu, qk_norm_rope.cu; all

@@ -1,6 +1,8 @@
 // CUDA RmsNorm, RmsNormZeroCentred and RmsNormGated: one warp per row, lane j summing elements j, j+32, ...
 // with fma and the canonical pairwise combine, so the sum of squares, and hence every
 // output byte, equals the CPU kernel's.
+#include <atomic>
+
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/kernels.h"
 #include "vt/cuda/rows.h"
@@ -114,6 +116,105 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+// The row kernel above with 16-byte accesses, for 16-bit x, residual, weight and out
+// whose rows start 16-byte aligned (the activations of a model): thread t owns the
+// 8-element vectors t, t + 256, ... of its row, so a warp moves 512 contiguous bytes per
+// load instead of 64. The staging, the canonical sum (its loads unrolled, the fma chain of
+// each lane in the same order) and every conversion are those of RmsNormRowKernel.
+constexpr int kVecThreads = 256;
+
+template <int kVecs>
+__global__ void __launch_bounds__(kVecThreads)
+    RmsNormRowVecKernel(void* out, DType od, const void* x, DType xd, const void* w, DType wd, void* residual,
+                        int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
+  PdlWait();
+  __shared__ float staged[kVecThreads * 8 * kVecs];
+  __shared__ float inv_shared;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * H;  // a multiple of 8
+  const auto* xv = static_cast<const uint4*>(x) + base / 8;
+  auto* rv = static_cast<uint4*>(residual) + base / 8;
+  const auto* wv = static_cast<const uint4*>(w);
+  const int64_t vecs = H / 8;
+  uint4 xb[kVecs], rb[kVecs], wb[kVecs];
+#pragma unroll
+  for (int c = 0; c < kVecs; ++c) {
+    const int64_t vi = threadIdx.x + static_cast<int64_t>(c) * kVecThreads;
+    if (vi < vecs) {
+      xb[c] = xv[vi];
+      if (residual != nullptr) rb[c] = rv[vi];
+      wb[c] = wv[vi];
+    }
+  }
+  float v[kVecs][8];
+#pragma unroll
+  for (int c = 0; c < kVecs; ++c) {
+    const int64_t vi = threadIdx.x + static_cast<int64_t>(c) * kVecThreads;
+    if (vi < vecs) {
+      Unpack8(xb[c], xd, v[c]);
+      if (residual != nullptr) {
+        float r[8];
+        Unpack8(rb[c], xd, r);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[c][k] = RoundAny(xd, v[c][k] + r[k]);
+        rv[vi] = Pack8(v[c], xd);
+      }
+#pragma unroll
+      for (int k = 0; k < 8; ++k) staged[8 * vi + k] = v[c][k];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float acc = 0.0f;
+    int64_t i = threadIdx.x;
+    for (; i + 7 * 32 < H; i += 8 * 32) {
+      float s[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) s[k] = staged[i + 32 * k];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc = numerics::Fma(s[k], s[k], acc);
+    }
+    for (; i < H; i += 32) acc = numerics::Fma(staged[i], staged[i], acc);
+    const float inv = numerics::RmsInverse(WarpCanonicalSum(acc), H, eps);
+    if (threadIdx.x == 0) inv_shared = inv;
+  }
+  __syncthreads();
+  const float inv = inv_shared;
+#pragma unroll
+  for (int c = 0; c < kVecs; ++c) {
+    const int64_t vi = threadIdx.x + static_cast<int64_t>(c) * kVecThreads;
+    if (vi < vecs) {
+      float wf[8], y[8];
+      Unpack8(wb[c], wd, wf);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        y[k] = zero_centred ? (v[c][k] * inv) * (1.0f + wf[k]) : RoundAny(od, v[c][k] * inv) * wf[k];
+      if (out != nullptr) static_cast<uint4*>(out)[base / 8 + vi] = Pack8(y, od);
+      if (q != nullptr) reinterpret_cast<uint2*>(q)[base / 8 + vi] = QuantizePack8(y, od, q_inv);
+    }
+  }
+}
+
+std::atomic<int64_t> g_vec_launches{0};
+
+template <int kVecs>
+void LaunchRowVecKernel(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
+                        void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv,
+                        bool zero_centred) {
+  g_vec_launches.fetch_add(1, std::memory_order_relaxed);
+  LaunchOverlapped(cq, "RmsNormRowVecKernel", RmsNormRowVecKernel<kVecs>, static_cast<unsigned>(rows), kVecThreads,
+                   0, out, od, x, xd, w, wd, residual, H, eps, q, q_inv, zero_centred);
+}
+
+// Whether the vector kernel takes the call: 16-bit x / residual / weight (/ out), rows of
+// whole 16-byte vectors starting aligned, and a row that fits its staging.
+bool VecRowsFit(const void* out, DType od, const void* x, DType xd, const void* w, DType wd, const void* residual,
+                int64_t rows, int64_t H, const uint8_t* q) {
+  return VecRowsOn() && Is16Bit(xd) && Is16Bit(wd) && (out == nullptr || Is16Bit(od)) && H % 8 == 0 && H <= kVecThreads * 8 * 4 &&
+         rows < (int64_t{1} << 31) && AlignedTo(x, 16) && AlignedTo(w, 16) &&
+         (residual == nullptr || AlignedTo(residual, 16)) && (out == nullptr || AlignedTo(out, 16)) &&
+         (q == nullptr || AlignedTo(q, 8));
+}
+
 template <int kPer>
 void LaunchRowKernel(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
                      void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
@@ -176,6 +277,13 @@ void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType x
                       void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
   if (rows == 0) return;
   DeviceGuard guard(cq.device.index);
+  if (H >= 256 && VecRowsFit(out, od, x, xd, w, wd, residual, rows, H, q)) {
+    const auto launch = H <= kVecThreads * 8       ? &LaunchRowVecKernel<1>
+                        : H <= kVecThreads * 8 * 2 ? &LaunchRowVecKernel<2>
+                                                   : &LaunchRowVecKernel<4>;
+    launch(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv, zero_centred);
+    return;
+  }
   if (H >= kRowThreads && H <= kMaxStagedH && rows < (int64_t{1} << 31)) {
     const auto launch = H <= 4 * kRowThreads    ? &LaunchRowKernel<4>
                         : H <= 8 * kRowThreads  ? &LaunchRowKernel<8>
@@ -188,6 +296,8 @@ void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType x
                    residual, rows, H, eps, q, q_inv, zero_centred);
 }
 }  // namespace
+
+int64_t RmsNormVecLaunches() { return g_vec_launches.load(std::memory_order_relaxed); }
 
 void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
                    void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
