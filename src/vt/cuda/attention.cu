@@ -12,14 +12,16 @@
 // handled by separate CTAs (flash-decoding); each writes its running max, sum and
 // unnormalised output, and AttnCombineKernel merges them.
 // An F8E4M3 cache is decoded while a tile is staged (16 bytes at a time where rows allow),
-// each value KvCacheDequantizeFp8(byte, scale); the tensor-core prefill kernel is BF16-only
-// and is not chosen for it. KvCacheWrite quantizes with KvCacheQuantizeFp8.
+// each value KvCacheDequantizeFp8(byte, scale); the decode and tensor-core prefill kernels
+// widen the bytes exactly and fold the scales into the scores and the output.
+// KvCacheWrite quantizes with KvCacheQuantizeFp8.
 // The kernels check the index metadata they use (the CPU kernels' checks, made on the
 // device so that no op waits for the host): nothing is read or written out of bounds, and
 // the first bad value is reported as a vt::Error at the next synchronization
 // (device_error.h).
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cmath>
 #include <type_traits>
 
@@ -42,6 +44,15 @@ constexpr int kDimsPerLane = kMaxD / 32;
 constexpr int64_t kMaxSplits = 32;  // context ranges of one sequence handled by separate CTAs
 
 std::atomic<int64_t> g_fp8_attention{0}, g_fp8_cache_write{0}, g_fp8_qk_norm_rope{0};
+
+// CTAs per SM a step should have before its contexts are not split: 2 for the general
+// kernel (8 warps a CTA), 4 for the decode kernel (4 warps a CTA; of 2, 4, 8 and 16 on an
+// 8-sequence, 4k-context 8B step, 4 measured fastest). VT_CUDA_ATTN_CTAS_PER_SM=n sets
+// both, for A/B runs.
+int64_t SplitTargetPerSm(bool decode) {
+  if (const char* v = std::getenv("VT_CUDA_ATTN_CTAS_PER_SM"); v != nullptr && std::atoi(v) > 0) return std::atoi(v);
+  return decode ? 4 : 2;
+}
 
 // Keys and values of any float dtype quantized into an F8E4M3 cache, one element a thread.
 __global__ void KvWriteFp8Kernel(uint8_t* kc, uint8_t* vc, const void* key, const void* value, DType dtype,
@@ -352,17 +363,21 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
             reinterpret_cast<uintptr_t>(a.query) % 16 == 0 && reinterpret_cast<uintptr_t>(a.out) % 16 == 0;
   a.num_splits = 1;
   DeviceGuard guard(cq.device.index);
-  // The tensor-core prefill reads BF16 caches only (an F8E4M3 cache is never given to it).
-  if (LaunchPrefillMma(cq, a, key_cache.dtype() == DType::kBF16)) return;  // attention_prefill.cu
+  // The tensor-core prefill (attention_prefill.cu): BF16 queries, BF16 or F8E4M3 caches.
+  if (LaunchPrefillMma(cq, a, query.dtype(), key_cache.dtype())) {
+    if (fp8) g_fp8_attention.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   // A decode step (one row per sequence) takes the decode kernel (attention_decode.cu) when
   // its geometry allows: one CTA per (sequence, KV head). Otherwise one CTA per group of
   // kWarps query vectors of a sequence (AttnItems: T * group / kWarps + S items, so a
   // decode step has about one per sequence). Split the context when the step's CTAs would
-  // not fill the GPU twice over: up to kMaxSplits CTAs per (item, KV head), never more than
-  // the tiles the widest block table can hold.
+  // not fill the GPU twice over (the decode kernel's smaller CTAs: four times over): up to
+  // kMaxSplits CTAs per (item, KV head), never more than the tiles the widest block table
+  // can hold.
   const bool decode = DecodeKernelFits(a, query.dtype(), key_cache.dtype());
   const int64_t items = decode ? S : AttnItems(T, S, a.group, kWarps);
-  const int64_t ctas = items * a.Hk, want = 2 * std::max(cq.sm_count, 1);
+  const int64_t ctas = items * a.Hk, want = SplitTargetPerSm(decode) * std::max(cq.sm_count, 1);
   const int64_t max_tiles = (a.max_blocks * a.block_size + kTile - 1) / kTile;
   a.num_splits = ctas >= want ? 1 : std::min({(want + ctas - 1) / ctas, kMaxSplits, std::max<int64_t>(max_tiles, 1)});
   Tensor part_ml, part_acc;

@@ -42,8 +42,9 @@ inline int64_t AttnItems(int64_t T, int64_t S, int64_t per_row, int64_t unit) { 
 bool DecodeKernelFits(const AttnArgs& a, DType query, DType cache);
 void LaunchDecode(CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
 
-// Tensor-core attention for steps with many query rows (prefill) over a BF16 cache with
-// head size 64 or 128 and 16-byte aligned rows; false (nothing launched) otherwise.
-bool LaunchPrefillMma(CudaQueue& cq, const AttnArgs& a, bool bf16);
+// Tensor-core attention for steps with many query rows (prefill): BF16 queries over a BF16
+// or F8E4M3 cache with head size 64 or 128 and 16-byte aligned rows; false (nothing
+// launched) otherwise.
+bool LaunchPrefillMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
 
 }  // namespace vt::cuda

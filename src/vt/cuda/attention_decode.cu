@@ -4,10 +4,11 @@
 // A CTA of kDecWarps warps serves one (sequence, KV head) and all kG >= group query heads
 // that read it (GQA heads share every K and V load). Warp w takes tiles w, w + kDecWarps,
 // ... of 32 cached tokens. For scores, lane j owns token j of a tile: its K row comes
-// straight from global memory in 16-byte loads, converted to f32 (an F8E4M3 byte as
-// KvCacheDequantizeFp8), and dotted with every head's pre-scaled query staged in shared
-// memory. Each head keeps its running max and sum (online softmax, f32) per warp. For the
-// weighted sum, lane j owns dims [j*D/32, (j+1)*D/32) of every head's accumulator, and the
+// straight from global memory in 16-byte loads, converted to f32 (an F8E4M3 byte widened
+// exactly by the hardware pair conversion, its k_scale folded into the query), and dotted
+// with every head's pre-scaled query staged in shared memory; an FP8 cache's v_scale
+// multiplies the result. Each head keeps its running max and sum (online softmax, f32) per
+// warp. For the weighted sum, lane j owns dims [j*D/32, (j+1)*D/32) of every head's accumulator, and the
 // tile's V rows are read one row per step across the warp (coalesced). At the end the
 // warps' (max, sum, accumulator) triples are merged through shared memory, and the result
 // is rounded once to the output dtype, or left as a split's partial for AttnCombineKernel
@@ -38,13 +39,12 @@ constexpr int kVRows = 8;     // V rows whose loads are in flight together
 
 std::atomic<int64_t> g_decode_launches{0};
 
-// 16 bytes of cache elements -> floats (kVec of them).
+// 16 bytes of cache elements -> floats (kVec of them). FP8 bytes are widened exactly and
+// not scaled: k_scale is folded into the staged queries and v_scale into the output.
 template <typename Cache>
-__device__ __forceinline__ void CacheVec16(const uint4 raw, float (&f)[16 / sizeof(typename Cache::T)], float scale) {
+__device__ __forceinline__ void CacheVec16(const uint4 raw, float (&f)[16 / sizeof(typename Cache::T)]) {
   if constexpr (std::is_same_v<Cache, Fp8>) {
-    Fp8x16ToFloat(raw, f);  // exact, then times the scale: KvCacheDequantizeFp8
-#pragma unroll
-    for (int u = 0; u < 16; ++u) f[u] *= scale;
+    Fp8x16ToFloat(raw, f);
   } else {
     const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
@@ -55,29 +55,52 @@ __device__ __forceinline__ void CacheVec16(const uint4 raw, float (&f)[16 / size
   }
 }
 
-// kDims consecutive cache elements at p (aligned to their size) -> floats.
+// Two e4m3 bytes -> two exact floats (the hardware pair conversion, as Fp8x16ToFloat).
+__device__ __forceinline__ float2 Fp8x2ToFloat2(uint32_t two) {
+  return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3)));
+}
+
+// A lane's kDims consecutive cache elements of one V row, as raw bits (2, 4 or 8 bytes).
+template <int kBytes>
+struct LaneBits;
+template <>
+struct LaneBits<8> {
+  using T = uint2;
+};
+template <>
+struct LaneBits<4> {
+  using T = uint32_t;
+};
+template <>
+struct LaneBits<2> {
+  using T = uint16_t;
+};
+
 template <typename Cache, int kDims>
-__device__ __forceinline__ void CacheLane(const typename Cache::T* p, float (&f)[kDims], float scale) {
+using LaneRaw = typename LaneBits<kDims * static_cast<int>(sizeof(typename Cache::T))>::T;
+
+template <typename Cache, int kDims>
+__device__ __forceinline__ LaneRaw<Cache, kDims> LoadLane(const typename Cache::T* p) {
+  return __ldg(reinterpret_cast<const LaneRaw<Cache, kDims>*>(p));
+}
+
+// The raw bits -> floats, FP8 unscaled.
+template <typename Cache, int kDims>
+__device__ __forceinline__ void WidenLane(const LaneRaw<Cache, kDims> raw, float (&f)[kDims]) {
   using C = typename Cache::T;
-  constexpr int kBytes = kDims * static_cast<int>(sizeof(C));
   C e[kDims];
-  if constexpr (kBytes == 8) {
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
-    std::memcpy(e, &v, 8);
-  } else if constexpr (kBytes == 4) {
-    const uint32_t v = __ldg(reinterpret_cast<const unsigned int*>(p));
-    std::memcpy(e, &v, 4);
-  } else {
-    static_assert(kBytes == 2, "lane widths of 2, 4 or 8 bytes");
-    const uint16_t v = __ldg(reinterpret_cast<const unsigned short*>(p));
-    std::memcpy(e, &v, 2);
-  }
+  std::memcpy(e, &raw, sizeof(raw));
+  if constexpr (std::is_same_v<Cache, Fp8>) {
+    static_assert(kDims % 2 == 0, "FP8 lanes hold pairs");
 #pragma unroll
-  for (int k = 0; k < kDims; ++k) {
-    if constexpr (std::is_same_v<Cache, Fp8>)
-      f[k] = KvCacheDequantizeFp8(e[k], scale);
-    else
-      f[k] = Cache::Load(e[k]);
+    for (int k = 0; k < kDims; k += 2) {
+      const float2 f2 = Fp8x2ToFloat2(uint32_t{e[k]} | (uint32_t{e[k + 1]} << 8));
+      f[k] = f2.x;
+      f[k + 1] = f2.y;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kDims; ++k) f[k] = Cache::Load(e[k]);
   }
 }
 
@@ -112,6 +135,11 @@ __global__ void __launch_bounds__(kDecWarps * 32) PagedDecodeKernel(AttnArgs a) 
   const C* kc = static_cast<const C*>(a.key_cache);
   const C* vc = static_cast<const C*>(a.value_cache);
   const T* query = static_cast<const T*>(a.query);
+  // An FP8 cache's scales: k_scale multiplies every score (folded into the query), v_scale
+  // the weighted sum (applied to the result).
+  constexpr bool kFp8 = std::is_same_v<Cache, Fp8>;
+  const float q_scale = kFp8 ? a.scale * a.k_scale : a.scale;
+  const float o_scale = kFp8 ? a.v_scale : 1.0f;
 
   for (int64_t r = 0; r < n; ++r) {
     const int64_t t = seq.q0 + r, pos = ctx - n + r;
@@ -119,7 +147,7 @@ __global__ void __launch_bounds__(kDecWarps * 32) PagedDecodeKernel(AttnArgs a) 
     __syncthreads();                            // the previous row's buffers are consumed
     for (int e = threadIdx.x; e < g * D; e += blockDim.x) {
       const int h = e / D, i = e - h * D;
-      qs[h][i] = Tag::Load(query[(t * a.Hq + kh * g + h) * D + i]) * a.scale;
+      qs[h][i] = Tag::Load(query[(t * a.Hq + kh * g + h) * D + i]) * q_scale;
     }
     __syncthreads();
     float m[kG], l[kG], acc[kG][kDims];
@@ -145,7 +173,7 @@ __global__ void __launch_bounds__(kDecWarps * 32) PagedDecodeKernel(AttnArgs a) 
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
           float kf[kVec];
-          CacheVec16<Cache>(__ldg(reinterpret_cast<const uint4*>(kc + row + c * kVec)), kf, a.k_scale);
+          CacheVec16<Cache>(__ldg(reinterpret_cast<const uint4*>(kc + row + c * kVec)), kf);
 #pragma unroll
           for (int h = 0; h < kG; ++h)
             if (h < g) {
@@ -166,25 +194,27 @@ __global__ void __launch_bounds__(kDecWarps * 32) PagedDecodeKernel(AttnArgs a) 
         for (int k = 0; k < kDims; ++k) acc[h][k] *= rescale;
         m[h] = m_new;
       }
-      // V rows kVRows at a time: their loads are issued together, then used (a row past
-      // the tile's count reads the lane's own row 0 offset, a valid address, and is unused).
+      // acc += p_j * v_j over the tile's rows, kVRows at a time: their loads are issued
+      // together, then used (a row past the tile's count reads the lane's row-0 offset, a
+      // valid address, and is unused). Loading all 32 rows before the scores measured
+      // slower (more registers, fewer CTAs per SM).
       const int count = static_cast<int>(min(static_cast<int64_t>(kDecTile), end - tile));
       for (int j0 = 0; j0 < count; j0 += kVRows) {
-        float vf[kVRows][kDims];
+        LaneRaw<Cache, kDims> vr[kVRows];
 #pragma unroll
-        for (int u = 0; u < kVRows; ++u) {
-          const int64_t vrow = __shfl_sync(0xFFFFFFFFu, row, j0 + u);
-          CacheLane<Cache, kDims>(vc + vrow + lane * kDims, vf[u], a.v_scale);
-        }
+        for (int u = 0; u < kVRows; ++u)
+          vr[u] = LoadLane<Cache, kDims>(vc + __shfl_sync(0xFFFFFFFFu, row, j0 + u) + lane * kDims);
 #pragma unroll
         for (int u = 0; u < kVRows; ++u) {
           if (j0 + u >= count) break;  // warp-uniform
+          float vf[kDims];
+          WidenLane<Cache, kDims>(vr[u], vf);
 #pragma unroll
           for (int h = 0; h < kG; ++h) {
             if (h >= g) continue;
             const float pj = __shfl_sync(0xFFFFFFFFu, p[h], j0 + u);
 #pragma unroll
-            for (int k = 0; k < kDims; ++k) acc[h][k] += pj * vf[u][k];
+            for (int k = 0; k < kDims; ++k) acc[h][k] += pj * vf[k];
           }
         }
       }
@@ -221,9 +251,9 @@ __global__ void __launch_bounds__(kDecWarps * 32) PagedDecodeKernel(AttnArgs a) 
           a.part_ml[2 * at] = M;
           a.part_ml[2 * at + 1] = L;
         }
-        a.part_acc[at * D + d] = O;
+        a.part_acc[at * D + d] = O * o_scale;
       } else {
-        static_cast<T*>(a.out)[unit * D + d] = Tag::Store(O / L);
+        static_cast<T*>(a.out)[unit * D + d] = Tag::Store(O * o_scale / L);
       }
     }
   }

@@ -10,7 +10,12 @@
 // O += P_hi V + P_lo V in f32. The result is O / sum rounded once to BF16. P rounded once to
 // BF16, as FlashAttention does, missed the float64 bound by up to 1 ulp of the output where
 // the weighted values cancel; the split keeps about 16 bits of P.
+// An F8E4M3 cache is staged as BF16 (every e4m3 value is exact in BF16), its k_scale folded
+// into the score scale and its v_scale into the output.
 // Metadata checks are the CUDA-core kernel's (device_error.h).
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include <atomic>
 
 #include "vt/cuda/attention.h"
@@ -41,7 +46,29 @@ __device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <int D>
+// Eight e4m3 bytes -> eight BF16 (exact), as one 16-byte word.
+__device__ __forceinline__ uint4 Fp8x8ToBf16x8(uint2 v) {
+  const uint32_t w[2] = {v.x, v.y};
+  uint32_t o[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t two = (w[i / 2] >> (16 * (i % 2))) & 0xFFFFu;
+    const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3)));
+    o[i] = PackBf16(f.x, f.y);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+// The 8 cache elements at element offset i as BF16 bits in one 16-byte word.
+template <bool kFp8>
+__device__ __forceinline__ uint4 LoadCache8(const void* cache, int64_t i) {
+  if constexpr (kFp8)
+    return Fp8x8ToBf16x8(*reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(cache) + i));
+  else
+    return *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(cache) + i);
+}
+
+template <int D, bool kFp8>
 __global__ void __launch_bounds__(kWarps * 32) PrefillMmaKernel(AttnArgs a) {
   PdlWait();
   constexpr int kLdK = D + 8;    // bf16 elements per K row (pad: spreads banks)
@@ -101,8 +128,7 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillMmaKernel(AttnArgs a) {
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
-  const uint16_t* kc = static_cast<const uint16_t*>(a.key_cache);
-  const uint16_t* vc = static_cast<const uint16_t*>(a.value_cache);
+  const float score_scale = kFp8 ? a.scale * a.k_scale : a.scale;
 
   for (int64_t tok0 = 0; tok0 <= cta_last; tok0 += kTok) {
     const int count = static_cast<int>(min(static_cast<int64_t>(kTok), cta_last + 1 - tok0));
@@ -122,8 +148,8 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillMmaKernel(AttnArgs a) {
       const int j = e / kVecs, c = (e - j * kVecs) * 8;
       uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
       if (tok_src[j] >= 0) {
-        kv = *reinterpret_cast<const uint4*>(kc + tok_src[j] + c);
-        vv = *reinterpret_cast<const uint4*>(vc + tok_src[j] + c);
+        kv = LoadCache8<kFp8>(a.key_cache, tok_src[j] + c);
+        vv = LoadCache8<kFp8>(a.value_cache, tok_src[j] + c);
       }
       *reinterpret_cast<uint4*>(ks + j * kLdK + c) = kv;
       const uint16_t* ve = reinterpret_cast<const uint16_t*>(&vv);
@@ -153,8 +179,8 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillMmaKernel(AttnArgs a) {
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int64_t tok = tok0 + t * 8 + 2 * (lane % 4) + u;
-        sc[t][u] = tok <= pos_a ? sc[t][u] * a.scale : -INFINITY;
-        sc[t][2 + u] = tok <= pos_b ? sc[t][2 + u] * a.scale : -INFINITY;
+        sc[t][u] = tok <= pos_a ? sc[t][u] * score_scale : -INFINITY;
+        sc[t][2 + u] = tok <= pos_b ? sc[t][2 + u] * score_scale : -INFINITY;
         mx_a = fmaxf(mx_a, sc[t][u]);
         mx_b = fmaxf(mx_b, sc[t][2 + u]);
       }
@@ -219,7 +245,8 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillMmaKernel(AttnArgs a) {
   // O[row][dims 8j + 2(lane%4) + {0,1}] / l, rounded once; rows past the sequence are not stored.
   uint16_t* ob = static_cast<uint16_t*>(a.out);
   const bool store_a = wr0 + lane / 4 < n, store_b = wr0 + lane / 4 + 8 < n;
-  const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
+  const float o_scale = kFp8 ? a.v_scale : 1.0f;
+  const float inv_a = o_scale / l_a, inv_b = o_scale / l_b;
   uint32_t* oa = reinterpret_cast<uint32_t*>(ob + ((q0 + ra) * a.Hq + h) * D);
   uint32_t* obr = reinterpret_cast<uint32_t*>(ob + ((q0 + rb) * a.Hq + h) * D);
 #pragma unroll
@@ -231,18 +258,19 @@ __global__ void __launch_bounds__(kWarps * 32) PrefillMmaKernel(AttnArgs a) {
 
 }  // namespace
 
-bool LaunchPrefillMma(CudaQueue& cq, const AttnArgs& a, bool bf16) {
-  if (!bf16 || !a.vec16 || (a.D != 64 && a.D != 128) || cq.cc_major < 8) return false;
+bool LaunchPrefillMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache) {
+  const bool fp8 = cache == DType::kF8E4M3;
+  if (query != DType::kBF16 || (cache != DType::kBF16 && !fp8)) return false;
+  if (!a.vec16 || (a.D != 64 && a.D != 128) || cq.cc_major < 8) return false;
   // Worth it only when sequences bring many rows: on average at least a CTA's worth.
   if (a.T < static_cast<int64_t>(kRows) * a.S) return false;
   const int64_t items = AttnItems(a.T, a.S, 1, kRows);
   if (a.Hq > 65535 || items >= (int64_t{1} << 31)) return false;
   const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>(a.Hq));
   g_launches.fetch_add(1, std::memory_order_relaxed);
-  if (a.D == 64)
-    LaunchOverlapped(cq, "PrefillMmaKernel", PrefillMmaKernel<64>, grid, kWarps * 32, 0, a);
-  else
-    LaunchOverlapped(cq, "PrefillMmaKernel", PrefillMmaKernel<128>, grid, kWarps * 32, 0, a);
+  const auto kernel = a.D == 64 ? (fp8 ? PrefillMmaKernel<64, true> : PrefillMmaKernel<64, false>)
+                                : (fp8 ? PrefillMmaKernel<128, true> : PrefillMmaKernel<128, false>);
+  LaunchOverlapped(cq, "PrefillMmaKernel", kernel, grid, kWarps * 32, 0, a);
   return true;
 }
 
