@@ -32,7 +32,8 @@ double Percentile(std::vector<double> v, double p) {
 void AddBenchThroughputCommand(CLI::App& bench) {
   struct Args {
     ModelArgs model;
-    int64_t input_len = 128, output_len = 128, num_prompts = 16, max_concurrency = 0, long_prefill_token_threshold = 0;
+    int64_t input_len = 128, output_len = 128, num_prompts = 16, max_concurrency = 0, long_prefill_token_threshold = 0,
+            max_num_batched_tokens = 0;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
@@ -44,6 +45,8 @@ void AddBenchThroughputCommand(CLI::App& bench) {
   cmd->add_option("--max-concurrency", args->max_concurrency, "requests running at once (0: all)");
   cmd->add_option("--long-prefill-token-threshold", args->long_prefill_token_threshold,
                   "at most this many prompt tokens of one request per step (0: no cap)");
+  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
+                  "tokens per step (0: 2048, or the concurrency if larger)");
   cmd->add_flag("--json", args->json, "print one JSON object");
   AddModelFlags(cmd, args->model);
   cmd->callback([args] {
@@ -55,7 +58,10 @@ void AddBenchThroughputCommand(CLI::App& bench) {
     config.load = LoadOptionsFor(args->model);
     config.max_num_seqs = std::max<int64_t>(C, 1);
     config.max_model_len = L + O;
-    config.max_num_batched_tokens = std::max<int64_t>(2048, C);
+    VT_CHECK(args->max_num_batched_tokens >= 0, "bench throughput: --max-num-batched-tokens ",
+             args->max_num_batched_tokens, " must be >= 0");
+    config.max_num_batched_tokens =
+        args->max_num_batched_tokens > 0 ? args->max_num_batched_tokens : std::max<int64_t>(2048, C);
     config.long_prefill_token_threshold = args->long_prefill_token_threshold;
     config.enable_prefix_caching = false;  // random prompts share nothing; keep the comparison plain
     engine::Engine eng(config);

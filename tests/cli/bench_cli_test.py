@@ -3,8 +3,8 @@
 names the level that ran), the engine and the bare model steps both decode every token
 (output-len - 1 decode steps after the prefill drew the first), a batch whose sequences end
 inside a KV block runs to the end, a hybrid model runs a batch of 12, and bad flag values are refused with a message naming the
-flag and the value; `bench throughput --long-prefill-token-threshold` splits a prompt into
-capped chunks; `bench serve` times the chunks of a model without a tokenizer.
+flag and the value; `bench throughput --long-prefill-token-threshold` and
+`--max-num-batched-tokens` split a prompt into capped chunks; `bench serve` times the chunks of a model without a tokenizer.
 usage: bench_cli_test.py VTLLM SOURCE_DIR"""
 import json
 import os
@@ -70,14 +70,15 @@ def throughput(*flags):
     return p.returncode, p.stdout.decode("utf-8"), p.stderr.decode("utf-8")
 
 
-for flags, steps in [((), 3), (("--long-prefill-token-threshold", "16"), 5)]:
+# --max-num-batched-tokens 8 caps the whole step: ceil(40 / 8) = 5 prompt steps.
+for flags, steps in [((), 3), (("--long-prefill-token-threshold", "16"), 5), (("--max-num-batched-tokens", "8"), 7)]:
     rc, out, err = throughput(*flags)
     check(rc == 0, f"bench throughput {flags}: exit {rc}: {err}")
     if rc == 0:
         check(json.loads(out).get("steps") == steps, f"bench throughput {flags}: {json.loads(out).get('steps')} steps, not {steps}")
-rc, out, err = throughput("--long-prefill-token-threshold", "-3")
-check(rc != 0 and "--long-prefill-token-threshold" in err and "-3" in err,
-      f"--long-prefill-token-threshold -3: exit {rc}, {err!r}")
+for flag in ("--long-prefill-token-threshold", "--max-num-batched-tokens"):
+    rc, out, err = throughput(flag, "-3")
+    check(rc != 0 and flag in err and "-3" in err, f"{flag} -3: exit {rc}, {err!r}")
 
 # `bench serve` against a checkpoint without a tokenizer (its chunks carry empty texts):
 # every chunk with a choice is a token event, as vllm bench serve counts them, so TTFT and
