@@ -36,9 +36,10 @@ inline int64_t AttnItems(int64_t T, int64_t S, int64_t per_row, int64_t unit) { 
 // The decode kernel (attention_decode.cu): T == S (one query row per sequence), head size
 // 64 or 128, up to 8 query heads per KV head, a BF16/F16 cache read by queries of its
 // dtype or an F8E4M3 cache read by BF16/F16 queries, 16-byte aligned rows, at least 8
-// sequences; VT_CUDA_ATTN_DECODE=0 turns it off (A/B runs), =always on at any batch (tests). LaunchDecode runs it over the grid
-// (S, Hk, a.num_splits), leaving split partials in a.part_ml / a.part_acc when
-// a.num_splits > 1 (combined by the caller, as the general kernel's).
+// sequences; VT_CUDA_ATTN_DECODE=0 turns it off (A/B runs), =always on at any batch
+// (tests). LaunchDecode runs it over the grid (S, Hk, a.num_splits), leaving split
+// partials in a.part_ml / a.part_acc when a.num_splits > 1 (combined by the caller, as the
+// general kernel's).
 bool DecodeKernelFits(const AttnArgs& a, DType query, DType cache);
 void LaunchDecode(CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
 

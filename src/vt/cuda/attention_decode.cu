@@ -8,8 +8,8 @@
 // exactly by the hardware pair conversion, its k_scale folded into the query), and dotted
 // with every head's pre-scaled query staged in shared memory; an FP8 cache's v_scale
 // multiplies the result. Each head keeps its running max and sum (online softmax, f32) per
-// warp. For the weighted sum, lane j owns dims [j*D/32, (j+1)*D/32) of every head's accumulator, and the
-// tile's V rows are read one row per step across the warp (coalesced). At the end the
+// warp. For the weighted sum, lane j owns dims [j*D/32, (j+1)*D/32) of every head's
+// accumulator, and the tile's V rows are read one row per step across the warp (coalesced). At the end the
 // warps' (max, sum, accumulator) triples are merged through shared memory, and the result
 // is rounded once to the output dtype, or left as a split's partial for AttnCombineKernel
 // (attention.cu) when the context is split across CTAs (flash-decoding).
@@ -53,11 +53,6 @@ __device__ __forceinline__ void CacheVec16(const uint4 raw, float (&f)[16 / size
       f[2 * i + 1] = Cache::Load(static_cast<uint16_t>(w[i] >> 16));
     }
   }
-}
-
-// Two e4m3 bytes -> two exact floats (the hardware pair conversion, as Fp8x16ToFloat).
-__device__ __forceinline__ float2 Fp8x2ToFloat2(uint32_t two) {
-  return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3)));
 }
 
 // A lane's kDims consecutive cache elements of one V row, as raw bits (2, 4 or 8 bytes).

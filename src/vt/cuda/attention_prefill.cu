@@ -13,15 +13,13 @@
 // An F8E4M3 cache is staged as BF16 (every e4m3 value is exact in BF16), its k_scale folded
 // into the score scale and its v_scale into the output.
 // Metadata checks are the CUDA-core kernel's (device_error.h).
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include <atomic>
 
 #include "vt/cuda/attention.h"
 #include "vt/cuda/attention_seq.cuh"
 #include "vt/cuda/device_error.cuh"
 #include "vt/cuda/device_util.cuh"
+#include "vt/cuda/fp8_stream.cuh"
 #include "vt/cuda/kernels.h"
 
 namespace vt::cuda {
@@ -52,8 +50,7 @@ __device__ __forceinline__ uint4 Fp8x8ToBf16x8(uint2 v) {
   uint32_t o[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const uint32_t two = (w[i / 2] >> (16 * (i % 2))) & 0xFFFFu;
-    const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3)));
+    const float2 f = Fp8x2ToFloat2(w[i / 2] >> (16 * (i % 2)));
     o[i] = PackBf16(f.x, f.y);
   }
   return make_uint4(o[0], o[1], o[2], o[3]);

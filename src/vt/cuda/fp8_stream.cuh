@@ -19,15 +19,19 @@ __device__ __forceinline__ uint4 LoadStream16(const uint8_t* p) {
   return v;
 }
 
-// 16 e4m3 bytes (little-endian order) -> 16 exact floats: the hardware e4m3x2 -> f16x2
-// conversion (every e4m3 value, NaN included, is exact in f16), then widening.
+// Two e4m3 bytes (the low 16 bits, little-endian) -> two exact floats: the hardware
+// e4m3x2 -> f16x2 conversion (every e4m3 value, NaN included, is exact in f16), then
+// widening. Fp8x16ToFloat does the same for 16 bytes.
+__device__ __forceinline__ float2 Fp8x2ToFloat2(uint32_t two) {
+  const auto pair = static_cast<__nv_fp8x2_storage_t>(two & 0xFFFFu);
+  return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
+}
+
 __device__ __forceinline__ void Fp8x16ToFloat(const uint4 v, float (&f)[16]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const __half2 lo(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[i] & 0xFFFFu), __NV_E4M3));
-    const __half2 hi(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[i] >> 16), __NV_E4M3));
-    const float2 a = __half22float2(lo), b = __half22float2(hi);
+    const float2 a = Fp8x2ToFloat2(w[i]), b = Fp8x2ToFloat2(w[i] >> 16);
     f[4 * i + 0] = a.x;
     f[4 * i + 1] = a.y;
     f[4 * i + 2] = b.x;

@@ -14,6 +14,34 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
+// The normalised element: RoundAny(od, s * inv) * w, or for RmsNormZeroCentred
+// (s * inv) * (1 + w) with s * inv not rounded (the CPU definitions).
+__device__ __forceinline__ float NormOut(float s, float inv, float w, DType od, bool zero_centred) {
+  return zero_centred ? (s * inv) * (1.0f + w) : RoundAny(od, s * inv) * w;
+}
+
+// RmsInverse of a row staged in shared memory, computed by warp 0 with the canonical sum
+// (lane j: the fma chain of elements j, j+32, ... in order, its loads issued 8 at a time;
+// then WarpCanonicalSum); every thread of the CTA gets it. Call from all threads.
+__device__ __forceinline__ float StagedRmsInverse(const float* staged, int64_t H, float eps, float* inv_shared) {
+  if (threadIdx.x < 32) {
+    float acc = 0.0f;
+    int64_t i = threadIdx.x;
+    for (; i + 7 * 32 < H; i += 8 * 32) {
+      float s[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) s[k] = staged[i + 32 * k];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc = numerics::Fma(s[k], s[k], acc);
+    }
+    for (; i < H; i += 32) acc = numerics::Fma(staged[i], staged[i], acc);
+    const float inv = numerics::RmsInverse(WarpCanonicalSum(acc), H, eps);
+    if (threadIdx.x == 0) *inv_shared = inv;
+  }
+  __syncthreads();
+  return *inv_shared;
+}
+
 __global__ void RmsNormKernel(void* out, DType od, const void* x, DType xd, const void* w, DType wd, void* residual,
                               int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
   PdlWait();
@@ -34,8 +62,7 @@ __global__ void RmsNormKernel(void* out, DType od, const void* x, DType xd, cons
   for (int64_t i = lane; i < H; i += 32) {
     // The same lane wrote residual[base + i] above, so reading it back is ordered.
     const float s = residual != nullptr ? LoadAny(residual, xd, base + i) : LoadAny(x, xd, base + i);
-    // RmsNormZeroCentred: x_hat * (1 + w), x_hat not rounded (the CPU definition).
-    const float y = zero_centred ? (s * inv) * (1.0f + LoadAny(w, wd, i)) : RoundAny(od, s * inv) * LoadAny(w, wd, i);
+    const float y = NormOut(s, inv, LoadAny(w, wd, i), od, zero_centred);
     if (out != nullptr) StoreAny(out, od, base + i, y);
     if (q != nullptr) q[base + i] = QuantizeFp8KeepNan(RoundAny(od, y), q_inv);
   }
@@ -46,9 +73,8 @@ __global__ void RmsNormKernel(void* out, DType od, const void* x, DType xd, cons
 // all of it memory latency. Here every thread holds up to kPer elements of the row, x, the
 // residual and the weight loaded as raw bits before any of them is converted or stored
 // (so the loads of a thread are in flight together); the row after the residual add
-// (rounded as above) goes to shared memory, where warp 0 runs the same canonical sum (lane
-// j: the fma chain of elements j, j+32, ...; then WarpCanonicalSum); all threads finish
-// their elements from registers. Same arithmetic, same bytes.
+// (rounded as above) goes to shared memory, where warp 0 runs the same canonical sum
+// (StagedRmsInverse); all threads finish their elements from registers. Same arithmetic, same bytes.
 constexpr int kRowThreads = 256;
 constexpr int kMaxPer = 32;                                 // rows up to 8192 wide
 constexpr int64_t kMaxStagedH = int64_t{kRowThreads} * kMaxPer;
@@ -96,20 +122,12 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   __syncthreads();
-  if (threadIdx.x < 32) {
-    float acc = 0.0f;
-    for (int64_t i = threadIdx.x; i < H; i += 32) acc = numerics::Fma(staged[i], staged[i], acc);
-    const float inv = numerics::RmsInverse(WarpCanonicalSum(acc), H, eps);
-    if (threadIdx.x == 0) inv_shared = inv;
-  }
-  __syncthreads();
-  const float inv = inv_shared;
+  const float inv = StagedRmsInverse(staged, H, eps, &inv_shared);
 #pragma unroll
   for (int c = 0; c < kPer; ++c) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(c) * kRowThreads;
     if (i < H) {
-      const float y = zero_centred ? (v[c] * inv) * (1.0f + BitsToFloat(wb[c], wd))
-                                   : RoundAny(od, v[c] * inv) * BitsToFloat(wb[c], wd);
+      const float y = NormOut(v[c], inv, BitsToFloat(wb[c], wd), od, zero_centred);
       if (out != nullptr) StoreAny(out, od, base + i, y);
       if (q != nullptr) q[base + i] = QuantizeFp8KeepNan(RoundAny(od, y), q_inv);
     }
@@ -119,8 +137,8 @@ __global__ void __launch_bounds__(kRowThreads)
 // The row kernel above with 16-byte accesses, for 16-bit x, residual, weight and out
 // whose rows start 16-byte aligned (the activations of a model): thread t owns the
 // 8-element vectors t, t + 256, ... of its row, so a warp moves 512 contiguous bytes per
-// load instead of 64. The staging, the canonical sum (its loads unrolled, the fma chain of
-// each lane in the same order) and every conversion are those of RmsNormRowKernel.
+// load instead of 64. The staging, the canonical sum (StagedRmsInverse) and every
+// conversion are those of RmsNormRowKernel.
 constexpr int kVecThreads = 256;
 
 template <int kVecs>
@@ -163,22 +181,7 @@ __global__ void __launch_bounds__(kVecThreads)
     }
   }
   __syncthreads();
-  if (threadIdx.x < 32) {
-    float acc = 0.0f;
-    int64_t i = threadIdx.x;
-    for (; i + 7 * 32 < H; i += 8 * 32) {
-      float s[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) s[k] = staged[i + 32 * k];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) acc = numerics::Fma(s[k], s[k], acc);
-    }
-    for (; i < H; i += 32) acc = numerics::Fma(staged[i], staged[i], acc);
-    const float inv = numerics::RmsInverse(WarpCanonicalSum(acc), H, eps);
-    if (threadIdx.x == 0) inv_shared = inv;
-  }
-  __syncthreads();
-  const float inv = inv_shared;
+  const float inv = StagedRmsInverse(staged, H, eps, &inv_shared);
 #pragma unroll
   for (int c = 0; c < kVecs; ++c) {
     const int64_t vi = threadIdx.x + static_cast<int64_t>(c) * kVecThreads;
@@ -187,7 +190,7 @@ __global__ void __launch_bounds__(kVecThreads)
       Unpack8(wb[c], wd, wf);
 #pragma unroll
       for (int k = 0; k < 8; ++k)
-        y[k] = zero_centred ? (v[c][k] * inv) * (1.0f + wf[k]) : RoundAny(od, v[c][k] * inv) * wf[k];
+        y[k] = NormOut(v[c][k], inv, wf[k], od, zero_centred);
       if (out != nullptr) static_cast<uint4*>(out)[base / 8 + vi] = Pack8(y, od);
       if (q != nullptr) reinterpret_cast<uint2*>(q)[base / 8 + vi] = QuantizePack8(y, od, q_inv);
     }
@@ -209,7 +212,8 @@ void LaunchRowVecKernel(CudaQueue& cq, void* out, DType od, const void* x, DType
 // whole 16-byte vectors starting aligned, and a row that fits its staging.
 bool VecRowsFit(const void* out, DType od, const void* x, DType xd, const void* w, DType wd, const void* residual,
                 int64_t rows, int64_t H, const uint8_t* q) {
-  return VecRowsOn() && Is16Bit(xd) && Is16Bit(wd) && (out == nullptr || Is16Bit(od)) && H % 8 == 0 && H <= kVecThreads * 8 * 4 &&
+  return VecRowsOn() && Is16Bit(xd) && Is16Bit(wd) && (out == nullptr || Is16Bit(od)) && H % 8 == 0 &&
+         H <= kVecThreads * 8 * 4 &&
          rows < (int64_t{1} << 31) && AlignedTo(x, 16) && AlignedTo(w, 16) &&
          (residual == nullptr || AlignedTo(residual, 16)) && (out == nullptr || AlignedTo(out, 16)) &&
          (q == nullptr || AlignedTo(q, 8));
