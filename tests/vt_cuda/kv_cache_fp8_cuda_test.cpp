@@ -132,13 +132,22 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs) {
   Tensor out = Tensor::Empty({b.T, c.Hq * c.D}, d), out_gpu = Tensor::Empty({b.T, c.Hq * c.D}, d, vtt::kCuda);
   vt::PagedAttention(cpu, out, qh, kc, vc, bt, sl, ql, scale, ks, vs);
   const int64_t fp8_before = vt::cuda::KvCacheFp8Launches().attention, mma_before = vt::cuda::PrefillMmaLaunches();
+  const int64_t dec_before = vt::cuda::DecodeAttentionLaunches(), dec_mma_before = vt::cuda::DecodeMmaLaunches();
   vt::PagedAttention(gpu, out_gpu, qh.To(vtt::kCuda), kc.To(vtt::kCuda), vc.To(vtt::kCuda), bt.To(vtt::kCuda),
                      sl.To(vtt::kCuda), ql.To(vtt::kCuda), scale, ks, vs);
   gpu.Synchronize();
   EXPECT_EQ(vt::cuda::KvCacheFp8Launches().attention, fp8_before + 1);
-  // The tensor-core prefill kernel takes BF16 queries over many rows per sequence.
-  const bool mma = d == DType::kBF16 && (c.D == 64 || c.D == 128) && b.T >= 64 * b.S;
-  EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - mma_before, mma ? 1 : 0);
+  // The tensor-core prefill kernel takes BF16 queries over many rows per sequence, or the
+  // prompt rows of a mixed step; a decode kernel (the CUDA-core one: an F8E4M3 cache never
+  // takes the tensor-core decode) one row per sequence from 8 sequences, or a mixed step's
+  // one-row sequences.
+  const bool geom = (c.D == 64 || c.D == 128) && c.Hq / c.Hk <= 8;
+  const bool mixed = d == DType::kBF16 && geom && b.T != b.S && b.T < 64 * b.S && b.S >= 8;
+  const bool mma = d == DType::kBF16 && geom && (b.T >= 64 * b.S || mixed);
+  const bool dec = d != DType::kF32 && geom && b.S >= 8 && (b.T == b.S || mixed);
+  EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - mma_before, mma ? 1 : 0) << vt::DTypeName(d) << " D " << c.D;
+  EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - dec_before, dec ? 1 : 0) << vt::DTypeName(d) << " D " << c.D;
+  EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - dec_mma_before, 0);
   const std::vector<float> got = vtt::Floats(out_gpu), on_cpu = vtt::Floats(out), q = vtt::Floats(qh);
   const int mant = d == DType::kF32 ? 23 : d == DType::kBF16 ? 7 : 10;
   auto tol = [&](double ref, double extra) {
@@ -180,7 +189,7 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs) {
 
 TEST(CudaKvFp8, PagedAttentionMatchesReferenceAndCpu) {
   VT_REQUIRE_CUDA();
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {4, 2, 32, 16, {{5, 5}, {40, 40}, {70, 9}}},              // prefill chunks, 16-byte loads
       {8, 2, 128, 16, {{300, 300}, {200, 130}}},                 // BF16 queries: the tensor-core kernel
       {8, 8, 64, 16, {{600, 600}}},                              // the same, D = 64, 10 tiles
@@ -188,7 +197,14 @@ TEST(CudaKvFp8, PagedAttentionMatchesReferenceAndCpu) {
       {32, 8, 128, 16, {{4096, 1}, {513, 1}}},                   // GQA 4 at 4k context
       {4, 4, 8, 4, {{9, 1}, {17, 17}}},                          // D = 8: element-wise loads
       {12, 4, 40, 16, {{33, 33}, {100, 1}}},                     // D = 40: rows not a multiple of 16 bytes
+      // a decode step of 9 sequences (the decode kernels), contexts 1..1000, GQA 4 and 8
+      {16, 4, 128, 16, {{1, 1}, {63, 1}, {64, 1}, {65, 1}, {200, 1}, {1000, 1}, {7, 1}, {129, 1}, {300, 1}}},
+      {16, 2, 64, 16, {{5, 1}, {90, 1}, {700, 1}, {33, 1}, {64, 1}, {128, 1}, {1, 1}, {250, 1}, {17, 1}}},
   };
+  // A mixed step: 100 decode rows over contexts of 1..400 beside three prompt chunks.
+  Case mixed{32, 8, 128, 16, {{300, 100}, {40, 40}, {70, 2}}};
+  for (int64_t i = 0; i < 97; ++i) mixed.seqs.push_back({1 + (i * 53) % 400, 1});
+  cases.push_back(mixed);
   uint32_t seed = 300;
   for (const Case& c : cases)
     for (DType d : {DType::kBF16, DType::kF32, DType::kF16}) RunCase(c, d, seed += 7, 0.011f, 0.0625f);

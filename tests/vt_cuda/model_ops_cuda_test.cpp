@@ -221,11 +221,12 @@ TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
       {8, 1, 64, 32, {{1000, 1}}},
       {32, 4, 128, 16, {{8192, 1}, {4000, 1}, {1, 1}}},  // GQA 8, the longest contexts, split across CTAs
   };
-  // BF16 cases with head size 64 or 128 and up to 8 query heads per KV head take the
-  // decode kernel (attention_decode.cu), F32 ones the general kernel: cases 2-4 here. It is
-  // chosen from 8 sequences on; "always" makes these small batches take it too.
+  // Cases with head size 64 or 128 and up to 8 query heads per KV head take a decode kernel:
+  // BF16 the tensor-core one (attention_decode_mma.cu), F16 the CUDA-core one
+  // (attention_decode.cu); F32 takes the general kernel. A decode kernel is chosen from 8
+  // sequences on; "always" makes these small batches take it too.
   setenv("VT_CUDA_ATTN_DECODE", "always", 1);
-  const int64_t decode_before = vt::cuda::DecodeAttentionLaunches();
+  const int64_t decode_before = vt::cuda::DecodeAttentionLaunches(), mma_before = vt::cuda::DecodeMmaLaunches();
   uint32_t seed = 500;
   for (const auto& c : cases)
     for (DType d : {DType::kBF16, DType::kF32}) RunAttentionCase(c, d, seed += 7);
@@ -234,22 +235,58 @@ TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
   AttnCase wide{32, 8, 128, 16, {}};
   for (int64_t i = 0; i < 256; ++i) wide.seqs.push_back({1 + (i * 37) % 300, 1});
   RunAttentionCase(wide, DType::kBF16, 490);
-  // The decode kernel's other geometries, F16: one query head per KV head, three of a
-  // bucket of four, head size 64; T == S with a sequence of two rows beside one of none
-  // (served row by row).
+  // Other geometries: one query head per KV head, three of a bucket of four, head size 64;
+  // T == S with a sequence of two rows beside one of none (served row by row).
   const std::vector<AttnCase> odd = {
       {4, 4, 128, 16, {{70, 1}, {5, 1}}},
       {12, 4, 64, 16, {{100, 1}, {33, 1}, {1, 1}}},
       {16, 4, 64, 16, {{9, 2}, {20, 0}, {33, 1}}},
   };
-  for (const auto& c : odd) RunAttentionCase(c, DType::kF16, seed += 7);
-  EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - decode_before, 4 + 3);
+  for (const auto& c : odd)
+    for (DType d : {DType::kF16, DType::kBF16}) RunAttentionCase(c, d, seed += 7);
+  EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - decode_before, 4 + 3 + 3);
+  EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - mma_before, 4 + 3);
+  // The CUDA-core kernel on BF16 too (VT_CUDA_ATTN_DECODE_MMA=0).
+  setenv("VT_CUDA_ATTN_DECODE_MMA", "0", 1);
+  const int64_t core_before = vt::cuda::DecodeMmaLaunches();
+  RunAttentionCase(cases[3], DType::kBF16, 9000);
+  RunAttentionCase(wide, DType::kBF16, 9003);
+  RunAttentionCase(odd[2], DType::kBF16, 9004);
+  EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - core_before, 0);
+  unsetenv("VT_CUDA_ATTN_DECODE_MMA");
   // Without the override: 3 sequences take the general kernel, 256 the decode kernel.
   unsetenv("VT_CUDA_ATTN_DECODE");
   const int64_t default_before = vt::cuda::DecodeAttentionLaunches();
   RunAttentionCase(cases[1], DType::kBF16, 9001);
   RunAttentionCase(wide, DType::kBF16, 9002);
   EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - default_before, 1);
+  // Mixed steps, as serving with chunked prefill has: 120 decode rows over contexts of
+  // 1..500 beside prompt chunks of 2..150 rows; and 8 decode rows over 3,000..4,800 tokens
+  // beside a 40-row chunk (few CTAs: the decode rows' contexts split across CTAs, and the
+  // combine leaves the chunk's rows alone). BF16 takes a decode kernel for the one-row
+  // sequences and the tensor-core prefill for the others; F16 and F32 the general kernel.
+  AttnCase mixed{32, 8, 128, 16, {{150, 150}, {400, 17}, {9, 2}, {64, 64}, {700, 130}}};
+  for (int64_t i = 0; i < 120; ++i) mixed.seqs.insert(mixed.seqs.begin() + i % 5, {1 + (i * 41) % 500, 1});
+  AttnCase long_mixed{32, 8, 128, 16, {{2000, 40}}};
+  for (int64_t i = 0; i < 8; ++i) long_mixed.seqs.insert(long_mixed.seqs.begin() + i % 2, {3000 + 257 * i, 1});
+  for (const AttnCase* c : {&mixed, &long_mixed})
+    for (DType d : {DType::kBF16, DType::kF16, DType::kF32}) {
+      const int64_t dec0 = vt::cuda::DecodeAttentionLaunches(), mma0 = vt::cuda::DecodeMmaLaunches();
+      const int64_t pre0 = vt::cuda::PrefillMmaLaunches();
+      RunAttentionCase(*c, d, seed += 7);
+      const int64_t want = d == DType::kBF16 ? 1 : 0;
+      EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - dec0, want) << vt::DTypeName(d);
+      EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - mma0, want) << vt::DTypeName(d);
+      EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - pre0, want) << vt::DTypeName(d);
+    }
+  // The same steps with the decode rows on the CUDA-core kernel.
+  setenv("VT_CUDA_ATTN_DECODE_MMA", "0", 1);
+  const int64_t core0 = vt::cuda::DecodeAttentionLaunches(), pre0 = vt::cuda::PrefillMmaLaunches();
+  RunAttentionCase(mixed, DType::kBF16, seed += 7);
+  RunAttentionCase(long_mixed, DType::kBF16, seed += 7);
+  EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - core0, 2);
+  EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - pre0, 2);
+  unsetenv("VT_CUDA_ATTN_DECODE_MMA");
 }
 
 TEST(CudaModelOps, PagedAttentionRefusesBadMetadata) {

@@ -293,15 +293,29 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
   }
 }
 
-// Merges the splits of each (query row, head): one warp per output vector.
+// Merges the splits of each (query row, head): one warp per output vector. In a mixed step
+// only the rows of one-row sequences have splits (the decode kernel's); the others are the
+// tensor-core prefill's and are left alone.
 template <typename Tag>
 __global__ void __launch_bounds__(kWarps * 32)
     AttnCombineKernel(typename Tag::T* out, const float* part_ml, const float* part_acc, int64_t units, int64_t D,
-                      int64_t num_splits) {
+                      int64_t num_splits, AttnArgs a) {
   PdlWait();
   const int64_t u = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (u >= units) return;
+  if (a.mixed) {  // the sequence of row t: the last s with query_start_loc[s] <= t
+    const int64_t t = u / a.Hq;
+    int64_t lo = 0, hi = a.S - 1;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (a.query_start_loc[mid] <= t)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    if (a.query_start_loc[lo + 1] - a.query_start_loc[lo] != 1) return;
+  }
   float M = -INFINITY;
   for (int64_t p = 0; p < num_splits; ++p) M = fmaxf(M, part_ml[2 * (p * units + u)]);
   float L = 0.0f, o[kDimsPerLane];
@@ -368,6 +382,11 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
     if (fp8) g_fp8_attention.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  // A mixed step (prompt rows beside decode rows, as serving with chunked prefill has) runs
+  // as a decode step over its one-row sequences (splits and combine included) followed by
+  // the tensor-core prefill over the others, when both kernels take its geometry.
+  a.mixed = T != S && PrefillMmaFits(cq, a, query.dtype(), key_cache.dtype()) &&
+            DecodeKernelFitsMixed(a, query.dtype(), key_cache.dtype());
   // A decode step (one row per sequence) takes the decode kernel (attention_decode.cu) when
   // its geometry allows: one CTA per (sequence, KV head). Otherwise one CTA per group of
   // kWarps query vectors of a sequence (AttnItems: T * group / kWarps + S items, so a
@@ -375,7 +394,7 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   // not fill the GPU twice over (the decode kernel's smaller CTAs: four times over): up to
   // kMaxSplits CTAs per (item, KV head), never more than the tiles the widest block table
   // can hold.
-  const bool decode = DecodeKernelFits(a, query.dtype(), key_cache.dtype());
+  const bool decode = a.mixed || DecodeKernelFits(a, query.dtype(), key_cache.dtype());
   const int64_t items = decode ? S : AttnItems(T, S, a.group, kWarps);
   const int64_t ctas = items * a.Hk, want = SplitTargetPerSm(decode) * std::max(cq.sm_count, 1);
   const int64_t max_tiles = (a.max_blocks * a.block_size + kTile - 1) / kTile;
@@ -406,9 +425,10 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
       const int64_t units = T * a.Hq;
       LaunchOverlapped(cq, "AttnCombineKernel", AttnCombineKernel<Tag>, static_cast<unsigned>((units + kWarps - 1) / kWarps),
                        kWarps * 32, 0, static_cast<typename Tag::T*>(a.out), a.part_ml, a.part_acc, units, a.D,
-                       a.num_splits);
+                       a.num_splits, a);
     }
   });
+  if (a.mixed) LaunchPrefillMma(cq, a, query.dtype(), key_cache.dtype());
 }
 
 }  // namespace

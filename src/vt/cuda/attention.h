@@ -1,5 +1,5 @@
-// Internal to the CUDA PagedAttention (attention.cu, attention_prefill.cu): the arguments
-// its kernels share, and the tensor-core prefill path.
+// Internal to the CUDA PagedAttention (attention*.cu): the arguments its kernels share, the
+// decode kernels and the tensor-core prefill path.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,9 @@ struct AttnArgs {
   float* part_ml;      // [num_splits, T * Hq, 2]: each split's running max and sum
   float* part_acc;     // [num_splits, T * Hq, D]: its unnormalised weighted sum of values
   bool vec16;          // rows of the caches load as 16-byte vectors
+  // A mixed step split in two launches: a decode kernel serves the sequences of one query
+  // row and skips the others, the tensor-core prefill serves the others and skips those.
+  bool mixed;
 };
 
 // The number of work items (CTAs before splitting) a kernel with `unit` query vectors per
@@ -40,12 +43,26 @@ inline int64_t AttnItems(int64_t T, int64_t S, int64_t per_row, int64_t unit) { 
 // (tests). LaunchDecode runs it over the grid (S, Hk, a.num_splits), leaving split
 // partials in a.part_ml / a.part_acc when a.num_splits > 1 (combined by the caller, as the
 // general kernel's).
+// BF16 queries over a BF16 cache take the tensor-core decode kernel (LaunchDecodeMma), the
+// others the CUDA-core one.
 bool DecodeKernelFits(const AttnArgs& a, DType query, DType cache);
 void LaunchDecode(CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
+// The same conditions without T == S: whether the decode kernels can serve the one-row
+// sequences of a mixed step (a.mixed).
+bool DecodeKernelFitsMixed(const AttnArgs& a, DType query, DType cache);
+
+// The tensor-core decode kernel (attention_decode_mma.cu) over the same grid and split
+// partials: BF16 queries over a BF16 cache (an F8E4M3 cache measured faster on the CUDA-core
+// kernel, which reads its bytes without staging), head size 64 or 128, up to 8 query heads
+// per KV head, 16-byte aligned rows; false (nothing launched) otherwise or when
+// VT_CUDA_ATTN_DECODE_MMA=0.
+bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
 
 // Tensor-core attention for steps with many query rows (prefill): BF16 queries over a BF16
-// or F8E4M3 cache with head size 64 or 128 and 16-byte aligned rows; false (nothing
-// launched) otherwise.
+// or F8E4M3 cache with head size 64 or 128 and 16-byte aligned rows (PrefillMmaFits), and
+// at least 64 rows per sequence on average unless a.mixed; false (nothing launched)
+// otherwise.
+bool PrefillMmaFits(const CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
 bool LaunchPrefillMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
 
 }  // namespace vt::cuda

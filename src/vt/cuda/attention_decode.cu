@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kDecWarps * 32) PagedDecodeKernel(AttnArgs a) 
   AttnSeq seq;
   if (!ReadAttnSeq(a, s, kh == 0 && split == 0 && threadIdx.x == 0, seq)) return;
   const int64_t n = seq.n, ctx = seq.ctx;
-  if (n == 0) return;
+  if (n == 0 || (a.mixed && n != 1)) return;  // a mixed step's other rows are the prefill kernel's
   const int g = static_cast<int>(a.group);
   int64_t tok_begin = 0, tok_end = ctx;
   if (a.num_splits > 1) {  // a whole tile for every warp of the CTA per split
@@ -290,16 +290,21 @@ void LaunchForCache(CudaQueue& cq, const AttnArgs& a) {
 
 }  // namespace
 
-bool DecodeKernelFits(const AttnArgs& a, DType query, DType cache) {
-  if (a.T != a.S || a.S > 2147483647 || a.Hk > 65535 || a.num_splits > 65535) return false;
+bool DecodeKernelFitsMixed(const AttnArgs& a, DType query, DType cache) {
+  if (a.S > 2147483647 || a.Hk > 65535 || a.num_splits > 65535) return false;
   if ((a.D != 64 && a.D != 128) || a.group < 1 || a.group > 8 || !a.vec16) return false;
   const bool half = query == DType::kBF16 || query == DType::kF16;
   if (!half || (cache != query && cache != DType::kF8E4M3)) return false;
   return DecodeKernelOn(a.S);
 }
 
+bool DecodeKernelFits(const AttnArgs& a, DType query, DType cache) {
+  return a.T == a.S && DecodeKernelFitsMixed(a, query, cache);
+}
+
 void LaunchDecode(CudaQueue& cq, const AttnArgs& a, DType query, DType cache) {
   g_decode_launches.fetch_add(1, std::memory_order_relaxed);
+  if (LaunchDecodeMma(cq, a, query, cache)) return;  // BF16 queries: tensor cores
   const bool fp8 = cache == DType::kF8E4M3;
   if (query == DType::kBF16) {
     if (fp8)

@@ -29,8 +29,10 @@ int64_t PrefillMmaLaunches();
 int64_t RmsNormVecLaunches();
 int64_t SiluMulVecLaunches();
 int64_t QuantFp8VecLaunches();  // QuantFp8Static's vector kernel (quant.cu)
-// How many PagedAttention calls took the decode kernel (attention_decode.cu; all queues).
+// How many PagedAttention calls took a decode kernel (attention_decode.cu; all queues), and
+// how many of those the tensor-core one (attention_decode_mma.cu).
 int64_t DecodeAttentionLaunches();
+int64_t DecodeMmaLaunches();
 // How many launches read or wrote an F8E4M3 KV cache (attention.cu, qk_norm_rope.cu; all
 // queues): the attention kernel, the cache-write kernel and the fused prelude.
 struct KvFp8Launches {
