@@ -1,11 +1,13 @@
 // make_random_checkpoint: writes a Hugging Face style checkpoint with random weights and
-// real shapes (config.json, generation_config.json, model.safetensors), in BF16 or static
-// per-tensor FP8 W8A8 in the ModelOpt or compressed-tensors spelling. For benchmarks and
-// loader tests; the weights mean nothing.
+// real shapes (config.json, generation_config.json, model.safetensors), in BF16, static
+// per-tensor FP8 W8A8 in the ModelOpt or compressed-tensors spelling, or block FP8 with
+// dynamic activations (the official Qwen3-*-FP8 layout: 128 x 128 weight blocks, each with
+// its weight_scale_inv; dense presets only). For benchmarks and loader tests; the weights
+// mean nothing.
 //
 //   make_random_checkpoint --out DIR
 //       --preset qwen3-0.6b|qwen3-8b|qwen3-tiny|qwen3-tiny-vocab|qwen3-30b-a3b|qwen3-next-80b-a3b|qwen3-moe-tiny
-//       [--format bf16|fp8-modelopt|fp8-compressed-tensors] [--layers N] [--seed S] [--threads T]
+//       [--format bf16|fp8-modelopt|fp8-compressed-tensors|fp8-block] [--layers N] [--seed S] [--threads T]
 //
 // The MoE presets write Qwen3MoeForCausalLM (qwen3-30b-a3b: Qwen3-30B-A3B's shape, 128
 // experts of which 8 per token; --layers takes fewer of the same layers where memory is
@@ -151,7 +153,10 @@ struct Generator {
   int threads;
   bool fp8;
   bool scales_1d;  // compressed-tensors stores scales as [1], ModelOpt as []
+  bool block;      // block FP8: weight_scale_inv per kBlock x kBlock block, no input scale
   SafetensorsWriter* writer;
+
+  static constexpr int64_t kBlock = 128;
 
   void Bf16(const std::string& name, const vt::Shape& shape, float mean, float std) const {
     const uint64_t s = HashName(seed, name);
@@ -169,6 +174,7 @@ struct Generator {
   // A linear layer's weight [n, k] (and its scales when FP8).
   void Linear(const std::string& prefix, int64_t n, int64_t k, float input_scale) const {
     if (!fp8) return Bf16(prefix + ".weight", {n, k}, 0.0f, 0.02f);
+    if (block) return BlockLinear(prefix, n, k);
     const uint64_t s = HashName(seed, prefix + ".weight");
     const int64_t numel = n * k;
     // Two passes over the same random streams: amax now (for the scale, which the writer
@@ -198,6 +204,41 @@ struct Generator {
     const vt::Shape scalar = scales_1d ? vt::Shape{1} : vt::Shape{};
     writer->Add(prefix + ".weight_scale", vt::DType::kF32, scalar, &weight_scale);
     writer->Add(prefix + ".input_scale", vt::DType::kF32, scalar, &input_scale);
+  }
+
+  // A block-FP8 linear: weight_scale_inv[i, j] = amax of block (i, j) / 448, each code the
+  // element divided by its block's scale, RNE (as the block quantizers that publish these
+  // checkpoints do). The same two passes over the random streams as Linear.
+  void BlockLinear(const std::string& prefix, int64_t n, int64_t k) const {
+    const uint64_t s = HashName(seed, prefix + ".weight");
+    const int64_t nb = (n + kBlock - 1) / kBlock, kb = (k + kBlock - 1) / kBlock;
+    std::mutex mu;
+    std::vector<float> amax(static_cast<size_t>(nb * kb), 0.0f);
+    ForChunks(n * k, s, threads, [&](int64_t b, int64_t e, uint64_t cs) {
+      std::vector<float> tmp(static_cast<size_t>(e - b)), local(amax.size(), 0.0f);
+      FillNormal(tmp.data(), b, e, cs, 0.0f, 0.02f);
+      for (int64_t i = b; i < e; ++i) {
+        float& m = local[static_cast<size_t>((i / k) / kBlock * kb + (i % k) / kBlock)];
+        m = std::max(m, std::fabs(tmp[static_cast<size_t>(i - b)]));
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      for (size_t j = 0; j < amax.size(); ++j) amax[j] = std::max(amax[j], local[j]);
+    });
+    std::vector<float> scale_inv(amax.size());
+    for (size_t j = 0; j < amax.size(); ++j) scale_inv[j] = std::max(amax[j], 1e-12f) / vt::kFp8E4M3Max;
+    const int th = threads;
+    writer->AddGenerated(prefix + ".weight", vt::DType::kF8E4M3, {n, k}, [=](void* dst, size_t nbytes) {
+      auto* out = static_cast<uint8_t*>(dst);
+      ForChunks(static_cast<int64_t>(nbytes), s, th, [&](int64_t b, int64_t e, uint64_t cs) {
+        std::vector<float> tmp(static_cast<size_t>(e - b));
+        FillNormal(tmp.data(), b, e, cs, 0.0f, 0.02f);
+        for (int64_t i = b; i < e; ++i) {
+          const float sc = scale_inv[static_cast<size_t>((i / k) / kBlock * kb + (i % k) / kBlock)];
+          out[i] = vt::numerics::QuantizeFp8(tmp[static_cast<size_t>(i - b)] / sc, 1.0f);
+        }
+      });
+    });
+    writer->Add(prefix + ".weight_scale_inv", vt::DType::kF32, {nb, kb}, scale_inv.data());
   }
 };
 
@@ -261,6 +302,12 @@ json MakeConfig(const Preset& p, const std::string& format) {
   }
   if (format == "fp8-modelopt") {
     c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "FP8"}, {"exclude_modules", Excluded(p)}};
+  } else if (format == "fp8-block") {
+    c["quantization_config"] = {{"quant_method", "fp8"},
+                                {"activation_scheme", "dynamic"},
+                                {"fmt", "e4m3"},
+                                {"weight_block_size", {Generator::kBlock, Generator::kBlock}},
+                                {"modules_to_not_convert", {"lm_head"}}};
   } else if (format == "fp8-compressed-tensors") {
     const json args = {{"type", "float"},      {"num_bits", 8},          {"strategy", "tensor"},
                        {"dynamic", false},     {"symmetric", true},      {"group_size", nullptr},
@@ -304,8 +351,8 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"qwen3-0.6b", "qwen3-8b", "qwen3-tiny", "qwen3-tiny-vocab", "qwen3-30b-a3b",
                              "qwen3-next-80b-a3b", "qwen3-moe-tiny"}));
-  app.add_option("--format", format, "bf16, fp8-modelopt or fp8-compressed-tensors")
-      ->check(CLI::IsMember({"bf16", "fp8-modelopt", "fp8-compressed-tensors"}));
+  app.add_option("--format", format, "bf16, fp8-modelopt, fp8-compressed-tensors or fp8-block")
+      ->check(CLI::IsMember({"bf16", "fp8-modelopt", "fp8-compressed-tensors", "fp8-block"}));
   app.add_option("--layers", layers, "number of decoder layers (default: the preset's)")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "random seed");
   app.add_option("--threads", threads, "threads generating weights")->check(CLI::PositiveNumber);
@@ -318,6 +365,8 @@ int main(int argc, char** argv) {
     if (p.is_hybrid() && format != "bf16")
       throw vt::Error("make_random_checkpoint: --preset " + preset_name +
                       " is written in bf16 only (no FP8 hybrid checkpoint is tested yet)");
+    if (p.moe.experts > 0 && format == "fp8-block")
+      throw vt::Error("make_random_checkpoint: --format fp8-block is written for dense presets only");
     std::erase_if(p.moe.mlp_only_layers, [&](int64_t l) { return l >= p.layers; });
     ::mkdir(out_dir.c_str(), 0755);
     struct stat st;
@@ -327,7 +376,7 @@ int main(int argc, char** argv) {
     const bool fp8 = format != "bf16";
     SafetensorsWriter w;
     w.SetMetadata("format", "pt");
-    const Generator g{seed, threads, fp8, format == "fp8-compressed-tensors", &w};
+    const Generator g{seed, threads, fp8, format == "fp8-compressed-tensors", format == "fp8-block", &w};
     const int64_t q_dim = p.heads * p.head_dim, kv_dim = p.kv_heads * p.head_dim;
     // Inputs of q/k/v and gate/up are RMS-normed (|x| up to ~9 at scale 0.02); the inputs
     // of o_proj and down_proj are smaller.

@@ -225,5 +225,41 @@ TEST(Checkpoint, RandomCheckpointGenerator) {
   }
 }
 
+// --format fp8-block: the official Qwen3-*-FP8 layout (quant_method fp8, dynamic
+// activations, 128 x 128 weight blocks each with its weight_scale_inv = the block's amax /
+// 448; lm_head not converted).
+TEST(Checkpoint, RandomCheckpointGeneratorBlockFp8) {
+  const std::string tool = std::string(VTLLM_BINARY_DIR) + "/tools/make_random_checkpoint";
+  TempDir tmp;
+  const std::string cmd = tool + " --out " + tmp.path() +
+                          " --preset qwen3-tiny --layers 2 --seed 5 --threads 2 --format fp8-block 2>/dev/null";
+  ASSERT_EQ(std::system((VTLLM_TOOL_RUNNER + cmd).c_str()), 0) << cmd;
+  const QuantConfig q = QuantConfig::FromDir(tmp.path());
+  EXPECT_EQ(q.method, QuantMethod::kFp8Block);
+  EXPECT_EQ(q.block_n, 128);
+  EXPECT_EQ(q.block_k, 128);
+  EXPECT_FALSE(q.IsQuantized("lm_head"));
+  const Checkpoint c = Checkpoint::Open(tmp.path());
+  EXPECT_EQ(c.names().size(), 3u + 2 * 18);  // 7 linears a layer, each with weight_scale_inv
+  const std::string down = "model.layers.1.mlp.down_proj";
+  EXPECT_TRUE(q.IsQuantized(down));
+  const vt::Tensor w = c.GetAs(down + ".weight", vt::DType::kF8E4M3, {128, 384});
+  const vt::Tensor s = c.GetAs(down + ".weight_scale_inv", vt::DType::kF32, {1, 3});
+  double sum2 = 0;
+  for (int64_t b = 0; b < 3; ++b) {  // each block's largest decoded weight is 448 x its scale
+    const float sc = s.data_as<float>()[b];
+    double amax = 0;
+    for (int64_t n = 0; n < 128; ++n)
+      for (int64_t k = 128 * b; k < 128 * b + 128; ++k) {
+        const double v = vt::Fp8E4M3ToFloat(w.data_as<uint8_t>()[n * 384 + k]) * sc;
+        amax = std::max(amax, std::fabs(v));
+        sum2 += v * v;
+      }
+    EXPECT_FLOAT_EQ(amax, 448.0 * sc) << "block " << b;
+  }
+  EXPECT_NEAR(std::sqrt(sum2 / w.numel()), 0.02, 0.002);
+  c.GetAs("model.layers.0.self_attn.q_proj.weight_scale_inv", vt::DType::kF32, {1, 1});
+}
+
 }  // namespace
 }  // namespace vtllm::model

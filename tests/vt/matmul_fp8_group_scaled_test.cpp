@@ -1,15 +1,20 @@
 // MatmulFp8GroupScaled against a float64 reference of the same fp8 values and scales, on
 // every CPU ISA level: |out - ref| <= 4·K·FLT_EPSILON·Σ_k|a·b·s_a·s_b| plus one rounding of
 // out's dtype (vt/ops/matmul.h). Block-wise (128 x 128) and per-channel/per-token scales,
-// N and K not multiples of 128, M = 1, 3, 33. The quantizer and the GEMM together: a
-// block-quantized product is close to the unquantized one.
+// N and K not multiples of 128 (nor of 16), M = 1..5 (the AVX2 rows stream the weight for
+// up to 4 rows of a) and 33 (decoded once); the x86 levels are checked to have taken the
+// AVX2 rows. A weight row holding a NaN code gives NaN there and nothing else changes. The
+// quantizer and the GEMM together: a block-quantized product is close to the unquantized
+// one.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "matmul_test_util.h"
+#include "vt/cpu/matmul/kernels.h"  // Fp8GroupScaledAvx2Calls
 
 namespace {
 
@@ -61,7 +66,10 @@ void Check(const Problem& p, DType od, bool with_bias) {
                             with_bias ? " bias" : "", " on ", vt::CpuIsaName(isa)));
     vt::Queue q = vt_test::QueueFor(isa);
     vt::Tensor out = vt::Tensor::Empty({p.M, p.N}, od);
+    const int64_t avx2_before = vt::cpu::matmul::Fp8GroupScaledAvx2Calls();
     vt::MatmulFp8GroupScaled(q, out, a, sa, b, sb, p.bn, p.bk, with_bias ? &bias : nullptr);
+    const bool x86_simd = isa >= vt::CpuIsa::kAvx2 && isa <= vt::CpuIsa::kAmx;
+    EXPECT_EQ(vt::cpu::matmul::Fp8GroupScaledAvx2Calls() - avx2_before, x86_simd ? 1 : 0);
     std::vector<float> got(static_cast<size_t>(p.M * p.N));
     for (int64_t i = 0; i < p.M * p.N; ++i)
       got[i] = od == DType::kF32 ? out.data_as<float>()[i] : vt::Bf16ToFloat(out.data_as<uint16_t>()[i]);
@@ -76,7 +84,7 @@ void Check(const Problem& p, DType od, bool with_bias) {
 
 TEST(MatmulFp8GroupScaled, BlockScalesAgainstFloat64) {
   uint32_t seed = 1;
-  for (int64_t M : {1, 3, 33})
+  for (int64_t M : {1, 2, 3, 4, 5, 33})
     for (auto [N, K] : {std::pair<int64_t, int64_t>{300, 520}, {129, 257}, {7, 1}, {256, 128}, {130, 1000}}) {
       const Problem p = Make(M, N, K, 128, 128, ++seed);
       Check(p, DType::kF32, false);
@@ -86,12 +94,47 @@ TEST(MatmulFp8GroupScaled, BlockScalesAgainstFloat64) {
 
 TEST(MatmulFp8GroupScaled, PerChannelScalesAgainstFloat64) {
   uint32_t seed = 100;
-  for (int64_t M : {1, 3, 33})
+  for (int64_t M : {1, 2, 4, 5, 33})
     for (auto [N, K] : {std::pair<int64_t, int64_t>{300, 520}, {65, 129}, {33, 67}}) {
       const Problem p = Make(M, N, K, 1, K, ++seed);
       Check(p, DType::kBF16, false);
       Check(p, DType::kF32, true);
     }
+}
+
+// A NaN weight code (S.1111.111) makes that output column NaN for every row of a, on every
+// level: the AVX2 decode makes it finite, so its rows go the portable way.
+TEST(MatmulFp8GroupScaled, NanWeightCodeGivesNanInItsColumnOnly) {
+  for (int64_t M : {1, 3, 6}) {
+    Problem p = Make(M, 40, 300, 128, 128, 77);
+    p.b[17 * p.K + 200] = 0xFF;  // row 17, group 1
+    const int64_t G = 3;
+    const vt::Tensor a = vt::Tensor::FromHost(p.a.data(), {p.M, p.K}, DType::kF8E4M3);
+    const vt::Tensor b = vt::Tensor::FromHost(p.b.data(), {p.N, p.K}, DType::kF8E4M3);
+    const vt::Tensor sa = vt::Tensor::FromHost(p.sa.data(), {p.M, G}, DType::kF32);
+    const vt::Tensor sb = vt::Tensor::FromHost(p.sb.data(), {1, G}, DType::kF32);
+    for (vt::CpuIsa isa : vt_test::IsaLevels()) {
+      vt::Queue q = vt_test::QueueFor(isa);
+      vt::Tensor out = vt::Tensor::Empty({p.M, p.N}, DType::kF32);
+      vt::MatmulFp8GroupScaled(q, out, a, sa, b, sb, 128, 128);
+      for (int64_t m = 0; m < p.M; ++m)
+        for (int64_t n = 0; n < p.N; ++n) {
+          double ref = 0, mag = 0;
+          for (int64_t k = 0; k < p.K; ++k) {
+            const double t = vt_test::DecodeE4M3(p.a[m * p.K + k]) * vt_test::DecodeE4M3(p.b[n * p.K + k]) *
+                             p.sa[m * G + k / 128] * p.sb[k / 128];
+            ref += t;
+            mag += std::fabs(t);
+          }
+          const float got = out.data_as<float>()[m * p.N + n];
+          if (n == 17)
+            EXPECT_TRUE(std::isnan(got)) << vt::CpuIsaName(isa) << " m " << m;
+          else
+            EXPECT_NEAR(got, ref, 4.0 * static_cast<double>(p.K) * FLT_EPSILON * mag)
+                << vt::CpuIsaName(isa) << " m " << m << " n " << n;
+        }
+    }
+  }
 }
 
 // Block quantization then the block GEMM approximates the product of the unquantized

@@ -1,13 +1,14 @@
 // CPU MatmulFp8GroupScaled (vt/ops/matmul.h): block-wise and per-channel scaled fp8 GEMM.
 //
-// a is decoded to f32 once per call; the threads split the rows of b, and each decodes its
-// weight row once (a 256-entry table) and multiplies it with every row of a, so at M = 1
-// (decode) the weight is streamed exactly once. Within a group of K the dot product runs
-// in 8 independent f32 partial sums (vectorizable without reassociating across groups);
-// the groups' sums are scaled and added in ascending order, as the definition says.
-// Portable C++: the compiler's vectorization of the 8-lane sums is the only SIMD here.
+// a is decoded to f32 once per call; the threads split the rows of b. On the x86 levels each
+// weight row goes to matmul/fp8_group_scaled_avx2.cpp (decoded in registers and streamed
+// into the FMAs, so at M = 1 the weight is read exactly once, at the memory's rate). The
+// portable path (ARM, and rows holding a NaN code) decodes the row once (a 256-entry
+// table) and multiplies it with every row of a: within a group of K the dot product runs
+// in 8 independent f32 partial sums, the groups' sums scaled and added in ascending order.
 // The scalar ISA level runs the plain reference (cpu/reference.cpp).
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "vt/cpu/backend.h"
@@ -19,6 +20,8 @@
 namespace vt::cpu {
 
 namespace {
+
+std::atomic<int64_t> g_avx2_calls{0};
 
 struct Fp8Table {
   float v[256];
@@ -61,28 +64,40 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
   const auto* sb = b_scales.data_as<float>();
   // Enough rows of b per hand-off to amortise it, few enough to spread a decode-sized N.
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K * M));
+#if defined(VT_CPU_X86)
+  const bool avx2 = cpu.isa >= CpuIsa::kAvx2 && cpu.isa <= CpuIsa::kAmx;
+  if (avx2) g_avx2_calls.fetch_add(1, std::memory_order_relaxed);
+#endif
   cpu.pool.ParallelFor(N, grain, [&](int64_t n0, int64_t n1) {
-    std::vector<float> brow(static_cast<size_t>(K));
+    std::vector<float> brow(static_cast<size_t>(K)), acc(static_cast<size_t>(M));
     for (int64_t n = n0; n < n1; ++n) {
       const uint8_t* br = pb + n * K;
-      for (int64_t k = 0; k < K; ++k) brow[k] = lut[br[k]];
       const float* sbr = sb + (n / block_n) * G;
-      const float bv = bias != nullptr ? LoadFloat(bias->data(), bias->dtype(), n) : 0.0f;
-      for (int64_t m = 0; m < M; ++m) {
-        const float* ar = af.data() + m * K;
-        float acc = 0.0f;
-        for (int64_t g = 0; g < G; ++g) {
-          const int64_t k0 = g * block_k, len = std::min(K, k0 + block_k) - k0;
-          acc += Dot8(ar + k0, brow.data() + k0, len) * sa[m * G + g] * sbr[g];
+      bool done = false;
+#if defined(VT_CPU_X86)
+      if (avx2) done = matmul::Fp8GroupScaledRowAvx2(af.data(), M, K, br, sa, G, sbr, block_k, brow.data(), acc.data());
+#endif
+      if (!done) {  // portable, or a row with a NaN code
+        for (int64_t k = 0; k < K; ++k) brow[k] = lut[br[k]];
+        for (int64_t m = 0; m < M; ++m) {
+          const float* ar = af.data() + m * K;
+          acc[m] = 0.0f;
+          for (int64_t g = 0; g < G; ++g) {
+            const int64_t k0 = g * block_k, len = std::min(K, k0 + block_k) - k0;
+            acc[m] += Dot8(ar + k0, brow.data() + k0, len) * sa[m * G + g] * sbr[g];
+          }
         }
-        if (bias != nullptr) acc += bv;
-        StoreFloat(out.data(), out.dtype(), m * N + n, acc);
       }
+      const float bv = bias != nullptr ? LoadFloat(bias->data(), bias->dtype(), n) : 0.0f;
+      for (int64_t m = 0; m < M; ++m)
+        StoreFloat(out.data(), out.dtype(), m * N + n, bias != nullptr ? acc[m] + bv : acc[m]);
     }
   });
 }
 
 }  // namespace
+
+int64_t matmul::Fp8GroupScaledAvx2Calls() { return g_avx2_calls.load(std::memory_order_relaxed); }
 
 void matmul::RegisterFp8GroupScaledKernel() {
   Register<OpId::kMatmulFp8GroupScaled>(DeviceType::kCPU, &MatmulFp8GroupScaledCpu);

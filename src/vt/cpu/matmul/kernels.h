@@ -138,6 +138,15 @@ int64_t PackedCopiesMade();
 // Calls that streamed on the AMX tiles in this process (0 where they are not built).
 int64_t AmxStreamCalls();
 
+// One weight row of MatmulFp8GroupScaled on AVX2 (matmul/fp8_group_scaled_avx2.cpp, x86
+// builds only): out[m] = Σ_g (Σ_{k in g} a[m, k]·b[k]) · sa[m * G + g] · sbr[g] for the M
+// rows of a (f32 values, K apart), groups of block_k. wbuf: K floats of scratch. Returns
+// false, leaving out unset, when b holds a NaN code.
+bool Fp8GroupScaledRowAvx2(const float* a, int64_t M, int64_t K, const uint8_t* b, const float* sa, int64_t G,
+                           const float* sbr, int64_t block_k, float* wbuf, float* out);
+// Calls of MatmulFp8GroupScaled in this process that took the AVX2 rows.
+int64_t Fp8GroupScaledAvx2Calls();
+
 // How the AVX2 streaming path (also the AVX-512 F32 set's) decodes fp8 weights:
 //  - kHalf: the half trick (value * 2^-8 as an IEEE half, then vcvtph2ps);
 //  - kF32Bits: the code's bits placed straight into f32 bits (value * 2^-120, five integer
