@@ -1,8 +1,10 @@
 // CPU MatmulFp8GroupScaled (vt/ops/matmul.h): block-wise and per-channel scaled fp8 GEMM.
 //
-// a is decoded to f32 once per call; the threads split the rows of b. On the x86 levels each
-// weight row goes to matmul/fp8_group_scaled_avx2.cpp (decoded in registers and streamed
-// into the FMAs, so at M = 1 the weight is read exactly once, at the memory's rate). The
+// a is decoded to f32 once per call; the threads split the rows of b. On the x86 levels the
+// weight rows go to matmul/fp8_group_scaled_avx2.cpp (decoded in registers and streamed
+// into the FMAs, so at M = 1 the weight is read exactly once, at the memory's rate; a decode
+// step takes four rows at a time from four sequential streams, each multiplied with a row
+// of a scaled by its block's scales). The
 // portable path (ARM, and rows holding a NaN code) decodes the row once (a 256-entry
 // table) and multiplies it with every row of a: within a group of K the dot product runs
 // in 8 independent f32 partial sums, the groups' sums scaled and added in ascending order.
@@ -68,13 +70,54 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
   const bool avx2 = cpu.isa >= CpuIsa::kAvx2 && cpu.isa <= CpuIsa::kAmx;
   if (avx2) g_avx2_calls.fetch_add(1, std::memory_order_relaxed);
 #endif
+  // A row's result (bias added), rounded once into out.
+  auto store = [&](int64_t m, int64_t n, float acc) {
+    const float bv = bias != nullptr ? LoadFloat(bias->data(), bias->dtype(), n) : 0.0f;
+    StoreFloat(out.data(), out.dtype(), m * N + n, bias != nullptr ? acc + bv : acc);
+  };
   cpu.pool.ParallelFor(N, grain, [&](int64_t n0, int64_t n1) {
-    std::vector<float> brow(static_cast<size_t>(K)), acc(static_cast<size_t>(M));
+    std::vector<float> brow(static_cast<size_t>(K)), acc(static_cast<size_t>(std::max<int64_t>(M, 4)));
+#if defined(VT_CPU_X86)
+    // A decode step: four rows at a time, one from each quarter of [n0, n1), each against a
+    // scaled by its block's scales (made when the quarter enters a block; with one group,
+    // the scales multiply the sums instead). Rows left over (or with a NaN code) go below.
+    std::vector<bool> finished;
+    if (avx2 && M == 1 && n1 - n0 >= 4) {
+      const int64_t quarter = (n1 - n0) / 4;
+      finished.assign(static_cast<size_t>(n1 - n0), false);
+      std::vector<float> scaled(static_cast<size_t>(4 * K));
+      int64_t scaled_block[4] = {-1, -1, -1, -1};
+      for (int64_t i = 0; i < quarter; ++i) {
+        const float* ap[4];
+        const uint8_t* bp[4];
+        for (int j = 0; j < 4; ++j) {
+          const int64_t n = n0 + j * quarter + i, nb = G == 1 ? 0 : n / block_n;
+          float* sc = scaled.data() + j * K;
+          if (scaled_block[j] != nb) {
+            for (int64_t g = 0; g < G; ++g) {
+              const float s = G == 1 ? 256.0f : sa[g] * sb[nb * G + g] * 256.0f;
+              for (int64_t k = g * block_k; k < std::min(K, g * block_k + block_k); ++k) sc[k] = af[k] * s;
+            }
+            scaled_block[j] = nb;
+          }
+          ap[j] = sc;
+          bp[j] = pb + n * K;
+        }
+        if (!matmul::Fp8Rows4DotAvx2(ap, K, bp, acc.data())) continue;
+        for (int j = 0; j < 4; ++j) {
+          const int64_t n = n0 + j * quarter + i;
+          store(0, n, G == 1 ? acc[j] * sa[0] * sb[n / block_n] : acc[j]);
+          finished[static_cast<size_t>(n - n0)] = true;
+        }
+      }
+    }
+#endif
     for (int64_t n = n0; n < n1; ++n) {
       const uint8_t* br = pb + n * K;
       const float* sbr = sb + (n / block_n) * G;
       bool done = false;
 #if defined(VT_CPU_X86)
+      if (!finished.empty() && finished[static_cast<size_t>(n - n0)]) continue;
       if (avx2) done = matmul::Fp8GroupScaledRowAvx2(af.data(), M, K, br, sa, G, sbr, block_k, brow.data(), acc.data());
 #endif
       if (!done) {  // portable, or a row with a NaN code
@@ -88,9 +131,7 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
           }
         }
       }
-      const float bv = bias != nullptr ? LoadFloat(bias->data(), bias->dtype(), n) : 0.0f;
-      for (int64_t m = 0; m < M; ++m)
-        StoreFloat(out.data(), out.dtype(), m * N + n, bias != nullptr ? acc[m] + bv : acc[m]);
+      for (int64_t m = 0; m < M; ++m) store(m, n, acc[m]);
     }
   });
 }

@@ -7,6 +7,10 @@
 // of a the weight row is streamed through the FMAs as it is decoded (a decode step reads
 // each byte once); more rows decode it once into f32 first. A row holding a NaN code (the
 // decode makes it finite) is reported, and the driver computes it the portable way.
+// Fp8Rows4DotAvx2 is the decode step's plain dot of four weight rows, each with a row of a
+// that the driver has scaled by that row's block scales already (no per-group step); the
+// driver takes the four from four quarters of its rows, so that each continues one of four
+// sequential streams (the layout matmul/local.h describes for the static path).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -82,6 +86,50 @@ bool StreamRow(const float* a, int64_t lda, int64_t K, const uint8_t* b, const f
 }
 
 }  // namespace
+
+bool Fp8Rows4DotAvx2(const float* const* a, int64_t K, const uint8_t* const* b, float* out) {
+  __m256 acc0[4], acc1[4];
+  for (int j = 0; j < 4; ++j) acc0[j] = acc1[j] = _mm256_setzero_ps();
+  __m128i seen = _mm_setzero_si128();
+  auto step = [&](const float* const* ap, const uint8_t* const* bp) __attribute__((always_inline)) {
+    for (int j = 0; j < 4; ++j) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bp[j]));
+      seen = _mm_max_epu8(seen, _mm_and_si128(x, _mm_set1_epi8(0x7F)));
+      __m256 w0, w1;
+      Decode16(x, w0, w1);
+      acc0[j] = _mm256_fmadd_ps(_mm256_loadu_ps(ap[j]), w0, acc0[j]);
+      acc1[j] = _mm256_fmadd_ps(_mm256_loadu_ps(ap[j] + 8), w1, acc1[j]);
+    }
+  };
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const float* ap[4];
+    const uint8_t* bp[4];
+    for (int j = 0; j < 4; ++j) {
+      ap[j] = a[j] + k;
+      bp[j] = b[j] + k;
+      // Each row continues a sequential stream (its quarter of the driver's rows).
+      if ((k & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(bp[j]) + 1536, _MM_HINT_T0);
+    }
+    step(ap, bp);
+  }
+  if (k < K) {  // the tail through zero-padded copies
+    alignas(16) uint8_t bt[4][16] = {};
+    alignas(32) float at[4][16] = {};
+    const float* ap[4];
+    const uint8_t* bp[4];
+    for (int j = 0; j < 4; ++j) {
+      std::memcpy(bt[j], b[j] + k, static_cast<size_t>(K - k));
+      std::memcpy(at[j], a[j] + k, static_cast<size_t>(K - k) * sizeof(float));
+      ap[j] = at[j];
+      bp[j] = bt[j];
+    }
+    step(ap, bp);
+  }
+  if (_mm_movemask_epi8(_mm_cmpeq_epi8(seen, _mm_set1_epi8(0x7F))) != 0) return false;
+  for (int j = 0; j < 4; ++j) out[j] = Hsum(_mm256_add_ps(acc0[j], acc1[j]));
+  return true;
+}
 
 bool Fp8GroupScaledRowAvx2(const float* a, int64_t M, int64_t K, const uint8_t* b, const float* sa, int64_t G,
                            const float* sbr, int64_t block_k, float* wbuf, float* out) {

@@ -144,6 +144,9 @@ int64_t AmxStreamCalls();
 // false, leaving out unset, when b holds a NaN code.
 bool Fp8GroupScaledRowAvx2(const float* a, int64_t M, int64_t K, const uint8_t* b, const float* sa, int64_t G,
                            const float* sbr, int64_t block_k, float* wbuf, float* out);
+// out[j] = Σ_k a[j][k]·b[j][k] for four fp8 weight rows b[j] against f32 rows a[j], each code
+// taken as value * 2^-8; false, leaving out unset, when a row holds a NaN code.
+bool Fp8Rows4DotAvx2(const float* const* a, int64_t K, const uint8_t* const* b, float* out);
 // Calls of MatmulFp8GroupScaled in this process that took the AVX2 rows.
 int64_t Fp8GroupScaledAvx2Calls();
 
