@@ -13,6 +13,7 @@
 #include <string>
 
 #include "elementwise_test_util.h"
+#include "matmul_test_util.h"
 #include "vt/cpu/matmul/rows.h"
 #include "vt/detail/numerics.h"
 #include "vt/vt.h"
@@ -286,15 +287,15 @@ TEST(MoeExperts, ATokensBytesDoNotDependOnTheOtherTokens) {
 
 // Decode batches of mixed tokens that share experts: every token's bytes in batches of 2,
 // 5, 16 and 33 tokens (repeats included, each batch also in reverse order) are the bytes it
-// gets alone (batch 1), for BF16 experts (F32 activations: the blocked matmul path; BF16:
-// the stream) and FP8 experts (as stored, and prepared as a model prepares them: the
+// gets alone (batch 1), for F32 experts (the stream, with F32 sums to the output), BF16
+// experts (F32 activations: the blocked matmul path; BF16: the stream) and FP8 experts (as stored, and prepared as a model prepares them: the
 // outer-product kernels), F32 and BF16 outputs, on every ISA level. One expert gets up to
 // 28 tokens with H = 1100, past the 16 rows and 1024 K values where plain products of that
 // many rows would change path or cut K into blocks. The counter shows that each expert
 // with several tokens ran as one product per projection.
 TEST(MoeExperts, ATokensBytesInAnyBatchAreItsBytesAloneOnEveryIsa) {
   namespace mm = vt::cpu::matmul;
-  const int64_t P = 12, H = 1100, I = 24, E = 6, k = 3;
+  const int64_t P = 12, H = 1100, I = 136, E = 6, k = 3;
   // Token t: experts t % 2, 2 + t % 3 and 5 (t % 4 == 0) or the other of 0 and 1.
   std::vector<int32_t> pool_ids;
   for (int64_t t = 0; t < P; ++t) {
@@ -315,36 +316,46 @@ TEST(MoeExperts, ATokensBytesInAnyBatchAreItsBytesAloneOnEveryIsa) {
     batches.emplace_back(b.rbegin(), b.rend());
   }
   const Experts ex = RandomExperts(E, H, I, 74);
-  auto codes = [&](size_t n, uint32_t seed) {
-    std::vector<uint8_t> c(n);
-    const std::vector<float> g = Gaussian(n, seed, 1.0f);
-    for (size_t i = 0; i < n; ++i) c[i] = vt::numerics::QuantizeFp8(g[i], 1.0f);
-    return c;
-  };
-  const std::vector<uint8_t> x8 = codes(P * H, 75), w13_8 = codes(E * 2 * I * H, 76), w2_8 = codes(E * H * I, 77);
-  const std::vector<float> al13 = {0.002f, 0.004f, 0.001f, 0.003f, 0.002f, 0.005f};
-  const std::vector<float> al2 = {0.06f, 0.02f, 0.04f, 0.08f, 0.05f, 0.03f};
+  // Every fp8 code but NaN, uniformly: products from 2^-18 to 448², so that the f32 sums
+  // round (with codes near one magnitude they are mostly exact, and any order gives the
+  // same bits); the alphas bring the sums back near 1.
+  std::mt19937 code_rng(75);
+  const std::vector<uint8_t> x8 = vt_test::RandomFp8(P * H, code_rng),
+                             w13_8 = vt_test::RandomFp8(E * 2 * I * H, code_rng),
+                             w2_8 = vt_test::RandomFp8(E * H * I, code_rng);
+  const std::vector<float> al13 = {2e-6f, 4e-6f, 1e-6f, 3e-6f, 2e-6f, 5e-6f};
+  const std::vector<float> al2 = {6e-6f, 2e-6f, 4e-6f, 8e-6f, 5e-6f, 3e-6f};
   std::vector<int64_t> r13, r2;
   for (int64_t e = 0; e < E; ++e) {
     r13.push_back(e * 2 * I);
     r2.push_back(e * H);
   }
-  enum class Kind { kBf16F32Act, kBf16Bf16Act, kFp8F32Out, kFp8Bf16Out, kFp8PreparedF32Out, kFp8PreparedBf16Out };
+  enum class Kind {
+    kF32,  // F32 experts and activations: the stream, F32 sums kept to the output
+    kBf16F32Act,
+    kBf16Bf16Act,
+    kFp8F32Out,
+    kFp8Bf16Out,
+    kFp8PreparedF32Out,
+    kFp8PreparedBf16Out
+  };
   int64_t grouped_rows = 0;
   for (vt::CpuIsa isa : vt_test::IsaLevels()) {
     const vt::Queue q = vt_test::QueueFor(isa);
     const Tensor w13 = Bf16(ex.w13, {E * 2 * I, H}), w2 = Bf16(ex.w2, {E * H, I});
+    const Tensor w13_f32 = F32(ex.w13, {E * 2 * I, H}), w2_f32 = F32(ex.w2, {E * H, I});
     Tensor w13_raw = Tensor::FromHost(w13_8.data(), {E * 2 * I, H}, DType::kF8E4M3);
     Tensor w2_raw = Tensor::FromHost(w2_8.data(), {E * H, I}, DType::kF8E4M3);
     w13_raw.SetReadOnly();
     w2_raw.SetReadOnly();
     const Tensor w13_prep = vt::PrepareWeight(q, w13_raw, vt::WeightUse::kMatmulB, r13);
     const Tensor w2_prep = vt::PrepareWeight(q, w2_raw, vt::WeightUse::kMatmulB, r2);
-    for (Kind kind : {Kind::kBf16F32Act, Kind::kBf16Bf16Act, Kind::kFp8F32Out, Kind::kFp8Bf16Out,
+    for (Kind kind : {Kind::kF32, Kind::kBf16F32Act, Kind::kBf16Bf16Act, Kind::kFp8F32Out, Kind::kFp8Bf16Out,
                       Kind::kFp8PreparedF32Out, Kind::kFp8PreparedBf16Out}) {
-      const bool fp8 = kind != Kind::kBf16F32Act && kind != Kind::kBf16Bf16Act;
+      const bool fp8 = kind != Kind::kF32 && kind != Kind::kBf16F32Act && kind != Kind::kBf16Bf16Act;
       const bool prepared = kind == Kind::kFp8PreparedF32Out || kind == Kind::kFp8PreparedBf16Out;
-      const DType act = kind == Kind::kBf16F32Act || kind == Kind::kFp8F32Out || kind == Kind::kFp8PreparedF32Out
+      const DType act = kind == Kind::kF32 || kind == Kind::kBf16F32Act || kind == Kind::kFp8F32Out ||
+                                kind == Kind::kFp8PreparedF32Out
                             ? DType::kF32
                             : DType::kBF16;
       const std::string what = std::string(vt::CpuIsaName(isa)) + " kind " + std::to_string(static_cast<int>(kind));
@@ -367,7 +378,8 @@ TEST(MoeExperts, ATokensBytesInAnyBatchAreItsBytesAloneOnEveryIsa) {
         Tensor out = Tensor::Empty({n, H}, act);
         const int64_t calls = mm::RowsAsOneCalls();
         if (!fp8) {
-          vt::MoeExperts(q, out, vt_test::MakeTensor(xs, {n, H}, act), tid, F32(ws, {n, k}), w13, w2);
+          vt::MoeExperts(q, out, vt_test::MakeTensor(xs, {n, H}, act), tid, F32(ws, {n, k}),
+                         kind == Kind::kF32 ? w13_f32 : w13, kind == Kind::kF32 ? w2_f32 : w2);
         } else {
           vt::MoeExpertsFp8(q, out, Tensor::FromHost(xs8.data(), {n, H}, DType::kF8E4M3), tid, F32(ws, {n, k}),
                             prepared ? w13_prep : w13_raw, F32(al13, {E}), prepared ? w2_prep : w2_raw, 0.05f,
