@@ -122,7 +122,8 @@ struct KernelSet {
 // Every set's `gemm` gives row m of a the same sums whatever M and the other rows are
 // (each row's accumulators see the same operations in the same order for every tile
 // height), and so does every PackedFp8Kernels::gemm (one f32 lane per output column,
-// summing all of K in order); matmul/rows.h relies on both, moe_test.cpp checks them.
+// summing all of K in order); matmul/rows.h relies on both (matmul_rows_test.cpp and
+// moe_test.cpp check them on every level the test binary runs).
 inline constexpr int64_t kStreamABlockRows = 16;
 
 // Throws vt::Error for a dtype a set's pack does not handle (defined in the portable
