@@ -410,6 +410,8 @@ const KernelSet& AmxKernels() {
     k.stream_a_bytes = &StreamABytes;
     k.prepare_stream_a = &PairInterleaveBlocks;
     k.stream_inner = &StreamInner;
+    // One row streams on vdpbf16ps (below kAmxMinM), and so do rows that must keep its sums.
+    k.rows_as_one = &Avx512Bf16Kernels();
     return k;
   }();
   return ks;

@@ -329,7 +329,8 @@ Inner StreamInnerF32Avx2(DType b_dtype, int64_t) { return UseF32Bits(b_dtype) ? 
 const KernelSet& Avx2Kernels() {
   static const KernelSet ks{"avx2-f32",           kLanes,           4, 256.0f, &Accepts, &Pack, &Gemm,
                             &StreamF32Avx2,       kStreamMaxMF32,   &StreamABytesF32Avx2,
-                            &PrepareStreamAF32Avx2, &Avx2PackedKernels(), &StreamInnerF32Avx2};
+                            &PrepareStreamAF32Avx2, &Avx2PackedKernels(), &StreamInnerF32Avx2,
+                            &ks};  // rows_as_one: a row's sums never depend on the other rows
   return ks;
 }
 

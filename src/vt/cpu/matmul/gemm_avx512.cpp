@@ -358,14 +358,16 @@ __attribute__((target("avx512vbmi"))) void StreamBf16(DType dt, const void* av, 
 const KernelSet& Avx512Bf16Kernels() {
   static const KernelSet ks{"avx512bf16-dpbf16", 64, 2, 1.0f, &AcceptsBf16, &PackBf16,
                             &GemmBlocks<uint16_t, Bf16Tile>, &StreamBf16, kStreamMaxMBf16, nullptr, nullptr,
-                            &Avx512Bf16PackedKernels()};
+                            &Avx512Bf16PackedKernels(), nullptr,
+                            &ks};  // rows_as_one: a row's sums never depend on the other rows
   return ks;
 }
 
 const KernelSet& Avx512Kernels() {
   static const KernelSet ks{"avx512-f32", 16, 4, kFp8Unscale, &AcceptsF32, &PackF32, &GemmBlocks<float, F32Tile>,
                             &StreamF32Avx2, kStreamMaxMF32, &StreamABytesF32Avx2, &PrepareStreamAF32Avx2,
-                            &Avx2PackedKernels(), &StreamInnerF32Avx2};
+                            &Avx2PackedKernels(), &StreamInnerF32Avx2,
+                            &ks};  // rows_as_one: the AVX2 stream's rows never depend on the other rows
   return ks;
 }
 

@@ -246,12 +246,13 @@ void StreamTile(const float* a, int64_t lda, const W* b, int64_t ldb, int64_t K,
   }
 }
 
-// The group against all M rows of a, in pairs: the group's rows stay in L1 after the first.
-template <typename W, int NR>
+// The group against all M rows of a, in pairs (kOneRow: one at a time, so that every row
+// sums as it does alone): the group's rows stay in L1 after the first.
+template <typename W, int NR, bool kOneRow>
 void StreamGroup(const float* a, int64_t lda, int64_t M, const W* b, int64_t ldb, int64_t K, float* c, int64_t ldc,
                  int64_t cs) {
-  for (int64_t m = 0; m < M; m += kRowsA) {
-    if (M - m >= kRowsA)
+  for (int64_t m = 0; m < M; m += kOneRow ? 1 : kRowsA) {
+    if (!kOneRow && M - m >= kRowsA)
       StreamTile<W, kRowsA, NR>(a + m * lda, lda, b, ldb, K, c + m * ldc, ldc, cs);
     else
       StreamTile<W, 1, NR>(a + m * lda, lda, b, ldb, K, c + m * ldc, ldc, cs);
@@ -260,23 +261,26 @@ void StreamGroup(const float* a, int64_t lda, int64_t M, const W* b, int64_t ldb
 
 // c[m * ldc + n] = Σ_k a[m, k]·b[n, k] for m < M, n < nrows; a packed as by Pack, b the raw
 // [nrows, K] weight rows; groups laid out as matmul/local.h describes.
-template <typename W>
+template <typename W, bool kOneRow>
 void StreamAll(const float* a, int64_t lda, int64_t M, const W* b, int64_t K, int64_t nrows, float* c, int64_t ldc) {
   const StreamGroups gs = GroupsFor(M, nrows);
   for (int64_t g = 0; g < gs.groups; ++g)
-    StreamGroup<W, kPanelRows>(a, lda, M, b + g * gs.first * K, gs.stride * K, K, c + g * gs.first, ldc, gs.stride);
-  for (int64_t n = kPanelRows * gs.groups; n < nrows; ++n) StreamGroup<W, 1>(a, lda, M, b + n * K, K, K, c + n, ldc, 1);
+    StreamGroup<W, kPanelRows, kOneRow>(a, lda, M, b + g * gs.first * K, gs.stride * K, K, c + g * gs.first, ldc,
+                                        gs.stride);
+  for (int64_t n = kPanelRows * gs.groups; n < nrows; ++n)
+    StreamGroup<W, 1, kOneRow>(a, lda, M, b + n * K, K, K, c + n, ldc, 1);
 }
 
+template <bool kOneRow>
 void Stream(DType dt, const void* av, int64_t lda, int64_t M, const void* b, int64_t K, int64_t nrows, float* c,
             int64_t ldc) {
   const auto* a = static_cast<const float*>(av);
   if (dt == DType::kF8E4M3)
-    StreamAll(a, lda, M, static_cast<const uint8_t*>(b), K, nrows, c, ldc);
+    StreamAll<uint8_t, kOneRow>(a, lda, M, static_cast<const uint8_t*>(b), K, nrows, c, ldc);
   else if (dt == DType::kBF16)
-    StreamAll(a, lda, M, static_cast<const uint16_t*>(b), K, nrows, c, ldc);
+    StreamAll<uint16_t, kOneRow>(a, lda, M, static_cast<const uint16_t*>(b), K, nrows, c, ldc);
   else if (dt == DType::kF32)
-    StreamAll(a, lda, M, static_cast<const float*>(b), K, nrows, c, ldc);
+    StreamAll<float, kOneRow>(a, lda, M, static_cast<const float*>(b), K, nrows, c, ldc);
   else
     ThrowUnsupportedPack("neon stream", dt);
 }
@@ -284,7 +288,14 @@ void Stream(DType dt, const void* av, int64_t lda, int64_t M, const void* b, int
 }  // namespace
 
 const KernelSet& NeonKernels() {
-  static const KernelSet ks{"neon-f32", kVec, 4, 256.0f, &Accepts, &Pack, &Gemm, &Stream, kStreamMaxMF32};
+  // rows_as_one: one row keeps two sums per weight row and a pair of rows one, so rows that
+  // must sum as they do alone stream one at a time against each group of weight rows.
+  static const KernelSet rows{"neon-f32-rows", kVec, 4, 256.0f, &Accepts, &Pack, &Gemm, &Stream<true>, 1};
+  static const KernelSet ks = [] {
+    KernelSet k{"neon-f32", kVec, 4, 256.0f, &Accepts, &Pack, &Gemm, &Stream<false>, kStreamMaxMF32};
+    k.rows_as_one = &rows;
+    return k;
+  }();
   return ks;
 }
 

@@ -243,7 +243,11 @@ void Stream(DType dt, const void* av, int64_t lda, int64_t M, const void* b, int
 }  // namespace
 
 const KernelSet& NeonBf16Kernels() {
-  static const KernelSet ks{"neonbf16-bfdot", kVec, 2, 1.0f, &Accepts, &Pack, &Gemm, &Stream, kStreamMaxMF32};
+  static const KernelSet ks = [] {
+    KernelSet k{"neonbf16-bfdot", kVec, 2, 1.0f, &Accepts, &Pack, &Gemm, &Stream, kStreamMaxMF32};
+    k.rows_as_one = &ks;  // one sum per weight row for every tile height: rows never depend on M
+    return k;
+  }();
   return ks;
 }
 

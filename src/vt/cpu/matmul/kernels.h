@@ -108,7 +108,22 @@ struct KernelSet {
   // Optional, with stream: the inner path stream takes for b_dtype and M rows of a
   // (nullptr: kPlain).
   Inner (*stream_inner)(DType b_dtype, int64_t M) = nullptr;
+  // Optional, with stream: the set whose `stream` (with its stream_a_bytes and
+  // prepare_stream_a), called with any number of rows of a, gives every row exactly the
+  // sums this set's stream gives that row alone (M = 1), reading each weight row from
+  // memory once for all of them; its pack and kvec are this set's. The set itself where
+  // its stream's rows never depend on M (AVX2 and AVX-512 F32, AVX-512 BF16, NEON BF16);
+  // the AVX-512 BF16 set for AMX (its one-row calls run that set's stream); a variant that
+  // runs the rows one at a time against each group of weight rows (still in L1) for NEON
+  // F32, whose pairs of rows sum differently from one row. nullptr: none established, and
+  // GemmRowsAsOne (matmul/rows.h) multiplies such a set's rows one call each.
+  const KernelSet* rows_as_one = nullptr;
 };
+// Every set's `gemm` gives row m of a the same sums whatever M and the other rows are
+// (each row's accumulators see the same operations in the same order for every tile
+// height), and so does every PackedFp8Kernels::gemm (one f32 lane per output column,
+// summing all of K in order); matmul/rows.h relies on both (matmul_rows_test.cpp and
+// moe_test.cpp check them on every level the test binary runs).
 inline constexpr int64_t kStreamABlockRows = 16;
 
 // Throws vt::Error for a dtype a set's pack does not handle (defined in the portable

@@ -24,6 +24,7 @@
 #include "vt/cpu/backend.h"
 #include "vt/cpu/elem.h"
 #include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/rows.h"
 #include "vt/ops/matmul.h"
 #include "vt/prepared.h"
 
@@ -314,7 +315,7 @@ struct PackedFp8Weight final : BackendLayout {
 std::atomic<int64_t> g_packed_copies{0};
 // Per call, for tests (matmul/kernels.h): which paths the calls took.
 std::atomic<int64_t> g_packed_gemm_calls{0}, g_f32bits_stream_calls{0}, g_f32bits_packed_calls{0},
-    g_amx_stream_calls{0};
+    g_amx_stream_calls{0}, g_rows_as_one_calls{0}, g_rows_as_one_rows{0};
 
 // Lays out the fp8 rows b [N, K] into `copy` (all threads, block by block). False, with
 // nothing kept, where the set's decode cannot keep the NaN codes b holds.
@@ -421,16 +422,23 @@ void RunPacked(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g, 
   }
 }
 
-void RunGemm(const Queue& q, Gemm g) {
+// rows_as_one: every row as a one-row call computes it (matmul/rows.h), whatever M is.
+void RunGemm(const Queue& q, Gemm g, bool rows_as_one = false) {
   CpuQueue& cq = Cpu(q);
   const StoreRowsVariant store = StoreRowsFor(cq.isa);
   g.store_rows = store.fn;
   g.store_rows_name = store.name;
   const KernelSet& ks = ChooseKernels(cq.isa, g.a_dtype, g.b_dtype);
-  const Blocking bl = ChooseBlocking(ks, g.M, g.K);
   if (g.M == 0 || g.N == 0) return;
+  if (rows_as_one && g.M > 1) {
+    g_rows_as_one_calls.fetch_add(1, std::memory_order_relaxed);
+    g_rows_as_one_rows.fetch_add(g.M, std::memory_order_relaxed);
+  } else {
+    rows_as_one = false;
+  }
   if (ks.packed != nullptr && g.a_dtype == DType::kF8E4M3 && g.b_dtype == DType::kF8E4M3 && g.b_tensor != nullptr) {
     if (const uint8_t* blocks = PackedBlocksOf(*ks.packed, *g.b_tensor); blocks != nullptr) {
+      // Every M: the packed kernels' rows never depend on it (matmul/kernels.h).
       t_last_gemm = matmul::LastGemm{ks.packed->name, false, true, g.store_rows_name};
       RunPacked(cq, *ks.packed, g, blocks);
       g_packed_gemm_calls.fetch_add(1, std::memory_order_relaxed);
@@ -442,6 +450,27 @@ void RunGemm(const Queue& q, Gemm g) {
   VT_CHECK(g.b != nullptr, "MatmulFp8: the bytes of b ", g.b_tensor->Describe(),
            " were released after it was laid out for other kernels; the ", ks.name, " kernels of this queue (",
            CpuIsaName(cq.isa), ") need them");
+
+  // The path: streaming for small M where the set has it (for rows_as_one, where one row
+  // streams), the blocked one otherwise.
+  const bool streams = ks.stream != nullptr && g.a_dtype == g.b_dtype;
+  const bool stream = streams && (rows_as_one ? ks.stream_max_m >= 1 : g.M <= ks.stream_max_m);
+  if (rows_as_one && stream && ks.rows_as_one == nullptr) {  // one call per row
+    const size_t a_row = static_cast<size_t>(g.K) * DTypeSize(g.a_dtype);
+    const size_t out_row = static_cast<size_t>(g.N) * DTypeSize(g.out_dtype);
+    for (int64_t m = 0; m < g.M; ++m) {
+      Gemm row = g;
+      row.M = 1;
+      row.a = static_cast<const std::byte*>(g.a) + m * a_row;
+      row.out = static_cast<std::byte*>(g.out) + m * out_row;
+      RunGemm(q, row);
+    }
+    return;
+  }
+  // rows_as_one streams with the set whose stream keeps each row as it is alone, and
+  // blocks K as a one-row call does (all of it at once).
+  const KernelSet& rs = rows_as_one && stream ? *ks.rows_as_one : ks;
+  const Blocking bl = ChooseBlocking(ks, rows_as_one ? 1 : g.M, g.K);
 
   // Pack every row of a once, shared by all threads.
   auto* ap = static_cast<std::byte*>(ARowsScratch().Get(static_cast<size_t>(g.M * std::max<int64_t>(bl.kp, 1)) *
@@ -455,22 +484,21 @@ void RunGemm(const Queue& q, Gemm g) {
   // Split N across threads (every decode, and prefill with enough weight rows); split M
   // when N is too small to feed the threads.
   const int threads = cq.pool.size();
-  const bool stream = ks.stream != nullptr && g.M <= ks.stream_max_m && g.a_dtype == g.b_dtype;
-  t_last_gemm = matmul::LastGemm{ks.name, stream, false, g.store_rows_name};
+  t_last_gemm = matmul::LastGemm{rs.name, stream, false, g.store_rows_name};
   if (stream) {
     const std::byte* as = ap;
-    const size_t prepared = ks.stream_a_bytes != nullptr ? ks.stream_a_bytes(g.b_dtype, bl.kp, g.M) : 0;
+    const size_t prepared = rs.stream_a_bytes != nullptr ? rs.stream_a_bytes(g.b_dtype, bl.kp, g.M) : 0;
     if (prepared > 0) {
       auto* dst = static_cast<std::byte*>(StreamAScratch().Get(prepared));
       const int64_t blocks = (g.M + matmul::kStreamABlockRows - 1) / matmul::kStreamABlockRows;
-      cq.pool.ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) { ks.prepare_stream_a(ap, bl.kp, g.M, b0, b1, dst); });
+      cq.pool.ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) { rs.prepare_stream_a(ap, bl.kp, g.M, b0, b1, dst); });
       as = dst;
     }
-    cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunStream(ks, g, bl, as, n0, n1); });
-    const matmul::Inner inner = ks.stream_inner != nullptr ? ks.stream_inner(g.b_dtype, g.M) : matmul::Inner::kPlain;
+    cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunStream(rs, g, bl, as, n0, n1); });
+    const matmul::Inner inner = rs.stream_inner != nullptr ? rs.stream_inner(g.b_dtype, g.M) : matmul::Inner::kPlain;
     if (inner == matmul::Inner::kF32Bits) g_f32bits_stream_calls.fetch_add(1, std::memory_order_relaxed);
     if (inner == matmul::Inner::kAmxTiles) g_amx_stream_calls.fetch_add(1, std::memory_order_relaxed);
-  } else if (g.N >= static_cast<int64_t>(threads) * 4 * kPanelRows || g.M < 64) {
+  } else if (rows_as_one || g.N >= static_cast<int64_t>(threads) * 4 * kPanelRows || g.M < 64) {
     cq.pool.ParallelFor(g.N, kPanelRows, [&](int64_t n0, int64_t n1) { RunTile(ks, g, bl, ap, 0, g.M, n0, n1); });
   } else {
     cq.pool.ParallelFor(g.M, 16, [&](int64_t m0, int64_t m1) { RunTile(ks, g, bl, ap, m0, m1, 0, g.N); });
@@ -491,6 +519,16 @@ void MatmulCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor&
 }
 
 }  // namespace
+
+void matmul::GemmRowsAsOne(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha) {
+  const void* b_bytes = b.bytes_released() ? nullptr : b.data();
+  RunGemm(q,
+          Gemm{a.dim(0), b.dim(0), a.dim(1), a.data(), a.dtype(), b_bytes, b.dtype(), out.data(), out.dtype(), nullptr,
+               alpha, &b},
+          true);
+}
+int64_t matmul::RowsAsOneCalls() { return g_rows_as_one_calls.load(std::memory_order_relaxed); }
+int64_t matmul::RowsAsOneRows() { return g_rows_as_one_rows.load(std::memory_order_relaxed); }
 
 matmul::LastGemm matmul::LastGemmOnThisThread() { return t_last_gemm; }
 const char* matmul::StoreRowsForTest(int isa, const float* acc, int64_t rows, int64_t cols, float unscale,
