@@ -3,7 +3,9 @@
 // out's dtype (vt/ops/matmul.h). Block-wise (128 x 128) and per-channel/per-token scales,
 // N and K not multiples of 128 (nor of 16), M = 1..5 (the AVX2 rows stream the weight for
 // up to 4 rows of a) and 33 (decoded once); the x86 levels are checked to have taken the
-// AVX2 rows. A weight row holding a NaN code gives NaN there and nothing else changes. The
+// AVX2 rows, and at M = 1 (a decode step) to have taken the weight rows four at a time
+// with each of the two fp8 decodes in turn (Fp8StreamDecode), subnormal weights under a
+// caller's denormals-are-zero included. A weight row holding a NaN code gives NaN there and nothing else changes. The
 // quantizer and the GEMM together: a block-quantized product is close to the unquantized
 // one.
 #include <gtest/gtest.h>
@@ -12,6 +14,11 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "matmul_test_util.h"
 #include "vt/cpu/matmul/kernels.h"  // Fp8GroupScaledAvx2Calls
@@ -61,24 +68,49 @@ void Check(const Problem& p, DType od, bool with_bias) {
   const vt::Tensor sa = vt::Tensor::FromHost(p.sa.data(), {p.M, G}, DType::kF32);
   const vt::Tensor sb = vt::Tensor::FromHost(p.sb.data(), {NB, G}, DType::kF32);
   const vt::Tensor bias = vt::Tensor::FromHost(p.bias.data(), {p.N}, DType::kF32);
-  for (vt::CpuIsa isa : vt_test::IsaLevels()) {
-    SCOPED_TRACE(vt::StrCat(p.M, "x", p.N, "x", p.K, " blocks ", p.bn, "x", p.bk, " out ", vt::DTypeName(od),
-                            with_bias ? " bias" : "", " on ", vt::CpuIsaName(isa)));
-    vt::Queue q = vt_test::QueueFor(isa);
-    vt::Tensor out = vt::Tensor::Empty({p.M, p.N}, od);
-    const int64_t avx2_before = vt::cpu::matmul::Fp8GroupScaledAvx2Calls();
-    vt::MatmulFp8GroupScaled(q, out, a, sa, b, sb, p.bn, p.bk, with_bias ? &bias : nullptr);
-    const bool x86_simd = isa >= vt::CpuIsa::kAvx2 && isa <= vt::CpuIsa::kAmx;
-    EXPECT_EQ(vt::cpu::matmul::Fp8GroupScaledAvx2Calls() - avx2_before, x86_simd ? 1 : 0);
-    std::vector<float> got(static_cast<size_t>(p.M * p.N));
-    for (int64_t i = 0; i < p.M * p.N; ++i)
-      got[i] = od == DType::kF32 ? out.data_as<float>()[i] : vt::Bf16ToFloat(out.data_as<uint16_t>()[i]);
-    EXPECT_EQ(vt_test::CheckWithinBound(got, p.N, [&](int64_t i) { return ref[i]; },
-                                        [&](int64_t i) {
-                                          return vt_test::MatmulBound(ref[i], mag[i], 1.0,
-                                                                      with_bias ? p.bias[i % p.N] : 0.0, p.K, od);
-                                        }),
-              0);
+  namespace mm = vt::cpu::matmul;
+  struct RestoreAuto {
+    ~RestoreAuto() { mm::SetFp8StreamDecode(mm::Fp8StreamDecode::kAuto); }
+  } restore;
+  // A decode step's four-row path: each decode in turn (the setting only matters on x86).
+  const std::vector<mm::Fp8StreamDecode> decodes =
+      p.M == 1 ? std::vector{mm::Fp8StreamDecode::kHalf, mm::Fp8StreamDecode::kF32Bits}
+               : std::vector{mm::Fp8StreamDecode::kAuto};
+  for (mm::Fp8StreamDecode decode : decodes) {
+    mm::SetFp8StreamDecode(decode);
+    const bool bits = decode == mm::Fp8StreamDecode::kF32Bits;
+    for (vt::CpuIsa isa : vt_test::IsaLevels()) {
+      SCOPED_TRACE(vt::StrCat(p.M, "x", p.N, "x", p.K, " blocks ", p.bn, "x", p.bk, " out ", vt::DTypeName(od),
+                              with_bias ? " bias" : "", " on ", vt::CpuIsaName(isa), " decode ",
+                              static_cast<int>(decode)));
+      vt::Queue q = vt_test::QueueFor(isa);
+      vt::Tensor out = vt::Tensor::Empty({p.M, p.N}, od);
+      const int64_t avx2_before = mm::Fp8GroupScaledAvx2Calls();
+      const int64_t bits_before = mm::Fp8GroupScaledRows4(true), half_before = mm::Fp8GroupScaledRows4(false);
+      vt::MatmulFp8GroupScaled(q, out, a, sa, b, sb, p.bn, p.bk, with_bias ? &bias : nullptr);
+      const bool x86_simd = isa >= vt::CpuIsa::kAvx2 && isa <= vt::CpuIsa::kAmx;
+      EXPECT_EQ(mm::Fp8GroupScaledAvx2Calls() - avx2_before, x86_simd ? 1 : 0);
+      // At most two threads, each taking its rows four at a time and at most 3 one by one.
+      const int64_t rows4_bits = mm::Fp8GroupScaledRows4(true) - bits_before;
+      const int64_t rows4_half = mm::Fp8GroupScaledRows4(false) - half_before;
+      if (x86_simd && p.M == 1) {
+        if (p.N >= 8) {
+          EXPECT_GE(bits ? rows4_bits : rows4_half, p.N - 6);
+        }
+        EXPECT_EQ(bits ? rows4_half : rows4_bits, 0);
+      } else {
+        EXPECT_EQ(rows4_bits + rows4_half, 0);
+      }
+      std::vector<float> got(static_cast<size_t>(p.M * p.N));
+      for (int64_t i = 0; i < p.M * p.N; ++i)
+        got[i] = od == DType::kF32 ? out.data_as<float>()[i] : vt::Bf16ToFloat(out.data_as<uint16_t>()[i]);
+      EXPECT_EQ(vt_test::CheckWithinBound(got, p.N, [&](int64_t i) { return ref[i]; },
+                                          [&](int64_t i) {
+                                            return vt_test::MatmulBound(ref[i], mag[i], 1.0,
+                                                                        with_bias ? p.bias[i % p.N] : 0.0, p.K, od);
+                                          }),
+                0);
+    }
   }
 }
 
@@ -181,6 +213,25 @@ TEST(MatmulFp8GroupScaled, QuantizedProductApproximatesTheOriginal) {
       EXPECT_NEAR(out.data_as<float>()[m * N + n], s, 0.13 * mag) << m << ", " << n;
     }
 }
+
+#if defined(__x86_64__)
+// Every weight subnormal, with the caller's MXCSR set to denormals-are-zero and
+// flush-to-zero (the queue's threads, made after, inherit it): the kF32Bits decode makes
+// subnormal f32 weights, which must not count as 0. All codes positive, so that the sums
+// have no cancellation and a weight counted as 0 is far outside Check's bound; both
+// decodes at M = 1.
+TEST(MatmulFp8GroupScaled, DecodeStepKeepsSubnormalWeightsUnderDaz) {
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040u);
+  for (auto [N, K, bk] : {std::tuple<int64_t, int64_t, int64_t>{64, 256, 128}, {40, 300, 300}}) {
+    Problem p = Make(1, N, K, bk == K ? 1 : 128, bk, 5);
+    for (auto& c : p.b) c = static_cast<uint8_t>(1 + (c & 0x06));  // positive subnormals
+    for (auto& c : p.a) c &= 0x7F;                                 // positive
+    Check(p, DType::kF32, false);
+  }
+  _mm_setcsr(csr);
+}
+#endif
 
 TEST(MatmulFp8GroupScaled, RejectsBadScaleShapes) {
   vt::Queue q = vt::Queue::Cpu(1);

@@ -3,8 +3,8 @@
 // a is decoded to f32 once per call; the threads split the rows of b. On the x86 levels the
 // weight rows go to matmul/fp8_group_scaled_avx2.cpp (decoded in registers and streamed
 // into the FMAs, so at M = 1 the weight is read exactly once, at the memory's rate; a decode
-// step takes four rows at a time from four sequential streams, each multiplied with a row
-// of a scaled by its block's scales). The
+// step takes four rows at a time from four sequential streams, all against one row of a
+// laid out for the fp8 decode in use, each group's sums times that row's block scale). The
 // portable path (ARM, and rows holding a NaN code) decodes the row once (a 256-entry
 // table) and multiplies it with every row of a: within a group of K the dot product runs
 // in 8 independent f32 partial sums, the groups' sums scaled and added in ascending order.
@@ -12,6 +12,10 @@
 #include <algorithm>
 #include <atomic>
 #include <vector>
+
+#if defined(VT_CPU_X86)
+#include <xmmintrin.h>  // _mm_getcsr
+#endif
 
 #include "vt/cpu/backend.h"
 #include "vt/cpu/elem.h"
@@ -23,7 +27,7 @@ namespace vt::cpu {
 
 namespace {
 
-std::atomic<int64_t> g_avx2_calls{0};
+std::atomic<int64_t> g_avx2_calls{0}, g_rows4_bits{0}, g_rows4_half{0};
 
 struct Fp8Table {
   float v[256];
@@ -69,6 +73,21 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
 #if defined(VT_CPU_X86)
   const bool avx2 = cpu.isa >= CpuIsa::kAvx2 && cpu.isa <= CpuIsa::kAmx;
   if (avx2) g_avx2_calls.fetch_add(1, std::memory_order_relaxed);
+  // A decode step (one row of a, whole 16-value steps in each group): a laid out once for
+  // the decode in use, and each block's group scales (s_a · s_b · 2^8, the decode's 2^-8 back).
+  const bool rows4 = avx2 && M == 1 && (block_k % 16 == 0 || G == 1);
+  const bool bits = rows4 && matmul::Fp8DecodeAsF32Bits();
+  std::vector<float> a4, s4;
+  if (rows4) {
+    const int64_t NB = b_scales.dim(0), kp = (K + 15) / 16 * 16;
+    a4.assign(static_cast<size_t>(kp), 0.0f);
+    if (bits)
+      matmul::PrepareStreamAF32Avx2(af.data(), K, 1, 0, 1, a4.data());
+    else
+      std::copy(af.begin(), af.end(), a4.begin());
+    s4.resize(static_cast<size_t>(NB * G));
+    for (int64_t i = 0; i < NB * G; ++i) s4[i] = sa[i % G] * sb[i] * 256.0f;
+  }
 #endif
   // A row's result (bias added), rounded once into out.
   auto store = [&](int64_t m, int64_t n, float acc) {
@@ -78,38 +97,36 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
   cpu.pool.ParallelFor(N, grain, [&](int64_t n0, int64_t n1) {
     std::vector<float> brow(static_cast<size_t>(K)), acc(static_cast<size_t>(std::max<int64_t>(M, 4)));
 #if defined(VT_CPU_X86)
-    // A decode step: four rows at a time, one from each quarter of [n0, n1), each against a
-    // scaled by its block's scales (made when the quarter enters a block; with one group,
-    // the scales multiply the sums instead). Rows left over (or with a NaN code) go below.
+    // A decode step: four rows at a time, one from each quarter of [n0, n1). Rows left
+    // over (or with a NaN code) go below.
     std::vector<bool> finished;
-    if (avx2 && M == 1 && n1 - n0 >= 4) {
+    if (rows4 && n1 - n0 >= 4) {
+      // IEEE arithmetic whatever this thread's MXCSR: with denormals-are-zero set, kF32Bits
+      // would count the subnormal weights as 0.
+      const unsigned csr = _mm_getcsr();
+      constexpr unsigned kDazFtz = 0x8040;
+      if (bits && (csr & kDazFtz) != 0) _mm_setcsr(csr & ~kDazFtz);
       const int64_t quarter = (n1 - n0) / 4;
       finished.assign(static_cast<size_t>(n1 - n0), false);
-      std::vector<float> scaled(static_cast<size_t>(4 * K));
-      int64_t scaled_block[4] = {-1, -1, -1, -1};
+      int64_t rows = 0;
       for (int64_t i = 0; i < quarter; ++i) {
-        const float* ap[4];
         const uint8_t* bp[4];
-        for (int j = 0; j < 4; ++j) {
-          const int64_t n = n0 + j * quarter + i, nb = G == 1 ? 0 : n / block_n;
-          float* sc = scaled.data() + j * K;
-          if (scaled_block[j] != nb) {
-            for (int64_t g = 0; g < G; ++g) {
-              const float s = G == 1 ? 256.0f : sa[g] * sb[nb * G + g] * 256.0f;
-              for (int64_t k = g * block_k; k < std::min(K, g * block_k + block_k); ++k) sc[k] = af[k] * s;
-            }
-            scaled_block[j] = nb;
-          }
-          ap[j] = sc;
-          bp[j] = pb + n * K;
-        }
-        if (!matmul::Fp8Rows4DotAvx2(ap, K, bp, acc.data())) continue;
+        const float* sc[4];
         for (int j = 0; j < 4; ++j) {
           const int64_t n = n0 + j * quarter + i;
-          store(0, n, G == 1 ? acc[j] * sa[0] * sb[n / block_n] : acc[j]);
+          bp[j] = pb + n * K;
+          sc[j] = s4.data() + (n / block_n) * G;
+        }
+        if (!matmul::Fp8Rows4GroupDotAvx2(a4.data(), K, G, block_k, bp, sc, bits, acc.data())) continue;
+        for (int j = 0; j < 4; ++j) {
+          const int64_t n = n0 + j * quarter + i;
+          store(0, n, acc[j]);
           finished[static_cast<size_t>(n - n0)] = true;
         }
+        rows += 4;
       }
+      if (bits && (csr & kDazFtz) != 0) _mm_setcsr(csr);
+      (bits ? g_rows4_bits : g_rows4_half).fetch_add(rows, std::memory_order_relaxed);
     }
 #endif
     for (int64_t n = n0; n < n1; ++n) {
@@ -139,6 +156,9 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
 }  // namespace
 
 int64_t matmul::Fp8GroupScaledAvx2Calls() { return g_avx2_calls.load(std::memory_order_relaxed); }
+int64_t matmul::Fp8GroupScaledRows4(bool bits) {
+  return (bits ? g_rows4_bits : g_rows4_half).load(std::memory_order_relaxed);
+}
 
 void matmul::RegisterFp8GroupScaledKernel() {
   Register<OpId::kMatmulFp8GroupScaled>(DeviceType::kCPU, &MatmulFp8GroupScaledCpu);

@@ -159,11 +159,19 @@ int64_t AmxStreamCalls();
 // false, leaving out unset, when b holds a NaN code.
 bool Fp8GroupScaledRowAvx2(const float* a, int64_t M, int64_t K, const uint8_t* b, const float* sa, int64_t G,
                            const float* sbr, int64_t block_k, float* wbuf, float* out);
-// out[j] = Σ_k a[j][k]·b[j][k] for four fp8 weight rows b[j] against f32 rows a[j], each code
-// taken as value * 2^-8; false, leaving out unset, when a row holds a NaN code.
-bool Fp8Rows4DotAvx2(const float* const* a, int64_t K, const uint8_t* const* b, float* out);
-// Calls of MatmulFp8GroupScaled in this process that took the AVX2 rows.
+// Four fp8 weight rows b[j] against one row of a (K values, zero-padded to whole steps of
+// 16): out[j] = Σ_g (Σ_{k in g} a[k]·b[j][k]) · scale[j][g], groups of block_k (a multiple
+// of 16 unless G = 1). bits: the kF32Bits decode (value * 2^-120) against a laid out as
+// PrepareStreamAF32Avx2 lays it out (times 2^112, even K offsets of each step first);
+// otherwise the half trick (value * 2^-8) against a as it is. false, leaving out unset,
+// when a row holds a NaN code.
+bool Fp8Rows4GroupDotAvx2(const float* a, int64_t K, int64_t G, int64_t block_k, const uint8_t* const* b,
+                          const float* const* scale, bool bits, float* out);
+// Calls of MatmulFp8GroupScaled in this process that took the AVX2 rows; weight rows of
+// those that went four at a time through Fp8Rows4GroupDotAvx2 with the kF32Bits decode,
+// and with the half trick.
 int64_t Fp8GroupScaledAvx2Calls();
+int64_t Fp8GroupScaledRows4(bool bits);
 
 // How the AVX2 streaming path (also the AVX-512 F32 set's) decodes fp8 weights:
 //  - kHalf: the half trick (value * 2^-8 as an IEEE half, then vcvtph2ps);

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "vt/cpu/matmul/fp8_decode_avx2.h"
 #include "vt/cpu/matmul/kernels.h"
 #include "vt/cpu/matmul/local.h"
 
@@ -36,8 +37,6 @@ constexpr int64_t kCols = 8;
 constexpr int64_t kStep = 16;  // bytes per pair of K values
 // Bytes ahead in each block's stream to prefetch.
 constexpr int64_t kAhead = 1024;
-// kF32Bits: a's scale (see above).
-constexpr float kF32BitsAScale = 0x1p112f;
 
 
 inline int64_t CountNan(__m128i x) {
