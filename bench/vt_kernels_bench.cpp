@@ -13,7 +13,12 @@
 //      Matmul on Qwen3-0.6B- and Qwen3-8B-shaped projections: decode
 //      (M = 1, 2, 4, 8, 16) as weight bytes streamed per second and the fraction of the
 //      limit (the lower of the bandwidth and the multiply limit), the fp8 speedup over
-//      BF16; prefill (M = 128, 512) as GFLOP/s.
+//      BF16; prefill (M = 128, 512) as GFLOP/s;
+//   4. block-FP8 decode (MatmulFp8GroupScaled, 128 x 128 weight blocks, M = 1) on the same
+//      projections beside static FP8, as weight and scale bytes streamed per second;
+//   5. decode attention (PagedAttention, one query row over a paged cache of 1k and 4k
+//      tokens, Qwen3-0.6B and Qwen3-8B head layouts) with BF16 and FP8 caches, as cache
+//      bytes read per second and the fraction of the bandwidth.
 // Weights rotate through copies totalling more than the last-level cache, so decode reads
 // them from memory as a model's forward pass does. Figures are medians of repeated runs
 // (the fp8 and BF16 calls alternated, so all medians see the same machine state).
@@ -23,6 +28,7 @@
 //                                                           x86-64, scalar|neon|neonbf16 on aarch64)
 //                    [--fp8-decode half|f32-bits]   (the avx2/avx512 levels' fp8 stream decode;
 //                                                    default: f32-bits on AMD, half elsewhere)
+//                    [--only projections|block-fp8|attention]   (sections 1 and 2, then that one)
 // It builds for aarch64 too (scripts/build_aarch64.sh --bench), there with NEON loads in the
 // read loop and FMLA / BFDOT as the multiply limit.
 #include <algorithm>
@@ -47,6 +53,7 @@
 #include <arm_neon.h>
 #endif
 
+#include "vt/cpu/attention_kernels.h"
 #include "vt/cpu/matmul/kernels.h"
 #include "vt/vt.h"
 
@@ -56,6 +63,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   bool quick = false;
+  std::string only;  // --only: one section (bandwidth, multiply limit and it), empty: all
   int threads = 2;
   vt::CpuIsa isa = vt::CpuIsa::kBest;  // highest kernel level to use (--isa)
 };
@@ -296,6 +304,122 @@ vt::Tensor RandomBf16(int64_t rows, int64_t cols, std::mt19937& rng) {
   return vt::Tensor::FromHost(v.data(), {rows, cols}, vt::DType::kBF16);
 }
 
+
+// Rows x cols fp8 block scales (powers of two near 2^-8, as a quantizer of small weights makes).
+vt::Tensor RandomScales(int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  std::uniform_int_distribution<int> e(-10, -6);
+  for (auto& x : v) x = std::ldexp(1.0f, e(rng));
+  return vt::Tensor::FromHost(v.data(), {rows, cols}, vt::DType::kF32);
+}
+
+// 4. Block-FP8 decode beside static FP8 (both on writable weights read as stored; the
+// static path's prepared copy is row 3's "fp8" column).
+void BlockFp8Decode(const vt::Queue& q, const std::vector<ShapeSpec>& shapes, double bw, int64_t rotation_bytes,
+                    int reps, double secs, std::mt19937& rng) {
+  std::printf("\n%-11s %-17s | %9s %9s %6s | %9s %9s %6s | %7s\n", "model", "projection", "block us", "GB/s", "of bw",
+              "static us", "GB/s", "of bw", "blk/st");
+  for (const ShapeSpec& s : shapes) {
+    const int64_t G = (s.K + 127) / 128, NB = (s.N + 127) / 128;
+    const vt::Tensor w_src = RandomFp8(s.N, s.K, rng);
+    const Rotation w = MakeRotation(w_src, rotation_bytes), ws = MakeRotation(w_src, rotation_bytes);
+    const vt::Tensor sb = RandomScales(NB, G, rng), sa = RandomScales(1, G, rng), a = RandomFp8(1, s.K, rng);
+    vt::Tensor out = vt::Tensor::Empty({1, s.N}, vt::DType::kBF16);
+    for (size_t i = 0; i < w.copies.size(); ++i) {
+      vt::MatmulFp8GroupScaled(q, out, a, sa, w.At(static_cast<int>(i)), sb, 128, 128);
+      vt::MatmulFp8(q, out, a, ws.At(static_cast<int>(i)), 0.01f);
+    }
+    const std::vector<double> t =
+        TimeMedians({[&](int rep) { vt::MatmulFp8GroupScaled(q, out, a, sa, w.At(rep), sb, 128, 128); },
+                     [&](int rep) { vt::MatmulFp8(q, out, a, ws.At(rep), 0.01f); }},
+                    reps, secs);
+    const double bytes_blk = static_cast<double>(s.N * s.K + NB * G * 4), bytes_st = static_cast<double>(s.N * s.K);
+    std::printf("%-11s %-17s | %9.1f %9.1f %5.0f%% | %9.1f %9.1f %5.0f%% | %6.2fx\n", s.model, s.proj, t[0] * 1e6,
+                bytes_blk / t[0] / 1e9, 100.0 * bytes_blk / t[0] / 1e9 / bw, t[1] * 1e6, bytes_st / t[1] / 1e9,
+                100.0 * bytes_st / t[1] / 1e9 / bw, t[0] / t[1]);
+  }
+  std::printf("block: MatmulFp8GroupScaled (weights and their [N/128, K/128] f32 scales, one row of a with its "
+              "K/128 scales); static: MatmulFp8 on the same codes, writable (as stored). GB/s counts weight and "
+              "scale bytes.\n");
+}
+
+// rows copies of src's rows, cycled (random data is slow to draw; the caches only need
+// data no cache holds).
+vt::Tensor Tiled(const vt::Tensor& src, int64_t rows) {
+  vt::Tensor t = vt::Tensor::Empty({rows, src.dim(1)}, src.dtype());
+  const size_t row_bytes = src.nbytes() / static_cast<size_t>(src.dim(0));
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(static_cast<char*>(t.data()) + static_cast<size_t>(r) * row_bytes,
+                static_cast<const char*>(src.data()) + static_cast<size_t>(r % src.dim(0)) * row_bytes, row_bytes);
+  return t;
+}
+
+// 5. Decode attention over a paged cache: one sequence of ctx tokens in 16-token blocks
+// whose ids are shuffled (as a cache that has served a while holds them), copies of the
+// cache rotating past the caches as the layers of a model do.
+void DecodeAttention(const vt::Queue& q, bool quick, double bw, int64_t rotation_bytes, int reps, double secs,
+                     std::mt19937& rng) {
+  struct Heads {
+    const char* model;
+    int64_t Hq, Hk, D;
+  };
+  constexpr int64_t kBlock = 16;
+  std::printf("\n%-11s %6s | %9s %9s %6s | %9s %9s %6s | %7s | %9s %9s\n", "heads", "ctx", "bf16 us", "GB/s",
+              "of bw", "fp8 us", "GB/s", "of bw", "fp8/bf16", "bf16 wid.", "fp8 wid.");
+  for (const Heads& h : {Heads{"Qwen3-0.6B", 16, 8, 128}, Heads{"Qwen3-8B", 32, 8, 128}}) {
+    for (int64_t ctx : quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{1024, 4096}) {
+      const int64_t blocks = ctx / kBlock, row = h.Hk * h.D;
+      const int64_t per_copy = 2 * ctx * row * 2;  // BF16 keys and values
+      const int64_t copies = std::max<int64_t>(2, rotation_bytes / per_copy);
+      std::vector<vt::Tensor> tables;
+      std::vector<int32_t> ids(static_cast<size_t>(blocks * copies));
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      for (int64_t c = 0; c < copies; ++c)
+        tables.push_back(vt::Tensor::FromHost(ids.data() + c * blocks, {1, blocks}, vt::DType::kI32));
+      const int32_t len = static_cast<int32_t>(ctx), qsl[2] = {0, 1};
+      const vt::Tensor seq_lens = vt::Tensor::FromHost(&len, {1}, vt::DType::kI32);
+      const vt::Tensor starts = vt::Tensor::FromHost(qsl, {2}, vt::DType::kI32);
+      const vt::Tensor query = RandomBf16(1, h.Hq * h.D, rng);
+      vt::Tensor out = vt::Tensor::Empty({1, h.Hq * h.D}, vt::DType::kBF16);
+      const int64_t slots = blocks * copies * kBlock;
+      const vt::Tensor k16 = Tiled(RandomBf16(4096, row, rng), slots), v16 = Tiled(RandomBf16(4096, row, rng), slots);
+      const vt::Tensor k8 = Tiled(RandomFp8(4096, row, rng), slots), v8 = Tiled(RandomFp8(4096, row, rng), slots);
+      const std::vector<int64_t> shape = {blocks * copies, kBlock, h.Hk, h.D};
+      const vt::Tensor kc16 = k16.View(shape), vc16 = v16.View(shape);
+      const vt::Tensor kc8 = k8.View(shape), vc8 = v8.View(shape);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(h.D));
+      auto run = [&](const vt::Tensor& kc, const vt::Tensor& vc, float kv_scale, int rep) {
+        vt::PagedAttention(q, out, query, kc, vc, tables[static_cast<size_t>(rep) % tables.size()], seq_lens, starts,
+                           scale, kv_scale, kv_scale);
+      };
+      for (int rep = 0; rep < static_cast<int>(copies); ++rep) {
+        run(kc16, vc16, 1.0f, rep);
+        run(kc8, vc8, 0.01f, rep);
+      }
+      // Alternated: in place (what a decode step runs) and widened to f32 first.
+      auto widened = [&](const vt::Tensor& kc, const vt::Tensor& vc, float kv_scale, int rep) {
+        vt::cpu::attention::SetReadInPlace(false);
+        run(kc, vc, kv_scale, rep);
+        vt::cpu::attention::SetReadInPlace(true);
+      };
+      const std::vector<double> t = TimeMedians({[&](int rep) { run(kc16, vc16, 1.0f, rep); },
+                                                 [&](int rep) { run(kc8, vc8, 0.01f, rep); },
+                                                 [&](int rep) { widened(kc16, vc16, 1.0f, rep); },
+                                                 [&](int rep) { widened(kc8, vc8, 0.01f, rep); }},
+                                                reps, secs);
+      const double b16 = static_cast<double>(2 * ctx * row * 2), b8 = static_cast<double>(2 * ctx * row);
+      std::printf("%-11s %6lld | %9.1f %9.1f %5.0f%% | %9.1f %9.1f %5.0f%% | %6.2fx | %9.1f %9.1f\n", h.model,
+                  static_cast<long long>(ctx), t[0] * 1e6, b16 / t[0] / 1e9, 100.0 * b16 / t[0] / 1e9 / bw,
+                  t[1] * 1e6, b8 / t[1] / 1e9, 100.0 * b8 / t[1] / 1e9 / bw, t[1] / t[0], t[2] * 1e6, t[3] * 1e6);
+    }
+  }
+  std::printf("one layer's decode attention of one sequence (BF16 query, %lld-token blocks), the cache read in "
+              "place as a decode step does; wid.: the same with each block widened to f32 first (as prefill "
+              "chunks do), us. GB/s counts the cache's key and value bytes.\n",
+              static_cast<long long>(kBlock));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -305,6 +429,12 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--quick") {
       opt.quick = true;
+    } else if (arg == "--only" && i + 1 < argc) {
+      opt.only = argv[++i];
+      if (opt.only != "projections" && opt.only != "block-fp8" && opt.only != "attention") {
+        std::fprintf(stderr, "unknown --only %s (projections, block-fp8 or attention)\n", opt.only.c_str());
+        return 2;
+      }
     } else if (arg == "--threads" && i + 1 < argc) {
       opt.threads = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--isa" && i + 1 < argc) {
@@ -333,7 +463,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--threads N] [--isa LEVEL] "
-                   "[--fp8-decode half|f32-bits]\n",
+                   "[--fp8-decode half|f32-bits] [--only projections|block-fp8|attention]\n",
                    argv[0]);
       return 2;
     }
@@ -399,6 +529,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(42);
   std::vector<std::string> prefill_lines;
   for (const ShapeSpec& s : shapes) {
+    if (!opt.only.empty() && opt.only != "projections") break;
     const vt::Tensor w8_src = RandomFp8(s.N, s.K, rng);
     const Rotation w8 = MakeRotation(w8_src, rotation_bytes);
     Rotation w8ro = MakeRotation(w8_src, rotation_bytes);
@@ -459,5 +590,10 @@ int main(int argc, char** argv) {
               "bytes; 'of bw' is the fraction of the %d-thread read bandwidth above, 'of limit' of the lower of it and the "
               "multiply limit.\n",
               opt.threads);
+
+  if (opt.only.empty() || opt.only == "block-fp8")
+    BlockFp8Decode(q, opt.quick ? shapes : std::vector<ShapeSpec>(shapes.begin(), shapes.begin() + 3), bw,
+                 rotation_bytes, decode_reps, decode_secs, rng);
+  if (opt.only.empty() || opt.only == "attention") DecodeAttention(q, opt.quick, bw, rotation_bytes, decode_reps, decode_secs, rng);
   return 0;
 }

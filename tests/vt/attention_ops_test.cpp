@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "elementwise_test_util.h"  // IsaLevels
+#include "vt/cpu/attention_kernels.h"  // BlocksReadInPlace, ForIsa
 #include "vt/vt.h"
 
 namespace vt {
@@ -157,6 +158,37 @@ TEST(PagedAttentionOp, Bf16RoundsTheResultOnce) {
     Queue q = Queue::Cpu(2, isa);
     EXPECT_LT(RunCase(q, DType::kBF16, 4, 2, 64, 16, {{70, 70, {}}, {33, 1, {}}}, 4), 8e-3) << CpuIsaName(isa);
   }
+}
+
+// Decode steps (one query row per sequence) in the models' layouts: the vector kernels read
+// each block's key and value rows in the cache's own dtype (BF16 here, F32 below), once for
+// up to four heads of a GQA group (groups of 2, and of 6: a pass of four heads and one of
+// two). The count of (block, KV head) pairs read in place proves that path ran wherever a
+// kernel set exists; a prefill chunk (more rows) never takes it. With three threads the
+// 1000-token context is cut into pieces whose softmax states are combined (counted too).
+TEST(PagedAttentionOp, DecodeReadsTheCacheInPlace) {
+  for (CpuIsa isa : vt_test::IsaLevels())
+    for (int threads : {1, 2, 3}) {
+      Queue q = Queue::Cpu(threads, isa);
+      const bool vector = cpu::attention::ForIsa(q.cpu_isa(), 64) != nullptr;
+      int64_t before = cpu::attention::BlocksReadInPlace();
+      EXPECT_LT(RunCase(q, DType::kBF16, 16, 8, 128, 16, {{300, 1, {}}, {45, 1, {}}, {16, 1, {}}}, 6), 8e-3)
+          << CpuIsaName(isa);
+      EXPECT_LT(RunCase(q, DType::kF32, 24, 4, 64, 16, {{100, 1, {}}, {7, 1, {}}}, 7), 2e-6) << CpuIsaName(isa);
+      EXPECT_EQ(cpu::attention::BlocksReadInPlace() - before, vector ? (19 + 3 + 1) * 8 + (7 + 1) * 4 : 0)
+          << CpuIsaName(isa);
+      before = cpu::attention::BlocksReadInPlace();
+      const int64_t combined = cpu::attention::PiecesCombined();
+      EXPECT_LT(RunCase(q, DType::kF32, 16, 4, 64, 16, {{1000, 1, {}}, {3, 1, {}}}, 9), 2e-6) << CpuIsaName(isa);
+      EXPECT_EQ(cpu::attention::BlocksReadInPlace() - before, vector ? (63 + 1) * 4 : 0) << CpuIsaName(isa);
+      // 64 blocks, pieces of at least 8 and about 64 / (2 threads): 6 pieces with three
+      // threads, 4 with two, 2 with one.
+      EXPECT_EQ(cpu::attention::PiecesCombined() - combined, vector ? std::max(2, 2 * threads) : 0)
+          << CpuIsaName(isa) << " " << threads;
+      before = cpu::attention::BlocksReadInPlace();
+      EXPECT_LT(RunCase(q, DType::kF32, 16, 8, 128, 16, {{40, 2, {}}, {30, 30, {}}}, 8), 2e-6) << CpuIsaName(isa);
+      EXPECT_EQ(cpu::attention::BlocksReadInPlace() - before, 0) << CpuIsaName(isa);
+    }
 }
 
 TEST(KvCacheWriteOp, PlacesRowsBySlotAndSkipsNegativeSlots) {

@@ -2,15 +2,20 @@
 // PagedAttention: causal attention of each sequence's new tokens over its paged KV cache,
 // with an f32 online softmax.
 //
-// Work is split into items (sequence, KV head, group of query heads, chunk of query rows);
-// an item converts each cache block of its KV head to f32 once and uses it for every query
-// head of the group and every row of the chunk, so GQA reads the cache once per KV head.
-// Each (query row, block) step runs the queue's vector kernel (attention_kernels.h) where
-// the ISA and head size allow, else the portable loops below.
-// An F8E4M3 cache is widened by the kernel set's vector decode, or where there is none
-// through a 256-entry table per call, entry b = KvCacheDequantizeFp8(b, scale): every path
-// reads the same f32 keys and values.
+// Prefill work is split into items (sequence, KV head, group of query heads, chunk of query
+// rows); an item converts each cache block of its KV head to f32 once and uses it for every
+// query head of the group and every row of the chunk, so GQA reads the cache once per KV
+// head. Each (query row, block) step runs the queue's vector kernel (attention_kernels.h)
+// for the group's heads where the ISA and head size allow, else the portable loops below.
+// Decode sequences (one query row) with a vector kernel set go in pieces of their context
+// instead (sequence, range of blocks, every head): the kernel reads each block's key and
+// value rows where they are, in the cache's dtype, so the block's bytes are read together;
+// a long context is cut into several pieces, so that one sequence fills the pool, and
+// their softmax states are combined after. An F8E4M3 cache is read through the kernel
+// set's vector decode, or where there is none through a 256-entry table per call, entry b
+// = KvCacheDequantizeFp8(b, scale): every path reads the same f32 keys and values.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -37,13 +42,23 @@ const KernelSet* ForIsa(CpuIsa isa, int64_t D) {
   return ks != nullptr && D % ks->lanes == 0 ? ks : nullptr;
 }
 
+namespace {
+std::atomic<int64_t> g_blocks_in_place{0}, g_pieces_combined{0};
+std::atomic<bool> g_read_in_place{true};
+}  // namespace
+
+int64_t BlocksReadInPlace() { return g_blocks_in_place.load(std::memory_order_relaxed); }
+int64_t PiecesCombined() { return g_pieces_combined.load(std::memory_order_relaxed); }
+void SetReadInPlace(bool on) { g_read_in_place.store(on, std::memory_order_relaxed); }
+
 }  // namespace vt::cpu::attention
 
 namespace vt::cpu {
 
 namespace {
 
-constexpr int64_t kRowChunk = 32;  // query rows per work item (prefill)
+constexpr int64_t kRowChunk = 32;       // query rows per work item (prefill)
+constexpr int64_t kMinPieceBlocks = 8;  // cache blocks per decode piece, at least
 
 struct WorkItem {
   int64_t seq, kv_head, head0, head1, row0, row1;
@@ -83,16 +98,16 @@ struct Geometry {
   float k_scale = 1.0f, v_scale = 1.0f;
 };
 
-// n cache elements at src as f32 (an F8E4M3 cache dequantized by the kernel set's vector
-// widening, else through `table`: the same floats).
+// n cache elements at src as f32 (by the kernel set's vector widening, else an F8E4M3
+// cache through `table`: the same floats).
 inline void CacheToF32(float* dst, const void* src, const Geometry& g, const attention::KernelSet* ks,
                        const float* table, float scale, int64_t n) {
+  if (ks != nullptr) {
+    ks->cache_to_f32(dst, src, g.cache_dtype, n, scale);
+    return;
+  }
   if (g.cache_dtype == DType::kF8E4M3) {
     const auto* p = static_cast<const uint8_t*>(src);
-    if (ks != nullptr && ks->fp8_to_f32 != nullptr) {
-      ks->fp8_to_f32(dst, p, n, scale);
-      return;
-    }
     for (int64_t i = 0; i < n; ++i) dst[i] = table[p[i]];
     return;
   }
@@ -156,13 +171,14 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
       const int64_t pos = first_pos + w.row0 + r;
       const int64_t valid = std::min(count, pos + 1 - tok0);
       if (valid <= 0) continue;
+      if (ks != nullptr) {  // the chunk's rows against the block widened once
+        ks->attend_rows(&qf[r * heads * D], heads, kf.data(), vf.data(), D, DType::kF32, 1.0f, 1.0f, valid, D,
+                        &acc[r * heads * D], &m[r * heads], &l[r * heads]);
+        continue;
+      }
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t qi = r * heads + h;
         const float* qv = &qf[qi * D];
-        if (ks != nullptr) {
-          ks->attend_block(qv, kf.data(), vf.data(), valid, D, &acc[qi * D], m[qi], l[qi]);
-          continue;
-        }
         float bm = -INFINITY;
         for (int64_t j = 0; j < valid; ++j) {
           score[j] = Dot(qv, &kf[j * D], D);
@@ -194,6 +210,83 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
     }
 }
 
+// A decode step's sequence (one query row, t) over blocks [b0, b1) of its context, every
+// head: the vector kernel reads each block's key and value rows where they are, in the
+// cache's dtype, for one KV head's query heads at a time, so a block's bytes (contiguous:
+// [block_size, Hk, D]) are read together. With `partial`, the unnormalised state (m, l,
+// acc of each query head) goes there for CombinePieces; else the result goes to out.
+void RunDecodePiece(const attention::KernelSet* ks, const Geometry& g, const Tensor& out, const Tensor& query,
+                    const Tensor& key_cache, const Tensor& value_cache, const int32_t* block_row, int64_t ctx,
+                    int64_t t, int64_t b0, int64_t b1, float scale, float* partial) {
+  const int64_t D = g.D, Hq = g.Hq;
+  thread_local std::vector<float> qf, acc, m, l;
+  qf.resize(Hq * D);
+  acc.assign(Hq * D, 0.0f);
+  m.assign(Hq, -INFINITY);
+  l.assign(Hq, 0.0f);
+  ToF32(qf.data(), static_cast<const char*>(query.data()) + t * Hq * D * DTypeSize(g.dtype), g.dtype, Hq * D);
+  for (float& x : qf) x *= scale;
+  const size_t csize = DTypeSize(g.cache_dtype);
+  const int64_t token_stride = g.Hk * D;
+  const size_t block_bytes = static_cast<size_t>(g.block_size * token_stride) * csize;
+  const auto* kc = static_cast<const char*>(key_cache.data());
+  const auto* vc = static_cast<const char*>(value_cache.data());
+  // The blocks lie anywhere: block b + 1 is prefetched while block b is used, a share of
+  // it before each KV head's pass, so the prefetches are spread among the loads.
+  const size_t share = (block_bytes / static_cast<size_t>(g.Hk) + 63) / 64 * 64;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t valid = std::min(g.block_size, ctx - b * g.block_size);
+    const size_t base = static_cast<size_t>(block_row[b]) * block_bytes;
+    const size_t ahead = b + 1 < b1 ? static_cast<size_t>(block_row[b + 1]) * block_bytes : SIZE_MAX;
+    for (int64_t kh = 0; kh < g.Hk; ++kh) {
+      if (ahead != SIZE_MAX)
+        for (size_t o = static_cast<size_t>(kh) * share; o < std::min(block_bytes, (kh + 1) * share); o += 64) {
+          __builtin_prefetch(kc + ahead + o);
+          __builtin_prefetch(vc + ahead + o);
+        }
+      const size_t head = static_cast<size_t>(kh * D) * csize;
+      const int64_t h0 = kh * g.group;
+      ks->attend_rows(&qf[h0 * D], g.group, kc + base + head, vc + base + head, token_stride, g.cache_dtype,
+                      g.k_scale, g.v_scale, valid, D, &acc[h0 * D], &m[h0], &l[h0]);
+    }
+  }
+  attention::g_blocks_in_place.fetch_add((b1 - b0) * g.Hk, std::memory_order_relaxed);
+  if (partial != nullptr) {
+    std::copy(m.begin(), m.end(), partial);
+    std::copy(l.begin(), l.end(), partial + Hq);
+    std::copy(acc.begin(), acc.end(), partial + 2 * Hq);
+    return;
+  }
+  for (int64_t h = 0; h < Hq; ++h) {
+    const float inv = 1.0f / l[h];
+    for (int64_t i = 0; i < D; ++i) StoreFloat(out.data(), g.dtype, (t * Hq + h) * D + i, acc[h * D + i] * inv);
+  }
+}
+
+// Query row t's result from the states of `count` pieces (consecutive, each 2·Hq + Hq·D
+// floats): per head, m = max m_i, l = Σ l_i·e^(m_i - m), out = Σ acc_i·e^(m_i - m) / l.
+void CombinePieces(const Geometry& g, const Tensor& out, int64_t t, const float* pieces, int64_t count) {
+  const int64_t D = g.D, Hq = g.Hq, stride = 2 * Hq + Hq * D;
+  std::vector<float> w(static_cast<size_t>(count)), acc(static_cast<size_t>(D));
+  for (int64_t h = 0; h < Hq; ++h) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < count; ++i) mx = std::max(mx, pieces[i * stride + h]);
+    float l = 0.0f;
+    for (int64_t i = 0; i < count; ++i) {
+      w[i] = std::exp(pieces[i * stride + h] - mx);
+      l += pieces[i * stride + Hq + h] * w[i];
+    }
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t i = 0; i < count; ++i) {
+      const float* a = pieces + i * stride + 2 * Hq + h * D;
+      for (int64_t d = 0; d < D; ++d) acc[d] += a[d] * w[i];
+    }
+    const float inv = 1.0f / l;
+    for (int64_t d = 0; d < D; ++d) StoreFloat(out.data(), g.dtype, (t * Hq + h) * D + d, acc[d] * inv);
+  }
+  attention::g_pieces_combined.fetch_add(count, std::memory_order_relaxed);
+}
+
 void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
                        const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
                        const Tensor& query_start_loc, float scale, float k_scale, float v_scale) {
@@ -223,10 +316,13 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
   const auto* qsl = query_start_loc.data_as<int32_t>();
   const auto* tables = block_tables.data_as<int32_t>();
 
-  // Validate the metadata and count the row chunks.
+  const attention::KernelSet* ks = attention::ForIsa(Cpu(q).isa, g.D);
+  // Decode sequences (one new row) are read in place by the vector kernels.
+  const bool decode_in_place = ks != nullptr && attention::g_read_in_place.load(std::memory_order_relaxed);
+  // Validate the metadata and count the row chunks (and the decode sequences' blocks).
   VT_CHECK(qsl[0] == 0 && qsl[S] == T, "PagedAttention: query_start_loc must run from 0 to the ", T,
            " query rows, got [", qsl[0], " .. ", qsl[S], "]");
-  int64_t chunks = 0;
+  int64_t chunks = 0, decode_blocks = 0;
   for (int64_t s = 0; s < S; ++s) {
     const int64_t n = qsl[s + 1] - qsl[s], ctx = lens[s];
     VT_CHECK(n >= 0, "PagedAttention: query_start_loc decreases at sequence ", s, " (", qsl[s], " -> ", qsl[s + 1],
@@ -239,16 +335,34 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
       VT_CHECK(id >= 0 && id < g.num_blocks, "PagedAttention: block_tables[", s, ", ", b, "] = ", id,
                " is outside the cache's ", g.num_blocks, " blocks");
     }
-    chunks += (n + kRowChunk - 1) / kRowChunk;
+    if (!decode_in_place || n != 1) chunks += (n + kRowChunk - 1) / kRowChunk;
+    else decode_blocks += (ctx + g.block_size - 1) / g.block_size;
   }
   // Split query-head groups further when there are too few items to fill the pool.
   const int threads = Cpu(q).pool.size();
   int64_t split = 1;
-  while (chunks * g.Hk * split < threads && split < g.group && g.group % (split * 2) == 0) split *= 2;
+  while (chunks > 0 && chunks * g.Hk * split < threads && split < g.group && g.group % (split * 2) == 0) split *= 2;
   std::vector<WorkItem> items;
   items.reserve(static_cast<size_t>(chunks * g.Hk * split));
+  // Decode sequences in pieces of at most `piece` blocks: about two per thread over the
+  // step's decode blocks, at least kMinPieceBlocks each (a long context alone still fills
+  // the pool; short ones stay whole). A sequence in several pieces is combined after.
+  struct Piece {
+    int64_t seq, b0, b1, partial;  // partial: index of its state, or -1 (written directly)
+  };
+  std::vector<Piece> pieces;
+  std::vector<std::pair<int64_t, int64_t>> combine;  // (sequence, first partial) per split sequence
+  int64_t partials = 0;
+  const int64_t piece = std::max(kMinPieceBlocks, (decode_blocks + 2 * threads - 1) / (2 * threads));
   for (int64_t s = 0; s < S; ++s) {
     const int64_t n = qsl[s + 1] - qsl[s];
+    if (decode_in_place && n == 1) {
+      const int64_t nb = (lens[s] + g.block_size - 1) / g.block_size, count = (nb + piece - 1) / piece;
+      if (count > 1) combine.emplace_back(s, partials);
+      for (int64_t i = 0; i < count; ++i)
+        pieces.push_back({s, nb * i / count, nb * (i + 1) / count, count > 1 ? partials++ : -1});
+      continue;
+    }
     for (int64_t r0 = 0; r0 < n; r0 += kRowChunk)
       for (int64_t kh = 0; kh < g.Hk; ++kh)
         for (int64_t part = 0; part < split; ++part) {
@@ -257,14 +371,27 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
           items.push_back({s, kh, h0, h0 + per, r0, std::min(n, r0 + kRowChunk)});
         }
   }
-  const attention::KernelSet* ks = attention::ForIsa(Cpu(q).isa, g.D);
-  Cpu(q).pool.ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t i0, int64_t i1) {
+  const int64_t state = 2 * g.Hq + g.Hq * g.D;
+  std::vector<float> states(static_cast<size_t>(partials * state));
+  const int64_t npieces = static_cast<int64_t>(pieces.size());
+  Cpu(q).pool.ParallelFor(npieces + static_cast<int64_t>(items.size()), 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      const WorkItem& w = items[i];
+      if (i < npieces) {
+        const Piece& p = pieces[i];
+        RunDecodePiece(ks, g, out, query, key_cache, value_cache, tables + p.seq * g.max_blocks, lens[p.seq],
+                       qsl[p.seq], p.b0, p.b1, scale, p.partial < 0 ? nullptr : &states[p.partial * state]);
+        continue;
+      }
+      const WorkItem& w = items[i - npieces];
       RunItem(ks, w, g, out, query, key_cache, value_cache, tables + w.seq * g.max_blocks, lens[w.seq], qsl[w.seq],
               qsl[w.seq + 1] - qsl[w.seq], scale);
     }
   });
+  for (size_t c = 0; c < combine.size(); ++c) {
+    const int64_t first = combine[c].second;
+    const int64_t count = (c + 1 < combine.size() ? combine[c + 1].second : partials) - first;
+    CombinePieces(g, out, qsl[combine[c].first], &states[first * state], count);
+  }
 }
 
 void KvCacheWriteCpu(const Queue& q, const Tensor& key, const Tensor& value, const Tensor& key_cache,

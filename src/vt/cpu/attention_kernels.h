@@ -1,4 +1,4 @@
-// The vector kernel of CPU PagedAttention (attention.cpp): one query row against the keys
+// The vector kernels of CPU PagedAttention (attention.cpp): query vectors against the keys
 // of one cache block with the online-softmax update, one set per ISA (attention_avx512.cpp,
 // attention_avx2.cpp, attention_neon.cpp). Only plain data and function pointers cross
 // between those files and the portable code.
@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "vt/dtype.h"
 #include "vt/queue.h"
 
 namespace vt::cpu::attention {
@@ -13,14 +14,17 @@ namespace vt::cpu::attention {
 struct KernelSet {
   const char* name;
   int lanes;  // D must be a multiple of it
-  // For keys j < valid (f32 rows k + j·D, v + j·D) and a query q already multiplied by the
-  // softmax scale: s_j = q·k_j; m' = max(m, max_j s_j); acc and l scaled by e^(m - m');
-  // p_j = e^(s_j - m'); l += Σ p_j; acc += Σ p_j·v_j (in j order); m = m'.
-  void (*attend_block)(const float* q, const float* k, const float* v, int64_t valid, int64_t D, float* acc, float& m,
-                       float& l);
-  // n F8E4M3 cache bytes -> dst[i] = KvCacheDequantizeFp8(src[i], scale), the same floats
-  // (an exact decode, then one IEEE multiply).
-  void (*fp8_to_f32)(float* dst, const uint8_t* src, int64_t n, float scale);
+  // For `heads` query vectors (q + h·D, already multiplied by the softmax scale) and keys
+  // j < valid of one cache block (rows k + j·stride, v + j·stride elements of `dtype`:
+  // F32, BF16, F16, or F8E4M3 read as KvCacheDequantizeFp8(code, k_scale / v_scale)), per
+  // head h: s_j = q·k_j; m' = max(m[h], max_j s_j); acc + h·D and l[h] scaled by
+  // e^(m[h] - m'); p_j = e^(s_j - m'); l[h] += Σ p_j; acc += Σ p_j·v_j (in j order);
+  // m[h] = m'. Each key and value row is read once for up to four heads.
+  void (*attend_rows)(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, DType dtype,
+                      float k_scale, float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l);
+  // n cache elements of `dtype` -> f32, the same floats attend_rows reads (F8E4M3: the
+  // exact value, then one IEEE multiply by scale, as KvCacheDequantizeFp8).
+  void (*cache_to_f32)(float* dst, const void* src, DType dtype, int64_t n, float scale);
 };
 
 #if defined(VT_CPU_X86)
@@ -29,6 +33,14 @@ const KernelSet* Avx2Kernels();
 #elif defined(VT_CPU_ARM)
 const KernelSet* NeonKernels();  // attention_neon.cpp
 #endif
+
+// (Cache block, KV head) pairs of decode steps that attend_rows read in place, and pieces
+// of a decode sequence's context whose states were combined, in this process (tests).
+int64_t BlocksReadInPlace();
+int64_t PiecesCombined();
+// Benchmarks: off makes single-row items widen each block to f32 first, as prefill chunks
+// do (default on). Not thread-safe with calls.
+void SetReadInPlace(bool on);
 
 // The set for a queue's effective ISA and head size, or nullptr: use the portable loops.
 // (Defined in attention.cpp, compiled with the build's ISA macros; tests call it too.)

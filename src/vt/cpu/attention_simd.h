@@ -1,5 +1,5 @@
-// attention::KernelSet::attend_block written once against simd_vec.h; attention_avx512.cpp
-// and attention_avx2.cpp compile it at their width. Products accumulate with fma in
+// attention::KernelSet written once against simd_vec.h; attention_avx512.cpp,
+// attention_avx2.cpp and attention_neon.cpp compile it at their width. Products accumulate with fma in
 // vector lanes (the portable loops add rounded products instead), and e^x is the vector
 // form of numerics::Exp, so results differ from the portable path in the last bits only
 // (the attention tests bound every path against a float64 reference).
@@ -15,68 +15,141 @@ namespace {
 
 // Keys per pass: their scores wait in a stack array between the passes.
 constexpr int64_t kKeysPerPass = 64;
+// Query heads sharing one pass over the keys (the rest of a GQA group takes another pass).
+constexpr int kHeadTile = 4;
 
-void AttendKeys(const float* q, const float* k, const float* v, int64_t n, int64_t D, float* acc, float& m,
-                float& l) {
-  alignas(64) float s[kKeysPerPass];
-  float bm = -INFINITY;
+// kLanes cache elements from element i of a row, as the f32 the definition reads: F32,
+// BF16 and F16 exactly; e4m3 codes as KvCacheDequantizeFp8 (the exact value, then one IEEE
+// multiply by the scale).
+template <DType kD>
+VT_INLINE V LoadCache(const void* row, int64_t i, V scale) {
+  if constexpr (kD == DType::kF8E4M3)
+    return Mul(DecodeFp8(LoadU8(static_cast<const uint8_t*>(row) + i)), scale);
+  else
+    return Load(row, kD, i);
+}
+
+// One pass of at most kKeysPerPass keys for NH query heads (q + t·D, acc + t·D, m[t], l[t]
+// for t < NH), each key and value row read from the cache once for all NH heads.
+template <DType kD, int NH>
+void AttendPass(const float* q, const char* k, const char* v, int64_t stride_bytes, V k_scale, V v_scale,
+                int64_t n, int64_t D, float* acc, float* m, float* l) {
+  alignas(64) float s[NH][kKeysPerPass];
+  float bm[NH];
+  for (int t = 0; t < NH; ++t) bm[t] = -INFINITY;
   for (int64_t j = 0; j < n; ++j) {
-    const float* kj = k + j * D;
-    V a0 = Zero(), a1 = Zero();
+    const char* kj = k + j * stride_bytes;
+    // Two sums per head, over the even and the odd vectors of the row, as one head alone
+    // needs to keep its multiply-adds from waiting on each other.
+    V a0[NH], a1[NH];
+    for (int t = 0; t < NH; ++t) a0[t] = a1[t] = Zero();
     int64_t i = 0;
     for (; i + 2 * kLanes <= D; i += 2 * kLanes) {
-      a0 = Fma(LoadF32(q + i), LoadF32(kj + i), a0);
-      a1 = Fma(LoadF32(q + i + kLanes), LoadF32(kj + i + kLanes), a1);
+      const V x0 = LoadCache<kD>(kj, i, k_scale), x1 = LoadCache<kD>(kj, i + kLanes, k_scale);
+      for (int t = 0; t < NH; ++t) {
+        a0[t] = Fma(LoadF32(q + t * D + i), x0, a0[t]);
+        a1[t] = Fma(LoadF32(q + t * D + i + kLanes), x1, a1[t]);
+      }
     }
-    if (i < D) a0 = Fma(LoadF32(q + i), LoadF32(kj + i), a0);
-    s[j] = SumLanes(Add(a0, a1));
-    bm = s[j] > bm ? s[j] : bm;
+    if (i < D) {
+      const V x0 = LoadCache<kD>(kj, i, k_scale);
+      for (int t = 0; t < NH; ++t) a0[t] = Fma(LoadF32(q + t * D + i), x0, a0[t]);
+    }
+    for (int t = 0; t < NH; ++t) {
+      s[t][j] = SumLanes(Add(a0[t], a1[t]));
+      bm[t] = s[t][j] > bm[t] ? s[t][j] : bm[t];
+    }
   }
-  if (bm > m) {
-    // e^-inf = 0 on a row's first keys. (The vector Exp, not the scalar numerics::Exp: an
-    // inline function with external linkage compiled here could be the copy the linker
-    // keeps for code meant to run on any processor.)
-    const V r = Exp(Set1(m - bm));
-    for (int64_t i = 0; i < D; i += kLanes) StoreF32(acc + i, Mul(LoadF32(acc + i), r));
-    l *= FirstLane(r);
-    m = bm;
+  for (int t = 0; t < NH; ++t) {
+    float* at = acc + t * D;
+    if (bm[t] > m[t]) {
+      // e^-inf = 0 on a row's first keys. (The vector Exp, not the scalar numerics::Exp: an
+      // inline function with external linkage compiled here could be the copy the linker
+      // keeps for code meant to run on any processor.)
+      const V r = Exp(Set1(m[t] - bm[t]));
+      for (int64_t i = 0; i < D; i += kLanes) StoreF32(at + i, Mul(LoadF32(at + i), r));
+      l[t] *= FirstLane(r);
+      m[t] = bm[t];
+    }
+    const V mv = Set1(m[t]);
+    for (int64_t j = 0; j < n; j += kLanes) {
+      const int c = n - j < kLanes ? static_cast<int>(n - j) : kLanes;
+      StoreN(s[t], DType::kF32, j, Exp(Sub(LoadN(s[t], DType::kF32, j, c), mv)), c);
+    }
+    for (int64_t j = 0; j < n; ++j) l[t] += s[t][j];
   }
-  const V mv = Set1(m);
-  for (int64_t j = 0; j < n; j += kLanes) {
-    const int c = n - j < kLanes ? static_cast<int>(n - j) : kLanes;
-    StoreN(s, DType::kF32, j, Exp(Sub(LoadN(s, DType::kF32, j, c), mv)), c);
-  }
-  for (int64_t j = 0; j < n; ++j) l += s[j];
-  // acc stays in registers across the keys, a few vectors of it at a time.
-  constexpr int kAccVectors = 4;
+  // acc stays in registers across the keys, a few vectors of each head at a time (fewer
+  // with more heads where the registers are few).
+  constexpr int kAccVectors = (kLanes == 8 && NH > 2) ? 2 : 4;
   for (int64_t i0 = 0; i0 < D; i0 += kAccVectors * kLanes) {
     const int nv = static_cast<int>((D - i0) / kLanes < kAccVectors ? (D - i0) / kLanes : kAccVectors);
-    V a[kAccVectors];
-    for (int t = 0; t < nv; ++t) a[t] = LoadF32(acc + i0 + t * kLanes);
+    V a[NH][kAccVectors];
+    for (int t = 0; t < NH; ++t)
+      for (int u = 0; u < nv; ++u) a[t][u] = LoadF32(acc + t * D + i0 + u * kLanes);
     for (int64_t j = 0; j < n; ++j) {
-      const V p = Set1(s[j]);
-      const float* vj = v + j * D + i0;
-      for (int t = 0; t < nv; ++t) a[t] = Fma(p, LoadF32(vj + t * kLanes), a[t]);
+      const char* vj = v + j * stride_bytes;
+      V x[kAccVectors];
+      for (int u = 0; u < nv; ++u) x[u] = LoadCache<kD>(vj, i0 + u * kLanes, v_scale);
+      for (int t = 0; t < NH; ++t) {
+        const V p = Set1(s[t][j]);
+        for (int u = 0; u < nv; ++u) a[t][u] = Fma(p, x[u], a[t][u]);
+      }
     }
-    for (int t = 0; t < nv; ++t) StoreF32(acc + i0 + t * kLanes, a[t]);
+    for (int t = 0; t < NH; ++t)
+      for (int u = 0; u < nv; ++u) StoreF32(acc + t * D + i0 + u * kLanes, a[t][u]);
   }
 }
 
-void Fp8ToF32(float* dst, const uint8_t* src, int64_t n, float scale) {
-  const V s = Set1(scale);
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) StoreF32(dst + i, Mul(DecodeFp8(LoadU8(src + i)), s));
-  if (i < n) {
-    const int c = static_cast<int>(n - i);
-    StoreN(dst, DType::kF32, i, Mul(LoadFp8N(src, i, c), s), c);
-  }
-}
-
-void AttendBlock(const float* q, const float* k, const float* v, int64_t valid, int64_t D, float* acc, float& m,
-                 float& l) {
+template <DType kD>
+void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, float k_scale,
+                  float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l) {
+  const int64_t stride_bytes = stride * static_cast<int64_t>(DTypeSize(kD));
+  const V ks = Set1(k_scale), vs = Set1(v_scale);
   for (int64_t j = 0; j < valid; j += kKeysPerPass) {
     const int64_t n = valid - j < kKeysPerPass ? valid - j : kKeysPerPass;
-    AttendKeys(q, k + j * D, v + j * D, n, D, acc, m, l);
+    const char* kp = static_cast<const char*>(k) + j * stride_bytes;
+    const char* vp = static_cast<const char*>(v) + j * stride_bytes;
+    for (int64_t h = 0; h < heads; h += kHeadTile) {
+      const float* qh = q + h * D;
+      float* ah = acc + h * D;
+      switch (heads - h < kHeadTile ? heads - h : kHeadTile) {
+        case 1: AttendPass<kD, 1>(qh, kp, vp, stride_bytes, ks, vs, n, D, ah, m + h, l + h); break;
+        case 2: AttendPass<kD, 2>(qh, kp, vp, stride_bytes, ks, vs, n, D, ah, m + h, l + h); break;
+        case 3: AttendPass<kD, 3>(qh, kp, vp, stride_bytes, ks, vs, n, D, ah, m + h, l + h); break;
+        default: AttendPass<kD, 4>(qh, kp, vp, stride_bytes, ks, vs, n, D, ah, m + h, l + h); break;
+      }
+    }
+  }
+}
+
+void AttendRows(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, DType dtype,
+                float k_scale, float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l) {
+  switch (dtype) {
+    case DType::kF32: return AttendRowsAs<DType::kF32>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
+    case DType::kBF16: return AttendRowsAs<DType::kBF16>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
+    case DType::kF16: return AttendRowsAs<DType::kF16>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
+    default:
+      return AttendRowsAs<DType::kF8E4M3>(q, heads, k, v, stride, k_scale, v_scale, valid, D, acc, m, l);
+  }
+}
+
+void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale) {
+  if (dtype == DType::kF8E4M3) {
+    const auto* p = static_cast<const uint8_t*>(src);
+    const V s = Set1(scale);
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) StoreF32(dst + i, Mul(DecodeFp8(LoadU8(p + i)), s));
+    if (i < n) {
+      const int c = static_cast<int>(n - i);
+      StoreN(dst, DType::kF32, i, Mul(LoadFp8N(p, i, c), s), c);
+    }
+    return;
+  }
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) StoreF32(dst + i, Load(src, dtype, i));
+  if (i < n) {
+    const int c = static_cast<int>(n - i);
+    StoreN(dst, DType::kF32, i, LoadN(src, dtype, i, c), c);
   }
 }
 
