@@ -14,7 +14,8 @@
 #                                          the dispatch, queue and kernel tests) under the first CPU
 #                                          model, its op table and dispatch tests under the others;
 #                                          model_ci_tests (the qwen3-tiny oracles) and engine_ci_tests
-#                                          (scheduler, engine end to end, FP8 KV cache) under the first
+#                                          (scheduler, engine end to end, FP8 KV cache, MoE with BF16
+#                                          and FP8 experts) under the first
 #   bash scripts/build_aarch64.sh --bench  also builds vt_kernels_bench for aarch64 (to copy to ARM hardware)
 #
 # Environment: AARCH64_BUILD_DIR (default build/aarch64, relative to the repository), JOBS
@@ -72,7 +73,8 @@ for tool in aarch64-linux-gnu-g++ qemu-aarch64; do
   command -v $tool >/dev/null || { echo "build_aarch64: $tool missing (bash scripts/setup.sh --arm)" >&2; exit 1; }
 done
 [ -f /usr/src/googletest/CMakeLists.txt ] || { echo "build_aarch64: /usr/src/googletest missing (libgtest-dev)" >&2; exit 1; }
-[ -f "$DEPS/packages.txt" ] || { echo "build_aarch64: the aarch64 pcre2, utf8proc and xxhash are missing in $DEPS (bash scripts/setup.sh --arm)" >&2; exit 1; }
+[ -f "$DEPS/packages.txt" ] || {
+  echo "build_aarch64: no aarch64 pcre2, utf8proc and xxhash in $DEPS (bash scripts/setup.sh --arm)" >&2; exit 1; }
 
 # nlohmann/json is header-only and the same for every target; a folder holding just it keeps
 # the cross compiler off the host's /usr/include.

@@ -51,7 +51,8 @@ fi
 # packages.txt there lists the packages and versions unpacked; a new list here unpacks again.
 ARM_DEV_PKGS=(libpcre2-dev libutf8proc-dev libxxhash-dev)  # sorted, as packages.txt
 ARM_DEPS=${VTLLM_AARCH64_DEPS:-$HOME/.cache/vtllm-aarch64-deps}
-if [ "$ARM" = 1 ] && [ "$(cut -d' ' -f1 "$ARM_DEPS/packages.txt" 2>/dev/null)" != "$(printf '%s\n' "${ARM_DEV_PKGS[@]}")" ]; then
+unpacked=$(cut -d' ' -f1 "$ARM_DEPS/packages.txt" 2>/dev/null || true)
+if [ "$ARM" = 1 ] && [ "$unpacked" != "$(printf '%s\n' "${ARM_DEV_PKGS[@]}")" ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   if ! dpkg --print-foreign-architectures | grep -qx arm64; then
     echo "setup: adding the arm64 architecture to dpkg (package index only; nothing arm64 is installed)"
