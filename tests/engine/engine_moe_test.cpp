@@ -14,6 +14,10 @@
 #include "engine/engine_test_util.h"
 #include "model/model_oracle.h"
 
+#ifndef VTLLM_TOOL_RUNNER
+#define VTLLM_TOOL_RUNNER ""  // a cross build's emulator, e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu "
+#endif
+
 namespace vtllm::engine {
 namespace {
 
@@ -29,7 +33,7 @@ struct MoeCheckpoint {
     const std::string tool = std::string(VTLLM_BINARY_DIR) + "/tools/make_random_checkpoint";
     const std::string cmd =
         tool + " --out " + dir + " --preset qwen3-moe-tiny --seed 9 --threads 2 --format " + format + " 2>/dev/null";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    EXPECT_EQ(std::system((VTLLM_TOOL_RUNNER + cmd).c_str()), 0) << cmd;
   }
   ~MoeCheckpoint() {
     std::error_code ec;

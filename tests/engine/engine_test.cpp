@@ -3,6 +3,7 @@
 // each request generates, and the greedy tokens must be those of HF transformers.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -12,6 +13,12 @@
 #include "engine/engine_test_util.h"
 #include "model/model_oracle.h"
 #include "tokenizer/synthetic_tokenizer.h"
+
+// vt's dispatch record (vt/cpu/elementwise_kernels.h, which a test must not include: its inline
+// functions depend on the library's own compile definitions).
+namespace vt::cpu::elementwise {
+const char* LastElementwiseSetOnThisThread();
+}
 
 namespace vtllm::engine {
 namespace {
@@ -70,6 +77,17 @@ std::map<std::string, Result> RunAll(Engine& e, const std::function<void(int)>& 
 }
 
 std::vector<model::testing::OracleCase> Cases() { return model::testing::ReadOracle(kTiny); }
+
+// The elementwise kernel set each CPU level runs (as tests/vt/isa_dispatch_test.cpp).
+const char* ElementwiseSetOf(vt::CpuIsa isa) {
+  switch (isa) {
+    case vt::CpuIsa::kScalar: return "scalar";
+    case vt::CpuIsa::kAvx2: return "avx2";
+    case vt::CpuIsa::kNeon:
+    case vt::CpuIsa::kNeonBf16: return "neon";
+    default: return "avx512";
+  }
+}
 
 TEST(Engine, BatchedGreedyMatchesEachAloneAndTransformers) {
   const auto cases = Cases();
@@ -140,6 +158,24 @@ TEST(Engine, RepeatedPromptHitsThePrefixCache) {
   e2.AddRequest(Greedy("again", prompt, 8));
   EXPECT_EQ(RunAll(e2)["again"].cached, 0);
   EXPECT_EQ(e2.metrics().prefix_cache_hits, 0u);
+}
+
+// Which CPU kernels the engine's steps run: the model's queue takes the processor's highest
+// level (under qemu, scripts/build_aarch64.sh names the level each CPU model must be detected
+// as in VTLLM_EXPECT_CPU_ISA), and a step's elementwise ops (norms, activations, RoPE) record
+// the vector set that level chose (vt's dispatch record), not the scalar reference.
+TEST(Engine, StepsRunTheVectorKernelsOfTheDetectedLevel) {
+  const vt::CpuIsa isa = TinyModel()->queue().cpu_isa();
+  EXPECT_EQ(isa, vt::DetectCpuIsa()) << vt::CpuIsaName(isa);
+  if (const char* want = std::getenv("VTLLM_EXPECT_CPU_ISA"); want != nullptr && *want != '\0') {
+    EXPECT_STREQ(vt::CpuIsaName(isa), want);
+  }
+  Engine e(Config(), TinyModel(), std::nullopt);
+  e.AddRequest(Greedy("r", Cases()[0].prompt, 2));
+  RunAll(e);
+  const char* set = vt::cpu::elementwise::LastElementwiseSetOnThisThread();
+  ASSERT_NE(set, nullptr) << "no elementwise CPU op ran on the engine's thread";
+  EXPECT_STREQ(set, ElementwiseSetOf(isa)) << "level " << vt::CpuIsaName(isa);
 }
 
 TEST(Engine, SeededSamplingIsReproducibleAcrossRunsAndBatchMixes) {

@@ -64,7 +64,9 @@ std::vector<uint8_t> RandomFp8(int64_t n, uint32_t seed) {
 }
 
 // Every level of this processor up to the one qemu's CPU model must give (scripts/build_aarch64.sh
-// sets VTLLM_EXPECT_CPU_ISA per model): each op family records the set the level chose.
+// sets VTLLM_EXPECT_CPU_ISA per model): each op family records the set the level chose. After
+// each op a Cast on a scalar queue sets the record to "scalar", so an op that records nothing
+// itself cannot pass on the record of the op before it.
 TEST(IsaDispatch, EachLevelRunsItsElementwiseKernels) {
   const std::vector<CpuIsa> levels = vt_test::IsaLevels();
   if (const char* want = std::getenv("VTLLM_EXPECT_CPU_ISA"); want != nullptr && *want != '\0') {
@@ -74,6 +76,13 @@ TEST(IsaDispatch, EachLevelRunsItsElementwiseKernels) {
   const vt::Tensor x = Random({rows, H}, DType::kBF16, 1), w = Random({H}, DType::kBF16, 2);
   const vt::Tensor gate = Random({rows, H}, DType::kBF16, 3), x2 = Random({rows, 2 * H}, DType::kBF16, 4);
   const vt::Tensor xf = Random({rows, H}, DType::kF32, 5);
+  // RotaryEmbedding: 2 heads of 20 per token (10 pairs: whole vectors and a partial one).
+  const int64_t D = 20;
+  const std::vector<int32_t> positions = {0, 5, 2};
+  const vt::Tensor pos = vt::Tensor::FromHost(positions.data(), {rows}, DType::kI32);
+  const vt::Tensor cos_sin = Random({8, D}, DType::kF32, 6);
+  const vt::Queue scalar = vt_test::QueueFor(CpuIsa::kScalar);
+  const vt::Tensor reset_out = vt::Tensor::Empty({1, H}, DType::kF32);
   int checked = 0;
   for (CpuIsa isa : levels) {
     const vt::Queue q = vt_test::QueueFor(isa);
@@ -84,6 +93,8 @@ TEST(IsaDispatch, EachLevelRunsItsElementwiseKernels) {
       ASSERT_NE(got, nullptr) << op;
       EXPECT_EQ(std::string(got), want) << op;
       ++checked;
+      vt::Cast(scalar, reset_out, Random({1, H}, DType::kBF16, 8));
+      ASSERT_STREQ(ew::LastElementwiseSetOnThisThread(), "scalar");
     };
     const vt::Tensor fp8 = vt::Tensor::Empty({rows, H}, DType::kF8E4M3);
     const vt::Tensor bf16 = vt::Tensor::Empty({rows, H}, DType::kBF16);
@@ -103,8 +114,11 @@ TEST(IsaDispatch, EachLevelRunsItsElementwiseKernels) {
     expect_ran("RmsNormGatedQuantFp8");
     vt::SiluMulQuantFp8(q, fp8, x2, 0.05f);
     expect_ran("SiluMulQuantFp8");
+    const vt::Tensor query = Random({rows, 2 * D}, DType::kBF16, 7);
+    vt::RotaryEmbedding(q, pos, query, nullptr, cos_sin, D);
+    expect_ran("RotaryEmbedding");
   }
-  EXPECT_EQ(checked, 8 * static_cast<int>(levels.size()));
+  EXPECT_EQ(checked, 9 * static_cast<int>(levels.size()));
   std::cout << "[ elementwise kernels per level ]";
   for (CpuIsa isa : levels) std::cout << " " << vt::CpuIsaName(isa) << "=" << ElementwiseSetOf(isa);
   std::cout << "\n";

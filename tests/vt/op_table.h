@@ -42,6 +42,10 @@ struct OpCase {
   // x86 makes the negative default NaN, CUDA the positive canonical one. Set for such ops: a
   // NaN then equals any NaN. Unset, a NaN must keep its sign (the quantizers' contract).
   bool nan_sign_free = false;
+  // Set with a tolerance that only another backend needs (CUDA may contract a multiply and
+  // an add into an fma): every CPU ISA level must still equal the scalar kernels byte for
+  // byte, as the CPU build never contracts.
+  bool exact_on_cpu = false;
 };
 
 // The cases of one op; every OpId has an entry (op_table_test.cpp's switch).

@@ -1,6 +1,7 @@
 // Table cases of the ops the model layer needs beyond linear algebra: Embedding and
 // KvCacheWrite move bytes (byte-exact); RotaryEmbedding computes the same unfused f32
-// expression everywhere (within one unit in the last place: a backend may contract it);
+// expression everywhere (within one unit in the last place: a backend may contract it; the
+// CPU levels, which never contract, byte for byte);
 // PagedAttention sums in f32 in another order per backend (2 ulp of the output dtype plus
 // 1e-5: the two roundings straddling a tie, and the f32 exp and sums).
 // F8E4M3 caches: KvCacheWrite's bytes are exact (one quantizer everywhere, with specials);
@@ -111,7 +112,8 @@ std::vector<OpCase> RotaryEmbeddingCases() {
   const std::vector<int64_t> pos64 = {0, 1, 2, 299, 150, 7, 7};
   const std::vector<int32_t> pos32(pos64.begin(), pos64.end());
   const int64_t T = static_cast<int64_t>(pos64.size());
-  for (int64_t D : {8, 64, 128}) {
+  // Halves of 3 and 10 pairs: narrower than a vector, and whole vectors plus a partial one.
+  for (int64_t D : {6, 8, 20, 64, 128}) {
     const vt::Tensor cache = CosSinCache(max_pos, D);
     for (DType d : kFloatTypes) {
       for (DType pd : {DType::kI32, DType::kI64}) {
@@ -122,6 +124,7 @@ std::vector<OpCase> RotaryEmbeddingCases() {
                    nullptr,
                    [d](size_t, int64_t, double want) { return Ulp(d, want); },
                    nullptr};
+          c.exact_on_cpu = true;
           if (with_key) c.outputs.push_back(Host(Normal(static_cast<size_t>(T * Hk * D), 22, 2.0f), {T, Hk * D}, d));
           c.run = [D](const vt::Queue& q, const Tensors& in, const Tensors& out) {
             vt::RotaryEmbedding(q, in[0], out[0], out.size() > 1 ? &out[1] : nullptr, in[1], D);

@@ -1,5 +1,5 @@
 // The vector kernels of the elementwise CPU ops (QuantFp8Static, Cast, RmsNorm,
-// RmsNormGated, SiluMul and the fused recipes), one set per ISA.
+// RmsNormGated, SiluMul, RotaryEmbedding and the fused recipes), one set per ISA.
 //
 // The sets are compiled in files of their own (elementwise_avx512.cpp,
 // elementwise_avx2.cpp, elementwise_neon.cpp); only plain data and function pointers cross between them and the
@@ -44,6 +44,9 @@ struct KernelSet {
   void (*rms_norm)(const RowArgs& a, int64_t row0, int64_t row1);
   void (*rms_norm_gated)(const RowArgs& a, int64_t row0, int64_t row1);
   void (*silu_mul)(const RowArgs& a, int64_t row0, int64_t row1);
+  // RotaryEmbedding of one token's row x of `heads` heads of D elements (F32/BF16/F16), in
+  // place: elements i and D/2 + i of each head rotated by cos c[i] and sin s[i], i < D/2.
+  void (*rope_row)(void* x, DType x_dtype, int64_t heads, int64_t D, const float* c, const float* s);
 };
 
 #if defined(VT_CPU_X86)
@@ -72,8 +75,8 @@ inline const KernelSet* ForIsa(CpuIsa isa) {
 }
 
 // For tests: the name of the set the calling thread's last elementwise CPU op (QuantFp8Static,
-// Cast, RmsNorm, RmsNormGated, SiluMul, the fused recipes) chose, "scalar" for the scalar
-// reference; nullptr before any.
+// Cast, RmsNorm, RmsNormGated, SiluMul, RotaryEmbedding, the fused recipes) chose, "scalar"
+// for the scalar reference; nullptr before any.
 const char* LastElementwiseSetOnThisThread();
 
 }  // namespace vt::cpu::elementwise

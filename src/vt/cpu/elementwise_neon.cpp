@@ -9,7 +9,7 @@ namespace vt::cpu::elementwise {
 
 const KernelSet* NeonKernels() {
   static constexpr KernelSet kSet = {"neon", &neon::QuantFp8, &neon::Cast, &neon::RmsNormRows,
-                                     &neon::RmsNormGatedRows, &neon::SiluMulRows};
+                                     &neon::RmsNormGatedRows, &neon::SiluMulRows, &neon::RopeRow};
   return &kSet;
 }
 

@@ -1,5 +1,6 @@
 // The elementwise kernels written once against the vector primitives of simd_vec.h;
-// elementwise_avx512.cpp and elementwise_avx2.cpp compile them at their width.
+// elementwise_avx512.cpp, elementwise_avx2.cpp and elementwise_neon.cpp compile them at their
+// width.
 //
 // Each follows its scalar reference (reference.cpp) operation by operation: the same
 // roundings in the same places, the canonical 32-lane sum of squares, and the fused
@@ -234,6 +235,43 @@ void SiluMulRowsOf(const RowArgs& a, int64_t row0, int64_t row1) {
     EmitRow<F>(a, s, r * I, I, [&](int64_t c, auto n) VT_ALWAYS_INLINE {
       return Mul(Silu(LoadN(a.x, xd, r * 2 * I + c, n)), LoadN(a.x, xd, r * 2 * I + I + c, n));
     });
+  }
+}
+
+// ---- RotaryEmbedding ---------------------------------------------------------------------
+//
+// RotateRow in reference.cpp, a vector of pairs at a time: x1 = x[i], x2 = x[D/2 + i] (exact
+// in f32), then x1*c - x2*s and x2*c + x1*s, each product and the difference or sum rounded in
+// f32 (no contraction, see simd_vec.h), and one rounding to the dtype on the store. Both
+// halves are loaded before either is stored. A half narrower than a vector (or its last part)
+// goes through LoadN/StoreN, which touch no element past it.
+
+template <DType D, typename N>
+VT_INLINE void RotatePairs(void* head, int64_t half, int64_t i, const float* c, const float* s, N n) {
+  const V x1 = LoadN(head, D, i, n), x2 = LoadN(head, D, half + i, n);
+  const V cv = LoadN(c, DType::kF32, i, n), sv = LoadN(s, DType::kF32, i, n);
+  const V y1 = Sub(Mul(x1, cv), Mul(x2, sv));
+  const V y2 = Add(Mul(x2, cv), Mul(x1, sv));
+  StoreN(head, D, i, y1, n);
+  StoreN(head, D, half + i, y2, n);
+}
+
+template <DType D>
+void RopeRowOf(void* x, int64_t heads, int64_t head_size, const float* c, const float* s) {
+  const int64_t half = head_size / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    void* head = static_cast<unsigned char*>(x) + static_cast<size_t>(h * head_size) * ElemSize(D);
+    int64_t i = 0;
+    for (; i + kLanes <= half; i += kLanes) RotatePairs<D>(head, half, i, c, s, Full{});
+    if (i < half) RotatePairs<D>(head, half, i, c, s, static_cast<int>(half - i));
+  }
+}
+
+void RopeRow(void* x, DType xd, int64_t heads, int64_t head_size, const float* c, const float* s) {
+  switch (xd) {
+    case DType::kF32: return RopeRowOf<DType::kF32>(x, heads, head_size, c, s);
+    case DType::kBF16: return RopeRowOf<DType::kBF16>(x, heads, head_size, c, s);
+    default: return RopeRowOf<DType::kF16>(x, heads, head_size, c, s);
   }
 }
 

@@ -182,6 +182,43 @@ void Cast(const Tensor& out, const Tensor& x, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) StoreFloat(out.data(), out.dtype(), i, LoadFloat(x.data(), x.dtype(), i));
 }
 
+namespace {
+
+// Rotates the heads of one token row x[0 .. heads*D) with cos c[0..D/2) and sin s[0..D/2).
+template <typename T, typename Load, typename Store>
+void RotateRow(T* x, int64_t heads, int64_t D, const float* c, const float* s, Load load, Store store) {
+  const int64_t half = D / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    T* p = x + h * D;
+    for (int64_t i = 0; i < half; ++i) {
+      const float x1 = load(p[i]), x2 = load(p[half + i]);
+      p[i] = store(x1 * c[i] - x2 * s[i]);
+      p[half + i] = store(x2 * c[i] + x1 * s[i]);
+    }
+  }
+}
+
+}  // namespace
+
+void RotaryEmbeddingRow(const Tensor& x, int64_t t, int64_t head_size, const float* c, const float* s) {
+  const int64_t D = head_size, width = x.dim(1), heads = width / D;
+  switch (x.dtype()) {
+    case DType::kF32:
+      RotateRow(x.data_as<float>() + t * width, heads, D, c, s, [](float v) { return v; },
+                [](float v) { return v; });
+      break;
+    case DType::kBF16:
+      RotateRow(x.data_as<uint16_t>() + t * width, heads, D, c, s, [](uint16_t v) { return Bf16ToFloat(v); },
+                [](float v) { return FloatToBf16(v); });
+      break;
+    case DType::kF16:
+      RotateRow(x.data_as<uint16_t>() + t * width, heads, D, c, s, [](uint16_t v) { return F16ToFloat(v); },
+                [](float v) { return FloatToF16(v); });
+      break;
+    default: throw Error(StrCat("internal: RotaryEmbedding of ", DTypeName(x.dtype())));
+  }
+}
+
 }  // namespace vt::cpu::ref
 
 namespace vt::cpu::ref {

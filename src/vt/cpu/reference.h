@@ -33,6 +33,10 @@ void SiluMul(const Tensor& out, const Tensor& x, int64_t row0, int64_t row1);
 void SigmoidGatedAdd(const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor* base, int64_t row0,
                      int64_t row1);
 void Cast(const Tensor& out, const Tensor& x, int64_t begin, int64_t end);
+// Row t of RotaryEmbedding's query or key x (vt/ops/rope.h), with the cos c[0, D/2) and sin
+// s[0, D/2) of the row's position: each pair of a head's halves rotated in f32 (two products,
+// then their difference or sum) and rounded once to x's dtype.
+void RotaryEmbeddingRow(const Tensor& x, int64_t t, int64_t head_size, const float* c, const float* s);
 // Tokens [t0, t1) of the MoE ops (vt/ops/moe.h), each token's experts computed densely in
 // the order of its slots. The routing is the CPU kernel itself (one scalar definition for
 // every ISA level); the experts' references are the plain loops the kernels are tested
