@@ -59,6 +59,16 @@ float AbsMax(const vt::Queue& host, const vt::Tensor& t, bool* finite) {
   return amax;
 }
 
+bool EndsWith(const std::string& s, std::string_view tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The projection kind of a routed expert's projection in its block: "model.layers.1.mlp.experts.3.up_proj"
+// -> "model.layers.1.mlp. gate_up" (gate and up share their input), "... down".
+std::string ExpertKind(const std::string& prefix) {
+  return prefix.substr(0, prefix.rfind("experts.")) + (EndsWith(prefix, "down_proj") ? " down" : " gate_up");
+}
+
 bool IsOutputHead(const std::string& prefix) { return prefix == "lm_head" || prefix == "model.embed_tokens"; }
 
 // Keeps the running max |x| of each decoder linear's input, by shard.
@@ -77,7 +87,24 @@ class AmaxObserver final : public LinearInputObserver {
       if (!finite) nonfinite_.insert(p);
     }
   }
+  // Every routed expert's projections, with the tokens each saw: an expert the calibration
+  // did not reach keeps amax 0 and 0 tokens.
+  void ObserveExperts(const std::string& prefix, std::span<const int64_t> tokens, std::span<const float> gate_up,
+                      std::span<const float> down) override {
+    for (size_t e = 0; e < tokens.size(); ++e) {
+      const std::string base = prefix + "experts." + std::to_string(e) + ".";
+      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+        const std::string p = base + proj;
+        const float m = proj[0] == 'd' ? down[e] : gate_up[e];
+        float& a = amax_[p];
+        if (std::isnan(m)) nonfinite_.insert(p);
+        else a = std::max(a, m);
+        expert_tokens_[p] += tokens[e];
+      }
+    }
+  }
   std::map<std::string, float> amax_;
+  std::map<std::string, int64_t> expert_tokens_;
   std::set<std::string> nonfinite_;
 
  private:
@@ -144,7 +171,8 @@ float CacheAmax(const vt::Tensor& cache, const KvCache& kv, const SequenceKv& se
 std::map<std::string, float> CalibrateInputAmax(const std::string& model_dir,
                                                 const std::vector<std::vector<int32_t>>& windows, int cpu_threads,
                                                 bool progress,
-                                                std::map<std::string, std::pair<float, float>>* kv_amax) {
+                                                std::map<std::string, std::pair<float, float>>* kv_amax,
+                                                std::map<std::string, int64_t>* expert_tokens) {
   int64_t total = 0;
   for (const auto& w : windows) total += static_cast<int64_t>(w.size());
   VT_CHECK(total > 0, "vtllm quantize: no calibration tokens");
@@ -191,6 +219,7 @@ std::map<std::string, float> CalibrateInputAmax(const std::string& model_dir,
     throw vt::Error(vt::StrCat("vtllm quantize: the calibration input of ", *obs.nonfinite_.begin(),
                                " holds NaN or Inf (the BF16 model overflows on the calibration text)"));
   VT_CHECK(!obs.amax_.empty(), "vtllm quantize: ", model_dir, " has no decoder linears to quantize");
+  if (expert_tokens != nullptr) *expert_tokens = obs.expert_tokens_;
   return obs.amax_;
 }
 
@@ -205,12 +234,12 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
   if (src_quant.method != QuantMethod::kNone)
     ThrowLoadError(model_dir, " is already quantized (", src_quant.format,
                    "); vtllm quantize takes a BF16 checkpoint");
-  if (cfg.num_experts > 0)
-    ThrowLoadError(model_dir, " is a mixture-of-experts model (", cfg.architecture,
-                   "); vtllm quantize does not calibrate MoE experts yet");
   const Checkpoint ckpt = Checkpoint::Open(model_dir);
   for (const std::string& n : ckpt.names()) {
     const vt::DType dt = ckpt.Info(n).dtype;
+    if (cfg.num_experts > 0 && (EndsWith(n, "experts.gate_up_proj") || EndsWith(n, "experts.down_proj")))
+      ThrowLoadError(ckpt.FileOf(n), ": tensor '", n, "' holds a layer's experts fused (the transformers 5 layout); "
+                     "vtllm quantize writes FP8 experts one tensor per expert and does not split fused ones yet");
     if (n.size() > 12 && n.compare(n.size() - 12, 12, "_proj.weight") == 0 && dt != vt::DType::kBF16)
       ThrowLoadError(ckpt.FileOf(n), ": tensor '", n, "' is ", vt::DTypeName(dt),
                      "; vtllm quantize takes a BF16 checkpoint");
@@ -218,8 +247,21 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
 
   QuantizeReport report;
   for (const auto& w : options.calibration) report.calibration_tokens += static_cast<int64_t>(w.size());
+  std::map<std::string, int64_t> expert_tokens;
   report.input_amax = CalibrateInputAmax(model_dir, options.calibration, options.cpu_threads, options.progress,
-                                         options.kv_cache_fp8 ? &report.kv_amax : nullptr);
+                                         options.kv_cache_fp8 ? &report.kv_amax : nullptr, &expert_tokens);
+  // An expert no calibration token reached has no amax of its own: it takes the largest of
+  // its block's calibrated experts of the same projection kind (gate/up or down), the scale
+  // the static loaders (vtllm's and vLLM's) give every expert of the block anyway.
+  std::map<std::string, float> kind_amax;
+  for (const auto& [prefix, tokens] : expert_tokens) {
+    if (tokens > 0) {
+      float& m = kind_amax[ExpertKind(prefix)];
+      m = std::max(m, report.input_amax.at(prefix));
+    } else {
+      report.uncalibrated_experts.push_back(prefix);
+    }
+  }
 
   // Weight scales, checked before anything is written.
   const vt::Queue host = vt::Queue::Cpu(options.cpu_threads);
@@ -233,7 +275,9 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
     if (!finite)
       ThrowLoadError(ckpt.FileOf(name), ": tensor '", name, "' holds NaN or Inf; it cannot be quantized");
     report.weight_scale[prefix] = ScaleOf(wmax);
-    report.input_scale[prefix] = ScaleOf(amax);
+    const auto seen = expert_tokens.find(prefix);
+    const bool uncalibrated = seen != expert_tokens.end() && seen->second == 0;
+    report.input_scale[prefix] = ScaleOf(uncalibrated ? kind_amax[ExpertKind(prefix)] : amax);
   }
 
   // model.safetensors: every tensor as stored, but the quantized linears' weights (FP8) and
@@ -280,7 +324,12 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
   const json kv_algo = kv ? json("FP8") : json(nullptr);
 
   json config = ReadJsonFile(JoinPath(model_dir, "config.json"));
-  const json exclude = json::array({"lm_head"});
+  // Kept in BF16 and listed as such: lm_head, and in MoE models the routers and the shared
+  // experts' gates (not linears of the quantized kind; vLLM keeps them unquantized).
+  json exclude = json::array({"lm_head"});
+  if (cfg.num_experts > 0) exclude.push_back(ct ? "re:.*mlp\\.gate$" : "*.mlp.gate");
+  if (cfg.num_experts > 0 && cfg.shared_expert_intermediate_size > 0)
+    exclude.push_back(ct ? "re:.*mlp\\.shared_expert_gate$" : "*.mlp.shared_expert_gate");
   if (ct) {
     json group = {{"targets", {"Linear"}}, {"weights", ScaleArgs()}, {"input_activations", ScaleArgs()},
                   {"output_activations", nullptr}, {"format", "float-quantized"}};
