@@ -69,6 +69,54 @@ std::string ExpertKind(const std::string& prefix) {
   return prefix.substr(0, prefix.rfind("experts.")) + (EndsWith(prefix, "down_proj") ? " down" : " gate_up");
 }
 
+// A routed expert's projection inside a fused expert tensor (transformers 5): rows
+// [row0, row1) of `tensor` viewed as [rows, cols] (`experts.gate_up_proj` [E, 2I, H] as
+// [E * 2I, H]: expert e's gate rows, then its up rows; `experts.down_proj` [E, H, I] as
+// [E * H, I]).
+struct FusedSlice {
+  std::string tensor;
+  int64_t rows = 0, cols = 0, row0 = 0, row1 = 0;
+};
+
+// The projections in fused expert tensors by prefix ("model.layers.1.mlp.experts.3.up_proj"),
+// and each fused tensor's projection prefixes in expert order.
+struct FusedExperts {
+  std::map<std::string, FusedSlice> slices;
+  std::map<std::string, std::vector<std::string>> members;
+};
+
+// The checkpoint's fused expert tensors, after checking their dtype (BF16) and shape
+// against the config.
+FusedExperts FindFusedExperts(const Checkpoint& ckpt, const ModelConfig& cfg) {
+  FusedExperts out;
+  const int64_t E = cfg.num_experts, H = cfg.hidden_size, I = cfg.moe_intermediate_size;
+  for (const std::string& n : ckpt.names()) {
+    const bool gu = EndsWith(n, "experts.gate_up_proj"), dn = EndsWith(n, "experts.down_proj");
+    if (cfg.num_experts == 0 || !(gu || dn)) continue;
+    const TensorInfo& info = ckpt.Info(n);
+    const vt::Shape want = gu ? vt::Shape{E, 2 * I, H} : vt::Shape{E, H, I};
+    if (info.dtype != vt::DType::kBF16 || info.shape != want)
+      ThrowLoadError(ckpt.FileOf(n), ": tensor '", n, "' is ", vt::DTypeName(info.dtype), " ",
+                     vt::ShapeToString(info.shape), "; vtllm quantize takes fused experts as BF16 ",
+                     vt::ShapeToString(want), " (num_experts, ", gu ? "2 * moe_intermediate_size, hidden_size" :
+                     "hidden_size, moe_intermediate_size", ")");
+    const std::string base = n.substr(0, n.size() - (gu ? 12 : 9));  // "...mlp.experts."
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string p = base + std::to_string(e) + ".";
+      std::vector<std::string>& members = out.members[n];
+      if (gu) {
+        out.slices[p + "gate_proj"] = {n, E * 2 * I, H, e * 2 * I, e * 2 * I + I};
+        out.slices[p + "up_proj"] = {n, E * 2 * I, H, e * 2 * I + I, (e + 1) * 2 * I};
+        members.insert(members.end(), {p + "gate_proj", p + "up_proj"});
+      } else {
+        out.slices[p + "down_proj"] = {n, E * H, I, e * H, (e + 1) * H};
+        members.push_back(p + "down_proj");
+      }
+    }
+  }
+  return out;
+}
+
 bool IsOutputHead(const std::string& prefix) { return prefix == "lm_head" || prefix == "model.embed_tokens"; }
 
 // Keeps the running max |x| of each decoder linear's input, by shard.
@@ -235,11 +283,10 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
     ThrowLoadError(model_dir, " is already quantized (", src_quant.format,
                    "); vtllm quantize takes a BF16 checkpoint");
   const Checkpoint ckpt = Checkpoint::Open(model_dir);
+  // Fused experts are written one tensor per expert (the names the static loaders read).
+  const FusedExperts fused = FindFusedExperts(ckpt, cfg);
   for (const std::string& n : ckpt.names()) {
     const vt::DType dt = ckpt.Info(n).dtype;
-    if (cfg.num_experts > 0 && (EndsWith(n, "experts.gate_up_proj") || EndsWith(n, "experts.down_proj")))
-      ThrowLoadError(ckpt.FileOf(n), ": tensor '", n, "' holds a layer's experts fused (the transformers 5 layout); "
-                     "vtllm quantize writes FP8 experts one tensor per expert and does not split fused ones yet");
     if (n.size() > 12 && n.compare(n.size() - 12, 12, "_proj.weight") == 0 && dt != vt::DType::kBF16)
       ThrowLoadError(ckpt.FileOf(n), ": tensor '", n, "' is ", vt::DTypeName(dt),
                      "; vtllm quantize takes a BF16 checkpoint");
@@ -265,15 +312,24 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
 
   // Weight scales, checked before anything is written.
   const vt::Queue host = vt::Queue::Cpu(options.cpu_threads);
+  // A projection's BF16 weight [N, K], and "FILE: tensor 'NAME'" for messages.
+  auto weight_of = [&](const std::string& prefix, std::string* where) {
+    const auto f = fused.slices.find(prefix);
+    const std::string name = f == fused.slices.end() ? prefix + ".weight" : f->second.tensor;
+    *where = vt::StrCat(ckpt.FileOf(name), ": tensor '", name, "'");
+    if (f == fused.slices.end()) return ckpt.Get(name);
+    const FusedSlice& fs = f->second;
+    *where += vt::StrCat(" (rows ", fs.row0, " to ", fs.row1, " of it as [", fs.rows, ", ", fs.cols, "], ", prefix, ")");
+    return ckpt.Get(name).View({fs.rows, fs.cols}).Slice(0, fs.row0, fs.row1);
+  };
   for (const auto& [prefix, amax] : report.input_amax) {
-    const std::string name = prefix + ".weight";
-    const vt::Tensor w = ckpt.Get(name);
-    VT_CHECK(w.dtype() == vt::DType::kBF16 && w.ndim() == 2, "vtllm quantize: ", ckpt.FileOf(name), ": tensor '",
-             name, "' is ", w.Describe(), "; a linear weight must be 2-D BF16");
+    std::string where;
+    const vt::Tensor w = weight_of(prefix, &where);
+    VT_CHECK(w.dtype() == vt::DType::kBF16 && w.ndim() == 2, "vtllm quantize: ", where, " is ", w.Describe(),
+             "; a linear weight must be 2-D BF16");
     bool finite = true;
     const float wmax = AbsMax(host, w, &finite);
-    if (!finite)
-      ThrowLoadError(ckpt.FileOf(name), ": tensor '", name, "' holds NaN or Inf; it cannot be quantized");
+    if (!finite) ThrowLoadError(where, " holds NaN or Inf; it cannot be quantized");
     report.weight_scale[prefix] = ScaleOf(wmax);
     const auto seen = expert_tokens.find(prefix);
     const bool uncalibrated = seen != expert_tokens.end() && seen->second == 0;
@@ -288,28 +344,37 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
   if (options.progress) bar = std::make_unique<LoadProgress>(ckpt.total_bytes(), "Writing FP8 weights");
   SafetensorsWriter writer;
   writer.SetMetadata("format", "pt");
-  for (const std::string& n : ckpt.names()) {
-    const TensorInfo& info = ckpt.Info(n);
-    const std::string prefix = n.size() > 7 ? n.substr(0, n.size() - 7) : "";
-    const bool quantize = n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0 &&
-                          report.weight_scale.count(prefix) > 0;
-    const vt::Tensor src = ckpt.Get(n);
+  auto add_quantized = [&](const std::string& prefix, const vt::Tensor& src) {
+    const float ws = report.weight_scale.at(prefix), is = report.input_scale.at(prefix);
     LoadProgress* b = bar.get();
-    if (!quantize) {
-      writer.AddGenerated(n, info.dtype, info.shape, [src, b](void* dst, size_t nbytes) {
-        if (nbytes) std::memcpy(dst, src.data(), nbytes);
-        if (b) b->Advance(nbytes);
-      });
-      continue;
-    }
-    const float ws = report.weight_scale[prefix], is = report.input_scale[prefix];
-    writer.AddGenerated(n, vt::DType::kF8E4M3, info.shape, [src, ws, b, &host](void* dst, size_t nbytes) {
+    writer.AddGenerated(prefix + ".weight", vt::DType::kF8E4M3, src.shape(), [src, ws, b, &host](void* dst, size_t nbytes) {
       const vt::Tensor out = vt::Tensor::Borrow(dst, src.shape(), vt::DType::kF8E4M3, vt::Device::Cpu(), nullptr);
       vt::QuantFp8Static(host, out, src, ws);
       if (b) b->Advance(nbytes * 2);
     });
     writer.Add(prefix + ".weight_scale", vt::DType::kF32, scale_shape, &ws);
     writer.Add(prefix + ".input_scale", vt::DType::kF32, scale_shape, &is);
+  };
+  for (const std::string& n : ckpt.names()) {
+    const TensorInfo& info = ckpt.Info(n);
+    const std::string prefix = n.size() > 7 ? n.substr(0, n.size() - 7) : "";
+    const bool quantize = n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0 &&
+                          report.weight_scale.count(prefix) > 0;
+    const vt::Tensor src = ckpt.Get(n);
+    if (const auto f = fused.members.find(n); f != fused.members.end()) {  // one tensor per expert
+      std::string where;
+      for (const std::string& p : f->second) add_quantized(p, weight_of(p, &where));
+      continue;
+    }
+    if (quantize) {
+      add_quantized(prefix, src);
+      continue;
+    }
+    LoadProgress* b = bar.get();
+    writer.AddGenerated(n, info.dtype, info.shape, [src, b](void* dst, size_t nbytes) {
+      if (nbytes) std::memcpy(dst, src.data(), nbytes);
+      if (b) b->Advance(nbytes);
+    });
   }
   // KV-cache scales, in the format's spelling (both are read by vtllm and vLLM).
   for (const auto& [prefix, amax] : report.kv_amax) {

@@ -24,16 +24,16 @@
 //      compressed-tensors does (`self_attn.k_scale`, `v_scale`, a kv_cache_scheme).
 // A scale whose amax is 0 (an all-zero weight or an input never non-zero) is written as 1.
 //
-// Mixture-of-experts models (experts stored one tensor per expert and projection): every
-// routed expert's gate/up/down projections are quantized like linears, per tensor, each with
+// Mixture-of-experts models: every routed expert's gate/up/down projections are written one
+// tensor per expert (`...mlp.experts.E.gate_proj.weight`, also where the source stores them
+// fused as `experts.gate_up_proj` / `experts.down_proj`) and quantized like linears, each with
 // its input_scale = amax / 448 of the inputs of the calibration tokens routed to it (gate and
 // up: the block's input rows; down: Silu(g) · u of those rows). An expert no calibration token
 // reached takes the largest input scale of its block's calibrated experts of the same kind
 // (gate/up, or down), which is the scale the static loaders (vtllm, vLLM) use for every expert
 // of the block anyway; the report lists them. The routers (`mlp.gate`) and the shared
 // experts' gates stay BF16 and are listed as excluded (`*.mlp.gate`, `re:.*mlp\.gate$`, and
-// likewise `shared_expert_gate`); the shared experts' projections are linears. Experts stored
-// fused (`experts.gate_up_proj`, transformers 5) are refused for now.
+// likewise `shared_expert_gate`); the shared experts' projections are linears.
 #pragma once
 
 #include <cstdint>
@@ -77,7 +77,7 @@ std::map<std::string, float> CalibrateInputAmax(const std::string& model_dir,
 
 // Quantizes the BF16 checkpoint `model_dir` into `out_dir` (created; it must not exist or be
 // empty). Throws vt::Error (LoadError for checkpoint defects) naming the file, tensor or flag:
-// a quantized or non-BF16 checkpoint, MoE experts stored fused, an unknown format, no
+// a quantized or non-BF16 checkpoint, an unknown format, no
 // calibration tokens, an existing non-empty out_dir. On failure nothing is left in out_dir.
 QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::string& out_dir,
                                   const QuantizeOptions& options);

@@ -4,11 +4,14 @@
 // the BF16 weights and the written scales; every expert's scales are checked against values
 // the test computes itself (weights: amax / 448 and each byte from the e4m3 grid; inputs: the
 // amax a float64 BF16 forward of the calibration routes to each expert, / 448); an expert no
-// calibration token reached gets its layer's largest scale of its kind; bad inputs are errors.
+// calibration token reached gets its layer's largest scale of its kind; experts stored fused
+// are written per expert; bad inputs are errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -251,12 +254,60 @@ TEST(QuantizeMoe, SharedExpertProjectionsAreQuantizedAndItsGateExcluded) {
   EXPECT_LE(e.max_abs, 0.25 * e.ref_max_abs);
 }
 
+// Experts stored fused (transformers 5: experts.gate_up_proj [E, 2I, H], experts.down_proj
+// [E, H, I]) are written one tensor per expert: the same checkpoint, byte for byte, as from
+// the same experts stored per expert.
+TEST(QuantizeMoe, FusedExpertsAreWrittenOneTensorPerExpert) {
+  testing::TempDir tmp;
+  const std::string fused = tmp.Sub("fused");
+  for (const char* f : {"config.json", "generation_config.json"})
+    std::filesystem::copy_file(kMoe + "/" + f, fused + "/" + f);
+  const Checkpoint src = Checkpoint::Open(kMoe);
+  const ModelConfig cfg = ModelConfig::FromDir(kMoe);
+  const int64_t E = cfg.num_experts, H = cfg.hidden_size, I = cfg.moe_intermediate_size;
+  SafetensorsWriter w;
+  std::vector<std::vector<uint16_t>> keep;
+  for (const std::string& n : src.names())
+    if (n.find(".experts.") == std::string::npos) w.Add(n, src.Get(n));
+  for (int64_t l : {1, 3}) {
+    std::vector<uint16_t> gu, dn;
+    for (int64_t e = 0; e < E; ++e)
+      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+        const vt::Tensor t = src.Get(Expert(l, e, proj) + ".weight");
+        std::vector<uint16_t>& dst = proj[0] == 'd' ? dn : gu;
+        dst.insert(dst.end(), t.data_as<uint16_t>(), t.data_as<uint16_t>() + t.numel());
+      }
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
+    keep.push_back(std::move(gu));
+    w.Add(p + "gate_up_proj", vt::DType::kBF16, {E, 2 * I, H}, keep.back().data());
+    keep.push_back(std::move(dn));
+    w.Add(p + "down_proj", vt::DType::kBF16, {E, H, I}, keep.back().data());
+  }
+  w.Write(fused + "/model.safetensors");
+  QuantizeCheckpoint(kMoe, tmp / "a", Options("modelopt"));
+  QuantizeCheckpoint(fused, tmp / "b", Options("modelopt"));
+  const Checkpoint a = Checkpoint::Open(tmp / "a"), b = Checkpoint::Open(tmp / "b");
+  std::vector<std::string> na = a.names(), nb = b.names();
+  std::sort(na.begin(), na.end());
+  std::sort(nb.begin(), nb.end());
+  ASSERT_EQ(na, nb);
+  EXPECT_TRUE(b.Has(Expert(3, 7, "down_proj") + ".weight"));
+  EXPECT_FALSE(b.Has("model.layers.1.mlp.experts.gate_up_proj"));
+  for (const std::string& n : na) {
+    const vt::Tensor ta = a.Get(n), tb = b.Get(n);
+    ASSERT_EQ(ta.dtype(), tb.dtype()) << n;
+    ASSERT_EQ(ta.shape(), tb.shape()) << n;
+    EXPECT_EQ(std::memcmp(ta.data(), tb.data(), ta.nbytes()), 0) << n;
+  }
+}
+
 template <typename Fn>
 void ExpectError(Fn&& fn, const std::vector<std::string>& needles) {
   try {
     fn();
     ADD_FAILURE() << "no error";
   } catch (const vt::Error& e) {
+    if (std::getenv("VTLLM_SHOW_ERRORS")) std::fprintf(stderr, "  error: %s\n", e.what());
     for (const std::string& n : needles)
       EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "message lacks '" << n << "': " << e.what();
   }
@@ -312,17 +363,16 @@ TEST(QuantizeMoe, MalformedExpertsAreClearErrorsNamingTheTensor) {
   });
   ExpectError([&] { QuantizeCheckpoint(gone, tmp / "o3", Options("compressed-tensors")); }, {gone_name});
 
-  // Experts stored fused (transformers 5): not split yet, and said so.
+  // A fused expert tensor of the wrong shape (H = 32 instead of 64): refused before anything runs.
   const std::string fused = EditedCopy(tmp, "fused", [&](const std::string& n, const vt::Tensor& t,
                                                          SafetensorsWriter& w, Keep& keep) {
-    if (n.find(".experts.") == std::string::npos) return w.Add(n, t);
+    if (n.find("layers.1.mlp.experts.") == std::string::npos) return w.Add(n, t);
     if (n != Expert(1, 0, "gate_proj") + ".weight") return;
-    // One fused pair for layer 1 is enough to be refused before anything is read.
-    keep.emplace_back(static_cast<size_t>(8 * 2 * 48 * 64 * 2), '\0');
-    w.Add("model.layers.1.mlp.experts.gate_up_proj", vt::DType::kBF16, {8, 96, 64}, keep.back().data());
+    keep.emplace_back(static_cast<size_t>(8 * 96 * 32 * 2), '\0');
+    w.Add("model.layers.1.mlp.experts.gate_up_proj", vt::DType::kBF16, {8, 96, 32}, keep.back().data());
   });
   ExpectError([&] { QuantizeCheckpoint(fused, tmp / "o4", Options("modelopt")); },
-              {"model.layers.1.mlp.experts.gate_up_proj", "fused"});
+              {"model.layers.1.mlp.experts.gate_up_proj", "[8, 96, 32]", "[8, 96, 64]"});
   for (const char* d : {"o1", "o2", "o3", "o4"}) EXPECT_FALSE(std::filesystem::exists(tmp / d)) << d;
 }
 
