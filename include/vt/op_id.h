@@ -36,6 +36,7 @@ namespace vt {
   X(kMoeTopKRouting, "MoeTopKRouting")         \
   X(kMoeExperts, "MoeExperts")                 \
   X(kMoeExpertsFp8, "MoeExpertsFp8")         \
+  X(kMoeExpertsFp8PerToken, "MoeExpertsFp8PerToken") \
   X(kCausalConv1d, "CausalConv1d")           \
   X(kGatedDeltaRule, "GatedDeltaRule")
 

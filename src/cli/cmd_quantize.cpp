@@ -77,6 +77,10 @@ void AddQuantizeCommand(CLI::App& app) {
                 kv_fp8 ? vt::StrCat(", KV-cache scales of ", r.kv_amax.size(), " layers").c_str() : "",
                 static_cast<long long>(r.calibration_tokens), o.calibration.size(),
                 static_cast<double>(r.bytes_written) / 1e6);
+    if (!r.uncalibrated_experts.empty())
+      std::printf("%zu expert projections saw no calibration token (first: %s); each took the largest input scale "
+                  "of its layer's experts of the same kind\n",
+                  r.uncalibrated_experts.size(), r.uncalibrated_experts.front().c_str());
   });
 }
 

@@ -38,9 +38,6 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   ModelConfig config = ModelConfig::FromDir(dir);
   QuantConfig quant = ResolveQuantization(QuantConfig::FromDir(dir), options.quantization, dir);
   const Architecture& arch = FindArchitecture(config.architecture);
-  if (quant.method == QuantMethod::kFp8Online && config.num_experts > 0)
-    throw vt::Error(vt::StrCat("--quantization fp8: ", dir, " is a mixture-of-experts model (", config.architecture,
-                               "); online FP8 of MoE experts is not supported yet"));
   const vt::DType dtype = options.dtype.value_or(config.dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16);
   VT_CHECK(dtype == vt::DType::kBF16 || dtype == vt::DType::kF32, "Model::Load: dtype ", vt::DTypeName(dtype),
            " is not supported (use bfloat16 or float32)");

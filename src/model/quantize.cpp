@@ -59,6 +59,64 @@ float AbsMax(const vt::Queue& host, const vt::Tensor& t, bool* finite) {
   return amax;
 }
 
+bool EndsWith(const std::string& s, std::string_view tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The projection kind of a routed expert's projection in its block: "model.layers.1.mlp.experts.3.up_proj"
+// -> "model.layers.1.mlp. gate_up" (gate and up share their input), "... down".
+std::string ExpertKind(const std::string& prefix) {
+  return prefix.substr(0, prefix.rfind("experts.")) + (EndsWith(prefix, "down_proj") ? " down" : " gate_up");
+}
+
+// A routed expert's projection inside a fused expert tensor (transformers 5): rows
+// [row0, row1) of `tensor` viewed as [rows, cols] (`experts.gate_up_proj` [E, 2I, H] as
+// [E * 2I, H]: expert e's gate rows, then its up rows; `experts.down_proj` [E, H, I] as
+// [E * H, I]).
+struct FusedSlice {
+  std::string tensor;
+  int64_t rows = 0, cols = 0, row0 = 0, row1 = 0;
+};
+
+// The projections in fused expert tensors by prefix ("model.layers.1.mlp.experts.3.up_proj"),
+// and each fused tensor's projection prefixes in expert order.
+struct FusedExperts {
+  std::map<std::string, FusedSlice> slices;
+  std::map<std::string, std::vector<std::string>> members;
+};
+
+// The checkpoint's fused expert tensors, after checking their dtype (BF16) and shape
+// against the config.
+FusedExperts FindFusedExperts(const Checkpoint& ckpt, const ModelConfig& cfg) {
+  FusedExperts out;
+  const int64_t E = cfg.num_experts, H = cfg.hidden_size, I = cfg.moe_intermediate_size;
+  for (const std::string& n : ckpt.names()) {
+    const bool gu = EndsWith(n, "experts.gate_up_proj"), dn = EndsWith(n, "experts.down_proj");
+    if (cfg.num_experts == 0 || !(gu || dn)) continue;
+    const TensorInfo& info = ckpt.Info(n);
+    const vt::Shape want = gu ? vt::Shape{E, 2 * I, H} : vt::Shape{E, H, I};
+    if (info.dtype != vt::DType::kBF16 || info.shape != want)
+      ThrowLoadError(ckpt.FileOf(n), ": tensor '", n, "' is ", vt::DTypeName(info.dtype), " ",
+                     vt::ShapeToString(info.shape), "; vtllm quantize takes fused experts as BF16 ",
+                     vt::ShapeToString(want), " (num_experts, ", gu ? "2 * moe_intermediate_size, hidden_size" :
+                     "hidden_size, moe_intermediate_size", ")");
+    const std::string base = n.substr(0, n.size() - (gu ? 12 : 9));  // "...mlp.experts."
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string p = base + std::to_string(e) + ".";
+      std::vector<std::string>& members = out.members[n];
+      if (gu) {
+        out.slices[p + "gate_proj"] = {n, E * 2 * I, H, e * 2 * I, e * 2 * I + I};
+        out.slices[p + "up_proj"] = {n, E * 2 * I, H, e * 2 * I + I, (e + 1) * 2 * I};
+        members.insert(members.end(), {p + "gate_proj", p + "up_proj"});
+      } else {
+        out.slices[p + "down_proj"] = {n, E * H, I, e * H, (e + 1) * H};
+        members.push_back(p + "down_proj");
+      }
+    }
+  }
+  return out;
+}
+
 bool IsOutputHead(const std::string& prefix) { return prefix == "lm_head" || prefix == "model.embed_tokens"; }
 
 // Keeps the running max |x| of each decoder linear's input, by shard.
@@ -77,7 +135,24 @@ class AmaxObserver final : public LinearInputObserver {
       if (!finite) nonfinite_.insert(p);
     }
   }
+  // Every routed expert's projections, with the tokens each saw: an expert the calibration
+  // did not reach keeps amax 0 and 0 tokens.
+  void ObserveExperts(const std::string& prefix, std::span<const int64_t> tokens, std::span<const float> gate_up,
+                      std::span<const float> down) override {
+    for (size_t e = 0; e < tokens.size(); ++e) {
+      const std::string base = prefix + "experts." + std::to_string(e) + ".";
+      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+        const std::string p = base + proj;
+        const float m = proj[0] == 'd' ? down[e] : gate_up[e];
+        float& a = amax_[p];
+        if (std::isnan(m)) nonfinite_.insert(p);
+        else a = std::max(a, m);
+        expert_tokens_[p] += tokens[e];
+      }
+    }
+  }
   std::map<std::string, float> amax_;
+  std::map<std::string, int64_t> expert_tokens_;
   std::set<std::string> nonfinite_;
 
  private:
@@ -144,7 +219,8 @@ float CacheAmax(const vt::Tensor& cache, const KvCache& kv, const SequenceKv& se
 std::map<std::string, float> CalibrateInputAmax(const std::string& model_dir,
                                                 const std::vector<std::vector<int32_t>>& windows, int cpu_threads,
                                                 bool progress,
-                                                std::map<std::string, std::pair<float, float>>* kv_amax) {
+                                                std::map<std::string, std::pair<float, float>>* kv_amax,
+                                                std::map<std::string, int64_t>* expert_tokens) {
   int64_t total = 0;
   for (const auto& w : windows) total += static_cast<int64_t>(w.size());
   VT_CHECK(total > 0, "vtllm quantize: no calibration tokens");
@@ -191,6 +267,7 @@ std::map<std::string, float> CalibrateInputAmax(const std::string& model_dir,
     throw vt::Error(vt::StrCat("vtllm quantize: the calibration input of ", *obs.nonfinite_.begin(),
                                " holds NaN or Inf (the BF16 model overflows on the calibration text)"));
   VT_CHECK(!obs.amax_.empty(), "vtllm quantize: ", model_dir, " has no decoder linears to quantize");
+  if (expert_tokens != nullptr) *expert_tokens = obs.expert_tokens_;
   return obs.amax_;
 }
 
@@ -205,10 +282,9 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
   if (src_quant.method != QuantMethod::kNone)
     ThrowLoadError(model_dir, " is already quantized (", src_quant.format,
                    "); vtllm quantize takes a BF16 checkpoint");
-  if (cfg.num_experts > 0)
-    ThrowLoadError(model_dir, " is a mixture-of-experts model (", cfg.architecture,
-                   "); vtllm quantize does not calibrate MoE experts yet");
   const Checkpoint ckpt = Checkpoint::Open(model_dir);
+  // Fused experts are written one tensor per expert (the names the static loaders read).
+  const FusedExperts fused = FindFusedExperts(ckpt, cfg);
   for (const std::string& n : ckpt.names()) {
     const vt::DType dt = ckpt.Info(n).dtype;
     if (n.size() > 12 && n.compare(n.size() - 12, 12, "_proj.weight") == 0 && dt != vt::DType::kBF16)
@@ -218,22 +294,46 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
 
   QuantizeReport report;
   for (const auto& w : options.calibration) report.calibration_tokens += static_cast<int64_t>(w.size());
+  std::map<std::string, int64_t> expert_tokens;
   report.input_amax = CalibrateInputAmax(model_dir, options.calibration, options.cpu_threads, options.progress,
-                                         options.kv_cache_fp8 ? &report.kv_amax : nullptr);
+                                         options.kv_cache_fp8 ? &report.kv_amax : nullptr, &expert_tokens);
+  // An expert no calibration token reached has no amax of its own: it takes the largest of
+  // its block's calibrated experts of the same projection kind (gate/up or down), the scale
+  // the static loaders (vtllm's and vLLM's) give every expert of the block anyway.
+  std::map<std::string, float> kind_amax;
+  for (const auto& [prefix, tokens] : expert_tokens) {
+    if (tokens > 0) {
+      float& m = kind_amax[ExpertKind(prefix)];
+      m = std::max(m, report.input_amax.at(prefix));
+    } else {
+      report.uncalibrated_experts.push_back(prefix);
+    }
+  }
 
   // Weight scales, checked before anything is written.
   const vt::Queue host = vt::Queue::Cpu(options.cpu_threads);
+  // A projection's BF16 weight [N, K], and "FILE: tensor 'NAME'" for messages.
+  auto weight_of = [&](const std::string& prefix, std::string* where) {
+    const auto f = fused.slices.find(prefix);
+    const std::string name = f == fused.slices.end() ? prefix + ".weight" : f->second.tensor;
+    *where = vt::StrCat(ckpt.FileOf(name), ": tensor '", name, "'");
+    if (f == fused.slices.end()) return ckpt.Get(name);
+    const FusedSlice& fs = f->second;
+    *where += vt::StrCat(" (rows ", fs.row0, " to ", fs.row1, " of it as [", fs.rows, ", ", fs.cols, "], ", prefix, ")");
+    return ckpt.Get(name).View({fs.rows, fs.cols}).Slice(0, fs.row0, fs.row1);
+  };
   for (const auto& [prefix, amax] : report.input_amax) {
-    const std::string name = prefix + ".weight";
-    const vt::Tensor w = ckpt.Get(name);
-    VT_CHECK(w.dtype() == vt::DType::kBF16 && w.ndim() == 2, "vtllm quantize: ", ckpt.FileOf(name), ": tensor '",
-             name, "' is ", w.Describe(), "; a linear weight must be 2-D BF16");
+    std::string where;
+    const vt::Tensor w = weight_of(prefix, &where);
+    VT_CHECK(w.dtype() == vt::DType::kBF16 && w.ndim() == 2, "vtllm quantize: ", where, " is ", w.Describe(),
+             "; a linear weight must be 2-D BF16");
     bool finite = true;
     const float wmax = AbsMax(host, w, &finite);
-    if (!finite)
-      ThrowLoadError(ckpt.FileOf(name), ": tensor '", name, "' holds NaN or Inf; it cannot be quantized");
+    if (!finite) ThrowLoadError(where, " holds NaN or Inf; it cannot be quantized");
     report.weight_scale[prefix] = ScaleOf(wmax);
-    report.input_scale[prefix] = ScaleOf(amax);
+    const auto seen = expert_tokens.find(prefix);
+    const bool uncalibrated = seen != expert_tokens.end() && seen->second == 0;
+    report.input_scale[prefix] = ScaleOf(uncalibrated ? kind_amax[ExpertKind(prefix)] : amax);
   }
 
   // model.safetensors: every tensor as stored, but the quantized linears' weights (FP8) and
@@ -244,28 +344,37 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
   if (options.progress) bar = std::make_unique<LoadProgress>(ckpt.total_bytes(), "Writing FP8 weights");
   SafetensorsWriter writer;
   writer.SetMetadata("format", "pt");
-  for (const std::string& n : ckpt.names()) {
-    const TensorInfo& info = ckpt.Info(n);
-    const std::string prefix = n.size() > 7 ? n.substr(0, n.size() - 7) : "";
-    const bool quantize = n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0 &&
-                          report.weight_scale.count(prefix) > 0;
-    const vt::Tensor src = ckpt.Get(n);
+  auto add_quantized = [&](const std::string& prefix, const vt::Tensor& src) {
+    const float ws = report.weight_scale.at(prefix), is = report.input_scale.at(prefix);
     LoadProgress* b = bar.get();
-    if (!quantize) {
-      writer.AddGenerated(n, info.dtype, info.shape, [src, b](void* dst, size_t nbytes) {
-        if (nbytes) std::memcpy(dst, src.data(), nbytes);
-        if (b) b->Advance(nbytes);
-      });
-      continue;
-    }
-    const float ws = report.weight_scale[prefix], is = report.input_scale[prefix];
-    writer.AddGenerated(n, vt::DType::kF8E4M3, info.shape, [src, ws, b, &host](void* dst, size_t nbytes) {
+    writer.AddGenerated(prefix + ".weight", vt::DType::kF8E4M3, src.shape(), [src, ws, b, &host](void* dst, size_t nbytes) {
       const vt::Tensor out = vt::Tensor::Borrow(dst, src.shape(), vt::DType::kF8E4M3, vt::Device::Cpu(), nullptr);
       vt::QuantFp8Static(host, out, src, ws);
       if (b) b->Advance(nbytes * 2);
     });
     writer.Add(prefix + ".weight_scale", vt::DType::kF32, scale_shape, &ws);
     writer.Add(prefix + ".input_scale", vt::DType::kF32, scale_shape, &is);
+  };
+  for (const std::string& n : ckpt.names()) {
+    const TensorInfo& info = ckpt.Info(n);
+    const std::string prefix = n.size() > 7 ? n.substr(0, n.size() - 7) : "";
+    const bool quantize = n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0 &&
+                          report.weight_scale.count(prefix) > 0;
+    const vt::Tensor src = ckpt.Get(n);
+    if (const auto f = fused.members.find(n); f != fused.members.end()) {  // one tensor per expert
+      std::string where;
+      for (const std::string& p : f->second) add_quantized(p, weight_of(p, &where));
+      continue;
+    }
+    if (quantize) {
+      add_quantized(prefix, src);
+      continue;
+    }
+    LoadProgress* b = bar.get();
+    writer.AddGenerated(n, info.dtype, info.shape, [src, b](void* dst, size_t nbytes) {
+      if (nbytes) std::memcpy(dst, src.data(), nbytes);
+      if (b) b->Advance(nbytes);
+    });
   }
   // KV-cache scales, in the format's spelling (both are read by vtllm and vLLM).
   for (const auto& [prefix, amax] : report.kv_amax) {
@@ -280,7 +389,12 @@ QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::strin
   const json kv_algo = kv ? json("FP8") : json(nullptr);
 
   json config = ReadJsonFile(JoinPath(model_dir, "config.json"));
-  const json exclude = json::array({"lm_head"});
+  // Kept in BF16 and listed as such: lm_head, and in MoE models the routers and the shared
+  // experts' gates (not linears of the quantized kind; vLLM keeps them unquantized).
+  json exclude = json::array({"lm_head"});
+  if (cfg.num_experts > 0) exclude.push_back(ct ? "re:.*mlp\\.gate$" : "*.mlp.gate");
+  if (cfg.num_experts > 0 && cfg.shared_expert_intermediate_size > 0)
+    exclude.push_back(ct ? "re:.*mlp\\.shared_expert_gate$" : "*.mlp.shared_expert_gate");
   if (ct) {
     json group = {{"targets", {"Linear"}}, {"weights", ScaleArgs()}, {"input_activations", ScaleArgs()},
                   {"output_activations", nullptr}, {"format", "float-quantized"}};

@@ -23,6 +23,17 @@
 //      them (`self_attn.k_proj.k_scale`, `v_proj.v_scale`, kv_cache_quant_algo FP8) or as
 //      compressed-tensors does (`self_attn.k_scale`, `v_scale`, a kv_cache_scheme).
 // A scale whose amax is 0 (an all-zero weight or an input never non-zero) is written as 1.
+//
+// Mixture-of-experts models: every routed expert's gate/up/down projections are written one
+// tensor per expert (`...mlp.experts.E.gate_proj.weight`, also where the source stores them
+// fused as `experts.gate_up_proj` / `experts.down_proj`) and quantized like linears, each with
+// its input_scale = amax / 448 of the inputs of the calibration tokens routed to it (gate and
+// up: the block's input rows; down: Silu(g) · u of those rows). An expert no calibration token
+// reached takes the largest input scale of its block's calibrated experts of the same kind
+// (gate/up, or down), which is the scale the static loaders (vtllm, vLLM) use for every expert
+// of the block anyway; the report lists them. The routers (`mlp.gate`) and the shared
+// experts' gates stay BF16 and are listed as excluded (`*.mlp.gate`, `re:.*mlp\.gate$`, and
+// likewise `shared_expert_gate`); the shared experts' projections are linears.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +57,9 @@ struct QuantizeReport {
   std::map<std::string, float> weight_scale, input_scale;
   // kv_cache_fp8: attention prefix ("model.layers.0.self_attn.") -> max |key|, max |value|.
   std::map<std::string, std::pair<float, float>> kv_amax;
+  // Routed-expert projections no calibration token reached (input_amax 0; their input_scale
+  // is their block's largest of the same kind).
+  std::vector<std::string> uncalibrated_experts;
   int64_t calibration_tokens = 0;
   uint64_t bytes_written = 0;  // model.safetensors
 };
@@ -53,14 +67,17 @@ struct QuantizeReport {
 // The calibration alone: each decoder linear's input amax over `windows` (F32 activations on
 // a CPU), by shard prefix ("model.layers.0.self_attn.q_proj"); lm_head is not included.
 // With kv_amax, also each attention layer's max |key| and |value| as its cache holds them.
+// MoE models: every routed expert's projections are included (amax 0 where no token reached
+// the expert); with expert_tokens, also how many calibration tokens each expert projection saw.
 std::map<std::string, float> CalibrateInputAmax(const std::string& model_dir,
                                                 const std::vector<std::vector<int32_t>>& windows,
                                                 int cpu_threads = 0, bool progress = false,
-                                                std::map<std::string, std::pair<float, float>>* kv_amax = nullptr);
+                                                std::map<std::string, std::pair<float, float>>* kv_amax = nullptr,
+                                                std::map<std::string, int64_t>* expert_tokens = nullptr);
 
 // Quantizes the BF16 checkpoint `model_dir` into `out_dir` (created; it must not exist or be
 // empty). Throws vt::Error (LoadError for checkpoint defects) naming the file, tensor or flag:
-// a quantized or non-BF16 checkpoint, a mixture-of-experts model, an unknown format, no
+// a quantized or non-BF16 checkpoint, an unknown format, no
 // calibration tokens, an existing non-empty out_dir. On failure nothing is left in out_dir.
 QuantizeReport QuantizeCheckpoint(const std::string& model_dir, const std::string& out_dir,
                                   const QuantizeOptions& options);

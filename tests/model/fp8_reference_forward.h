@@ -1,4 +1,4 @@
-// A float64 reference forward of a dense Qwen3 checkpoint (q/k norms, no biases) whose
+// A float64 reference forward of a Qwen3 or Qwen3-MoE checkpoint (q/k norms, no biases) whose
 // linears can be emulated in FP8 from the formats' definitions, for the online-FP8 and
 // `vtllm quantize` tests. Nothing here calls vt's quantizers or GEMMs:
 //   - e4m3fn values come from enumerating the 127 non-negative finite codes, the nearest
@@ -12,6 +12,15 @@
 //     q = e4m3(f32(x) * (1 / max input scale)); out = f32(s_in * s_w) * Σ q_x q_w.
 // Activations are rounded to f32 where the FP8 formats read them (as vtllm's float32 run
 // holds them); everything else is float64.
+// Qwen3-MoE checkpoints (experts one tensor per expert): a sparse layer's router routes in
+// float64 (softmax, the top k with ties to the lower index, renormalised if norm_topk_prob)
+// and each routed expert is a SwiGLU whose three projections follow the mode:
+//   - online FP8: one weight scale over the expert's gate and up rows together and one over
+//     its down rows (as above); x per token (as above), and each (token, expert) row of
+//     Silu(g) * u per row with the same rule;
+//   - static FP8 (vLLM's fused MoE): one input scale per projection kind over the block's
+//     experts (the max of gate's and up's, and of down's), each expert's gate/up requantized
+//     to the larger of its two weight scales; x and Silu(g) * u quantized with x * (1 / s).
 #pragma once
 
 #include <algorithm>
@@ -129,6 +138,11 @@ class ReferenceForward {
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       n = RmsNorm(x, Weight(p + "post_attention_layernorm.weight"), T, H);
       const std::string m = p + "mlp.";
+      if (cfg_.IsSparseLayer(l)) {
+        const std::vector<double> d = Moe(m, n, T);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
+        continue;
+      }
       const std::vector<double> gu = Linear({m + "gate_proj", m + "up_proj"}, n, T, H);
       std::vector<double> act(T * I);
       for (int64_t t = 0; t < T; ++t)
@@ -144,7 +158,142 @@ class ReferenceForward {
     return MatmulT(f, tied ? embed : Weight("lm_head.weight"), T, V, H);  // lm_head stays BF16
   }
 
+  // The sparse MoE MLP `m` ("model.layers.1.mlp.") of x [T, H] in the mode's math. Records
+  // each expert projection's input amax over the tokens routed to it (input_amax(), by
+  // "...experts.E.gate_proj" etc.; experts no token reached are absent).
+  std::vector<double> Moe(const std::string& m, const std::vector<double>& x, int64_t T) {
+    const int64_t H = cfg_.hidden_size, E = cfg_.num_experts, k = cfg_.num_experts_per_tok,
+                  I = cfg_.moe_intermediate_size;
+    const std::vector<double> router = Weight(m + "gate.weight");
+    struct Expert {
+      std::vector<double> gu, dn;  // [2I, H], [H, I] as multiplied (fp8 values in FP8 modes)
+      float s13 = 1.0f, s2 = 1.0f;  // weight scales
+    };
+    std::vector<Expert> ex(static_cast<size_t>(E));
+    float in13 = 0.0f, in2 = 0.0f;  // static: the block's input scales
+    auto expert = [&](int64_t e, const char* proj) { return m + "experts." + std::to_string(e) + "." + proj; };
+    for (int64_t e = 0; e < E; ++e) {
+      Expert& w = ex[e];
+      const std::string g = expert(e, "gate_proj"), u = expert(e, "up_proj"), d = expert(e, "down_proj");
+      std::vector<double> wg = Weight(g + ".weight"), wu = Weight(u + ".weight");
+      w.dn = Weight(d + ".weight");
+      if (mode_ == RefMode::kOnlineFp8) {
+        w.gu = wg;
+        w.gu.insert(w.gu.end(), wu.begin(), wu.end());
+        w.s13 = QuantizeOnline(w.gu);
+        w.s2 = QuantizeOnline(w.dn);
+      } else if (mode_ == RefMode::kStaticFp8) {
+        const float sg = weight_scale_.at(g), su = weight_scale_.at(u), sd = weight_scale_.at(d);
+        w.s13 = std::max(sg, su);
+        for (auto [v, sw] : {std::pair{&wg, sg}, std::pair{&wu, su}}) {
+          const float inv = 1.0f / sw, inv_max = 1.0f / w.s13;
+          for (double& q : *v) {
+            q = E4m3(static_cast<float>(q) * inv);
+            if (sw != w.s13) q = E4m3(static_cast<float>(static_cast<float>(q) * sw) * inv_max);
+          }
+        }
+        w.gu = wg;
+        w.gu.insert(w.gu.end(), wu.begin(), wu.end());
+        w.s2 = sd;
+        const float inv2 = 1.0f / sd;
+        for (double& q : w.dn) q = E4m3(static_cast<float>(q) * inv2);
+        in13 = std::max({in13, input_scale_.at(g), input_scale_.at(u)});
+        in2 = std::max(in2, input_scale_.at(d));
+      } else {
+        w.gu = wg;
+        w.gu.insert(w.gu.end(), wu.begin(), wu.end());
+      }
+    }
+    std::vector<double> out(static_cast<size_t>(T * H), 0.0);
+    for (int64_t t = 0; t < T; ++t) {
+      const std::vector<double> xt(x.begin() + t * H, x.begin() + (t + 1) * H);
+      std::vector<double> p(static_cast<size_t>(E));
+      double mx = -INFINITY, sum = 0;
+      for (int64_t e = 0; e < E; ++e) {
+        double l = 0;
+        for (int64_t h = 0; h < H; ++h) l += xt[h] * router[e * H + h];
+        mx = std::max(mx, p[e] = l);
+      }
+      for (double& v : p) sum += (v = std::exp(v - mx));
+      for (double& v : p) v /= sum;
+      std::vector<int64_t> order(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) order[e] = e;
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+      double top = 0;
+      for (int64_t j = 0; j < k; ++j) top += p[order[j]];
+      double xmax = 0;
+      for (double v : xt) xmax = std::max(xmax, std::fabs(v));
+      // The x row as the experts multiply it, and its scale.
+      std::vector<double> xq = xt;
+      double sx = 1.0;
+      if (mode_ == RefMode::kOnlineFp8) sx = QuantizeRow(xq);
+      if (mode_ == RefMode::kStaticFp8)
+        for (double& v : xq) v = E4m3(std::clamp(static_cast<float>(v) * (1.0f / in13), -448.0f, 448.0f));
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t e = order[j];
+        const Expert& w = ex[e];
+        const double weight = cfg_.norm_topk_prob ? p[e] / top : p[e];
+        for (const char* proj : {"gate_proj", "up_proj"}) {
+          double& a = amax_[expert(e, proj)];
+          a = std::max(a, xmax);
+        }
+        const double a13 = mode_ == RefMode::kOnlineFp8   ? sx * w.s13
+                           : mode_ == RefMode::kStaticFp8 ? static_cast<double>(in13 * w.s13)
+                                                          : 1.0;
+        std::vector<double> act(static_cast<size_t>(I));
+        double amax = 0;
+        for (int64_t i = 0; i < I; ++i) {
+          double g = 0, u = 0;
+          for (int64_t h = 0; h < H; ++h) {
+            g += xq[h] * w.gu[i * H + h];
+            u += xq[h] * w.gu[(I + i) * H + h];
+          }
+          g *= a13;
+          u *= a13;
+          act[i] = g / (1.0 + std::exp(-g)) * u;
+          amax = std::max(amax, std::fabs(act[i]));
+        }
+        double& da = amax_[expert(e, "down_proj")];
+        da = std::max(da, amax);
+        double a2 = 1.0;
+        if (mode_ == RefMode::kOnlineFp8) a2 = QuantizeRow(act) * w.s2;
+        if (mode_ == RefMode::kStaticFp8) {
+          for (double& v : act) v = E4m3(std::clamp(static_cast<float>(v) * (1.0f / in2), -448.0f, 448.0f));
+          a2 = static_cast<double>(in2 * w.s2);
+        }
+        for (int64_t h = 0; h < H; ++h) {
+          double y = 0;
+          for (int64_t i = 0; i < I; ++i) y += act[i] * w.dn[h * I + i];
+          out[t * H + h] += weight * a2 * y;
+        }
+      }
+    }
+    return out;
+  }
+
  private:
+  // Online FP8 of a weight in place: s_w = f32(amax / 448) (1 for all zeros), each value
+  // e4m3(f32(w * f32(1 / s_w))); returns s_w.
+  static float QuantizeOnline(std::vector<double>& w) {
+    double wmax = 0;
+    for (double v : w) wmax = std::max(wmax, std::fabs(v));
+    float sw = static_cast<float>(wmax) / 448.0f;
+    if (!(sw > 0.0f)) sw = 1.0f;
+    const float inv = 1.0f / sw;
+    for (double& v : w) v = E4m3(static_cast<float>(v) * inv);
+    return sw;
+  }
+
+  // One activation row per token, in place: s = max(f32(amax / 448), 1 / (448 * 512)) of the
+  // row rounded to f32, each value e4m3(f32(x / s)); returns s.
+  static double QuantizeRow(std::vector<double>& x) {
+    float m = 0.0f;
+    for (double v : x) m = std::max(m, std::fabs(static_cast<float>(v)));
+    const float s = std::max(m / 448.0f, 1.0f / (448.0f * 512.0f));
+    for (double& v : x) v = E4m3(static_cast<float>(v) / s);
+    return s;
+  }
+
   static std::vector<double> MatmulT(const std::vector<double>& x, const std::vector<double>& w, int64_t T,
                                      int64_t N, int64_t K) {
     std::vector<double> y(T * N, 0.0);
@@ -198,19 +347,11 @@ class ReferenceForward {
     std::vector<double> xq(x.size()), scale_row(T);
     double alpha = 1.0;
     if (mode_ == RefMode::kOnlineFp8) {
-      double wmax = 0;
-      for (double v : w) wmax = std::max(wmax, std::fabs(v));
-      float sw = static_cast<float>(wmax) / 448.0f;
-      if (!(sw > 0.0f)) sw = 1.0f;
-      const float inv = 1.0f / sw;
-      for (double& v : w) v = E4m3(static_cast<float>(v) * inv);
-      alpha = sw;
+      alpha = QuantizeOnline(w);
       for (int64_t t = 0; t < T; ++t) {
-        float m = 0.0f;
-        for (int64_t k = 0; k < K; ++k) m = std::max(m, std::fabs(static_cast<float>(x[t * K + k])));
-        const float s = std::max(m / 448.0f, 1.0f / (448.0f * 512.0f));
-        scale_row[t] = s;
-        for (int64_t k = 0; k < K; ++k) xq[t * K + k] = E4m3(static_cast<float>(x[t * K + k]) / s);
+        std::vector<double> row(x.begin() + t * K, x.begin() + (t + 1) * K);
+        scale_row[t] = QuantizeRow(row);
+        std::copy(row.begin(), row.end(), xq.begin() + t * K);
       }
     } else {
       float max_ws = 0.0f, in_s = 0.0f;

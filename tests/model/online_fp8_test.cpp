@@ -107,7 +107,6 @@ TEST(OnlineFp8, FlagErrors) {
   expect_error(fx + "llama-ct-fp8", "fp8", {"--quantization fp8", "already quantized", "compressed-tensors"});
   expect_error(fx + "llama-ct-fp8", "modelopt", {"--quantization modelopt", "compressed-tensors"});
   expect_error(kTiny, "modelopt", {"--quantization modelopt", "not quantized", "--quantization fp8"});
-  expect_error(fx + "qwen3-moe-tiny", "fp8", {"--quantization fp8", "mixture-of-experts"});
 }
 
 TEST(OnlineFp8, SameMethodOrLayoutLoadsTheCheckpointAsItIs) {

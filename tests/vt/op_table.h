@@ -76,6 +76,7 @@ std::vector<OpCase> SampleTokensCases();
 std::vector<OpCase> MoeTopKRoutingCases();
 std::vector<OpCase> MoeExpertsCases();
 std::vector<OpCase> MoeExpertsFp8Cases();
+std::vector<OpCase> MoeExpertsFp8PerTokenCases();
 std::vector<OpCase> CausalConv1dCases();
 std::vector<OpCase> GatedDeltaRuleCases();
 

@@ -5,7 +5,8 @@
 // is a share of each output's magnitude Σ_j |w_j| Σ_i |w_down[h, i] · a_i| (a = silu(g)·u in
 // float64): 16·(H + I)·FLT_EPSILON of it with F32 activations, 2^-6 with BF16 ones (an
 // intermediate one BF16 step off), 2^-5 in FP8 (a rare e4m3fn step, 2^-3 of one term),
-// plus two units of the output dtype. moe_test.cpp holds the float64 references.
+// plus two units of the output dtype. moe_test.cpp and moe_fp8_per_token_test.cpp hold the
+// float64 references.
 #include <cfloat>
 #include <cmath>
 #include <random>
@@ -188,6 +189,67 @@ std::vector<OpCase> MoeExpertsFp8Cases() {
           w2 = vt::PrepareWeight(q, w2, vt::WeightUse::kMatmulB, r2);
         }
         vt::MoeExpertsFp8(q, out[0], in[0], in[1], in[2], w13, in[4], w2, down_scale, in[6]);
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+// Per-token activation scales: x as its codes, a scale per token (token 0 of the second
+// shape all zeros, so its down inputs take the scale floor), one weight scale per expert
+// and projection. The magnitudes are those of the dequantized x with the weight scales as
+// alphas; the same 2^-5 share as MoeExpertsFp8 (an e4m3fn step of one term).
+std::vector<OpCase> MoeExpertsFp8PerTokenCases() {
+  std::vector<OpCase> cases;
+  std::mt19937 rng(79);
+  uint32_t seed = 1700;
+  int shape_index = 0;
+  for (const MoeShape& s : kMoeShapes) {
+    const bool zero_token = shape_index++ == 1;
+    for (int variant = 0; variant < 3; ++variant) {
+      const DType act = variant == 0 ? DType::kF32 : DType::kBF16;
+      const bool prepared = variant == 2;
+      std::vector<int32_t> ids;
+      std::vector<float> w, ws13, ws2, sx;
+      RandomRouting(s, rng, ids, w);
+      for (int64_t e = 0; e < s.E; ++e) {
+        ws13.push_back(std::uniform_real_distribution<float>(0.5f, 2.0f)(rng) / float(s.H));
+        ws2.push_back(std::uniform_real_distribution<float>(0.5f, 2.0f)(rng) / float(s.I));
+      }
+      for (int64_t t = 0; t < s.T; ++t) sx.push_back(std::uniform_real_distribution<float>(0.25f, 4.0f)(rng));
+      std::vector<uint8_t> x_codes = Fp8Codes(s.T * s.H, ++seed);
+      if (zero_token) std::fill(x_codes.begin(), x_codes.begin() + s.H, uint8_t{0});
+      std::vector<float> x_values;  // what the codes stand for: code * its token's scale
+      for (int64_t i = 0; i < s.T * s.H; ++i) x_values.push_back(vt::Fp8E4M3ToFloat(x_codes[i]) * sx[i / s.H]);
+      const vt::Tensor x8 = HostOf(x_codes, {s.T, s.H}, DType::kF8E4M3);
+      const vt::Tensor w13 = HostOf(Fp8Codes(s.E * 2 * s.I * s.H, ++seed), {s.E * 2 * s.I, s.H}, DType::kF8E4M3);
+      const vt::Tensor w2 = HostOf(Fp8Codes(s.E * s.H * s.I, ++seed), {s.E * s.H, s.I}, DType::kF8E4M3);
+      const vt::Tensor xv = HostOf(x_values, {s.T, s.H}, DType::kF32);
+      OpCase c{vt::StrCat(s.T, " tokens H=", s.H, " I=", s.I, " E=", s.E, " k=", s.k, " out ", vt::DTypeName(act),
+                          prepared ? " prepared weights" : "", zero_token ? " token 0 zero" : ""),
+               {x8, HostOf(sx, {s.T, 1}, DType::kF32), HostOf(ids, {s.T, s.k}, DType::kI32),
+                HostOf(w, {s.T, s.k}, DType::kF32), w13, HostOf(ws13, {s.E}, DType::kF32), w2,
+                HostOf(ws2, {s.E}, DType::kF32)},
+               {Filled({s.T, s.H}, act)},
+               nullptr,
+               ShareOfMagnitude(ExpertMagnitudes(s, xv, ids, w, w13, w2, ws13, ws2), 0x1p-5, act),
+               nullptr};
+      const int64_t I = s.I, H = s.H, E = s.E;
+      c.run = [prepared, I, H, E](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::Tensor w13 = in[4], w2 = in[6];
+        if (prepared) {
+          std::vector<int64_t> r13, r2;
+          for (int64_t e = 0; e < E; ++e) {
+            r13.push_back(e * 2 * I);
+            r2.push_back(e * H);
+          }
+          w13.SetReadOnly();
+          w2.SetReadOnly();
+          w13 = vt::PrepareWeight(q, w13, vt::WeightUse::kMatmulB, r13);
+          w2 = vt::PrepareWeight(q, w2, vt::WeightUse::kMatmulB, r2);
+        }
+        vt::MoeExpertsFp8PerToken(q, out[0], in[0], in[1], in[2], in[3], w13, in[5], w2, in[7]);
       };
       cases.push_back(std::move(c));
     }

@@ -157,6 +157,7 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kMoeTopKRouting: return MoeTopKRoutingCases();
     case OpId::kMoeExperts: return MoeExpertsCases();
     case OpId::kMoeExpertsFp8: return MoeExpertsFp8Cases();
+    case OpId::kMoeExpertsFp8PerToken: return MoeExpertsFp8PerTokenCases();
     case OpId::kCausalConv1d: return CausalConv1dCases();
     case OpId::kGatedDeltaRule: return GatedDeltaRuleCases();
     case OpId::kCount: break;

@@ -38,7 +38,7 @@ TOUCHED=(include/vt/dtype.h include/vt/detail/numerics.h src/vt/cpu/reference.cp
 for f in "$SRC"/src/vt/cpu/matmul/*.cpp; do TOUCHED+=("${f#$SRC/}"); done
 TOUCHED+=(src/vt/cpu/sampling.cpp src/vt/cpu/sampling_reference.cpp src/engine/sampler.cpp)
 TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache_manager.cpp
-          src/engine/output_processor.cpp src/vt/cuda/activation.cu src/model/layers/moe.cpp
+          src/engine/output_processor.cpp src/vt/cuda/activation.cu src/model/layers/moe.cpp src/vt/cpu/moe.cpp
           src/server/output_parsers.cpp src/engine/structured_output_mask.cpp
           include/vt/ops/attention.h src/model/layers/attention.cpp)
 
@@ -193,6 +193,20 @@ mutate_moe_sigmoid_sign() {
   edit src/vt/cpu/reference.cpp 's/const float s = 1\.0f \/ \(1\.0f \+ numerics::Exp\(-g\)\);/const float s = 1.0f \/ (1.0f + numerics::Exp(g));/'
   edit src/vt/cuda/activation.cu 's/const float s = 1\.0f \/ \(1\.0f \+ numerics::Exp\(-g\)\);/const float s = 1.0f \/ (1.0f + numerics::Exp(g));/'
 }
+# FP8 experts with per-token activation scales (online FP8 of MoE experts): the token's x
+# scale ignored (kernel and reference); one down-input scale for all the rows an expert
+# gets in a call instead of one per row (the kernel; the reference runs token by token and
+# cannot express it); the model giving the down projection the gate/up weight scale.
+mutate_moe_fp8_x_scale_ignored() {
+  edit src/vt/cpu/moe.cpp 's/xs_scale\[r\] = sx\[tokens\[r\]\];/xs_scale[r] = 1.0f;/'
+  edit src/vt/cpu/reference.cpp 's/const float sx = x_scales\.data_as<float>\(\)\[t\];/const float sx = 1.0f;/'
+}
+mutate_moe_fp8_down_scale_per_expert_batch() {
+  edit src/vt/cpu/moe.cpp 's/    QuantFp8PerTokenGroup\(q, a8n, san, an, I, 0\.0f, kFp8PerTokenScaleFloor\);/    QuantFp8PerTokenGroup(q, a8n.View({1, n * I}), san.Slice(0, 0, 1), an.View({1, n * I}), n * I, 0.0f, kFp8PerTokenScaleFloor);\n    for (int64_t r = 1; r < n; ++r) san.data_as<float>()[r] = san.data_as<float>()[0];/'
+}
+mutate_moe_online_down_gets_gate_up_scale() {
+  edit src/model/layers/moe.cpp 's/a2\[e\] = m\.per_token_ \? x\.scale_down\[e\]/a2[e] = m.per_token_ ? x.scale_gate_up[e]/'
+}
 mutate_server_tool_args_no_holdback() {
   edit src/server/output_parsers.cpp "s/\(IsSpace\(body\[end - 1\]\) \|\| body\[end - 1\] == '\}'\)\) --end;/(IsSpace(body[end - 1]))) --end;/"
 }
@@ -219,7 +233,8 @@ run_tests() {
   local name="$1" log="$SCRATCH/$1.log"
   local bins=(vt_tests)
   [[ $name == baseline || $name == sampler_* || $name == engine_* ]] && bins+=(engine_tests)
-  [[ $name == baseline || $name == moe_shared_* || $name == kv_* ]] && bins+=(model_tests)
+  [[ $name == baseline || $name == moe_shared_* || $name == moe_fp8_* || $name == moe_online_* || $name == kv_* ]] &&
+    bins+=(model_tests)
   [[ $name == baseline || $name == server_* ]] && bins+=(server_tests)
   if ! ninja -C "$BUILD" -j"$JOBS" "${bins[@]}" >"$log" 2>&1; then
     echo "build failed (see $log)"
@@ -244,7 +259,8 @@ SAMPLER_MUTATIONS=(sampler_logprobs_after_processing sampler_penalties_before_bi
 ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_last_token engine_preempt_first
                   engine_free_in_table_order engine_stop_no_holdback engine_grammar_eos_early
                   engine_grammar_mask_ignored)
-MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped moe_sigmoid_sign)
+MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped moe_sigmoid_sign
+               moe_fp8_x_scale_ignored moe_fp8_down_scale_per_expert_batch moe_online_down_gets_gate_up_scale)
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
 case "${ONLY:-}" in

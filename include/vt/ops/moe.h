@@ -47,6 +47,27 @@ void MoeExpertsFp8(const Queue& q, const Tensor& out, const Tensor& x8, const Te
                    const Tensor& w_gate_up, const Tensor& alpha_gate_up, const Tensor& w_down,
                    float down_input_scale, const Tensor& alpha_down);
 
+// MoeExperts with per-tensor FP8 expert weights and FP8 activations scaled per token at run
+// time (online FP8, `--quantization fp8`, of a BF16 MoE checkpoint). x8: [T, H] F8E4M3 and
+// x_scales: [T, 1] F32, x quantized per token by QuantFp8PerTokenGroup (G = H, the per-token
+// floors); w_gate_up, w_down: F8E4M3 in MoeExperts' layout; w_scale_gate_up, w_scale_down:
+// [E] F32, expert e's one weight scale of its merged gate/up rows and of its down rows;
+// out: [T, H] F32 or BF16 (the activation dtype). Per token t and slot j (e = ids[t, j]),
+// in f32:
+//   [g | u] = round_out((Σ x8 · w8) * x_scales[t] * w_scale_gate_up[e])  (f32 sum, then left to right)
+//   a       = round_out(Silu(g) * u)                                    [I]
+//   s_a     = Fp8GroupScale(max |a| over non-NaN, 0, kFp8PerTokenScaleFloor)
+//   a8      = Fp8QuantizeDiv(a, s_a)             (QuantFp8PerTokenGroup of the row, G = I)
+//   y_j     = (Σ a8 · w8) * s_a * w_scale_down[e]                       (f32 sum, then left to right)
+//   out_t   = round_out(Σ_j weights[t, j] * y_j)                        (j in order)
+// The scales multiply in MatmulFp8GroupScaled's per-token order (the dense online-FP8
+// linears). Every activation row has its own scale: a token's x row for all its experts,
+// and each (token, slot) pair's a row; so a token's result does not depend on the other
+// tokens of the call.
+void MoeExpertsFp8PerToken(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x_scales,
+                           const Tensor& ids, const Tensor& weights, const Tensor& w_gate_up,
+                           const Tensor& w_scale_gate_up, const Tensor& w_down, const Tensor& w_scale_down);
+
 template <>
 struct OpTraits<OpId::kMoeTopKRouting> {
   using Fn = void(const Queue& q, const Tensor& ids, const Tensor& weights, const Tensor& logits, bool renormalize);
@@ -61,6 +82,12 @@ struct OpTraits<OpId::kMoeExpertsFp8> {
   using Fn = void(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& ids, const Tensor& weights,
                   const Tensor& w_gate_up, const Tensor& alpha_gate_up, const Tensor& w_down,
                   float down_input_scale, const Tensor& alpha_down);
+};
+template <>
+struct OpTraits<OpId::kMoeExpertsFp8PerToken> {
+  using Fn = void(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x_scales, const Tensor& ids,
+                  const Tensor& weights, const Tensor& w_gate_up, const Tensor& w_scale_gate_up,
+                  const Tensor& w_down, const Tensor& w_scale_down);
 };
 
 }  // namespace vt

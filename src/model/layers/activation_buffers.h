@@ -25,6 +25,7 @@ enum ActivationSlot {
   kSlotHidden,
   kSlotNormed,
   kSlotX8,
+  kSlotX8Scales,
   kSlotQ,
   kSlotK,
   kSlotV,

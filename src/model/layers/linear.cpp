@@ -227,37 +227,15 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
     for (const vt::Tensor& p : parts_)
       VT_CHECK(p.dtype() == parts_[0].dtype(), "linear: merged shards have different dtypes (", p.Describe(),
                " vs ", parts_[0].Describe(), ")");
-    float amax = 0.0f;
+    std::vector<OnlineFp8Part> parts;
+    int64_t rows = 0;
     for (size_t i = 0; i < parts_.size(); ++i) {
-      const vt::Tensor& p = parts_[i];
-      const bool f32 = p.dtype() == vt::DType::kF32;
-      std::mutex mu;
-      float part_max = 0.0f;
-      int64_t bad = -1;
-      host_queue.ParallelFor(p.numel(), 1 << 16, [&](int64_t b, int64_t e) {
-        float m = 0.0f;
-        int64_t first_bad = -1;
-        for (int64_t j = b; j < e; ++j) {
-          const float v = f32 ? p.data_as<float>()[j] : vt::Bf16ToFloat(p.data_as<uint16_t>()[j]);
-          if (!std::isfinite(v) && first_bad < 0) first_bad = j;
-          m = std::max(m, std::fabs(v));
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        part_max = std::max(part_max, m);
-        if (first_bad >= 0 && (bad < 0 || first_bad < bad)) bad = first_bad;
-      });
-      if (bad >= 0)
-        ThrowLoadError(online_names_[i], " holds a NaN or Inf at element ", bad,
-                       "; online FP8 (--quantization fp8) cannot quantize it");
-      amax = std::max(amax, part_max);
+      parts.push_back({parts_[i], online_names_[i], 0});
+      rows += parts_[i].dim(0);
     }
-    // An all-zero weight quantizes to zeros with any scale.
-    float scale = amax / 448.0f;
-    if (!(scale > 0.0f)) scale = 1.0f;
-    const vt::Tensor w = StackRows(parts_);
-    vt::Tensor w8 = vt::Tensor::Empty(w.shape(), vt::DType::kF8E4M3, vt::Device::Cpu());
-    vt::QuantFp8Static(host_queue, w8, w, scale);
-    vt::Tensor s = vt::Tensor::Empty({w.dim(0), 1}, vt::DType::kF32, vt::Device::Cpu());
+    vt::Tensor w8 = vt::Tensor::Empty({rows, parts_[0].dim(1)}, vt::DType::kF8E4M3, vt::Device::Cpu());
+    const float scale = QuantizeFp8Online(host_queue, parts, w8);
+    vt::Tensor s = vt::Tensor::Empty({rows, 1}, vt::DType::kF32, vt::Device::Cpu());
     std::fill(s.data_as<float>(), s.data_as<float>() + s.numel(), scale);
     parts_ = {w8};
     scale_parts_ = {s};
@@ -276,6 +254,44 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
 
 std::unique_ptr<LinearMethod> MakeUnquantizedLinearMethod() { return std::make_unique<UnquantizedLinearMethod>(); }
 std::unique_ptr<LinearMethod> MakeFp8StaticLinearMethod() { return std::make_unique<Fp8StaticLinearMethod>(); }
+
+float QuantizeFp8Online(const vt::Queue& host_queue, std::span<const OnlineFp8Part> parts, const vt::Tensor& out) {
+  VT_CHECK(!parts.empty(), "QuantizeFp8Online: no parts");
+  std::vector<vt::Tensor> values;
+  float amax = 0.0f;
+  for (const OnlineFp8Part& part : parts) {
+    const vt::Tensor& p = part.values;
+    VT_CHECK(p.device().is_cpu() && p.is_contiguous() && p.dtype() == parts[0].values.dtype() &&
+                 (p.dtype() == vt::DType::kF32 || p.dtype() == vt::DType::kBF16),
+             "QuantizeFp8Online: parts must be contiguous CPU tensors of one dtype, F32 or BF16, got ", p.Describe());
+    const bool f32 = p.dtype() == vt::DType::kF32;
+    std::mutex mu;
+    float part_max = 0.0f;
+    int64_t bad = -1;
+    host_queue.ParallelFor(p.numel(), 1 << 16, [&](int64_t b, int64_t e) {
+      float m = 0.0f;
+      int64_t first_bad = -1;
+      for (int64_t j = b; j < e; ++j) {
+        const float v = f32 ? p.data_as<float>()[j] : vt::Bf16ToFloat(p.data_as<uint16_t>()[j]);
+        if (!std::isfinite(v) && first_bad < 0) first_bad = j;
+        m = std::max(m, std::fabs(v));
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      part_max = std::max(part_max, m);
+      if (first_bad >= 0 && (bad < 0 || first_bad < bad)) bad = first_bad;
+    });
+    if (bad >= 0)
+      ThrowLoadError(part.name, " holds a NaN or Inf at element ", part.first_element + bad,
+                     "; online FP8 (--quantization fp8) cannot quantize it");
+    amax = std::max(amax, part_max);
+    values.push_back(p);
+  }
+  // An all-zero weight quantizes to zeros with any scale.
+  float scale = amax / 448.0f;
+  if (!(scale > 0.0f)) scale = 1.0f;
+  vt::QuantFp8Static(host_queue, out, StackRows(values), scale);
+  return scale;
+}
 
 void RequantizeFp8(const vt::Queue& host_queue, const vt::Tensor& out, const vt::Tensor& weight, float scale,
                    float new_scale) {

@@ -39,6 +39,12 @@ class LinearInputObserver {
   virtual ~LinearInputObserver() = default;
   // x: the input [T, K] (F32 or BF16, on q's device) of the linear whose shards are `prefixes`.
   virtual void Observe(const vt::Queue& q, std::span<const std::string> prefixes, const vt::Tensor& x) = 0;
+  // The routed experts of the sparse MoE block `prefix` ("model.layers.3.mlp."), per expert e:
+  // tokens[e] routed to it in this call, gate_up_amax[e] = max |x| over those tokens (the input
+  // of its gate and up projections) and down_amax[e] = max |Silu(g) · u| over them (the input
+  // of its down projection), both 0 where tokens[e] is 0 and NaN where a value is not finite.
+  virtual void ObserveExperts(const std::string& /*prefix*/, std::span<const int64_t> /*tokens*/,
+                              std::span<const float> /*gate_up_amax*/, std::span<const float> /*down_amax*/) {}
 };
 
 // What a linear is built from: the checkpoint, its quantization config, where the weights go,
@@ -84,6 +90,22 @@ std::unique_ptr<LinearMethod> MakeFp8StaticLinearMethod();
 // new_scale are unchanged. Runs on a CPU queue.
 void RequantizeFp8(const vt::Queue& host_queue, const vt::Tensor& out, const vt::Tensor& weight, float scale,
                    float new_scale);
+
+// One part of a weight quantized by online FP8: its values (a contiguous CPU BF16/F32 tensor
+// of rows), "FILE: tensor 'NAME'" of the stored tensor it comes from, and the element of
+// that tensor its first element is (for messages).
+struct OnlineFp8Part {
+  vt::Tensor values;
+  std::string name;
+  int64_t first_element = 0;
+};
+
+// Online FP8 (`--quantization fp8`) of one weight made of `parts` (rows stacked, e.g. a
+// merged gate/up): scale = amax(|W|) / 448 over all parts in f32 (1 when all are 0, as any
+// scale quantizes zeros to zeros), and `out` [rows, K] F8E4M3 = QuantFp8Static(W, scale) (the
+// reciprocal multiply). Returns the scale. A NaN or Inf is a LoadError naming the part's
+// tensor and the element. Runs on a CPU queue.
+float QuantizeFp8Online(const vt::Queue& host_queue, std::span<const OnlineFp8Part> parts, const vt::Tensor& out);
 
 class Linear {
  public:

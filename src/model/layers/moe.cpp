@@ -1,6 +1,7 @@
 #include "model/layers/moe.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -29,6 +30,18 @@ vt::Tensor Stack(const std::vector<vt::Tensor>& parts, int64_t K) {
   }
   return out;
 }
+
+}  // namespace
+
+// The stacked expert weights on the host while a block loads, with their FP8 weight scales
+// once quantized, and for online FP8 what each expert's two weights are made of.
+struct MoeHostWeights {
+  vt::Tensor gate_up, down;                       // [E * 2I, H], [E * H, I]
+  std::vector<float> scale_gate_up, scale_down;   // FP8: [E] each
+  std::vector<std::vector<OnlineFp8Part>> gate_up_parts, down_parts;  // [E][parts]
+};
+
+namespace {
 
 std::string ExpertPrefix(const std::string& prefix, int64_t e, const char* proj) {
   std::string s = prefix;
@@ -79,26 +92,49 @@ vt::Tensor FusedExpertTensor(const Checkpoint& ckpt, const std::string& name, co
   return ckpt.GetAs(name, dt, want);
 }
 
-}  // namespace
-
 // Fused experts: gate_up_proj [E, 2I, H] holds expert e's gate rows then its up rows (HF's
 // chunk(2) of the output, vLLM's w1 then w3, no transpose) and down_proj [E, H, I] is stored
 // as used, so both are already the stacked weights w_gate_up [E * 2I, H] and w_down [E * H, I].
-void SparseMoeBlock::LoadFusedExperts(const LinearContext& lc, const std::string& p, const MoeShape& s,
-                                      SparseMoeBlock& m) {
-  const Checkpoint& ckpt = *lc.checkpoint;
+// For online FP8, expert e's weights are its rows of each, named by the fused tensor and the
+// element of it where they start.
+void ReadFusedExperts(const Checkpoint& ckpt, const std::string& p, const MoeShape& s, MoeHostWeights& out) {
   const int64_t E = s.num_experts, H = s.hidden, I = s.intermediate;
-  const vt::Tensor gu = FusedExpertTensor(ckpt, p + "experts.gate_up_proj", {E, 2 * I, H},
+  const std::string gu_name = p + "experts.gate_up_proj", dn_name = p + "experts.down_proj";
+  const vt::Tensor gu = FusedExpertTensor(ckpt, gu_name, {E, 2 * I, H},
                                           "num_experts, 2 * moe_intermediate_size (gate rows, then up), hidden_size");
-  const vt::Tensor dn =
-      FusedExpertTensor(ckpt, p + "experts.down_proj", {E, H, I}, "num_experts, hidden_size, moe_intermediate_size");
+  const vt::Tensor dn = FusedExpertTensor(ckpt, dn_name, {E, H, I}, "num_experts, hidden_size, moe_intermediate_size");
   if (gu.dtype() != dn.dtype())
-    ThrowLoadError(ckpt.FileOf(p + "experts.down_proj"), ": the experts of '", p, "' are stored in different dtypes (",
+    ThrowLoadError(ckpt.FileOf(dn_name), ": the experts of '", p, "' are stored in different dtypes (",
                    vt::DTypeName(gu.dtype()), " gate_up_proj, ", vt::DTypeName(dn.dtype()), " down_proj)");
-  m.fp8_ = false;
-  m.w_gate_up_ = WeightOnDevice(gu.View({E * 2 * I, H}), lc.device);
-  m.w_down_ = WeightOnDevice(dn.View({E * H, I}), lc.device);
+  out.gate_up = gu.View({E * 2 * I, H});
+  out.down = dn.View({E * H, I});
+  const std::string gu_file = ckpt.FileOf(gu_name) + ": tensor '" + gu_name + "'";
+  const std::string dn_file = ckpt.FileOf(dn_name) + ": tensor '" + dn_name + "'";
+  for (int64_t e = 0; e < E; ++e) {
+    out.gate_up_parts.push_back({{out.gate_up.Slice(0, e * 2 * I, (e + 1) * 2 * I), gu_file, e * 2 * I * H}});
+    out.down_parts.push_back({{out.down.Slice(0, e * H, (e + 1) * H), dn_file, e * H * I}});
+  }
 }
+
+// Online FP8 of the experts (vLLM's Fp8MoEMethod on an unquantized checkpoint): per expert,
+// one scale over its merged gate/up rows and one over its down rows, each amax / 448, the
+// bytes QuantFp8Static's (QuantizeFp8Online). Replaces the host weights with F8E4M3 ones.
+void QuantizeExpertsOnline(const vt::Queue& host, MoeHostWeights& x) {
+  vt::Tensor gu8 = vt::Tensor::Empty(x.gate_up.shape(), vt::DType::kF8E4M3, vt::Device::Cpu());
+  vt::Tensor dn8 = vt::Tensor::Empty(x.down.shape(), vt::DType::kF8E4M3, vt::Device::Cpu());
+  const int64_t E = static_cast<int64_t>(x.gate_up_parts.size());
+  const int64_t r13 = x.gate_up.dim(0) / E, r2 = x.down.dim(0) / E;
+  for (int64_t e = 0; e < E; ++e) {
+    x.scale_gate_up.push_back(QuantizeFp8Online(host, x.gate_up_parts[e], gu8.Slice(0, e * r13, (e + 1) * r13)));
+    x.scale_down.push_back(QuantizeFp8Online(host, x.down_parts[e], dn8.Slice(0, e * r2, (e + 1) * r2)));
+  }
+  x.gate_up = gu8;
+  x.down = dn8;
+  x.gate_up_parts.clear();
+  x.down_parts.clear();
+}
+
+}  // namespace
 
 SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& p, const MoeShape& shape) {
   const Checkpoint& ckpt = *lc.checkpoint;
@@ -118,11 +154,53 @@ SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& 
                      "' is FP8; the shared expert's gate is kept unquantized (list it in exclude_modules / ignore)");
     m.shared_gate_ = LoadFloatWeight(ckpt, gate, {1, H}, lc.device);
   }
+  m.observer_ = lc.observer;
+  if (m.observer_ != nullptr) m.prefix_ = p;
 
+  MoeHostWeights x;
+  const std::string first = ExpertPrefix(p, 0, "gate_proj");
   if (FusedExperts(ckpt, p, E)) {
-    LoadFusedExperts(lc, p, shape, m);
-    return m;
+    ReadFusedExperts(ckpt, p, shape, x);
+  } else {
+    ReadPerExpert(lc, p, shape, m, x);
   }
+  if (lc.quant->method == QuantMethod::kFp8Online && lc.quant->IsQuantized(first)) {
+    QuantizeExpertsOnline(*lc.host_queue, x);
+    m.fp8_ = m.per_token_ = true;
+  }
+  m.w_gate_up_ = WeightOnDevice(x.gate_up, lc.device);
+  m.w_down_ = WeightOnDevice(x.down, lc.device);
+  if (!m.fp8_) return m;
+  std::vector<float> a13(static_cast<size_t>(E)), a2(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) {  // static: input_scale * weight_scale; per token: weight_scale
+    a13[e] = m.per_token_ ? x.scale_gate_up[e] : m.gate_up_input_scale_ * x.scale_gate_up[e];
+    a2[e] = m.per_token_ ? x.scale_down[e] : m.down_input_scale_ * x.scale_down[e];
+  }
+  m.alpha_gate_up_ = WeightOnDevice(vt::Tensor::FromHost(a13.data(), {E}, vt::DType::kF32), lc.device);
+  m.alpha_down_ = WeightOnDevice(vt::Tensor::FromHost(a2.data(), {E}, vt::DType::kF32), lc.device);
+  // The CPU's kernels may multiply a copy laid out for them, each expert's rows from its
+  // own block; the stacked bytes are then freed (vt allocated them in Stack or the
+  // online quantization).
+  if (lc.device.is_cpu()) {
+    std::vector<int64_t> r13, r2;
+    for (int64_t e = 0; e < E; ++e) {
+      r13.push_back(e * 2 * I);
+      r2.push_back(e * H);
+    }
+    m.w_gate_up_ = vt::PrepareWeight(*lc.host_queue, m.w_gate_up_, vt::WeightUse::kMatmulB, r13);
+    m.w_down_ = vt::PrepareWeight(*lc.host_queue, m.w_down_, vt::WeightUse::kMatmulB, r2);
+    for (vt::Tensor* w : {&m.w_gate_up_, &m.w_down_})
+      if (w->backend_layout() != nullptr) w->ReleaseBytes();
+  }
+  return m;
+}
+
+// One tensor per expert and projection, BF16/F32 or static FP8 (whose scales are read and
+// merged here, as vLLM merges them), stacked on the host.
+void SparseMoeBlock::ReadPerExpert(const LinearContext& lc, const std::string& p, const MoeShape& shape,
+                                   SparseMoeBlock& m, MoeHostWeights& x) {
+  const Checkpoint& ckpt = *lc.checkpoint;
+  const int64_t E = shape.num_experts, H = shape.hidden, I = shape.intermediate;
   // FP8 or not is what the checkpoint stores; the quantization config must agree.
   const std::string first = ExpertPrefix(p, 0, "gate_proj");
   m.fp8_ = ckpt.Info(first + ".weight").dtype == vt::DType::kF8E4M3;
@@ -134,7 +212,7 @@ SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& 
     ThrowLoadError(ckpt.FileOf(first + ".weight"), ": tensor '", first,
                    ".weight' is FP8 but the quantization config does not quantize '", first, "'");
   std::vector<vt::Tensor> gate_up, down;
-  std::vector<float> ws13, ws2;
+  std::vector<std::string> names;  // "FILE: tensor 'NAME'" of gate, up, down of each expert
   if (m.fp8_) m.gate_up_input_scale_ = m.down_input_scale_ = 0.0f;  // the max over the experts
   for (int64_t e = 0; e < E; ++e) {
     const std::string g = ExpertPrefix(p, e, "gate_proj"), u = ExpertPrefix(p, e, "up_proj"),
@@ -145,6 +223,7 @@ SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& 
         ThrowLoadError(ckpt.FileOf(*n + ".weight"), ": tensor '", *n, ".weight' is ",
                        is_fp8 ? "FP8" : "not FP8", " but '", first, ".weight' is ", m.fp8_ ? "FP8" : "not",
                        ": the experts of one layer must all be quantized or none");
+      names.push_back(ckpt.FileOf(*n + ".weight") + ": tensor '" + *n + ".weight'");
     }
     if (!m.fp8_) {
       const vt::DType dt = ckpt.Info(g + ".weight").dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
@@ -168,39 +247,23 @@ SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& 
     }
     gate_up.push_back(wg);
     gate_up.push_back(wu);
-    ws13.push_back(s);
+    x.scale_gate_up.push_back(s);
     down.push_back(ckpt.GetAs(d + ".weight", vt::DType::kF8E4M3, {H, I}));
-    ws2.push_back(ckpt.GetScaleF32(d + ".weight_scale"));
+    x.scale_down.push_back(ckpt.GetScaleF32(d + ".weight_scale"));
     m.down_input_scale_ = std::max(m.down_input_scale_, ckpt.GetScaleF32(d + ".input_scale"));
   }
   for (const vt::Tensor& t : gate_up)
     if (t.dtype() != gate_up[0].dtype() || down[0].dtype() != gate_up[0].dtype())
       ThrowLoadError(ckpt.dir(), ": the experts of '", p, "' are stored in different dtypes");
-  m.w_gate_up_ = WeightOnDevice(Stack(gate_up, H), lc.device);
-  m.w_down_ = WeightOnDevice(Stack(down, I), lc.device);
-  if (m.fp8_) {
-    std::vector<float> a13(ws13.size()), a2(ws2.size());
-    for (size_t e = 0; e < ws13.size(); ++e) {
-      a13[e] = m.gate_up_input_scale_ * ws13[e];
-      a2[e] = m.down_input_scale_ * ws2[e];
-    }
-    m.alpha_gate_up_ = WeightOnDevice(vt::Tensor::FromHost(a13.data(), {E}, vt::DType::kF32), lc.device);
-    m.alpha_down_ = WeightOnDevice(vt::Tensor::FromHost(a2.data(), {E}, vt::DType::kF32), lc.device);
-    // The CPU's kernels may multiply a copy laid out for them, each expert's rows from its
-    // own block; the stacked bytes are then freed (vt allocated them in Stack).
-    if (lc.device.is_cpu()) {
-      std::vector<int64_t> r13, r2;
-      for (int64_t e = 0; e < E; ++e) {
-        r13.push_back(e * 2 * I);
-        r2.push_back(e * H);
-      }
-      m.w_gate_up_ = vt::PrepareWeight(*lc.host_queue, m.w_gate_up_, vt::WeightUse::kMatmulB, r13);
-      m.w_down_ = vt::PrepareWeight(*lc.host_queue, m.w_down_, vt::WeightUse::kMatmulB, r2);
-      for (vt::Tensor* w : {&m.w_gate_up_, &m.w_down_})
-        if (w->backend_layout() != nullptr) w->ReleaseBytes();
-    }
+  x.gate_up = Stack(gate_up, H);
+  x.down = Stack(down, I);
+  if (m.fp8_) return;
+  for (int64_t e = 0; e < E; ++e) {
+    const size_t n = static_cast<size_t>(3 * e);
+    x.gate_up_parts.push_back({{x.gate_up.Slice(0, e * 2 * I, e * 2 * I + I), names[n], 0},
+                               {x.gate_up.Slice(0, e * 2 * I + I, (e + 1) * 2 * I), names[n + 1], 0}});
+    x.down_parts.push_back({{x.down.Slice(0, e * H, (e + 1) * H), names[n + 2], 0}});
   }
-  return m;
 }
 
 int64_t SparseMoeBlock::weight_bytes() const {
@@ -213,6 +276,55 @@ int64_t SparseMoeBlock::active_weight_bytes() const {
   return b;
 }
 
+namespace {
+
+// Max |v| over a contiguous CPU F32/BF16 tensor; NaN when an element is not finite.
+float AmaxOrNan(const vt::Tensor& t) {
+  float m = 0.0f;
+  bool finite = true;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = t.dtype() == vt::DType::kF32 ? t.data_as<float>()[i] : vt::Bf16ToFloat(t.data_as<uint16_t>()[i]);
+    finite = finite && std::isfinite(v);
+    m = std::max(m, std::fabs(v));
+  }
+  return finite ? m : NAN;
+}
+
+}  // namespace
+
+// Calibration: each expert's inputs, from its tokens' rows of x and, through the expert's own
+// gate/up rows and SiluMul, their down inputs (the values MoeExperts computes, up to the order
+// of the f32 sums).
+void SparseMoeBlock::ObserveExpertInputs(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& ids) const {
+  VT_CHECK(!fp8_ && q.device().is_cpu() && x.is_contiguous(), "MoE calibration runs unquantized experts on a CPU");
+  q.Synchronize();
+  const int64_t T = x.dim(0), H = s_.hidden, I = s_.intermediate, E = s_.num_experts, k = s_.top_k;
+  const int32_t* id = ids.data_as<int32_t>();
+  std::vector<int64_t> tokens(static_cast<size_t>(E), 0);
+  std::vector<float> gate_up_amax(static_cast<size_t>(E), 0.0f), down_amax(static_cast<size_t>(E), 0.0f);
+  const size_t row = static_cast<size_t>(H) * vt::DTypeSize(x.dtype());
+  for (int64_t e = 0; e < E; ++e) {
+    std::vector<int64_t> rows;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < k; ++j)
+        if (id[t * k + j] == e) rows.push_back(t);  // the top-k ids of a token are distinct
+    const int64_t n = static_cast<int64_t>(rows.size());
+    tokens[e] = n;
+    if (n == 0) continue;
+    const vt::Tensor xs = vt::Tensor::Empty({n, H}, x.dtype(), vt::Device::Cpu());
+    for (int64_t r = 0; r < n; ++r)
+      std::memcpy(static_cast<char*>(xs.data()) + r * row, static_cast<const char*>(x.data()) + rows[r] * row, row);
+    const vt::Tensor gu = vt::Tensor::Empty({n, 2 * I}, x.dtype(), vt::Device::Cpu());
+    const vt::Tensor a = vt::Tensor::Empty({n, I}, x.dtype(), vt::Device::Cpu());
+    vt::Matmul(q, gu, xs, w_gate_up_.Slice(0, e * 2 * I, (e + 1) * 2 * I));
+    vt::SiluMul(q, a, gu);
+    q.Synchronize();
+    gate_up_amax[e] = AmaxOrNan(xs);
+    down_amax[e] = AmaxOrNan(a);
+  }
+  observer_->ObserveExperts(prefix_, tokens, gate_up_amax, down_amax);
+}
+
 void SparseMoeBlock::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out,
                              ActivationBuffers& buf) const {
   const int64_t T = x.dim(0), E = s_.num_experts, k = s_.top_k;
@@ -221,8 +333,14 @@ void SparseMoeBlock::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::
   const vt::Tensor weights = buf.Get(kSlotTopKWeights, T, k, vt::DType::kF32);
   vt::Matmul(q, logits, x, router_);
   vt::MoeTopKRouting(q, ids, weights, logits, s_.norm_topk_prob);
+  if (observer_ != nullptr) ObserveExpertInputs(q, x, ids);
   if (!fp8_) {
     vt::MoeExperts(q, out, x, ids, weights, w_gate_up_, w_down_);
+  } else if (per_token_) {
+    const vt::Tensor x8 = buf.Get(kSlotX8, T, s_.hidden, vt::DType::kF8E4M3);
+    const vt::Tensor xs = buf.Get(kSlotX8Scales, T, 1, vt::DType::kF32);
+    vt::QuantFp8PerTokenGroup(q, x8, xs, x, s_.hidden, 0.0f, vt::kFp8PerTokenScaleFloor);
+    vt::MoeExpertsFp8PerToken(q, out, x8, xs, ids, weights, w_gate_up_, alpha_gate_up_, w_down_, alpha_down_);
   } else {
     const vt::Tensor x8 = buf.Get(kSlotX8, T, s_.hidden, vt::DType::kF8E4M3);
     vt::QuantFp8Static(q, x8, x, gate_up_input_scale_);

@@ -22,6 +22,17 @@
 // alone); each expert's gate and up requantized to the max of their two weight scales. The
 // router stays unquantized. A layer's experts are all FP8 or all not; an FP8 weight whose
 // scale is missing is an error naming the tensor.
+//
+// Online FP8 (`--quantization fp8` of a BF16 checkpoint, vLLM's Fp8MoEMethod on an
+// unquantized checkpoint): each expert's merged gate/up rows get one scale and its down rows
+// another, amax / 448, quantized at load as QuantFp8Static does (either layout); the
+// activations are quantized per token at run time as the online-FP8 linears quantize theirs
+// (QuantFp8PerTokenGroup, G = H, then MoeExpertsFp8PerToken, which quantizes each (token,
+// expert) SiLU-mul row with its own scale). The router and the shared expert's gate stay as
+// stored; the shared expert's projections are linears, quantized like any other.
+//
+// Calibration (`vtllm quantize`, a LinearInputObserver in the context): each call shows the
+// observer every routed expert's input amax (LinearInputObserver::ObserveExperts).
 #pragma once
 
 #include <string>
@@ -31,6 +42,8 @@
 #include "model/layers/mlp.h"
 
 namespace vtllm::model {
+
+struct MoeHostWeights;  // moe.cpp
 
 struct MoeShape {
   int64_t hidden = 0, intermediate = 0, num_experts = 0, top_k = 0;
@@ -48,25 +61,31 @@ class SparseMoeBlock {
   void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, ActivationBuffers& buffers) const;
 
   bool fp8() const { return fp8_; }
+  // FP8 experts with per-token activation scales (online FP8), not static ones.
+  bool fp8_per_token() const { return per_token_; }
   int64_t weight_bytes() const;         // router and every expert
   int64_t active_weight_bytes() const;  // what one token reads: the router and top_k experts
 
  private:
-  static void LoadFusedExperts(const LinearContext& lc, const std::string& prefix, const MoeShape& shape,
-                               SparseMoeBlock& m);
+  static void ReadPerExpert(const LinearContext& lc, const std::string& prefix, const MoeShape& shape,
+                            SparseMoeBlock& m, MoeHostWeights& out);
+  void ObserveExpertInputs(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& ids) const;
   int64_t ExpertBytes() const {
     return 3 * s_.hidden * s_.intermediate * static_cast<int64_t>(vt::DTypeSize(w_down_.dtype()));
   }
 
   MoeShape s_;
-  bool fp8_ = false;
+  bool fp8_ = false, per_token_ = false;
   vt::Tensor router_;            // [E, H]
   GatedMlp shared_;               // when s_.shared_intermediate > 0
   vt::Tensor shared_gate_;        // [1, H]
   vt::Tensor w_gate_up_, w_down_;  // stacked experts
-  // FP8: per-expert input_scale * weight_scale, and the shared input scales.
+  // Static FP8: per-expert input_scale * weight_scale, and the shared input scales. FP8 per
+  // token: per-expert weight scales (the activations' scales come with each call).
   vt::Tensor alpha_gate_up_, alpha_down_;
   float gate_up_input_scale_ = 1.0f, down_input_scale_ = 1.0f;
+  LinearInputObserver* observer_ = nullptr;  // calibration only
+  std::string prefix_;                       // kept for observer_ only
 };
 
 }  // namespace vtllm::model

@@ -26,6 +26,10 @@ std::vector<vt::OpId> MoeBlockOps(const QuantConfig& quant) {
   using vt::OpId;
   std::vector<OpId> ops = {OpId::kMoeTopKRouting, OpId::kMoeExperts};
   if (quant.method == QuantMethod::kFp8Static) ops.push_back(OpId::kMoeExpertsFp8);
+  if (quant.method == QuantMethod::kFp8Online) {  // experts quantized at load, activations per token
+    ops.push_back(OpId::kQuantFp8PerTokenGroup);
+    ops.push_back(OpId::kMoeExpertsFp8PerToken);
+  }
   ops.push_back(OpId::kSigmoidGatedAdd);  // the shared expert's gate, where there is one
   return ops;
 }

@@ -8,9 +8,12 @@
 // a product of that row alone, and the SiLU-mul and quantizers work row by row; so a
 // token's bytes are those it gets alone (batch 1), whichever tokens share its experts and
 // in whatever order. The weighted sum over a token's slots runs in f32 in slot order. On
-// the scalar level the dense reference loops run instead.
+// the scalar level the dense reference loops run instead. MoeExpertsFp8PerToken takes the
+// same path with alpha 1 and applies each row's activation scale and the expert's weight
+// scale to the f32 sums afterwards.
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "vt/cpu/backend.h"
@@ -75,9 +78,10 @@ void Combine(const Queue& q, const Tensor& out, const Tensor& y, const std::vect
   });
 }
 
-// Calls `setup(most)` with the most tokens any expert gets, then `expert(e, xs, ys)` once
-// per chosen expert e: xs [n, H] holds the x rows of the n tokens routed to it (in token
-// order, x's dtype), ys [n, H] (f32) receives their outputs. Then the combine.
+// Calls `setup(most)` with the most tokens any expert gets, then `expert(e, xs, ys, tokens)`
+// once per chosen expert e: xs [n, H] holds the x rows of the n tokens routed to it (in
+// token order, x's dtype), tokens[r] is row r's token, and ys [n, H] (f32) receives their
+// outputs. Then the combine.
 template <typename Setup, typename Expert>
 void RunExperts(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
                 int64_t E, const char* op, Setup setup, Expert expert) {
@@ -90,17 +94,19 @@ void RunExperts(const Queue& q, const Tensor& out, const Tensor& x, const Tensor
   const Tensor y = Tensor::Empty({ids.numel(), H}, DType::kF32);  // rows in expert order
   const Tensor xs = Tensor::Empty({most, H}, x.dtype());
   const size_t x_row = static_cast<size_t>(H) * DTypeSize(x.dtype());
-  std::vector<int64_t> row(po.order.size());
+  std::vector<int64_t> row(po.order.size()), tokens;
   for (int64_t e = 0; e < E; ++e) {
     const int64_t r0 = po.start[e], r1 = po.start[e + 1];
     if (r0 == r1) continue;
+    tokens.clear();
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t p = po.order[r];
       row[p] = r;
+      tokens.push_back(p / k);
       std::memcpy(static_cast<std::byte*>(xs.data()) + (r - r0) * x_row,
                   static_cast<const std::byte*>(x.data()) + (p / k) * x_row, x_row);
     }
-    expert(e, xs.Slice(0, 0, r1 - r0), y.Slice(0, r0, r1));
+    expert(e, xs.Slice(0, 0, r1 - r0), y.Slice(0, r0, r1), std::span<const int64_t>(tokens));
   }
   Combine(q, out, y, row, weights);
 }
@@ -119,7 +125,8 @@ void MoeExpertsCpu(const Queue& q, const Tensor& out, const Tensor& x, const Ten
     gu = Tensor::Empty({most, 2 * I}, x.dtype());
     a = Tensor::Empty({most, I}, x.dtype());
   };
-  RunExperts(q, out, x, ids, weights, E, "MoeExperts", setup, [&](int64_t e, const Tensor& xs, const Tensor& ys) {
+  RunExperts(q, out, x, ids, weights, E, "MoeExperts", setup,
+             [&](int64_t e, const Tensor& xs, const Tensor& ys, std::span<const int64_t>) {
     const int64_t n = xs.dim(0);
     const Tensor gun = gu.Slice(0, 0, n), an = a.Slice(0, 0, n);
     matmul::GemmRowsAsOne(q, gun, xs, w_gate_up.Slice(0, e * 2 * I, (e + 1) * 2 * I), 1.0f);
@@ -148,7 +155,8 @@ void MoeExpertsFp8Cpu(const Queue& q, const Tensor& out, const Tensor& x8, const
   };
   const float* al13 = alpha_gate_up.data_as<float>();
   const float* al2 = alpha_down.data_as<float>();
-  RunExperts(q, out, x8, ids, weights, E, "MoeExpertsFp8", setup, [&](int64_t e, const Tensor& xs, const Tensor& ys) {
+  RunExperts(q, out, x8, ids, weights, E, "MoeExpertsFp8", setup,
+             [&](int64_t e, const Tensor& xs, const Tensor& ys, std::span<const int64_t>) {
     const int64_t n = xs.dim(0);
     const Tensor gun = gu.Slice(0, 0, n), an = a.Slice(0, 0, n), a8n = a8.Slice(0, 0, n);
     matmul::GemmRowsAsOne(q, gun, xs, w_gate_up.Slice(0, e * 2 * I, (e + 1) * 2 * I), al13[e]);
@@ -162,12 +170,68 @@ void MoeExpertsFp8Cpu(const Queue& q, const Tensor& out, const Tensor& x8, const
   });
 }
 
+// rows[r, :] = RoundTo(out, (rows[r, :] * row_scale[r]) * scale) for F32 `rows` [n, N] of
+// sums; `out` is rows itself or an [n, N] tensor of the activation dtype.
+void ScaleRows(const Queue& q, const Tensor& out, const Tensor& rows, std::span<const float> row_scale, float scale) {
+  const int64_t N = rows.dim(1);
+  const float* in = rows.data_as<float>();
+  Cpu(q).pool.ParallelFor(rows.dim(0), 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < N; ++c) StoreFloat(out.data(), out.dtype(), r * N + c, in[r * N + c] * row_scale[r] * scale);
+  });
+}
+
+// Each expert's tokens as one product per projection (GemmRowsAsOne with alpha 1: the
+// exact f32 sums of a one-row product), then the per-row and per-expert scales in the op's
+// order; the SiLU-mul and the per-row quantizer run row by row, so a token's bytes are its
+// batch-1 bytes here too.
+void MoeExpertsFp8PerTokenCpu(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x_scales,
+                              const Tensor& ids, const Tensor& weights, const Tensor& w_gate_up,
+                              const Tensor& w_scale_gate_up, const Tensor& w_down, const Tensor& w_scale_down) {
+  const int64_t T = x8.dim(0), H = x8.dim(1), I = w_down.dim(1), E = w_gate_up.dim(0) / (2 * I);
+  if (Cpu(q).isa == CpuIsa::kScalar) {
+    Cpu(q).pool.ParallelFor(T, 1, [&](int64_t t0, int64_t t1) {
+      ref::MoeExpertsFp8PerToken(out, x8, x_scales, ids, weights, w_gate_up, w_scale_gate_up, w_down, w_scale_down,
+                                 t0, t1);
+    });
+    return;
+  }
+  const DType act = out.dtype();
+  Tensor sums, gu, a, a8, sa;
+  std::vector<float> xs_scale;
+  auto setup = [&](int64_t most) {
+    sums = Tensor::Empty({most, 2 * I}, DType::kF32);
+    gu = Tensor::Empty({most, 2 * I}, act);
+    a = Tensor::Empty({most, I}, act);
+    a8 = Tensor::Empty({most, I}, DType::kF8E4M3);
+    sa = Tensor::Empty({most, 1}, DType::kF32);
+  };
+  const float* sx = x_scales.data_as<float>();
+  const float* ws13 = w_scale_gate_up.data_as<float>();
+  const float* ws2 = w_scale_down.data_as<float>();
+  RunExperts(q, out, x8, ids, weights, E, "MoeExpertsFp8PerToken", setup,
+             [&](int64_t e, const Tensor& xs, const Tensor& ys, std::span<const int64_t> tokens) {
+    const int64_t n = xs.dim(0);
+    const Tensor sn = sums.Slice(0, 0, n), gun = gu.Slice(0, 0, n), an = a.Slice(0, 0, n), a8n = a8.Slice(0, 0, n),
+                 san = sa.Slice(0, 0, n);
+    xs_scale.resize(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) xs_scale[r] = sx[tokens[r]];
+    matmul::GemmRowsAsOne(q, sn, xs, w_gate_up.Slice(0, e * 2 * I, (e + 1) * 2 * I), 1.0f);
+    ScaleRows(q, gun, sn, xs_scale, ws13[e]);
+    SiluMul(q, an, gun);
+    QuantFp8PerTokenGroup(q, a8n, san, an, I, 0.0f, kFp8PerTokenScaleFloor);
+    matmul::GemmRowsAsOne(q, ys, a8n, w_down.Slice(0, e * H, (e + 1) * H), 1.0f);
+    ScaleRows(q, ys, ys, std::span<const float>(san.data_as<float>(), static_cast<size_t>(n)), ws2[e]);
+  });
+}
+
 }  // namespace
 
 void RegisterMoeKernels() {
   Register<OpId::kMoeTopKRouting>(DeviceType::kCPU, &MoeTopKRoutingCpu);
   Register<OpId::kMoeExperts>(DeviceType::kCPU, &MoeExpertsCpu);
   Register<OpId::kMoeExpertsFp8>(DeviceType::kCPU, &MoeExpertsFp8Cpu);
+  Register<OpId::kMoeExpertsFp8PerToken>(DeviceType::kCPU, &MoeExpertsFp8PerTokenCpu);
 }
 
 }  // namespace vt::cpu

@@ -265,8 +265,9 @@ int64_t ExpertOf(const Tensor& ids, int64_t i, int64_t E, const char* op) {
   return e;
 }
 
-// The dense definition of both expert ops for one token: `gate_up(e, n)` is the rounded
-// gate/up output n of expert e, `down(e, a, h)` output h of its down projection of `a`.
+// The dense definition of the expert ops for one token: `gate_up(e, n)` is the rounded
+// gate/up output n of expert e, `act(a)` turns the row a = Silu(g) * u (f32) into the down
+// projection's input in place, `down(e, a, h)` is output h of its down projection of `a`.
 template <typename GateUp, typename Act, typename Down>
 void ExpertsOfToken(const Tensor& out, const Tensor& ids, const Tensor& weights, int64_t t, int64_t E, int64_t I,
                     const char* op, GateUp gate_up, Act act, Down down) {
@@ -276,7 +277,8 @@ void ExpertsOfToken(const Tensor& out, const Tensor& ids, const Tensor& weights,
     const int64_t e = ExpertOf(ids, t * k + j, E, op);
     const float w = weights.data_as<float>()[t * k + j];
     for (int64_t n = 0; n < 2 * I; ++n) gu[n] = gate_up(e, n);
-    for (int64_t i = 0; i < I; ++i) a[i] = act(numerics::Silu(gu[i]) * gu[I + i]);
+    for (int64_t i = 0; i < I; ++i) a[i] = numerics::Silu(gu[i]) * gu[I + i];
+    act(a);
     for (int64_t h = 0; h < H; ++h) acc[h] += w * down(e, a, h);
   }
   for (int64_t h = 0; h < H; ++h) StoreFloat(out.data(), out.dtype(), t * H + h, acc[h]);
@@ -297,7 +299,9 @@ void MoeExperts(const Tensor& out, const Tensor& x, const Tensor& ids, const Ten
             s += LoadFloat(x.data(), act, t * H + c) * LoadFloat(w_gate_up.data(), wd, (e * 2 * I + n) * H + c);
           return RoundTo(act, s);
         },
-        [&](float v) { return RoundTo(act, v); },
+        [&](std::vector<float>& a) {
+          for (float& v : a) v = RoundTo(act, v);
+        },
         [&](int64_t e, const std::vector<float>& a, int64_t h) {
           float s = 0.0f;
           for (int64_t i = 0; i < I; ++i) s += a[i] * LoadFloat(w_down.data(), wd, (e * H + h) * I + i);
@@ -326,11 +330,51 @@ void MoeExpertsFp8(const Tensor& out, const Tensor& x8, const Tensor& ids, const
             s += Fp8E4M3ToFloat(px[t * H + c]) * Fp8E4M3ToFloat(p13[(e * 2 * I + n) * H + c]);
           return RoundTo(act, al13[e] * s);
         },
-        [&](float v) { return Fp8E4M3ToFloat(numerics::QuantizeFp8(RoundTo(act, v), inv)); },
+        [&](std::vector<float>& a) {
+          for (float& v : a) v = Fp8E4M3ToFloat(numerics::QuantizeFp8(RoundTo(act, v), inv));
+        },
         [&](int64_t e, const std::vector<float>& a, int64_t h) {
           float s = 0.0f;
           for (int64_t i = 0; i < I; ++i) s += a[i] * Fp8E4M3ToFloat(p2[(e * H + h) * I + i]);
           return al2[e] * s;
+        });
+  }
+}
+
+void MoeExpertsFp8PerToken(const Tensor& out, const Tensor& x8, const Tensor& x_scales, const Tensor& ids,
+                           const Tensor& weights, const Tensor& w_gate_up, const Tensor& w_scale_gate_up,
+                           const Tensor& w_down, const Tensor& w_scale_down, int64_t t0, int64_t t1) {
+  const int64_t H = x8.dim(1), I = w_down.dim(1), E = w_gate_up.dim(0) / (2 * I);
+  const DType act = out.dtype();
+  const auto* px = x8.data_as<uint8_t>();
+  const auto* p13 = w_gate_up.data_as<uint8_t>();
+  const auto* p2 = w_down.data_as<uint8_t>();
+  const float* ws13 = w_scale_gate_up.data_as<float>();
+  const float* ws2 = w_scale_down.data_as<float>();
+  for (int64_t t = t0; t < t1; ++t) {
+    const float sx = x_scales.data_as<float>()[t];
+    float sa = 0.0f;  // the scale of the (token, slot) row `act` quantized last
+    ExpertsOfToken(
+        out, ids, weights, t, E, I, "MoeExpertsFp8PerToken",
+        [&](int64_t e, int64_t n) {
+          float s = 0.0f;
+          for (int64_t c = 0; c < H; ++c)
+            s += Fp8E4M3ToFloat(px[t * H + c]) * Fp8E4M3ToFloat(p13[(e * 2 * I + n) * H + c]);
+          return RoundTo(act, s * sx * ws13[e]);
+        },
+        [&](std::vector<float>& a) {
+          float amax = 0.0f;
+          for (float& v : a) {
+            v = RoundTo(act, v);
+            if (std::fabs(v) > amax) amax = std::fabs(v);  // NaN fails the comparison: left out
+          }
+          sa = Fp8GroupScale(amax, 0.0f, kFp8PerTokenScaleFloor);
+          for (float& v : a) v = Fp8E4M3ToFloat(Fp8QuantizeDiv(v, sa));
+        },
+        [&](int64_t e, const std::vector<float>& a, int64_t h) {
+          float s = 0.0f;
+          for (int64_t i = 0; i < I; ++i) s += a[i] * Fp8E4M3ToFloat(p2[(e * H + h) * I + i]);
+          return s * sa * ws2[e];
         });
   }
 }

@@ -48,6 +48,9 @@ void MoeExperts(const Tensor& out, const Tensor& x, const Tensor& ids, const Ten
 void MoeExpertsFp8(const Tensor& out, const Tensor& x8, const Tensor& ids, const Tensor& weights,
                    const Tensor& w_gate_up, const Tensor& alpha_gate_up, const Tensor& w_down,
                    float down_input_scale, const Tensor& alpha_down, int64_t t0, int64_t t1);
+void MoeExpertsFp8PerToken(const Tensor& out, const Tensor& x8, const Tensor& x_scales, const Tensor& ids,
+                           const Tensor& weights, const Tensor& w_gate_up, const Tensor& w_scale_gate_up,
+                           const Tensor& w_down, const Tensor& w_scale_down, int64_t t0, int64_t t1);
 
 // The Gated DeltaNet ops (vt/ops/gdn.h; cpu/gdn_reference.cpp). Like the routing, these
 // scalar loops are also the CPU kernels (cpu/gdn.cpp runs them in parallel). The batch

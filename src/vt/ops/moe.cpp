@@ -77,4 +77,22 @@ void MoeExpertsFp8(const Queue& q, const Tensor& out, const Tensor& x8, const Te
                                                  down_input_scale, alpha_down);
 }
 
+void MoeExpertsFp8PerToken(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x_scales,
+                           const Tensor& ids, const Tensor& weights, const Tensor& w_gate_up,
+                           const Tensor& w_scale_gate_up, const Tensor& w_down, const Tensor& w_scale_down) {
+  constexpr std::string_view op = "MoeExpertsFp8PerToken";
+  check::Operand(op, q, "x8", x8, {DType::kF8E4M3});
+  check::Operand(op, q, "w_gate_up", w_gate_up, {DType::kF8E4M3});
+  check::Operand(op, q, "w_down", w_down, {DType::kF8E4M3});
+  const int64_t E = CheckExperts(op, q, out, x8, ids, weights, w_gate_up, w_down);
+  check::Operand(op, q, "x_scales", x_scales, {DType::kF32});
+  check::ShapeIs(op, "x_scales", x_scales, {x8.dim(0), 1});
+  check::Operand(op, q, "w_scale_gate_up", w_scale_gate_up, {DType::kF32});
+  check::Operand(op, q, "w_scale_down", w_scale_down, {DType::kF32});
+  check::ShapeIs(op, "w_scale_gate_up", w_scale_gate_up, {E});
+  check::ShapeIs(op, "w_scale_down", w_scale_down, {E});
+  Kernel<OpId::kMoeExpertsFp8PerToken>(q.device().type)(q, out, x8, x_scales, ids, weights, w_gate_up,
+                                                         w_scale_gate_up, w_down, w_scale_down);
+}
+
 }  // namespace vt
