@@ -5,8 +5,8 @@
 // Prefill work is split into items (sequence, KV head, group of query heads, chunk of query
 // rows); an item converts each cache block of its KV head to f32 once and uses it for every
 // query head of the group and every row of the chunk, so GQA reads the cache once per KV
-// head. Each (query row, block) step runs the queue's vector kernel (attention_kernels.h)
-// for the group's heads where the ISA and head size allow, else the portable loops below.
+// head. Each (query row, head, block) step runs the queue's vector kernel
+// (attention_kernels.h) where the ISA and head size allow, else the portable loops below.
 // Decode sequences (one query row) with a vector kernel set go in pieces of their context
 // instead (sequence, range of blocks, every head): the kernel reads each block's key and
 // value rows where they are, in the cache's dtype, so the block's bytes are read together;
@@ -171,14 +171,13 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
       const int64_t pos = first_pos + w.row0 + r;
       const int64_t valid = std::min(count, pos + 1 - tok0);
       if (valid <= 0) continue;
-      if (ks != nullptr) {  // the chunk's rows against the block widened once
-        ks->attend_rows(&qf[r * heads * D], heads, kf.data(), vf.data(), D, DType::kF32, 1.0f, 1.0f, valid, D,
-                        &acc[r * heads * D], &m[r * heads], &l[r * heads]);
-        continue;
-      }
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t qi = r * heads + h;
         const float* qv = &qf[qi * D];
+        if (ks != nullptr) {
+          ks->attend_block(qv, kf.data(), vf.data(), valid, D, &acc[qi * D], m[qi], l[qi]);
+          continue;
+        }
         float bm = -INFINITY;
         for (int64_t j = 0; j < valid; ++j) {
           score[j] = Dot(qv, &kf[j * D], D);

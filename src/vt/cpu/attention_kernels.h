@@ -14,12 +14,18 @@ namespace vt::cpu::attention {
 struct KernelSet {
   const char* name;
   int lanes;  // D must be a multiple of it
+  // For keys j < valid (f32 rows k + j·D, v + j·D) and a query q already multiplied by the
+  // softmax scale: s_j = q·k_j; m' = max(m, max_j s_j); acc and l scaled by e^(m - m');
+  // p_j = e^(s_j - m'); l += Σ p_j; acc += Σ p_j·v_j (in j order); m = m'. (Prefill chunks.)
+  void (*attend_block)(const float* q, const float* k, const float* v, int64_t valid, int64_t D, float* acc, float& m,
+                       float& l);
   // For `heads` query vectors (q + h·D, already multiplied by the softmax scale) and keys
   // j < valid of one cache block (rows k + j·stride, v + j·stride elements of `dtype`:
   // F32, BF16, F16, or F8E4M3 read as KvCacheDequantizeFp8(code, k_scale / v_scale)), per
   // head h: s_j = q·k_j; m' = max(m[h], max_j s_j); acc + h·D and l[h] scaled by
   // e^(m[h] - m'); p_j = e^(s_j - m'); l[h] += Σ p_j; acc += Σ p_j·v_j (in j order);
-  // m[h] = m'. Each key and value row is read once for up to four heads.
+  // m[h] = m'. Each key and value row is read once for up to four heads. (Decode steps,
+  // reading the cache in place.)
   void (*attend_rows)(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, DType dtype,
                       float k_scale, float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l);
   // n cache elements of `dtype` -> f32, the same floats attend_rows reads (F8E4M3: the

@@ -5,7 +5,8 @@
 namespace vt::cpu::attention {
 
 const KernelSet* NeonKernels() {
-  static constexpr KernelSet kSet = {"neon", neon::kLanes, &neon::AttendRows, &neon::CacheToF32};
+  static constexpr KernelSet kSet = {"neon", neon::kLanes, &neon::AttendBlock, &neon::AttendRows,
+                                     &neon::CacheToF32};
   return &kSet;
 }
 

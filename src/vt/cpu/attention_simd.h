@@ -18,6 +18,62 @@ constexpr int64_t kKeysPerPass = 64;
 // Query heads sharing one pass over the keys (the rest of a GQA group takes another pass).
 constexpr int kHeadTile = 4;
 
+// One query vector against n f32 key and value rows (D apart): a prefill chunk's step over
+// a block widened to f32.
+void AttendKeys(const float* q, const float* k, const float* v, int64_t n, int64_t D, float* acc, float& m,
+                float& l) {
+  alignas(64) float s[kKeysPerPass];
+  float bm = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    const float* kj = k + j * D;
+    V a0 = Zero(), a1 = Zero();
+    int64_t i = 0;
+    for (; i + 2 * kLanes <= D; i += 2 * kLanes) {
+      a0 = Fma(LoadF32(q + i), LoadF32(kj + i), a0);
+      a1 = Fma(LoadF32(q + i + kLanes), LoadF32(kj + i + kLanes), a1);
+    }
+    if (i < D) a0 = Fma(LoadF32(q + i), LoadF32(kj + i), a0);
+    s[j] = SumLanes(Add(a0, a1));
+    bm = s[j] > bm ? s[j] : bm;
+  }
+  if (bm > m) {
+    // e^-inf = 0 on a row's first keys. (The vector Exp, not the scalar numerics::Exp: an
+    // inline function with external linkage compiled here could be the copy the linker
+    // keeps for code meant to run on any processor.)
+    const V r = Exp(Set1(m - bm));
+    for (int64_t i = 0; i < D; i += kLanes) StoreF32(acc + i, Mul(LoadF32(acc + i), r));
+    l *= FirstLane(r);
+    m = bm;
+  }
+  const V mv = Set1(m);
+  for (int64_t j = 0; j < n; j += kLanes) {
+    const int c = n - j < kLanes ? static_cast<int>(n - j) : kLanes;
+    StoreN(s, DType::kF32, j, Exp(Sub(LoadN(s, DType::kF32, j, c), mv)), c);
+  }
+  for (int64_t j = 0; j < n; ++j) l += s[j];
+  // acc stays in registers across the keys, a few vectors of it at a time.
+  constexpr int kAccVectors = 4;
+  for (int64_t i0 = 0; i0 < D; i0 += kAccVectors * kLanes) {
+    const int nv = static_cast<int>((D - i0) / kLanes < kAccVectors ? (D - i0) / kLanes : kAccVectors);
+    V a[kAccVectors];
+    for (int t = 0; t < nv; ++t) a[t] = LoadF32(acc + i0 + t * kLanes);
+    for (int64_t j = 0; j < n; ++j) {
+      const V p = Set1(s[j]);
+      const float* vj = v + j * D + i0;
+      for (int t = 0; t < nv; ++t) a[t] = Fma(p, LoadF32(vj + t * kLanes), a[t]);
+    }
+    for (int t = 0; t < nv; ++t) StoreF32(acc + i0 + t * kLanes, a[t]);
+  }
+}
+
+void AttendBlock(const float* q, const float* k, const float* v, int64_t valid, int64_t D, float* acc, float& m,
+                 float& l) {
+  for (int64_t j = 0; j < valid; j += kKeysPerPass) {
+    const int64_t n = valid - j < kKeysPerPass ? valid - j : kKeysPerPass;
+    AttendKeys(q, k + j * D, v + j * D, n, D, acc, m, l);
+  }
+}
+
 // kLanes cache elements from element i of a row, as the f32 the definition reads: F32,
 // BF16 and F16 exactly; e4m3 codes as KvCacheDequantizeFp8 (the exact value, then one IEEE
 // multiply by the scale).
