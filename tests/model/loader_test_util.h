@@ -94,6 +94,20 @@ std::string ExpectLoadError(Fn&& fn, const std::vector<std::string>& needles) {
   return "";
 }
 
+// Asserts that `fn` throws a vt::Error (any kind: a LoadError, or another refusal) whose
+// message contains every needle; VTLLM_SHOW_ERRORS prints it, as above.
+template <typename Fn>
+void ExpectError(Fn&& fn, const std::vector<std::string>& needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error mentioning " << ::testing::PrintToString(needles);
+  } catch (const vt::Error& e) {
+    const std::string msg = e.what();
+    if (std::getenv("VTLLM_SHOW_ERRORS")) std::fprintf(stderr, "  error: %s\n", msg.c_str());
+    for (const auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "message lacks '" << n << "': " << msg;
+  }
+}
+
 inline std::string FixtureDir(const std::string& name) {
   return std::string(VTLLM_FIXTURES_DIR) + "/oracles/qwen3-tiny/" + name;
 }

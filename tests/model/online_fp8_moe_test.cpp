@@ -12,7 +12,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "checkpoint_edit.h"
 #include "fp8_reference_forward.h"
+#include "online_fp8_check.h"
 #include "loader_test_util.h"
 #include "model/safetensors_writer.h"
 #include "model_oracle.h"
@@ -25,47 +27,12 @@ namespace {
 const std::string kFixtures = std::string(VTLLM_FIXTURES_DIR) + "/models/";
 const std::string kMoe = kFixtures + "qwen3-moe-tiny";  // layers 1 and 3 sparse: 8 experts, 2 per token
 
-LoadOptions Online(vt::DType dtype) {
-  LoadOptions o = testing::CpuOptions(dtype);
-  o.quantization = "fp8";
-  return o;
-}
+LoadOptions Online(vt::DType dtype) { return testing::OnlineFp8Options(dtype); }
 
-double MaxAbsDiff(const std::vector<float>& a, const std::vector<double>& b, size_t begin, size_t end) {
-  double m = 0;
-  for (size_t i = begin; i < end; ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
-  return m;
-}
-
-// The bound of the dense online-FP8 test (online_fp8_test.cpp): with float32 activations a
-// position's logits agree with the emulation to 1e-4 unless an activation sits on an e4m3
-// rounding boundary and its code flips; at most a tenth of the positions may show one, none
-// by more than 0.1. The emulation must be far from the BF16 model (so that the bound tells a
-// wrong scale or rounding from a right one).
+// Float32 activations against the float64 emulation, with the dense test's bounds
+// (online_fp8_check.h).
 TEST(OnlineFp8Moe, MatchesTheFloat64EmulationUpToCodeFlips) {
-  auto model = Model::Load(kMoe, Online(vt::DType::kF32));
-  ASSERT_EQ(model->quant().method, QuantMethod::kFp8Online);
-  testing::ReferenceForward emu(kMoe, testing::RefMode::kOnlineFp8), bf16(kMoe, testing::RefMode::kBf16);
-  const int64_t V = model->vocab_size();
-  int flipped = 0, positions = 0;
-  double worst = 0, fp8_vs_bf16 = 0;
-  for (const testing::OracleCase& c : testing::ReadOracle(kMoe)) {
-    const std::vector<float> got = testing::PromptLogits(*model, c.prompt);
-    const std::vector<double> ref = emu.Logits(c.prompt), ref_bf16 = bf16.Logits(c.prompt);
-    for (int64_t t = 0; t < c.T; ++t) {
-      const double d = MaxAbsDiff(got, ref, t * V, (t + 1) * V);
-      worst = std::max(worst, d);
-      flipped += d > 1e-4;
-      ++positions;
-      for (int64_t v = 0; v < V; ++v)
-        fp8_vs_bf16 = std::max(fp8_vs_bf16, std::fabs(ref[t * V + v] - ref_bf16[t * V + v]));
-    }
-  }
-  std::printf("online fp8 moe vs emulation: max %.3g over %d positions, %d above 1e-4; emulation vs bf16: %.3g\n",
-              worst, positions, flipped, fp8_vs_bf16);
-  EXPECT_LE(worst, 0.1);
-  EXPECT_LE(flipped, positions / 10);
-  EXPECT_GE(fp8_vs_bf16, 0.1);
+  testing::ExpectOnlineFp8MatchesEmulation(kMoe, 0.1);
 }
 
 // Greedy decoding (prefill, then one token per step through the KV cache) picks the BF16
@@ -205,40 +172,10 @@ TEST(OnlineFp8Moe, SharedExpertModelsLoadAndStayCloseToBf16) {
 // and the element.
 TEST(OnlineFp8Moe, NonFiniteExpertWeightIsALoadErrorNamingTheTensor) {
   testing::TempDir tmp;
-  for (const char* f : {"config.json", "generation_config.json"}) std::filesystem::copy_file(kMoe + "/" + f, tmp / f);
-  const Checkpoint src = Checkpoint::Open(kMoe);
   const std::string bad = "model.layers.3.mlp.experts.6.up_proj.weight";
-  std::vector<uint16_t> edited;
-  SafetensorsWriter w;
-  for (const std::string& n : src.names()) {
-    const vt::Tensor t = src.Get(n);
-    if (n != bad) {
-      w.Add(n, t);
-      continue;
-    }
-    edited.assign(t.data_as<uint16_t>(), t.data_as<uint16_t>() + t.numel());
-    edited[7] = 0xFF80;  // BF16 -Inf
-    w.Add(n, vt::DType::kBF16, t.shape(), edited.data());
-  }
-  w.Write(tmp / "model.safetensors");
+  testing::CopyWithBf16Element(kMoe, tmp.path(), bad, 7, 0xFF80);  // BF16 -Inf
   testing::ExpectLoadError([&] { Model::Load(tmp.path(), Online(vt::DType::kF32)); }, {bad, "element 7", "NaN or Inf"});
   EXPECT_NO_THROW(Model::Load(tmp.path(), testing::CpuOptions(vt::DType::kF32)));  // BF16 as it is: loads
-}
-
-// A build whose CUDA backend lacks the per-token expert op (every build today: the op has a
-// CPU kernel only) refuses online FP8 of an MoE model on CUDA up front, naming the op.
-TEST(OnlineFp8Moe, LoadingOnCudaNamesTheMissingOp) {
-  if (vt::OpRegistered(vt::OpId::kMoeExpertsFp8PerToken, vt::DeviceType::kCUDA))
-    GTEST_SKIP() << "this build has a CUDA kernel for MoeExpertsFp8PerToken";
-  LoadOptions o = Online(vt::DType::kBF16);
-  o.device = vt::Device::Cuda(0);
-  try {
-    Model::Load(kMoe, o);
-    ADD_FAILURE() << "loaded online FP8 experts on CUDA without a kernel";
-  } catch (const vt::Error& e) {
-    for (const char* s : {"Qwen3MoeForCausalLM", "no kernel for cuda", "MoeExpertsFp8PerToken"})
-      EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

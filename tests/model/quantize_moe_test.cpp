@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <set>
 
+#include "checkpoint_edit.h"
 #include "fp8_reference_forward.h"
 #include "loader_test_util.h"
 #include "model/quantize.h"
@@ -27,26 +28,10 @@ namespace {
 
 const std::string kMoe = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3-moe-tiny";
 
-// Token windows from a fixed LCG over the vocabulary (not the oracle's prompts).
-std::vector<std::vector<int32_t>> Calibration(const std::vector<int>& lengths) {
-  const int64_t vocab = ModelConfig::FromDir(kMoe).vocab_size;
-  std::vector<std::vector<int32_t>> w;
-  uint64_t s = 4242;
-  for (int len : lengths) {
-    std::vector<int32_t> ids;
-    for (int i = 0; i < len; ++i) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      ids.push_back(static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(vocab)));
-    }
-    w.push_back(ids);
-  }
-  return w;
-}
-
 QuantizeOptions Options(const std::string& format, const std::vector<int>& lengths = {40, 23, 64}) {
   QuantizeOptions o;
   o.format = format;
-  o.calibration = Calibration(lengths);
+  o.calibration = testing::CalibrationWindows(ModelConfig::FromDir(kMoe).vocab_size, 4242, lengths);
   o.cpu_threads = 2;
   o.progress = false;
   return o;
@@ -301,31 +286,10 @@ TEST(QuantizeMoe, FusedExpertsAreWrittenOneTensorPerExpert) {
   }
 }
 
-template <typename Fn>
-void ExpectError(Fn&& fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error";
-  } catch (const vt::Error& e) {
-    if (std::getenv("VTLLM_SHOW_ERRORS")) std::fprintf(stderr, "  error: %s\n", e.what());
-    for (const std::string& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "message lacks '" << n << "': " << e.what();
-  }
-}
+using testing::ExpectError;
 
-// A copy of the fixture with `edit` applied to its tensors (name, tensor) -> kept or not,
-// written by the callback into the writer.
-template <typename Edit>
-std::string EditedCopy(const testing::TempDir& tmp, const std::string& name, Edit edit) {
-  const std::string dir = tmp.Sub(name);
-  for (const char* f : {"config.json", "generation_config.json"})
-    std::filesystem::copy_file(kMoe + "/" + f, dir + "/" + f);
-  const Checkpoint src = Checkpoint::Open(kMoe);
-  SafetensorsWriter w;
-  std::vector<std::vector<char>> keep;
-  for (const std::string& n : src.names()) edit(n, src.Get(n), w, keep);
-  w.Write(dir + "/model.safetensors");
-  return dir;
+std::string EditedCopy(const testing::TempDir& tmp, const std::string& name, const testing::TensorEdit& edit) {
+  return testing::EditedCopy(kMoe, tmp.Sub(name), edit);
 }
 
 TEST(QuantizeMoe, MalformedExpertsAreClearErrorsNamingTheTensor) {
@@ -333,26 +297,13 @@ TEST(QuantizeMoe, MalformedExpertsAreClearErrorsNamingTheTensor) {
   using Keep = std::vector<std::vector<char>>;
   // An expert stored in F32.
   const std::string f32_name = Expert(1, 2, "up_proj") + ".weight";
-  const std::string f32 = EditedCopy(tmp, "f32", [&](const std::string& n, const vt::Tensor& t, SafetensorsWriter& w,
-                                                     Keep& keep) {
-    if (n != f32_name) return w.Add(n, t);
-    std::vector<float> wide;
-    for (int64_t i = 0; i < t.numel(); ++i) wide.push_back(vt::Bf16ToFloat(t.data_as<uint16_t>()[i]));
-    keep.emplace_back(reinterpret_cast<char*>(wide.data()), reinterpret_cast<char*>(wide.data() + wide.size()));
-    w.Add(n, vt::DType::kF32, t.shape(), keep.back().data());
-  });
+  const std::string f32 = testing::CopyWithF32Tensor(kMoe, tmp.Sub("f32"), f32_name);
   ExpectError([&] { QuantizeCheckpoint(f32, tmp / "o1", Options("modelopt")); }, {f32_name, "F32", "BF16"});
 
   // An Inf in the last sparse layer's expert down projection (its output reaches no observed
   // linear, so the calibration finishes and the weight's own check speaks).
   const std::string inf_name = Expert(3, 5, "down_proj") + ".weight";
-  const std::string inf = EditedCopy(tmp, "inf", [&](const std::string& n, const vt::Tensor& t, SafetensorsWriter& w,
-                                                     Keep& keep) {
-    if (n != inf_name) return w.Add(n, t);
-    keep.emplace_back(static_cast<const char*>(t.data()), static_cast<const char*>(t.data()) + t.nbytes());
-    reinterpret_cast<uint16_t*>(keep.back().data())[3] = 0x7F80;  // BF16 +Inf
-    w.Add(n, vt::DType::kBF16, t.shape(), keep.back().data());
-  });
+  const std::string inf = testing::CopyWithBf16Element(kMoe, tmp.Sub("inf"), inf_name, 3, 0x7F80);  // +Inf
   ExpectError([&] { QuantizeCheckpoint(inf, tmp / "o2", Options("modelopt")); }, {inf_name, "NaN or Inf"});
 
   // A missing expert tensor.

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "checkpoint_edit.h"
 #include "fp8_reference_forward.h"
 #include "loader_test_util.h"
 #include "model/quantize.h"
@@ -21,25 +22,10 @@ namespace {
 
 const std::string kTiny = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3-mqa-tiny";
 
-// Calibration windows: token ids from a fixed LCG over the vocabulary (not the test prompts).
-std::vector<std::vector<int32_t>> Calibration(int64_t vocab) {
-  std::vector<std::vector<int32_t>> w;
-  uint64_t s = 12345;
-  for (int len : {40, 23, 64}) {
-    std::vector<int32_t> ids;
-    for (int i = 0; i < len; ++i) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      ids.push_back(static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(vocab)));
-    }
-    w.push_back(ids);
-  }
-  return w;
-}
-
 QuantizeOptions Options(const std::string& format) {
   QuantizeOptions o;
   o.format = format;
-  o.calibration = Calibration(ModelConfig::FromDir(kTiny).vocab_size);
+  o.calibration = testing::CalibrationWindows(ModelConfig::FromDir(kTiny).vocab_size, 12345, {40, 23, 64});
   o.cpu_threads = 2;
   o.progress = false;
   return o;
@@ -176,16 +162,7 @@ TEST(Quantize, CompressedTensorsCheckpointLoadsStaticAndMatchesTheReference) {
   CheckQuantized("compressed-tensors");
 }
 
-template <typename Fn>
-void ExpectError(Fn&& fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error";
-  } catch (const vt::Error& e) {
-    for (const std::string& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "message lacks '" << n << "': " << e.what();
-  }
-}
+using testing::ExpectError;
 
 TEST(Quantize, BadInputsAreClearErrors) {
   const std::string fx = std::string(VTLLM_FIXTURES_DIR) + "/models/";
@@ -202,21 +179,8 @@ TEST(Quantize, BadInputsAreClearErrors) {
 
   // A linear stored in F32: named, with its dtype.
   const std::string f32 = tmp.Sub("f32");
-  for (const char* f : {"config.json", "generation_config.json"}) std::filesystem::copy_file(kTiny + "/" + f, f32 + "/" + f);
-  const Checkpoint src = Checkpoint::Open(kTiny);
   const std::string bad = "model.layers.2.self_attn.o_proj.weight";
-  std::vector<float> wide;
-  SafetensorsWriter w;
-  for (const std::string& n : src.names()) {
-    const vt::Tensor t = src.Get(n);
-    if (n != bad) {
-      w.Add(n, t);
-      continue;
-    }
-    for (int64_t i = 0; i < t.numel(); ++i) wide.push_back(vt::Bf16ToFloat(t.data_as<uint16_t>()[i]));
-    w.Add(n, vt::DType::kF32, t.shape(), wide.data());
-  }
-  w.Write(f32 + "/model.safetensors");
+  testing::CopyWithF32Tensor(kTiny, f32, bad);
   ExpectError([&] { QuantizeCheckpoint(f32, tmp / "e", Options("modelopt")); }, {bad, "F32", "BF16"});
 }
 

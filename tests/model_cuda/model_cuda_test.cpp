@@ -186,6 +186,16 @@ TEST(ModelCuda, GreedyTokensMatchCpu) {
   }
 }
 
+// `--quantization fp8` with `act` activations, on the CPU (set .device for CUDA).
+LoadOptions OnlineFp8Options(vt::DType act) {
+  LoadOptions o;
+  o.dtype = act;
+  o.cpu_threads = 2;
+  o.progress = false;
+  o.quantization = "fp8";
+  return o;
+}
+
 // Online FP8 (--quantization fp8) of a BF16 fixture: the weights are quantized on the host
 // for both backends (the same bytes), the activations per token on each; logits within the
 // dynamic formats' tolerance, and the CUDA group-scaled GEMM ran.
@@ -195,11 +205,7 @@ TEST(ModelCuda, OnlineFp8MatchesCpu) {
   const auto prompts = Prompts(dir + "/reference.json");
   ASSERT_FALSE(prompts.empty());
   for (vt::DType act : {vt::DType::kBF16, vt::DType::kF32}) {
-    LoadOptions o;
-    o.dtype = act;
-    o.cpu_threads = 2;
-    o.progress = false;
-    o.quantization = "fp8";
+    LoadOptions o = OnlineFp8Options(act);
     auto cpu = Model::Load(dir, o);
     o.device = vt::Device::Cuda(0);
     const int64_t before = vt::DispatchCount(vt::OpId::kMatmulFp8GroupScaled, vt::DeviceType::kCUDA);
@@ -214,6 +220,31 @@ TEST(ModelCuda, OnlineFp8MatchesCpu) {
       EXPECT_LE(err, tol.logits) << Name(act) << " case " << c;
     }
     EXPECT_GT(vt::DispatchCount(vt::OpId::kMatmulFp8GroupScaled, vt::DeviceType::kCUDA), before);
+  }
+}
+
+// Online FP8 of the BF16 MoE fixture: the experts' weights are quantized on the host for
+// both backends (the same bytes, one scale per expert and projection), the activations per
+// token on each, and each (token, slot) pair's SwiGLU output per pair (MoeExpertsFp8PerToken).
+// Prompt logits within the dynamic formats' tolerance, greedy tokens equal up to a CPU
+// near-tie, and the CUDA per-token expert kernel ran.
+TEST(ModelCuda, OnlineFp8MoeMatchesCpu) {
+  REQUIRE_CUDA();
+  const std::string dir = FixturesDir() + "/models/qwen3-moe-tiny";
+  const auto prompts = Prompts(FixturesDir() + "/oracles/qwen3-tiny/reference.json");
+  ASSERT_FALSE(prompts.empty());
+  for (vt::DType act : {vt::DType::kBF16, vt::DType::kF32}) {
+    LoadOptions o = OnlineFp8Options(act);
+    auto cpu = Model::Load(dir, o);
+    o.device = vt::Device::Cuda(0);
+    auto gpu = Model::Load(dir, o);
+    ASSERT_EQ(gpu->quant().method, QuantMethod::kFp8Online);
+    const int64_t before = vt::DispatchCount(vt::OpId::kMoeExpertsFp8PerToken, vt::DeviceType::kCUDA);
+    Tol tol = TolFor(act);
+    if (act == vt::DType::kBF16) tol.logits = 0.3;  // as the other dynamic formats (GreedyTokensMatchCpu)
+    ExpectGreedyMatchesCpu(*cpu, *gpu, dir, act, prompts, 12, tol);
+    EXPECT_GT(vt::DispatchCount(vt::OpId::kMoeExpertsFp8PerToken, vt::DeviceType::kCUDA), before)
+        << "no CUDA per-token expert kernel ran";
   }
 }
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -123,6 +124,15 @@ inline vt::Tensor MakeTensor(const std::vector<float>& v, const vt::Shape& shape
     }
   }
   return t;
+}
+
+// n samples of N(0, sigma^2) from a generator seeded with `seed`.
+inline std::vector<float> Gaussian(size_t n, uint32_t seed, float sigma) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
 }
 
 // Element i of a F32/BF16/F16 tensor, decoded independently.

@@ -22,13 +22,7 @@ using vt::Tensor;
 
 constexpr double kScaleFloor = 1.0 / (448.0 * 512.0);
 
-std::vector<float> Gaussian(size_t n, uint32_t seed, float sigma) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using vt_test::Gaussian;
 
 Tensor F32(const std::vector<float>& v, const vt::Shape& s) { return vt_test::MakeTensor(v, s, DType::kF32); }
 

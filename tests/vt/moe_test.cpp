@@ -23,13 +23,7 @@ namespace {
 using vt::DType;
 using vt::Tensor;
 
-std::vector<float> Gaussian(size_t n, uint32_t seed, float sigma) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using vt_test::Gaussian;
 
 // ---- the float64 definitions ----------------------------------------------------------
 

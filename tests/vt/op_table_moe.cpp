@@ -147,6 +147,20 @@ std::vector<OpCase> MoeExpertsCases() {
   return cases;
 }
 
+// The stacked expert weights as the model prepares them: each expert's rows may get a
+// copy of their own, laid out for the queue's matmul kernels.
+static void PrepareExperts(const vt::Queue& q, vt::Tensor& w13, vt::Tensor& w2, int64_t E, int64_t I, int64_t H) {
+  std::vector<int64_t> r13, r2;
+  for (int64_t e = 0; e < E; ++e) {
+    r13.push_back(e * 2 * I);
+    r2.push_back(e * H);
+  }
+  w13.SetReadOnly();
+  w2.SetReadOnly();
+  w13 = vt::PrepareWeight(q, w13, vt::WeightUse::kMatmulB, r13);
+  w2 = vt::PrepareWeight(q, w2, vt::WeightUse::kMatmulB, r2);
+}
+
 std::vector<OpCase> MoeExpertsFp8Cases() {
   std::vector<OpCase> cases;
   std::mt19937 rng(78);
@@ -177,17 +191,7 @@ std::vector<OpCase> MoeExpertsFp8Cases() {
       const int64_t I = s.I, H = s.H, E = s.E;
       c.run = [prepared, down_scale, I, H, E](const vt::Queue& q, const Tensors& in, const Tensors& out) {
         vt::Tensor w13 = in[3], w2 = in[5];
-        if (prepared) {  // as the model prepares them: each expert's rows may have a copy of their own
-          std::vector<int64_t> r13, r2;
-          for (int64_t e = 0; e < E; ++e) {
-            r13.push_back(e * 2 * I);
-            r2.push_back(e * H);
-          }
-          w13.SetReadOnly();
-          w2.SetReadOnly();
-          w13 = vt::PrepareWeight(q, w13, vt::WeightUse::kMatmulB, r13);
-          w2 = vt::PrepareWeight(q, w2, vt::WeightUse::kMatmulB, r2);
-        }
+        if (prepared) PrepareExperts(q, w13, w2, E, I, H);
         vt::MoeExpertsFp8(q, out[0], in[0], in[1], in[2], w13, in[4], w2, down_scale, in[6]);
       };
       cases.push_back(std::move(c));
@@ -238,17 +242,7 @@ std::vector<OpCase> MoeExpertsFp8PerTokenCases() {
       const int64_t I = s.I, H = s.H, E = s.E;
       c.run = [prepared, I, H, E](const vt::Queue& q, const Tensors& in, const Tensors& out) {
         vt::Tensor w13 = in[4], w2 = in[6];
-        if (prepared) {
-          std::vector<int64_t> r13, r2;
-          for (int64_t e = 0; e < E; ++e) {
-            r13.push_back(e * 2 * I);
-            r2.push_back(e * H);
-          }
-          w13.SetReadOnly();
-          w2.SetReadOnly();
-          w13 = vt::PrepareWeight(q, w13, vt::WeightUse::kMatmulB, r13);
-          w2 = vt::PrepareWeight(q, w2, vt::WeightUse::kMatmulB, r2);
-        }
+        if (prepared) PrepareExperts(q, w13, w2, E, I, H);
         vt::MoeExpertsFp8PerToken(q, out[0], in[0], in[1], in[2], in[3], w13, in[5], w2, in[7]);
       };
       cases.push_back(std::move(c));

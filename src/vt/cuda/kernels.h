@@ -33,6 +33,9 @@ int64_t QuantFp8VecLaunches();  // QuantFp8Static's vector kernel (quant.cu)
 // how many of those the tensor-core one (attention_decode_mma.cu).
 int64_t DecodeAttentionLaunches();
 int64_t DecodeMmaLaunches();
+// How many decode launches with split contexts combined the splits in the launch itself
+// (attention_split.cuh) rather than by a combine kernel after it (all queues).
+int64_t DecodeSplitsCombinedInLaunch();
 // How many launches read or wrote an F8E4M3 KV cache (attention.cu, qk_norm_rope.cu; all
 // queues): the attention kernel, the cache-write kernel and the fused prelude.
 struct KvFp8Launches {
@@ -40,7 +43,7 @@ struct KvFp8Launches {
 };
 KvFp8Launches KvCacheFp8Launches();
 void CountQkNormRopeFp8Launch();
-void RegisterMoeKernels();         // moe.cu: MoeTopKRouting, MoeExperts, MoeExpertsFp8
+void RegisterMoeKernels();         // moe.cu: MoeTopKRouting, MoeExperts, MoeExpertsFp8(PerToken)
 void RegisterGdnKernels();         // gdn.cu: CausalConv1d, GatedDeltaRule
 
 // Element storage tags for templated kernels: the value type in memory and exact

@@ -1,4 +1,5 @@
-// CUDA MoE ops: MoeTopKRouting, MoeExperts, MoeExpertsFp8. Nothing here reads the device's
+// CUDA MoE ops: MoeTopKRouting, MoeExperts, MoeExpertsFp8, MoeExpertsFp8PerToken. Nothing
+// here reads the device's
 // routing on the host, so a decode step stays capturable in a CUDA graph.
 //
 // MoeTopKRouting: one warp per token. The lanes evaluate numerics::Exp(l_i - m) (the CPU's
@@ -23,6 +24,10 @@
 // the op table's tolerance for these ops (op_table_moe.cpp) covers that. A bad expert id
 // is recorded as an index error (device_error.h) and its slot contributes nothing.
 // Prefill reads each expert's rows once per pair too (no grouped GEMM yet).
+// MoeExpertsFp8PerToken runs the same two kernels with the scales of its definition, and
+// between them QuantFp8PerTokenGroup over the [T * k, I] activation rows (G = I: a scale
+// per (token, slot) pair, the bytes the CPU's quantizer gives); the down kernel then reads
+// e4m3fn activations and multiplies each pair's sum by its scale and the expert's.
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -32,6 +37,7 @@
 #include "vt/cuda/fp8_stream.cuh"
 #include "vt/cuda/kernels.h"
 #include "vt/ops/moe.h"
+#include "vt/ops/quant.h"
 
 namespace vt::cuda {
 
@@ -41,6 +47,9 @@ constexpr int kRouteWarps = 4;     // tokens per routing CTA (when their rows fi
 constexpr int kWarps = 8;          // rows per expert CTA, one warp each
 constexpr int kThreads = kWarps * 32;
 constexpr size_t kSmemLimit = 48 << 10;
+
+// How the expert kernels scale and round: MoeExperts, MoeExpertsFp8, MoeExpertsFp8PerToken.
+enum class Scaling { kNone, kStatic, kPerToken };
 
 // ---- routing ---------------------------------------------------------------------------
 
@@ -202,14 +211,16 @@ __device__ __forceinline__ void WarpDot(const typename XTag::T* x, const typenam
 
 // ---- the two expert kernels ------------------------------------------------------------
 
-// a[p, i] for pair p = blockIdx.x, i = blockIdx.y * kWarps + warp. kFp8: x8 and the weights
-// are e4m3fn, RTag is the output dtype (gate/up rounded to it after alpha), and a is the
-// e4m3fn value of round(Silu(g) * u) * inv; else RTag is x's dtype.
-template <typename XTag, typename WTag, typename RTag, bool kVec, bool kFp8>
+// a[p, i] for pair p = blockIdx.x, i = blockIdx.y * kWarps + warp. kNone: RTag is x's dtype;
+// else x8 and the weights are e4m3fn and RTag is the output dtype (gate/up rounded to it
+// after their scales). kStatic: a is the e4m3fn value of round(Silu(g) * u) * inv (alpha13:
+// input_scale * weight_scale per expert); kPerToken: a is round(Silu(g) * u), quantized per
+// pair afterwards (x_scales: per token, alpha13: the weight scale per expert).
+template <typename XTag, typename WTag, typename RTag, bool kVec, Scaling kMode>
 __global__ void __launch_bounds__(kThreads)
-    MoeGateUpKernel(float* a, const typename XTag::T* x, const int32_t* ids, const typename WTag::T* w13,
-                    const float* alpha13, float inv_down, int64_t k, int64_t H, int64_t I, int64_t E,
-                    IndexErrorRecord* err) {
+    MoeGateUpKernel(float* a, const typename XTag::T* x, const float* x_scales, const int32_t* ids,
+                    const typename WTag::T* w13, const float* alpha13, float inv_down, int64_t k, int64_t H,
+                    int64_t I, int64_t E, IndexErrorRecord* err) {
   PdlWait();
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t p = blockIdx.x;
@@ -224,11 +235,16 @@ __global__ void __launch_bounds__(kThreads)
   float g = 0.0f, u = 0.0f;
   WarpDot<XTag, WTag, kVec, true>(x + (p / k) * H, rows + i * H, rows + (I + i) * H, H, lane, g, u);
   float v;
-  if constexpr (kFp8) {
+  if constexpr (kMode == Scaling::kStatic) {
     const float al = alpha13[e];
     g = RoundTo<RTag>(al * g);
     u = RoundTo<RTag>(al * u);
     v = Fp8E4M3ToFloat(QuantizeFp8KeepNan(RoundTo<RTag>(numerics::Silu(g) * u), inv_down));
+  } else if constexpr (kMode == Scaling::kPerToken) {
+    const float sx = x_scales[p / k], ws = alpha13[e];
+    g = RoundTo<RTag>(g * sx * ws);
+    u = RoundTo<RTag>(u * sx * ws);
+    v = RoundTo<RTag>(numerics::Silu(g) * u);
   } else {
     g = RoundTo<RTag>(g);
     u = RoundTo<RTag>(u);
@@ -238,11 +254,13 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // out[t, h] for t = blockIdx.x, h = blockIdx.y * kWarps + warp: Σ_j weights[t, j] * y_j in
-// slot order, y_j = (alpha_down[e] *) a[t * k + j] · w_down[e * H + h].
-template <typename OTag, typename WTag, bool kVec, bool kFp8>
+// slot order, y_j = a[t * k + j] · w_down[e * H + h], times alpha_down[e] (kStatic) or
+// a_scales[t * k + j] * w_scale_down[e] (kPerToken, alpha2 holding the weight scales).
+template <typename OTag, typename ATag, typename WTag, bool kVec, Scaling kMode>
 __global__ void __launch_bounds__(kThreads)
-    MoeDownKernel(typename OTag::T* out, const float* a, const int32_t* ids, const float* weights,
-                  const typename WTag::T* w2, const float* alpha2, int64_t k, int64_t H, int64_t I, int64_t E) {
+    MoeDownKernel(typename OTag::T* out, const typename ATag::T* a, const float* a_scales, const int32_t* ids,
+                  const float* weights, const typename WTag::T* w2, const float* alpha2, int64_t k, int64_t H,
+                  int64_t I, int64_t E) {
   PdlWait();
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t t = blockIdx.x;
@@ -254,8 +272,9 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t e = ids[p];
     if (e < 0 || e >= E) continue;  // recorded by the gate/up kernel; uniform across the warp
     float y = 0.0f, unused = 0.0f;
-    WarpDot<F32, WTag, kVec, false>(a + p * I, w2 + (e * H + h) * I, nullptr, I, lane, y, unused);
-    if constexpr (kFp8) y = alpha2[e] * y;
+    WarpDot<ATag, WTag, kVec, false>(a + p * I, w2 + (e * H + h) * I, nullptr, I, lane, y, unused);
+    if constexpr (kMode == Scaling::kStatic) y = alpha2[e] * y;
+    if constexpr (kMode == Scaling::kPerToken) y = y * a_scales[p] * alpha2[e];
     const float wy = weights[p] * y;
     acc = acc + wy;
   }
@@ -264,11 +283,13 @@ __global__ void __launch_bounds__(kThreads)
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Runs both kernels. XTag: x's storage; WTag: the weights'; RTag: the dtype the gate/up
-// outputs and the activation round to; OTag: out's.
-template <typename XTag, typename WTag, typename RTag, typename OTag, bool kFp8>
-void LaunchExperts(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
-                   const Tensor& w13, const float* alpha13, const Tensor& w2, float inv_down, const float* alpha2) {
+// Runs both kernels (and, kPerToken, the activations' quantization between them). XTag:
+// x's storage; WTag: the weights'; RTag: the dtype the gate/up outputs and the activation
+// round to; OTag: out's. alpha13 / alpha2 and x_scales as the kernels take them.
+template <typename XTag, typename WTag, typename RTag, typename OTag, Scaling kMode>
+void LaunchExperts(const Queue& q, const Tensor& out, const Tensor& x, const float* x_scales, const Tensor& ids,
+                   const Tensor& weights, const Tensor& w13, const float* alpha13, const Tensor& w2, float inv_down,
+                   const float* alpha2) {
   const int64_t T = x.dim(0), H = x.dim(1), k = ids.dim(1), I = w2.dim(1), E = w13.dim(0) / (2 * I);
   if (T == 0 || H == 0) return;
   VT_CHECK((I + kWarps - 1) / kWarps <= 65535 && (H + kWarps - 1) / kWarps <= 65535 && T * k <= 0x7FFFFFFF,
@@ -281,15 +302,27 @@ void LaunchExperts(const Queue& q, const Tensor& out, const Tensor& x, const Ten
   using WT = typename WTag::T;
   using OT = typename OTag::T;
   const bool vec13 = H % N == 0 && Aligned16(x.data()) && Aligned16(w13.data());
-  const bool vec2 = I % N == 0 && Aligned16(act.data()) && Aligned16(w2.data());
   const dim3 grid13(static_cast<unsigned>(T * k), static_cast<unsigned>((I + kWarps - 1) / kWarps));
   const dim3 grid2(static_cast<unsigned>(T), static_cast<unsigned>((H + kWarps - 1) / kWarps));
-  auto* gate_up = vec13 ? MoeGateUpKernel<XTag, WTag, RTag, true, kFp8> : MoeGateUpKernel<XTag, WTag, RTag, false, kFp8>;
-  LaunchOverlapped(cq, "MoeGateUpKernel", gate_up, grid13, kThreads, 0, act.data_as<float>(), x.data_as<XT>(),
+  auto* gate_up = vec13 ? MoeGateUpKernel<XTag, WTag, RTag, true, kMode> : MoeGateUpKernel<XTag, WTag, RTag, false, kMode>;
+  LaunchOverlapped(cq, "MoeGateUpKernel", gate_up, grid13, kThreads, 0, act.data_as<float>(), x.data_as<XT>(), x_scales,
                    ids.data_as<int32_t>(), w13.data_as<WT>(), alpha13, inv_down, k, H, I, E, cq.index_errors);
-  auto* down = vec2 ? MoeDownKernel<OTag, WTag, true, kFp8> : MoeDownKernel<OTag, WTag, false, kFp8>;
-  LaunchOverlapped(cq, "MoeDownKernel", down, grid2, kThreads, 0, out.data_as<OT>(), act.data_as<float>(),
-                   ids.data_as<int32_t>(), weights.data_as<float>(), w2.data_as<WT>(), alpha2, k, H, I, E);
+  if constexpr (kMode == Scaling::kPerToken) {
+    const Tensor a8 = Tensor::Empty({T * k, I}, DType::kF8E4M3, out.device());
+    const Tensor a_scales = Tensor::Empty({T * k, 1}, DType::kF32, out.device());
+    QuantFp8PerTokenGroup(q, a8, a_scales, act, I, 0.0f, kFp8PerTokenScaleFloor);
+    const bool vec2 = I % N == 0 && Aligned16(a8.data()) && Aligned16(w2.data());
+    auto* down = vec2 ? MoeDownKernel<OTag, Fp8, WTag, true, kMode> : MoeDownKernel<OTag, Fp8, WTag, false, kMode>;
+    LaunchOverlapped(cq, "MoeDownKernel", down, grid2, kThreads, 0, out.data_as<OT>(), a8.data_as<uint8_t>(),
+                     a_scales.data_as<float>(), ids.data_as<int32_t>(), weights.data_as<float>(), w2.data_as<WT>(),
+                     alpha2, k, H, I, E);
+  } else {
+    const bool vec2 = I % N == 0 && Aligned16(act.data()) && Aligned16(w2.data());
+    auto* down = vec2 ? MoeDownKernel<OTag, F32, WTag, true, kMode> : MoeDownKernel<OTag, F32, WTag, false, kMode>;
+    LaunchOverlapped(cq, "MoeDownKernel", down, grid2, kThreads, 0, out.data_as<OT>(), act.data_as<float>(),
+                     static_cast<const float*>(nullptr), ids.data_as<int32_t>(), weights.data_as<float>(),
+                     w2.data_as<WT>(), alpha2, k, H, I, E);
+  }
 }
 
 // Calls fn(Tag{}) for the activation dtypes of the expert ops (F32, BF16).
@@ -308,7 +341,8 @@ void MoeExpertsCuda(const Queue& q, const Tensor& out, const Tensor& x, const Te
     DispatchAct(w_gate_up.dtype(), "MoeExperts", [&](auto wt) {
       using X = decltype(xt);
       using W = decltype(wt);
-      LaunchExperts<X, W, X, X, false>(q, out, x, ids, weights, w_gate_up, nullptr, w_down, 0.0f, nullptr);
+      LaunchExperts<X, W, X, X, Scaling::kNone>(q, out, x, nullptr, ids, weights, w_gate_up, nullptr, w_down, 0.0f,
+                                                nullptr);
     });
   });
 }
@@ -320,8 +354,20 @@ void MoeExpertsFp8Cuda(const Queue& q, const Tensor& out, const Tensor& x8, cons
   const float inv = 1.0f / down_input_scale;  // once, in f32, as QuantFp8Static
   DispatchAct(out.dtype(), "MoeExpertsFp8", [&](auto ot) {
     using O = decltype(ot);
-    LaunchExperts<Fp8, Fp8, O, O, true>(q, out, x8, ids, weights, w_gate_up, alpha_gate_up.data_as<float>(), w_down,
-                                        inv, alpha_down.data_as<float>());
+    LaunchExperts<Fp8, Fp8, O, O, Scaling::kStatic>(q, out, x8, nullptr, ids, weights, w_gate_up,
+                                                    alpha_gate_up.data_as<float>(), w_down, inv,
+                                                    alpha_down.data_as<float>());
+  });
+}
+
+void MoeExpertsFp8PerTokenCuda(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x_scales,
+                               const Tensor& ids, const Tensor& weights, const Tensor& w_gate_up,
+                               const Tensor& w_scale_gate_up, const Tensor& w_down, const Tensor& w_scale_down) {
+  DispatchAct(out.dtype(), "MoeExpertsFp8PerToken", [&](auto ot) {
+    using O = decltype(ot);
+    LaunchExperts<Fp8, Fp8, O, O, Scaling::kPerToken>(q, out, x8, x_scales.data_as<float>(), ids, weights, w_gate_up,
+                                                      w_scale_gate_up.data_as<float>(), w_down, 0.0f,
+                                                      w_scale_down.data_as<float>());
   });
 }
 #endif
@@ -333,6 +379,7 @@ void RegisterMoeKernels() {
   Register<OpId::kMoeExperts>(DeviceType::kCUDA, &MoeExpertsCuda);
 #ifdef VT_CUDA_FP8
   Register<OpId::kMoeExpertsFp8>(DeviceType::kCUDA, &MoeExpertsFp8Cuda);
+  Register<OpId::kMoeExpertsFp8PerToken>(DeviceType::kCUDA, &MoeExpertsFp8PerTokenCuda);
 #endif
 }
 

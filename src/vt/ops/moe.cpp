@@ -46,6 +46,27 @@ int64_t CheckExperts(std::string_view op, const Queue& q, const Tensor& out, con
   return E;
 }
 
+// A per-expert F32 scale operand [E] and its name.
+struct ExpertScales {
+  const char* name;
+  const Tensor* t;
+};
+
+// The FP8 expert ops' operands: e4m3fn x8 and weights in MoeExperts' layout, and one F32
+// scale per expert for each projection.
+void CheckFp8Experts(std::string_view op, const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& ids,
+                     const Tensor& weights, const Tensor& w_gate_up, ExpertScales gate_up, const Tensor& w_down,
+                     ExpertScales down) {
+  check::Operand(op, q, "x8", x8, {DType::kF8E4M3});
+  check::Operand(op, q, "w_gate_up", w_gate_up, {DType::kF8E4M3});
+  check::Operand(op, q, "w_down", w_down, {DType::kF8E4M3});
+  const int64_t E = CheckExperts(op, q, out, x8, ids, weights, w_gate_up, w_down);
+  for (const ExpertScales& s : {gate_up, down}) {
+    check::Operand(op, q, s.name, *s.t, {DType::kF32});
+    check::ShapeIs(op, s.name, *s.t, {E});
+  }
+}
+
 }  // namespace
 
 void MoeExperts(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
@@ -64,14 +85,8 @@ void MoeExpertsFp8(const Queue& q, const Tensor& out, const Tensor& x8, const Te
                    const Tensor& w_gate_up, const Tensor& alpha_gate_up, const Tensor& w_down,
                    float down_input_scale, const Tensor& alpha_down) {
   constexpr std::string_view op = "MoeExpertsFp8";
-  check::Operand(op, q, "x8", x8, {DType::kF8E4M3});
-  check::Operand(op, q, "w_gate_up", w_gate_up, {DType::kF8E4M3});
-  check::Operand(op, q, "w_down", w_down, {DType::kF8E4M3});
-  const int64_t E = CheckExperts(op, q, out, x8, ids, weights, w_gate_up, w_down);
-  check::Operand(op, q, "alpha_gate_up", alpha_gate_up, {DType::kF32});
-  check::Operand(op, q, "alpha_down", alpha_down, {DType::kF32});
-  check::ShapeIs(op, "alpha_gate_up", alpha_gate_up, {E});
-  check::ShapeIs(op, "alpha_down", alpha_down, {E});
+  CheckFp8Experts(op, q, out, x8, ids, weights, w_gate_up, {"alpha_gate_up", &alpha_gate_up}, w_down,
+                  {"alpha_down", &alpha_down});
   check::PositiveFinite(op, "down_input_scale", down_input_scale);
   Kernel<OpId::kMoeExpertsFp8>(q.device().type)(q, out, x8, ids, weights, w_gate_up, alpha_gate_up, w_down,
                                                  down_input_scale, alpha_down);
@@ -81,16 +96,10 @@ void MoeExpertsFp8PerToken(const Queue& q, const Tensor& out, const Tensor& x8, 
                            const Tensor& ids, const Tensor& weights, const Tensor& w_gate_up,
                            const Tensor& w_scale_gate_up, const Tensor& w_down, const Tensor& w_scale_down) {
   constexpr std::string_view op = "MoeExpertsFp8PerToken";
-  check::Operand(op, q, "x8", x8, {DType::kF8E4M3});
-  check::Operand(op, q, "w_gate_up", w_gate_up, {DType::kF8E4M3});
-  check::Operand(op, q, "w_down", w_down, {DType::kF8E4M3});
-  const int64_t E = CheckExperts(op, q, out, x8, ids, weights, w_gate_up, w_down);
+  CheckFp8Experts(op, q, out, x8, ids, weights, w_gate_up, {"w_scale_gate_up", &w_scale_gate_up}, w_down,
+                  {"w_scale_down", &w_scale_down});
   check::Operand(op, q, "x_scales", x_scales, {DType::kF32});
   check::ShapeIs(op, "x_scales", x_scales, {x8.dim(0), 1});
-  check::Operand(op, q, "w_scale_gate_up", w_scale_gate_up, {DType::kF32});
-  check::Operand(op, q, "w_scale_down", w_scale_down, {DType::kF32});
-  check::ShapeIs(op, "w_scale_gate_up", w_scale_gate_up, {E});
-  check::ShapeIs(op, "w_scale_down", w_scale_down, {E});
   Kernel<OpId::kMoeExpertsFp8PerToken>(q.device().type)(q, out, x8, x_scales, ids, weights, w_gate_up,
                                                          w_scale_gate_up, w_down, w_scale_down);
 }

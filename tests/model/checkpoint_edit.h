@@ -1,0 +1,78 @@
+// Copies of a fixture checkpoint with one tensor changed, for the tests of how loading and
+// `vtllm quantize` refuse malformed weights: written through SafetensorsWriter (the writer
+// has its own tests), beside the source's config files.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/checkpoint.h"
+#include "model/safetensors_writer.h"
+#include "vt/dtype.h"
+
+namespace vtllm::model::testing {
+
+// Called once per tensor of the source: writes it into w unchanged, changed, or not at all.
+// Bytes of a replacement live in `keep` until the file is written.
+using TensorEdit = std::function<void(const std::string& name, const vt::Tensor& t, SafetensorsWriter& w,
+                                      std::vector<std::vector<char>>& keep)>;
+
+// `src`'s config.json and generation_config.json and its tensors through `edit`, in `dir`
+// (which must exist). Returns dir.
+inline std::string EditedCopy(const std::string& src, const std::string& dir, const TensorEdit& edit) {
+  for (const char* f : {"config.json", "generation_config.json"})
+    std::filesystem::copy_file(src + "/" + f, dir + "/" + f);
+  const Checkpoint ck = Checkpoint::Open(src);
+  SafetensorsWriter w;
+  std::vector<std::vector<char>> keep;
+  for (const std::string& n : ck.names()) edit(n, ck.Get(n), w, keep);
+  w.Write(dir + "/model.safetensors");
+  return dir;
+}
+
+// A copy whose BF16 tensor `name` has element `index` set to the BF16 bits `bits`.
+inline std::string CopyWithBf16Element(const std::string& src, const std::string& dir, const std::string& name,
+                                       int64_t index, uint16_t bits) {
+  return EditedCopy(src, dir, [&](const std::string& n, const vt::Tensor& t, SafetensorsWriter& w,
+                                  std::vector<std::vector<char>>& keep) {
+    if (n != name) return w.Add(n, t);
+    keep.emplace_back(static_cast<const char*>(t.data()), static_cast<const char*>(t.data()) + t.nbytes());
+    std::memcpy(keep.back().data() + 2 * index, &bits, 2);
+    w.Add(n, vt::DType::kBF16, t.shape(), keep.back().data());
+  });
+}
+
+// A copy whose BF16 tensor `name` is stored widened to F32.
+inline std::string CopyWithF32Tensor(const std::string& src, const std::string& dir, const std::string& name) {
+  return EditedCopy(src, dir, [&](const std::string& n, const vt::Tensor& t, SafetensorsWriter& w,
+                                  std::vector<std::vector<char>>& keep) {
+    if (n != name) return w.Add(n, t);
+    keep.emplace_back(static_cast<size_t>(t.numel()) * sizeof(float));
+    auto* wide = reinterpret_cast<float*>(keep.back().data());
+    for (int64_t i = 0; i < t.numel(); ++i) wide[i] = vt::Bf16ToFloat(t.data_as<uint16_t>()[i]);
+    w.Add(n, vt::DType::kF32, t.shape(), wide);
+  });
+}
+
+// Calibration windows of the given lengths: token ids from a fixed LCG over the vocabulary
+// (not the oracles' prompts).
+inline std::vector<std::vector<int32_t>> CalibrationWindows(int64_t vocab, uint64_t seed,
+                                                            const std::vector<int>& lengths) {
+  std::vector<std::vector<int32_t>> w;
+  uint64_t s = seed;
+  for (int len : lengths) {
+    std::vector<int32_t> ids;
+    for (int i = 0; i < len; ++i) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      ids.push_back(static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(vocab)));
+    }
+    w.push_back(ids);
+  }
+  return w;
+}
+
+}  // namespace vtllm::model::testing
