@@ -204,12 +204,14 @@ TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
   RunAttentionCase(many, DType::kBF16, 90);
   RunAttentionCase(many, DType::kF32, 91);
   // BF16 cases with head size 64 or 128 and at least 64 rows per sequence on average take
-  // the tensor-core prefill kernel (attention_prefill.cu): four of them here.
+  // the tensor-core prefill kernel (attention_prefill.cu): four of them here; and so do the
+  // prompt rows of the two with decode rows beside them (mixed steps: the tensor-core decode
+  // kernel takes the one-row sequences at any batch).
   const int64_t mma_before = vt::cuda::PrefillMmaLaunches();
   uint32_t seed = 100;
   for (const auto& c : cases)
     for (DType d : {DType::kBF16, DType::kF32, DType::kF16}) RunAttentionCase(c, d, seed += 7);
-  EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - mma_before, 4);
+  EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - mma_before, 4 + 2);
 }
 
 TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
@@ -223,10 +225,12 @@ TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
   };
   // Cases with head size 64 or 128 and up to 8 query heads per KV head take a decode kernel:
   // BF16 the tensor-core one (attention_decode_mma.cu), F16 the CUDA-core one
-  // (attention_decode.cu); F32 takes the general kernel. A decode kernel is chosen from 8
-  // sequences on; "always" makes these small batches take it too.
+  // (attention_decode.cu); F32 takes the general kernel. The CUDA-core decode kernel is
+  // chosen from 8 sequences on; "always" makes these small batches take it too. Split
+  // contexts are combined by the decode kernels' last CTAs (attention_split.cuh).
   setenv("VT_CUDA_ATTN_DECODE", "always", 1);
   const int64_t decode_before = vt::cuda::DecodeAttentionLaunches(), mma_before = vt::cuda::DecodeMmaLaunches();
+  const int64_t fused_before = vt::cuda::DecodeSplitsCombinedInLaunch();
   uint32_t seed = 500;
   for (const auto& c : cases)
     for (DType d : {DType::kBF16, DType::kF32}) RunAttentionCase(c, d, seed += 7);
@@ -246,6 +250,15 @@ TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
     for (DType d : {DType::kF16, DType::kBF16}) RunAttentionCase(c, d, seed += 7);
   EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - decode_before, 4 + 3 + 3);
   EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - mma_before, 4 + 3);
+  // Few sequences: every decode launch split its contexts (the 256-sequence one did not).
+  EXPECT_EQ(vt::cuda::DecodeSplitsCombinedInLaunch() - fused_before, 4 + 3 + 3 - 1);
+  // The same splits combined by the combine kernel after the launch.
+  setenv("VT_CUDA_ATTN_FUSED_COMBINE", "0", 1);
+  const int64_t unfused_before = vt::cuda::DecodeSplitsCombinedInLaunch();
+  RunAttentionCase(cases[3], DType::kBF16, 8000);
+  RunAttentionCase(odd[2], DType::kF16, 8001);
+  EXPECT_EQ(vt::cuda::DecodeSplitsCombinedInLaunch() - unfused_before, 0);
+  unsetenv("VT_CUDA_ATTN_FUSED_COMBINE");
   // The CUDA-core kernel on BF16 too (VT_CUDA_ATTN_DECODE_MMA=0).
   setenv("VT_CUDA_ATTN_DECODE_MMA", "0", 1);
   const int64_t core_before = vt::cuda::DecodeMmaLaunches();
@@ -254,12 +267,14 @@ TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
   RunAttentionCase(odd[2], DType::kBF16, 9004);
   EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - core_before, 0);
   unsetenv("VT_CUDA_ATTN_DECODE_MMA");
-  // Without the override: 3 sequences take the general kernel, 256 the decode kernel.
+  // Without the override: the tensor-core decode kernel at any batch (2 sequences here, and
+  // 256), the CUDA-core one from 8 sequences (2 F16 ones take the general kernel).
   unsetenv("VT_CUDA_ATTN_DECODE");
   const int64_t default_before = vt::cuda::DecodeAttentionLaunches();
   RunAttentionCase(cases[1], DType::kBF16, 9001);
   RunAttentionCase(wide, DType::kBF16, 9002);
-  EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - default_before, 1);
+  RunAttentionCase(cases[1], DType::kF16, 9005);
+  EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - default_before, 2);
   // Mixed steps, as serving with chunked prefill has: 120 decode rows over contexts of
   // 1..500 beside prompt chunks of 2..150 rows; and 8 decode rows over 3,000..4,800 tokens
   // beside a 40-row chunk (few CTAs: the decode rows' contexts split across CTAs, and the

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <cmath>
 #include <type_traits>
 
@@ -43,7 +44,14 @@ constexpr int kMaxD = 256;  // head sizes up to this (the accumulators live in r
 constexpr int kDimsPerLane = kMaxD / 32;
 constexpr int64_t kMaxSplits = 32;  // context ranges of one sequence handled by separate CTAs
 
-std::atomic<int64_t> g_fp8_attention{0}, g_fp8_cache_write{0}, g_fp8_qk_norm_rope{0};
+std::atomic<int64_t> g_fp8_attention{0}, g_fp8_cache_write{0}, g_fp8_qk_norm_rope{0}, g_fused_combines{0};
+
+// VT_CUDA_ATTN_FUSED_COMBINE=0 combines a decode kernel's splits by AttnCombineKernel after
+// it, as the general kernel's (A/B runs, tests). Read at each call, so a test can set it.
+bool FusedCombineOn() {
+  const char* v = std::getenv("VT_CUDA_ATTN_FUSED_COMBINE");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
 
 // CTAs per SM a step should have before its contexts are not split: 2 for the general
 // kernel (8 warps a CTA), 4 for the decode kernel (4 warps a CTA; of 2, 4, 8 and 16 on an
@@ -405,6 +413,12 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
     part_acc = Tensor::Empty({a.num_splits, T * a.Hq, a.D}, DType::kF32, out.device());
     a.part_ml = part_ml.data_as<float>();
     a.part_acc = part_acc.data_as<float>();
+    // A decode kernel combines its splits itself (attention_split.cuh) when the step's
+    // (sequence, KV head) pairs fit the queue's counters.
+    if (decode && S * a.Hk <= CudaQueue::kSplitCounters && FusedCombineOn()) {
+      a.split_counters = cq.split_counters;
+      g_fused_combines.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   VT_CHECK(items * a.num_splits < (int64_t{1} << 31), "PagedAttention on cuda: ", T, " query rows exceed the grid");
   const dim3 grid(static_cast<unsigned>(items * a.num_splits), static_cast<unsigned>(a.Hk));
@@ -421,7 +435,7 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
       LaunchOverlapped(cq, "PagedAttentionKernel", kernel, grid, kWarps * 32, smem, a);
     }
     if (fp8) g_fp8_attention.fetch_add(1, std::memory_order_relaxed);
-    if (a.num_splits > 1) {
+    if (a.num_splits > 1 && a.split_counters == nullptr) {
       const int64_t units = T * a.Hq;
       LaunchOverlapped(cq, "AttnCombineKernel", AttnCombineKernel<Tag>, static_cast<unsigned>((units + kWarps - 1) / kWarps),
                        kWarps * 32, 0, static_cast<typename Tag::T*>(a.out), a.part_ml, a.part_acc, units, a.D,
@@ -432,6 +446,8 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
 }
 
 }  // namespace
+
+int64_t DecodeSplitsCombinedInLaunch() { return g_fused_combines.load(std::memory_order_relaxed); }
 
 KvFp8Launches KvCacheFp8Launches() {
   return {g_fp8_attention.load(std::memory_order_relaxed), g_fp8_cache_write.load(std::memory_order_relaxed),

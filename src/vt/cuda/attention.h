@@ -25,6 +25,10 @@ struct AttnArgs {
   int64_t num_splits;  // CTAs sharing one sequence's context (1: the output is written directly)
   float* part_ml;      // [num_splits, T * Hq, 2]: each split's running max and sum
   float* part_acc;     // [num_splits, T * Hq, D]: its unnormalised weighted sum of values
+  // Decode kernels: when set, the last CTA of each (sequence, KV head) to finish combines
+  // the splits itself (CombineSplitsInLastCta, attention_split.cuh); else AttnCombineKernel
+  // runs after the launch. [S * Hk] counters, zero before and after.
+  int32_t* split_counters;
   bool vec16;          // rows of the caches load as 16-byte vectors
   // A mixed step split in two launches: a decode kernel serves the sequences of one query
   // row and skips the others, the tensor-core prefill serves the others and skips those.
@@ -39,10 +43,10 @@ inline int64_t AttnItems(int64_t T, int64_t S, int64_t per_row, int64_t unit) { 
 // The decode kernel (attention_decode.cu): T == S (one query row per sequence), head size
 // 64 or 128, up to 8 query heads per KV head, a BF16/F16 cache read by queries of its
 // dtype or an F8E4M3 cache read by BF16/F16 queries, 16-byte aligned rows, at least 8
-// sequences; VT_CUDA_ATTN_DECODE=0 turns it off (A/B runs), =always on at any batch
-// (tests). LaunchDecode runs it over the grid (S, Hk, a.num_splits), leaving split
-// partials in a.part_ml / a.part_acc when a.num_splits > 1 (combined by the caller, as the
-// general kernel's).
+// sequences (one for the tensor-core kernel's steps); VT_CUDA_ATTN_DECODE=0 turns it off
+// (A/B runs), =always on at any batch (tests). LaunchDecode runs it over the grid (S, Hk, a.num_splits), leaving split
+// partials in a.part_ml / a.part_acc when a.num_splits > 1, combined in the launch when
+// a.split_counters is set (attention_split.cuh), else by the caller as the general kernel's.
 // BF16 queries over a BF16 cache take the tensor-core decode kernel (LaunchDecodeMma), the
 // others the CUDA-core one.
 bool DecodeKernelFits(const AttnArgs& a, DType query, DType cache);
@@ -57,6 +61,10 @@ bool DecodeKernelFitsMixed(const AttnArgs& a, DType query, DType cache);
 // per KV head, 16-byte aligned rows; false (nothing launched) otherwise or when
 // VT_CUDA_ATTN_DECODE_MMA=0.
 bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
+// Whether the step's geometry and dtypes are the tensor-core decode kernel's (as
+// LaunchDecodeMma, but for the device's compute capability): such steps take a decode
+// kernel from one sequence on, the others from 8.
+bool DecodeMmaTakes(const AttnArgs& a, DType query, DType cache);
 
 // Tensor-core attention for steps with many query rows (prefill): BF16 queries over a BF16
 // or F8E4M3 cache with head size 64 or 128 and 16-byte aligned rows (PrefillMmaFits), and

@@ -11,8 +11,9 @@
 // warp. For the weighted sum, lane j owns dims [j*D/32, (j+1)*D/32) of every head's
 // accumulator, and the tile's V rows are read one row per step across the warp (coalesced). At the end the
 // warps' (max, sum, accumulator) triples are merged through shared memory, and the result
-// is rounded once to the output dtype, or left as a split's partial for AttnCombineKernel
-// (attention.cu) when the context is split across CTAs (flash-decoding).
+// is rounded once to the output dtype, or left as a split's partial when the context is
+// split across CTAs (flash-decoding), combined by the last CTA of the sequence and KV head
+// (attention_split.cuh) or by AttnCombineKernel (attention.cu).
 // A sequence with n != 1 rows (possible only if another one has none, as T == S) is served
 // row by row, each row seeing tokens 0..its position. Metadata is checked on the device as
 // by the general kernel (attention_seq.cuh).
@@ -23,6 +24,7 @@
 
 #include "vt/cuda/attention.h"
 #include "vt/cuda/attention_seq.cuh"
+#include "vt/cuda/attention_split.cuh"
 #include "vt/cuda/device_error.cuh"
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/fp8_stream.cuh"
@@ -99,9 +101,9 @@ __device__ __forceinline__ void WidenLane(const LaneRaw<Cache, kDims> raw, float
   }
 }
 
+// The kernel's work before its splits are combined; every return is uniform across the CTA.
 template <typename Tag, typename Cache, int D, int kG>
-__global__ void __launch_bounds__(kDecWarps * 32) PagedDecodeKernel(AttnArgs a) {
-  PdlWait();
+__device__ __forceinline__ void PagedDecodeRows(const AttnArgs& a) {
   using T = typename Tag::T;
   using C = typename Cache::T;
   constexpr int kVec = 16 / static_cast<int>(sizeof(C));  // cache elements per 16-byte load
@@ -254,17 +256,27 @@ __global__ void __launch_bounds__(kDecWarps * 32) PagedDecodeKernel(AttnArgs a) 
   }
 }
 
+template <typename Tag, typename Cache, int D, int kG>
+__global__ void __launch_bounds__(kDecWarps * 32) PagedDecodeKernel(AttnArgs a) {
+  PdlWait();
+  PagedDecodeRows<Tag, Cache, D, kG>(a);
+  CombineSplitsInLastCta<Tag>(a);
+}
+
 // Below this many sequences the general kernel's decode step measured faster on the H200
-// (bench/README.md: one sequence lost 7-12%, sixteen gained 7%).
+// than the CUDA-core decode kernel (bench/README.md: one sequence lost 7-12%, sixteen
+// gained 7%). The tensor-core kernel (BF16 queries over a BF16 cache) takes every batch: at
+// one sequence it measured 7-20% faster per step than the general kernel (bench/README.md).
 constexpr int64_t kDecodeMinSeqs = 8;
 
 // VT_CUDA_ATTN_DECODE: "0" never (A/B runs), "always" at any batch (tests), else from
-// kDecodeMinSeqs sequences. Read at each call, so a test can set it.
-bool DecodeKernelOn(int64_t S) {
+// kDecodeMinSeqs sequences, or from one when the tensor-core kernel takes the step. Read at
+// each call, so a test can set it.
+bool DecodeKernelOn(int64_t S, bool mma) {
   const char* v = std::getenv("VT_CUDA_ATTN_DECODE");
   if (v != nullptr && std::strcmp(v, "0") == 0) return false;
   if (v != nullptr && std::strcmp(v, "always") == 0) return true;
-  return S >= kDecodeMinSeqs;
+  return mma || S >= kDecodeMinSeqs;
 }
 
 template <typename Tag, typename Cache, int D>
@@ -295,7 +307,7 @@ bool DecodeKernelFitsMixed(const AttnArgs& a, DType query, DType cache) {
   if ((a.D != 64 && a.D != 128) || a.group < 1 || a.group > 8 || !a.vec16) return false;
   const bool half = query == DType::kBF16 || query == DType::kF16;
   if (!half || (cache != query && cache != DType::kF8E4M3)) return false;
-  return DecodeKernelOn(a.S);
+  return DecodeKernelOn(a.S, DecodeMmaTakes(a, query, cache));
 }
 
 bool DecodeKernelFits(const AttnArgs& a, DType query, DType cache) {

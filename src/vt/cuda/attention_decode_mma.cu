@@ -10,7 +10,7 @@
 // masked past the row's position, online softmax in f32 per head, O += P_hi V + P_lo V (P
 // split in two BF16 terms, SplitP; V fragments by ldmatrix.trans). At the end the warps'
 // (max, sum, accumulator) triples are merged through shared memory and rounded once to
-// BF16, or left as a split's partial for AttnCombineKernel (attention.cu). A sequence with
+// BF16, or left as a split's partial (combined as by the CUDA-core kernel). A sequence with
 // n != 1 rows (possible only if another one has none, as T == S) is served row by row.
 // Metadata is checked on the device as by the other kernels (attention_seq.cuh).
 #include <atomic>
@@ -19,6 +19,7 @@
 
 #include "vt/cuda/attention.h"
 #include "vt/cuda/attention_seq.cuh"
+#include "vt/cuda/attention_split.cuh"
 #include "vt/cuda/attention_tile.cuh"
 #include "vt/cuda/device_error.cuh"
 #include "vt/cuda/device_util.cuh"
@@ -35,9 +36,9 @@ constexpr int kSpan = kTileTok;       // a split's tokens are whole tiles
 
 std::atomic<int64_t> g_launches{0};
 
+// The kernel's work before its splits are combined; every return is uniform across the CTA.
 template <int D>
-__global__ void __launch_bounds__(kWarps * 32) DecodeMmaKernel(AttnArgs a) {
-  PdlWait();
+__device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   constexpr int kLd = TileRow(D);
   constexpr int kStage = 2 * kTileTok * kLd;
   extern __shared__ __align__(16) uint16_t staged[];
@@ -207,6 +208,13 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeMmaKernel(AttnArgs a) {
   }
 }
 
+template <int D>
+__global__ void __launch_bounds__(kWarps * 32) DecodeMmaKernel(AttnArgs a) {
+  PdlWait();
+  DecodeMmaRows<D>(a);
+  CombineSplitsInLastCta<Bf16>(a);
+}
+
 // VT_CUDA_ATTN_DECODE_MMA=0 keeps decode steps on the CUDA-core kernel (A/B runs, tests).
 bool DecodeMmaOn() {
   const char* v = std::getenv("VT_CUDA_ATTN_DECODE_MMA");
@@ -215,9 +223,13 @@ bool DecodeMmaOn() {
 
 }  // namespace
 
+bool DecodeMmaTakes(const AttnArgs& a, DType query, DType cache) {
+  if (query != DType::kBF16 || cache != DType::kBF16 || !DecodeMmaOn()) return false;
+  return (a.D == 64 || a.D == 128) && a.group >= 1 && a.group <= kMaxGroup && a.vec16;
+}
+
 bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache) {
-  if (query != DType::kBF16 || cache != DType::kBF16 || cq.cc_major < 8 || !DecodeMmaOn()) return false;
-  if ((a.D != 64 && a.D != 128) || a.group < 1 || a.group > kMaxGroup || !a.vec16) return false;
+  if (cq.cc_major < 8 || !DecodeMmaTakes(a, query, cache)) return false;
   g_launches.fetch_add(1, std::memory_order_relaxed);
   const auto kernel = a.D == 64 ? DecodeMmaKernel<64> : DecodeMmaKernel<128>;
   const size_t smem = TwoTileSmemBytes(static_cast<int>(a.D));

@@ -343,6 +343,8 @@ CudaQueue::CudaQueue(int index) : Queue::Impl(Device::Cuda(index)) {
   // copy never races a kernel of this queue on the same bytes.
   VT_CUDA_CHECK(cudaStreamCreate(&stream));
   index_errors = IndexErrors(index);
+  VT_CUDA_CHECK(cudaMalloc(&split_counters, kSplitCounters * sizeof(int32_t)));
+  VT_CUDA_CHECK(cudaMemset(split_counters, 0, kSplitCounters * sizeof(int32_t)));
   cudaDeviceProp prop{};
   VT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
   sm_count = prop.multiProcessorCount;
@@ -369,6 +371,7 @@ CudaQueue::~CudaQueue() {
   if (lt) (void)cublasLtDestroy(lt);
   if (workspace) (void)cudaFree(workspace);
 #endif
+  if (split_counters) (void)cudaFree(split_counters);
   if (stream) (void)cudaStreamDestroy(stream);
   (void)cudaSetDevice(previous);
 }
