@@ -85,6 +85,27 @@ VT_INLINE V LoadCache(const void* row, int64_t i, V scale) {
     return Load(row, kD, i);
 }
 
+// acc[t·D + i0 ..] += Σ_j s[t][j] · v_j[i0 ..] over NV vectors of each of NH heads, keys
+// in order (the value half of AttendPass).
+template <DType kD, int NH, int NV>
+VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, V v_scale, const float (*s)[kKeysPerPass],
+                                int64_t n, int64_t D, float* acc, int64_t i0) {
+  V a[NH][NV];
+  for (int t = 0; t < NH; ++t)
+    for (int u = 0; u < NV; ++u) a[t][u] = LoadF32(acc + t * D + i0 + u * kLanes);
+  for (int64_t j = 0; j < n; ++j) {
+    const char* vj = v + j * stride_bytes;
+    V x[NV];
+    for (int u = 0; u < NV; ++u) x[u] = LoadCache<kD>(vj, i0 + u * kLanes, v_scale);
+    for (int t = 0; t < NH; ++t) {
+      const V p = Set1(s[t][j]);
+      for (int u = 0; u < NV; ++u) a[t][u] = Fma(p, x[u], a[t][u]);
+    }
+  }
+  for (int t = 0; t < NH; ++t)
+    for (int u = 0; u < NV; ++u) StoreF32(acc + t * D + i0 + u * kLanes, a[t][u]);
+}
+
 // One pass of at most kKeysPerPass keys for NH query heads (q + t·D, acc + t·D, m[t], l[t]
 // for t < NH), each key and value row read from the cache once for all NH heads.
 template <DType kD, int NH>
@@ -135,25 +156,14 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
     for (int64_t j = 0; j < n; ++j) l[t] += s[t][j];
   }
   // acc stays in registers across the keys, a few vectors of each head at a time (fewer
-  // with more heads where the registers are few).
+  // with more heads where the registers are few): whole groups of kAccVectors, then single
+  // vectors, each with its vector count known at compile time (a count known only at run
+  // time kept the accumulators on the stack).
   constexpr int kAccVectors = (kLanes == 8 && NH > 2) ? 2 : 4;
-  for (int64_t i0 = 0; i0 < D; i0 += kAccVectors * kLanes) {
-    const int nv = static_cast<int>((D - i0) / kLanes < kAccVectors ? (D - i0) / kLanes : kAccVectors);
-    V a[NH][kAccVectors];
-    for (int t = 0; t < NH; ++t)
-      for (int u = 0; u < nv; ++u) a[t][u] = LoadF32(acc + t * D + i0 + u * kLanes);
-    for (int64_t j = 0; j < n; ++j) {
-      const char* vj = v + j * stride_bytes;
-      V x[kAccVectors];
-      for (int u = 0; u < nv; ++u) x[u] = LoadCache<kD>(vj, i0 + u * kLanes, v_scale);
-      for (int t = 0; t < NH; ++t) {
-        const V p = Set1(s[t][j]);
-        for (int u = 0; u < nv; ++u) a[t][u] = Fma(p, x[u], a[t][u]);
-      }
-    }
-    for (int t = 0; t < NH; ++t)
-      for (int u = 0; u < nv; ++u) StoreF32(acc + t * D + i0 + u * kLanes, a[t][u]);
-  }
+  int64_t i0 = 0;
+  for (; i0 + kAccVectors * kLanes <= D; i0 += kAccVectors * kLanes)
+    AccumulateValues<kD, NH, kAccVectors>(v, stride_bytes, v_scale, s, n, D, acc, i0);
+  for (; i0 + kLanes <= D; i0 += kLanes) AccumulateValues<kD, NH, 1>(v, stride_bytes, v_scale, s, n, D, acc, i0);
 }
 
 template <DType kD>
