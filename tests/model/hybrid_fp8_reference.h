@@ -1,6 +1,7 @@
 // A float64 reference forward of the hybrid Gated DeltaNet models (Qwen3-Next, Qwen3.5,
-// Qwen3.5-MoE; docs/hybrid_models.md) whose linears are exact or emulated in online FP8 from
-// the format's definition (docs/fp8_formats.md), for tests/model/online_fp8_hybrid_test.cpp.
+// Qwen3.5-MoE; docs/hybrid_models.md) whose linears are exact or emulated in online or static
+// FP8 from the formats' definitions (docs/fp8_formats.md, DESIGN.md), for
+// tests/model/online_fp8_hybrid_test.cpp and static_fp8_hybrid_test.cpp.
 // Written from HF transformers' definitions of the layers, not from vtllm's code; it calls no
 // vt op. Only the e4m3 grid comes from fp8_reference_forward.h (enumerated codes).
 //
@@ -33,13 +34,24 @@
 
 namespace vtllm::model::testing {
 
+// kExact: every linear in float64 from the stored weights. kOnline: online FP8 of a BF16
+// checkpoint, as above. kStatic: a static per-tensor FP8 checkpoint (ModelOpt or
+// compressed-tensors) as vtllm's and vLLM's static path computes it: a linear whose stored
+// tensors are F8E4M3 takes the largest of their weight scales, the others requantized to it
+// (e4m3(f32(f32(q) * s_i) * f32(1 / s_max))), and the largest of their input scales s; x
+// quantized to e4m3(clamp(f32(x) * f32(1 / s), ±448)); out = f32(s * s_max) * Σ q_x q_w. Routed
+// experts: one input scale per projection kind over the block (the max of the experts' gate and
+// up input scales, and of their down ones), each expert's gate/up merged as above. A BF16
+// tensor in a static checkpoint (excluded modules) is exact.
+enum class HybridMode { kExact, kOnline, kStatic };
+
 class HybridReference {
  public:
   // perturbation: each quantized activation is multiplied by 1 + perturbation (in float64)
   // before it is rounded to f32 and quantized; a few ulps show how far activations that sit
   // on e4m3 rounding boundaries move the logits when they flip code.
-  HybridReference(const std::string& dir, bool online_fp8, double perturbation = 0.0)
-      : cfg_(ModelConfig::FromDir(dir)), ckpt_(Checkpoint::Open(dir)), fp8_(online_fp8), perturbation_(perturbation) {
+  HybridReference(const std::string& dir, HybridMode mode, double perturbation = 0.0)
+      : cfg_(ModelConfig::FromDir(dir)), ckpt_(Checkpoint::Open(dir)), mode_(mode), perturbation_(perturbation) {
     fused_ = cfg_.architecture == "Qwen3NextForCausalLM";
   }
 
@@ -71,8 +83,16 @@ class HybridReference {
     const vt::Tensor t = ckpt_.Get(name);
     std::vector<double> v(static_cast<size_t>(t.numel()));
     for (size_t i = 0; i < v.size(); ++i)
-      v[i] = t.dtype() == vt::DType::kF32 ? t.data_as<float>()[i] : vt::Bf16ToFloat(t.data_as<uint16_t>()[i]);
+      v[i] = t.dtype() == vt::DType::kF32      ? t.data_as<float>()[i]
+             : t.dtype() == vt::DType::kF8E4M3 ? E4m3Decode(t.data_as<uint8_t>()[i])
+                                               : vt::Bf16ToFloat(t.data_as<uint16_t>()[i]);
     return w_[name] = std::move(v);
+  }
+  bool IsFp8(const std::string& name) const { return ckpt_.Info(name).dtype == vt::DType::kF8E4M3; }
+  // A scalar scale of the weight `name` ("P.weight" -> "P.weight_scale" / "P.input_scale").
+  float Scale(const std::string& weight, const char* which) const {
+    const vt::Tensor t = ckpt_.Get(weight.substr(0, weight.size() - 6) + which);
+    return t.data_as<float>()[0];
   }
   double Amax(const std::string& name) {
     double m = 0;
@@ -105,22 +125,49 @@ class HybridReference {
   // y [T, rows.size()] = x [T, K] · Wᵀ, W the rows `rows` of the stored weights `tensors`
   // stacked in order (each row an index into that stack); in FP8 mode with one weight scale
   // over all of `tensors`, whole.
+  // Static mode: input_scale, when not 0, replaces the tensors' own (the experts' block-wide one).
   std::vector<double> Linear(const std::vector<std::string>& tensors, const std::vector<int64_t>& rows,
-                             const std::vector<double>& x, int64_t T, int64_t K) {
+                             const std::vector<double>& x, int64_t T, int64_t K, float input_scale = 0.0f) {
     std::vector<double> stack;
     for (const std::string& t : tensors) stack.insert(stack.end(), W(t).begin(), W(t).end());
     const int64_t N = static_cast<int64_t>(rows.size());
     std::vector<double> w(static_cast<size_t>(N * K));
     for (int64_t n = 0; n < N; ++n) std::copy_n(stack.begin() + rows[n] * K, K, w.begin() + n * K);
-    if (!fp8_) return MatmulT(x, w, T, N, K);
+    if (mode_ == HybridMode::kExact || (mode_ == HybridMode::kStatic && !IsFp8(tensors[0])))
+      return MatmulT(x, w, T, N, K);
+    std::vector<double> xq = x, srow(static_cast<size_t>(T));
+    for (double& v : xq) v *= 1.0 + perturbation_;
+    if (mode_ == HybridMode::kStatic) {
+      float s_max = 0.0f, s_in = input_scale;
+      for (const std::string& t : tensors) {
+        s_max = std::max(s_max, Scale(t, "weight_scale"));
+        if (input_scale == 0.0f) s_in = std::max(s_in, Scale(t, "input_scale"));
+      }
+      // Requantize the rows of each tensor whose scale is not the largest.
+      std::vector<float> row_scale;
+      for (const std::string& t : tensors) {
+        const int64_t rows_t = static_cast<int64_t>(W(t).size()) / K;
+        row_scale.insert(row_scale.end(), static_cast<size_t>(rows_t), Scale(t, "weight_scale"));
+      }
+      const float inv_max = 1.0f / s_max, inv_in = 1.0f / s_in;
+      for (int64_t n = 0; n < N; ++n) {
+        const float ws = row_scale[rows[n]];
+        if (ws == s_max) continue;
+        for (int64_t k = 0; k < K; ++k)
+          w[n * K + k] = E4m3(static_cast<float>(static_cast<float>(w[n * K + k]) * ws) * inv_max);
+      }
+      for (double& v : xq) v = E4m3(std::clamp(static_cast<float>(v) * inv_in, -448.0f, 448.0f));
+      std::vector<double> y = MatmulT(xq, w, T, N, K);
+      const double alpha = s_in * s_max;  // f32 product, as the caller folds it
+      for (double& v : y) v *= alpha;
+      return y;
+    }
     double amax = 0;
     for (const std::string& t : tensors) amax = std::max(amax, Amax(t));
     float sw = static_cast<float>(amax) / 448.0f;
     if (!(sw > 0.0f)) sw = 1.0f;
     const float inv = 1.0f / sw;
     for (double& v : w) v = E4m3(static_cast<float>(v) * inv);
-    std::vector<double> xq = x, srow(static_cast<size_t>(T));
-    for (double& v : xq) v *= 1.0 + perturbation_;
     for (int64_t t = 0; t < T; ++t) srow[t] = QuantizeRow(xq.data() + t * K, K);
     std::vector<double> y = MatmulT(xq, w, T, N, K);
     for (int64_t t = 0; t < T; ++t)
@@ -134,10 +181,10 @@ class HybridReference {
   }
   // The whole of `tensors` (N rows in all).
   std::vector<double> Full(const std::vector<std::string>& tensors, const std::vector<double>& x, int64_t T,
-                           int64_t K) {
+                           int64_t K, float input_scale = 0.0f) {
     int64_t rows = 0;
     for (const std::string& t : tensors) rows += static_cast<int64_t>(W(t).size()) / K;
-    return Linear(tensors, Range(0, rows), x, T, K);
+    return Linear(tensors, Range(0, rows), x, T, K, input_scale);
   }
 
   // x_hat * (1 + w) per row of n.
@@ -300,15 +347,16 @@ class HybridReference {
   }
 
   // SwiGLU of `m` ("...mlp.", "...shared_expert." or "...experts.E.").
-  std::vector<double> Mlp(const std::string& m, const std::vector<double>& x, int64_t T) {
+  std::vector<double> Mlp(const std::string& m, const std::vector<double>& x, int64_t T, float in13 = 0.0f,
+                          float in2 = 0.0f) {
     const int64_t H = cfg_.hidden_size;
     const std::string g = m + "gate_proj.weight", u = m + "up_proj.weight", d = m + "down_proj.weight";
     const int64_t I = static_cast<int64_t>(W(g).size()) / H;
-    const std::vector<double> gu = Full({g, u}, x, T, H);
+    const std::vector<double> gu = Full({g, u}, x, T, H, in13);
     std::vector<double> act(static_cast<size_t>(T * I));
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = 0; i < I; ++i) act[t * I + i] = Silu(gu[t * 2 * I + i]) * gu[t * 2 * I + I + i];
-    return Full({d}, act, T, I);
+    return Full({d}, act, T, I, in2);
   }
 
   // Softmax router, top k (ties to the lower index), renormalised (Qwen3.5-MoE always; Qwen3-Next
@@ -318,6 +366,14 @@ class HybridReference {
     const int64_t H = cfg_.hidden_size, E = cfg_.num_experts, k = cfg_.num_experts_per_tok;
     const bool renorm = cfg_.norm_topk_prob || cfg_.architecture.rfind("Qwen3_5Moe", 0) == 0;
     const std::vector<double> logits = MatmulT(x, W(m + "gate.weight"), T, E, H);
+    auto expert = [&](int64_t e) { return m + "experts." + std::to_string(e) + "."; };
+    float in13 = 0.0f, in2 = 0.0f;
+    if (mode_ == HybridMode::kStatic && IsFp8(expert(0) + "gate_proj.weight"))
+      for (int64_t e = 0; e < E; ++e) {
+        in13 = std::max({in13, Scale(expert(e) + "gate_proj.weight", "input_scale"),
+                         Scale(expert(e) + "up_proj.weight", "input_scale")});
+        in2 = std::max(in2, Scale(expert(e) + "down_proj.weight", "input_scale"));
+      }
     std::vector<double> out(static_cast<size_t>(T * H), 0.0);
     for (int64_t t = 0; t < T; ++t) {
       std::vector<double> pr(logits.begin() + t * E, logits.begin() + (t + 1) * E);
@@ -332,7 +388,7 @@ class HybridReference {
       const std::vector<double> xt(x.begin() + t * H, x.begin() + (t + 1) * H);
       for (int64_t j = 0; j < k; ++j) {
         const int64_t e = order[j];
-        const std::vector<double> y = Mlp(m + "experts." + std::to_string(e) + ".", xt, 1);
+        const std::vector<double> y = Mlp(expert(e), xt, 1, in13, in2);
         const double wgt = renorm ? pr[e] / top : pr[e];
         for (int64_t h = 0; h < H; ++h) out[t * H + h] += wgt * y[h];
       }
@@ -348,7 +404,8 @@ class HybridReference {
 
   ModelConfig cfg_;
   Checkpoint ckpt_;
-  bool fp8_ = false, fused_ = false;
+  HybridMode mode_;
+  bool fused_ = false;
   double perturbation_ = 0.0;
   std::map<std::string, std::vector<double>> w_;
 };

@@ -37,7 +37,7 @@ struct Comparison {
 Comparison Compare(const std::string& dir) {
   auto model = Model::Load(dir, Online());
   EXPECT_EQ(model->quant().method, QuantMethod::kFp8Online);
-  testing::HybridReference emu(dir, true), exact(dir, false);
+  testing::HybridReference emu(dir, testing::HybridMode::kOnline), exact(dir, testing::HybridMode::kExact);
   const int64_t V = model->vocab_size();
   Comparison c;
   for (const testing::OracleCase& oc : testing::ReadOracle(dir)) {
@@ -98,11 +98,12 @@ TEST(OnlineFp8Hybrid, Qwen35MoeMatchesTheFloat64Emulation) { CheckAgainstEmulati
 void CheckGreedy(const std::string& name) {
   const std::string dir = kFixtures + name;
   auto model = Model::Load(dir, Online());
-  testing::HybridReference emu(dir, true);
+  testing::HybridReference emu(dir, testing::HybridMode::kOnline);
   const int64_t V = model->vocab_size();
   constexpr int kSteps = 8;
   int compared = 0, compared_bf16 = 0;
   for (const testing::OracleCase& oc : testing::ReadOracle(dir)) {
+    if (oc.T > 64) continue;  // the emulation recomputes the whole sequence each step
     const std::vector<int32_t> ours = testing::GreedyTokens(*model, oc.prompt, kSteps);
     std::vector<int32_t> seq = oc.prompt;
     bool with_bf16 = true;
