@@ -89,6 +89,21 @@ void CheckAgainstEmulation(const std::string& name, double min_unflipped_fractio
   EXPECT_GE(c.fp8_vs_exact, 0.3) << name;
 }
 
+// The emulation's model math is HF's: unquantized, it reproduces the fixtures' HF float32
+// logits (reference.json) at every position.
+TEST(OnlineFp8Hybrid, TheReferenceUnquantizedIsHf) {
+  for (const char* name : {"qwen3-next-tiny", "qwen3_5-tiny", "qwen3_5-moe-tiny"}) {
+    testing::HybridReference exact(kFixtures + name, testing::HybridMode::kExact);
+    double worst = 0;
+    for (const testing::OracleCase& oc : testing::ReadOracle(kFixtures + name)) {
+      const std::vector<double> ex = exact.Logits(oc.prompt);
+      for (size_t i = 0; i < ex.size(); ++i) worst = std::max(worst, std::fabs(ex[i] - oc.logits[i]));
+    }
+    std::printf("[%s] float64 reference vs HF float32: max %.3g\n", name, worst);
+    EXPECT_LE(worst, 1e-4) << name;
+  }
+}
+
 TEST(OnlineFp8Hybrid, Qwen3NextMatchesTheFloat64Emulation) { CheckAgainstEmulation("qwen3-next-tiny", 0.9); }
 TEST(OnlineFp8Hybrid, Qwen35MatchesTheFloat64Emulation) { CheckAgainstEmulation("qwen3_5-tiny", 0.9); }
 TEST(OnlineFp8Hybrid, Qwen35MoeMatchesTheFloat64Emulation) { CheckAgainstEmulation("qwen3_5-moe-tiny", 0.4); }
