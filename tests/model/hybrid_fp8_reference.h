@@ -9,8 +9,9 @@
 //   - weight scale s_w = f32(amax / 448) over every stored tensor the linear reads, whole:
 //     Qwen3-Next's q, k, v and z (row blocks of in_proj_qkvz) all take in_proj_qkvz's amax, b
 //     and a in_proj_ba's; Qwen3.5's merged in_proj_qkv + in_proj_z one amax over both, in_proj_b
-//     + in_proj_a likewise; the gated attention's q rows and gate rows q_proj's amax, k_proj and
-//     v_proj their own; gate/up (dense and shared expert) one over both; q = e4m3(f32(w · f32(1/s_w)));
+//     + in_proj_a likewise; the gated attention's q rows, gate rows, k and v one amax over q_proj,
+//     k_proj and v_proj (vLLM's qkv_proj); gate/up (dense and shared expert) one over both;
+//     q = e4m3(f32(w · f32(1/s_w)));
 //   - each activation row (token) x rounded to f32: s = max(f32(amax / 448), 1/(448·512)),
 //     q = e4m3(f32(x / s)); out = s · s_w · Σ q_x q_w in float64;
 //   - experts: one weight scale over an expert's gate and up rows, one over its down rows;
@@ -31,6 +32,8 @@
 #include "fp8_reference_forward.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
 
 namespace vtllm::model::testing {
 
@@ -312,14 +315,16 @@ class HybridReference {
     const int64_t H = cfg_.hidden_size, D = cfg_.head_dim, Hq = cfg_.num_attention_heads,
                   Hk = cfg_.num_key_value_heads;
     const int64_t R = static_cast<int64_t>(std::lround(cfg_.partial_rotary_factor * D));
-    std::vector<int64_t> rq, rg;
+    // vLLM's qkv_proj: q_proj (q and gate rows per head), k_proj, v_proj as one merge.
+    std::vector<int64_t> rq, rg, rk, rv;
     for (int64_t h = 0; h < Hq; ++h)
       for (int64_t i = 0; i < D; ++i) rq.push_back(h * 2 * D + i), rg.push_back(h * 2 * D + D + i);
-    const std::vector<std::string> qp = {p + "q_proj.weight"};
-    std::vector<double> q = Linear(qp, rq, x, T, H);
-    const std::vector<double> gate = Linear(qp, rg, x, T, H);
-    std::vector<double> k = Full({p + "k_proj.weight"}, x, T, H);
-    const std::vector<double> v = Full({p + "v_proj.weight"}, x, T, H);
+    for (int64_t i = 0; i < Hk * D; ++i) rk.push_back(Hq * 2 * D + i), rv.push_back(Hq * 2 * D + Hk * D + i);
+    const std::vector<std::string> qkv = {p + "q_proj.weight", p + "k_proj.weight", p + "v_proj.weight"};
+    std::vector<double> q = Linear(qkv, rq, x, T, H);
+    const std::vector<double> gate = Linear(qkv, rg, x, T, H);
+    std::vector<double> k = Linear(qkv, rk, x, T, H);
+    const std::vector<double> v = Linear(qkv, rv, x, T, H);
     q = ZcNorm(q, W(p + "q_norm.weight"), T * Hq, D);
     k = ZcNorm(k, W(p + "k_norm.weight"), T * Hk, D);
     auto rope = [&](std::vector<double>& y, int64_t heads) {
@@ -419,5 +424,44 @@ class HybridReference {
   std::map<std::string, std::vector<double>> w_;
   std::map<std::string, std::pair<std::vector<double>, float>> online_;  // quantized stacks, scale
 };
+
+// Greedy decoding of `steps` tokens after `prompt` (prefill, then one decode step a token)
+// against the reference: each step's logits must agree to `tol` until the first step where they
+// do not (an e4m3 code flip, see the tests) or the reference's top-2 margin is under `near_tie`;
+// up to there the tokens are the reference's. Returns the steps compared; `flipped` tells
+// whether it stopped at a flip.
+inline int GreedyAgainstReference(Model& model, HybridReference& ref, const std::vector<int32_t>& prompt, int steps,
+                                  double tol, double near_tie, bool* flipped) {
+  const int64_t V = model.vocab_size();
+  KvCache cache = model.MakeKvCache(static_cast<int64_t>(prompt.size()) + steps + 1, 16);
+  SequenceKv seq;
+  std::vector<int64_t> pos(prompt.size());
+  for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int64_t>(i);
+  std::vector<float> logits = model.Forward(prompt, pos, {&cache, &seq});
+  std::vector<int32_t> ids = prompt;
+  *flipped = false;
+  for (int i = 0; i < steps; ++i) {
+    const std::vector<double> l = ref.Logits(ids);
+    const double* last = l.data() + (static_cast<int64_t>(ids.size()) - 1) * V;
+    double d = 0;
+    for (int64_t v = 0; v < V; ++v) d = std::max(d, std::fabs(logits[v] - last[v]));
+    if (!(d <= tol)) {
+      *flipped = true;
+      return i;
+    }
+    const int64_t top = std::max_element(last, last + V) - last;
+    double second = -INFINITY;
+    for (int64_t v = 0; v < V; ++v)
+      if (v != top) second = std::max(second, last[v]);
+    if (last[top] - second < near_tie) return i;
+    const int32_t ours = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    EXPECT_EQ(ours, top) << "step " << i;
+    if (ours != top) return i;
+    ids.push_back(ours);
+    const int64_t p = seq.num_tokens;
+    logits = model.Forward(std::vector<int32_t>{ours}, std::vector<int64_t>{p}, {&cache, &seq});
+  }
+  return steps;
+}
 
 }  // namespace vtllm::model::testing

@@ -88,10 +88,14 @@ class Fp8StaticLinearMethod final : public LinearMethod {
       const float is = ckpt.GetScaleF32(s.prefix + ".input_scale");
       weight_scales_.push_back(ws);
       input_scale_ = std::max(input_scale_, is);
+      for (const std::string& m : s.merged_with) {
+        merged_weight_scale_ = std::max(merged_weight_scale_, ckpt.GetScaleF32(m + ".weight_scale"));
+        input_scale_ = std::max(input_scale_, ckpt.GetScaleF32(m + ".input_scale"));
+      }
     }
   }
   void ProcessWeightsAfterLoading(const vt::Queue& host_queue, vt::Device device) override {
-    const float max_ws = *std::max_element(weight_scales_.begin(), weight_scales_.end());
+    const float max_ws = std::max(*std::max_element(weight_scales_.begin(), weight_scales_.end()), merged_weight_scale_);
     for (size_t i = 0; i < parts_.size(); ++i) {
       if (weight_scales_[i] == max_ws) continue;
       vt::Tensor re = vt::Tensor::Empty(parts_[i].shape(), vt::DType::kF8E4M3, vt::Device::Cpu());
@@ -129,6 +133,7 @@ class Fp8StaticLinearMethod final : public LinearMethod {
   std::vector<float> weight_scales_;
   std::vector<int64_t> shard_rows_;  // first row of each shard in the merged weight
   float input_scale_ = 0.0f, weight_scale_ = 1.0f;
+  float merged_weight_scale_ = 0.0f;  // the largest of LinearShard::merged_with's weight scales
   bool released_ = false, pages_dropped_ = false;
   const Checkpoint* ckpt_ = nullptr;  // during loading
   vt::Tensor weight_;
@@ -161,11 +166,15 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
         const std::string name = s.prefix + ".weight";
         const vt::DType dt = ckpt.Info(name).dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
         parts_.push_back(ShardWeight(ckpt, s, dt, in_features));
-        if (std::find(online_stored_.begin(), online_stored_.end(), name) != online_stored_.end()) continue;
-        online_stored_.push_back(name);
-        const int64_t rows = s.stored_rows == 0 ? s.out_features : s.stored_rows;
-        online_scale_parts_.push_back({ckpt.GetAs(name, dt, {rows, in_features}),
-                                       ckpt.FileOf(name) + ": tensor '" + name + "'", 0});
+        std::vector<std::string> scale_from = {name};
+        for (const std::string& m : s.merged_with) scale_from.push_back(m + ".weight");
+        for (const std::string& n : scale_from) {
+          if (std::find(online_stored_.begin(), online_stored_.end(), n) != online_stored_.end()) continue;
+          online_stored_.push_back(n);
+          // The whole tensor as stored (the shard's own rows and columns are checked above).
+          const vt::DType ndt = ckpt.Info(n).dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
+          online_scale_parts_.push_back({ckpt.GetAs(n, ndt, ckpt.Info(n).shape), ckpt.FileOf(n) + ": tensor '" + n + "'", 0});
+        }
       }
       return;
     }

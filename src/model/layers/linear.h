@@ -31,6 +31,12 @@ struct LinearShard {
   // whole stored weight); biases and per-row scales of such a shard are refused.
   int64_t row_offset = 0;
   int64_t stored_rows = 0;
+  // Stored weights (prefixes) that vLLM merges with this one into one linear where vtllm loads
+  // them as linears of their own (the gated attention's q_proj, k_proj and v_proj: vLLM's
+  // qkv_proj). Per-tensor FP8 scales are taken over them as over a merge's shards: online, the
+  // amax of all of them; static, the largest of their weight scales (this weight requantized
+  // to it) and of their input scales. Ignored by the unquantized and per-row/per-block methods.
+  std::vector<std::string> merged_with = {};
 };
 
 // Calibration (`vtllm quantize`): shown each linear's input before the linear is applied.
