@@ -31,8 +31,8 @@ Fixtures (the format of tests/fixtures/models, written by model_oracle.run_cases
                     static FP8 math, every linear of a vLLM merge (q/k/v -> qkv_proj, gate/up ->
                     gate_up_proj, in_proj_qkv + in_proj_z -> in_proj_qkvz) written with the
                     merge's one weight scale (amax|W| over the merge / 448) and one input scale
-                    (amax of its input over calibration and test prompts / 448), so that merging
-                    (vLLM, vtllm) and not merging (vtllm's gated attention) mean the same; x
+                    (amax of its input over calibration and test prompts / 448), so that the
+                    merges' requantization (vLLM's and vtllm's) is the identity; x
                     quantized with x * (1/s) in f32, clamp +-448, RNE to e4m3fn; float64 GEMM of
                     the fp8 values, times input_scale * weight_scale in f32. reference.json also
                     records code_flip_sensitivity: how far the emulation's logits move when every
