@@ -200,7 +200,8 @@ class HybridReference {
   }
 
   // x_hat * (1 + w) per row of n.
-  std::vector<double> ZcNorm(const std::vector<double>& x, const std::vector<double>& w, int64_t rows, int64_t n) const {
+  std::vector<double> ZcNorm(const std::vector<double>& x, const std::vector<double>& w, int64_t rows,
+                             int64_t n) const {
     std::vector<double> y(x.size());
     for (int64_t r = 0; r < rows; ++r) {
       double ss = 0;
@@ -228,7 +229,8 @@ class HybridReference {
       std::vector<int64_t> rq, rk, rv, rz, rb, ra;
       for (int64_t g = 0; g < nk; ++g) {
         for (int64_t i = 0; i < dk; ++i) rq.push_back(g * Wg + i), rk.push_back(g * Wg + dk + i);
-        for (int64_t i = 0; i < r * dv; ++i) rv.push_back(g * Wg + 2 * dk + i), rz.push_back(g * Wg + 2 * dk + r * dv + i);
+        for (int64_t i = 0; i < r * dv; ++i)
+          rv.push_back(g * Wg + 2 * dk + i), rz.push_back(g * Wg + 2 * dk + r * dv + i);
         for (int64_t i = 0; i < r; ++i) rb.push_back(g * 2 * r + i), ra.push_back(g * 2 * r + r + i);
       }
       const std::vector<std::string> qkvz = {p + "in_proj_qkvz.weight"}, ba = {p + "in_proj_ba.weight"};

@@ -162,7 +162,8 @@ TEST(OnlineFp8Hybrid, ProjectionsAreFp8) {
 TEST(OnlineFp8Hybrid, NonFiniteFusedWeightIsALoadErrorNamingTheTensor) {
   const std::string src_dir = kFixtures + "qwen3-next-tiny";
   testing::TempDir tmp;
-  for (const char* f : {"config.json", "generation_config.json"}) std::filesystem::copy_file(src_dir + "/" + f, tmp / f);
+  for (const char* f : {"config.json", "generation_config.json"})
+    std::filesystem::copy_file(src_dir + "/" + f, tmp / f);
   const Checkpoint src = Checkpoint::Open(src_dir);
   const std::string bad = "model.layers.2.linear_attn.in_proj_qkvz.weight";
   const int64_t element = 300 * 64 + 7;  // row 300: the z rows of the second key-head group

@@ -95,7 +95,8 @@ class Fp8StaticLinearMethod final : public LinearMethod {
     }
   }
   void ProcessWeightsAfterLoading(const vt::Queue& host_queue, vt::Device device) override {
-    const float max_ws = std::max(*std::max_element(weight_scales_.begin(), weight_scales_.end()), merged_weight_scale_);
+    const float max_ws =
+        std::max(*std::max_element(weight_scales_.begin(), weight_scales_.end()), merged_weight_scale_);
     for (size_t i = 0; i < parts_.size(); ++i) {
       if (weight_scales_[i] == max_ws) continue;
       vt::Tensor re = vt::Tensor::Empty(parts_[i].shape(), vt::DType::kF8E4M3, vt::Device::Cpu());
@@ -173,7 +174,8 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
           online_stored_.push_back(n);
           // The whole tensor as stored (the shard's own rows and columns are checked above).
           const vt::DType ndt = ckpt.Info(n).dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
-          online_scale_parts_.push_back({ckpt.GetAs(n, ndt, ckpt.Info(n).shape), ckpt.FileOf(n) + ": tensor '" + n + "'", 0});
+          online_scale_parts_.push_back(
+              {ckpt.GetAs(n, ndt, ckpt.Info(n).shape), ckpt.FileOf(n) + ": tensor '" + n + "'", 0});
         }
       }
       return;
