@@ -1,9 +1,9 @@
 // FP8 of the hybrid Gated DeltaNet fixtures on CUDA against the float64 emulation of the
 // format (tests/model/hybrid_fp8_reference.h), with the rule of the CPU tests
 // (tests/model/online_fp8_hybrid_test.cpp, static_fp8_hybrid_test.cpp): f32 logits agree at
-// every prompt position up to the prompt's first e4m3 code flip, position 0 always, and most
-// positions come before a flip; here "agree" is 2e-3 (TolFor's f32 bound of the CUDA tests:
-// the CUDA GEMMs sum in another order) where the CPU tests use 1e-4.
+// every prompt position up to the prompt's first e4m3 code flip, position 0 always, and at least
+// half of the positions come before a flip; here "agree" is 2e-3 (TolFor's f32 bound of the
+// CUDA tests: the CUDA GEMMs sum in another order) where the CPU tests use 1e-4.
 //  - online FP8 of qwen3_5-tiny (the MoE fixtures' online experts have no CUDA kernel: their
 //    load is refused naming the op, checked here too);
 //  - static FP8 (ModelOpt) of qwen3-next-tiny and qwen3_5-tiny as `vtllm quantize` writes them,
@@ -66,7 +66,7 @@ TEST(ModelCuda, OnlineFp8HybridMatchesTheFloat64Emulation) {
   auto model = Model::Load(dir, Cuda("fp8"));
   ASSERT_EQ(model->quant().method, QuantMethod::kFp8Online);
   testing::HybridReference emu(dir, testing::HybridMode::kOnline);
-  CheckAgainstEmulation("qwen3_5-tiny online", *model, dir, emu, 0.6);
+  CheckAgainstEmulation("qwen3_5-tiny online", *model, dir, emu, 0.5);
   if (vt::OpRegistered(vt::OpId::kMoeExpertsFp8PerToken, vt::DeviceType::kCUDA)) return;
   for (const char* moe : {"qwen3-next-tiny", "qwen3_5-moe-tiny"}) {
     try {
@@ -92,7 +92,7 @@ TEST(ModelCuda, StaticFp8HybridMatchesTheFloat64Emulation) {
     auto model = Model::Load(out, Cuda(""));
     ASSERT_EQ(model->quant().method, QuantMethod::kFp8Static);
     testing::HybridReference emu(out, testing::HybridMode::kStatic);
-    CheckAgainstEmulation(std::string(name) + " static", *model, src, emu, 0.6);
+    CheckAgainstEmulation(std::string(name) + " static", *model, src, emu, 0.5);
   }
 }
 
