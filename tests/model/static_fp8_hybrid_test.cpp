@@ -114,6 +114,7 @@ TEST(StaticFp8Hybrid, Qwen3NextCompressedTensors) { CheckFormat("qwen3-next-tiny
 TEST(StaticFp8Hybrid, Qwen35ModelOpt) { CheckFormat("qwen3_5-tiny", "modelopt", 0.5); }
 TEST(StaticFp8Hybrid, Qwen35CompressedTensors) { CheckFormat("qwen3_5-tiny", "compressed-tensors", 0.5); }
 TEST(StaticFp8Hybrid, Qwen35MoeModelOpt) { CheckFormat("qwen3_5-moe-tiny", "modelopt", 0.5); }
+TEST(StaticFp8Hybrid, Qwen35MoeCompressedTensors) { CheckFormat("qwen3_5-moe-tiny", "compressed-tensors", 0.5); }
 
 }  // namespace
 }  // namespace vtllm::model
