@@ -56,14 +56,20 @@ GatedAttention GatedAttention::Load(const LinearContext& lc, const std::string& 
   a.s_ = s;
   a.scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   const int64_t per_head = s.output_gate ? 2 * D : D;
-  a.q_ = Linear::Load(lc, PermutedHeads(p + "q_proj", Hq, per_head, D, R, Hq * per_head), s.hidden, false);
+  // vLLM merges q_proj (with its gate rows), k_proj and v_proj into one qkv_proj; loaded here
+  // as linears of their own, they share that merge's FP8 scales (LinearShard::merged_with).
+  auto qkv = [&](std::vector<LinearShard> shards) {
+    for (LinearShard& sh : shards) sh.merged_with = {p + "q_proj", p + "k_proj", p + "v_proj"};
+    return shards;
+  };
+  a.q_ = Linear::Load(lc, qkv(PermutedHeads(p + "q_proj", Hq, per_head, D, R, Hq * per_head)), s.hidden, false);
   if (s.output_gate) {
     std::vector<LinearShard> gate;
     for (int64_t h = 0; h < Hq; ++h) gate.push_back({p + "q_proj", D, h * per_head + D, Hq * per_head});
-    a.gate_ = Linear::Load(lc, gate, s.hidden, false);
+    a.gate_ = Linear::Load(lc, qkv(gate), s.hidden, false);
   }
-  a.k_ = Linear::Load(lc, PermutedHeads(p + "k_proj", Hk, D, D, R, Hk * D), s.hidden, false);
-  a.v_ = Linear::Load(lc, {{p + "v_proj", Hk * D}}, s.hidden, false);
+  a.k_ = Linear::Load(lc, qkv(PermutedHeads(p + "k_proj", Hk, D, D, R, Hk * D)), s.hidden, false);
+  a.v_ = Linear::Load(lc, qkv({{p + "v_proj", Hk * D}}), s.hidden, false);
   a.o_proj_ = Linear::Load(lc, {{p + "o_proj", s.hidden}}, Hq * D, false);
   a.q_norm_ = ZeroCentredNorm(lc, p + "q_norm.weight", D, R);
   a.k_norm_ = ZeroCentredNorm(lc, p + "k_norm.weight", D, R);

@@ -88,10 +88,15 @@ class Fp8StaticLinearMethod final : public LinearMethod {
       const float is = ckpt.GetScaleF32(s.prefix + ".input_scale");
       weight_scales_.push_back(ws);
       input_scale_ = std::max(input_scale_, is);
+      for (const std::string& m : s.merged_with) {
+        merged_weight_scale_ = std::max(merged_weight_scale_, ckpt.GetScaleF32(m + ".weight_scale"));
+        input_scale_ = std::max(input_scale_, ckpt.GetScaleF32(m + ".input_scale"));
+      }
     }
   }
   void ProcessWeightsAfterLoading(const vt::Queue& host_queue, vt::Device device) override {
-    const float max_ws = *std::max_element(weight_scales_.begin(), weight_scales_.end());
+    const float max_ws =
+        std::max(*std::max_element(weight_scales_.begin(), weight_scales_.end()), merged_weight_scale_);
     for (size_t i = 0; i < parts_.size(); ++i) {
       if (weight_scales_[i] == max_ws) continue;
       vt::Tensor re = vt::Tensor::Empty(parts_[i].shape(), vt::DType::kF8E4M3, vt::Device::Cpu());
@@ -129,6 +134,7 @@ class Fp8StaticLinearMethod final : public LinearMethod {
   std::vector<float> weight_scales_;
   std::vector<int64_t> shard_rows_;  // first row of each shard in the merged weight
   float input_scale_ = 0.0f, weight_scale_ = 1.0f;
+  float merged_weight_scale_ = 0.0f;  // the largest of LinearShard::merged_with's weight scales
   bool released_ = false, pages_dropped_ = false;
   const Checkpoint* ckpt_ = nullptr;  // during loading
   vt::Tensor weight_;
@@ -141,7 +147,8 @@ class Fp8StaticLinearMethod final : public LinearMethod {
 // MatmulFp8GroupScaled. Merged shards keep their own scales (stacked rows; no
 // requantization), so a block format needs every shard but the last to end on a block row.
 // Online FP8 (`online`) reads BF16/F32 weights and quantizes them here, per tensor: one scale
-// over the merged weight (vLLM's scaled_fp8_quant with no scale), s = amax / 448 and
+// over the stored tensors the shards read (the merged weight; vLLM's scaled_fp8_quant with no
+// scale), s = amax / 448 and
 // q = e4m3(w * (1 / s)) as QuantFp8Static computes it; that scale repeated per row is the
 // per-channel layout, so the rest is the per-token path.
 class Fp8DynamicLinearMethod final : public LinearMethod {
@@ -152,11 +159,24 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
   void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
     block_k_ = block_ ? block_k_cfg_ : in_features;
     if (online_) {
+      // The scale is taken over every stored tensor the shards read, whole: a shard that is a
+      // block of rows of a larger weight (Qwen3-Next's in_proj_qkvz) gets that weight's
+      // scale, as `vtllm quantize` writes one per stored tensor and vLLM's online FP8 gives
+      // its merged in_proj_qkvz one; shards of several tensors (a merge) get the largest.
       for (const LinearShard& s : shards) {
         const std::string name = s.prefix + ".weight";
         const vt::DType dt = ckpt.Info(name).dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
-        parts_.push_back(ckpt.GetAs(name, dt, {s.out_features, in_features}));
-        online_names_.push_back(ckpt.FileOf(name) + ": tensor '" + name + "'");
+        parts_.push_back(ShardWeight(ckpt, s, dt, in_features));
+        std::vector<std::string> scale_from = {name};
+        for (const std::string& m : s.merged_with) scale_from.push_back(m + ".weight");
+        for (const std::string& n : scale_from) {
+          if (std::find(online_stored_.begin(), online_stored_.end(), n) != online_stored_.end()) continue;
+          online_stored_.push_back(n);
+          // The whole tensor as stored (the shard's own rows and columns are checked above).
+          const vt::DType ndt = ckpt.Info(n).dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
+          online_scale_parts_.push_back(
+              {ckpt.GetAs(n, ndt, ckpt.Info(n).shape), ckpt.FileOf(n) + ": tensor '" + n + "'", 0});
+        }
       }
       return;
     }
@@ -227,23 +247,26 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
     for (const vt::Tensor& p : parts_)
       VT_CHECK(p.dtype() == parts_[0].dtype(), "linear: merged shards have different dtypes (", p.Describe(),
                " vs ", parts_[0].Describe(), ")");
-    std::vector<OnlineFp8Part> parts;
+    for (const OnlineFp8Part& p : online_scale_parts_)
+      VT_CHECK(p.values.dtype() == parts_[0].dtype(), "linear: merged shards have different dtypes (",
+               p.values.Describe(), " vs ", parts_[0].Describe(), ")");
     int64_t rows = 0;
-    for (size_t i = 0; i < parts_.size(); ++i) {
-      parts.push_back({parts_[i], online_names_[i], 0});
-      rows += parts_[i].dim(0);
-    }
+    for (const vt::Tensor& p : parts_) rows += p.dim(0);
     vt::Tensor w8 = vt::Tensor::Empty({rows, parts_[0].dim(1)}, vt::DType::kF8E4M3, vt::Device::Cpu());
-    const float scale = QuantizeFp8Online(host_queue, parts, w8);
+    const float scale = Fp8OnlineScale(host_queue, online_scale_parts_);
+    vt::QuantFp8Static(host_queue, w8, StackRows(parts_), scale);
     vt::Tensor s = vt::Tensor::Empty({rows, 1}, vt::DType::kF32, vt::Device::Cpu());
     std::fill(s.data_as<float>(), s.data_as<float>() + s.numel(), scale);
     parts_ = {w8};
     scale_parts_ = {s};
-    online_names_.clear();
+    online_scale_parts_.clear();
+    online_stored_.clear();
   }
 
   bool block_, online_;
-  std::vector<std::string> online_names_;  // "FILE: tensor 'NAME'" of each shard, for messages
+  // Online: the stored tensors the shards read, whole, and their names.
+  std::vector<OnlineFp8Part> online_scale_parts_;
+  std::vector<std::string> online_stored_;
   int64_t block_n_, block_k_cfg_, block_k_ = 0;
   std::vector<vt::Tensor> parts_, scale_parts_;
   vt::Tensor weight_, scales_;
@@ -256,14 +279,21 @@ std::unique_ptr<LinearMethod> MakeUnquantizedLinearMethod() { return std::make_u
 std::unique_ptr<LinearMethod> MakeFp8StaticLinearMethod() { return std::make_unique<Fp8StaticLinearMethod>(); }
 
 float QuantizeFp8Online(const vt::Queue& host_queue, std::span<const OnlineFp8Part> parts, const vt::Tensor& out) {
-  VT_CHECK(!parts.empty(), "QuantizeFp8Online: no parts");
+  const float scale = Fp8OnlineScale(host_queue, parts);
   std::vector<vt::Tensor> values;
+  for (const OnlineFp8Part& part : parts) values.push_back(part.values);
+  vt::QuantFp8Static(host_queue, out, StackRows(values), scale);
+  return scale;
+}
+
+float Fp8OnlineScale(const vt::Queue& host_queue, std::span<const OnlineFp8Part> parts) {
+  VT_CHECK(!parts.empty(), "Fp8OnlineScale: no parts");
   float amax = 0.0f;
   for (const OnlineFp8Part& part : parts) {
     const vt::Tensor& p = part.values;
     VT_CHECK(p.device().is_cpu() && p.is_contiguous() && p.dtype() == parts[0].values.dtype() &&
                  (p.dtype() == vt::DType::kF32 || p.dtype() == vt::DType::kBF16),
-             "QuantizeFp8Online: parts must be contiguous CPU tensors of one dtype, F32 or BF16, got ", p.Describe());
+             "Fp8OnlineScale: parts must be contiguous CPU tensors of one dtype, F32 or BF16, got ", p.Describe());
     const bool f32 = p.dtype() == vt::DType::kF32;
     std::mutex mu;
     float part_max = 0.0f;
@@ -284,13 +314,10 @@ float QuantizeFp8Online(const vt::Queue& host_queue, std::span<const OnlineFp8Pa
       ThrowLoadError(part.name, " holds a NaN or Inf at element ", part.first_element + bad,
                      "; online FP8 (--quantization fp8) cannot quantize it");
     amax = std::max(amax, part_max);
-    values.push_back(p);
   }
   // An all-zero weight quantizes to zeros with any scale.
-  float scale = amax / 448.0f;
-  if (!(scale > 0.0f)) scale = 1.0f;
-  vt::QuantFp8Static(host_queue, out, StackRows(values), scale);
-  return scale;
+  const float scale = amax / 448.0f;
+  return scale > 0.0f ? scale : 1.0f;
 }
 
 void RequantizeFp8(const vt::Queue& host_queue, const vt::Tensor& out, const vt::Tensor& weight, float scale,

@@ -27,9 +27,16 @@ struct LinearShard {
   // A shard may be a block of rows of a larger stored weight (the per-head interleaved
   // projections of Qwen3-Next): rows [row_offset, row_offset + out_features) of a weight of
   // stored_rows rows. stored_rows 0: the weight has exactly out_features rows. Per-tensor
-  // scales are the stored weight's; biases and per-row scales of such a shard are refused.
+  // scales are the stored weight's (static FP8 reads them; online FP8 takes the amax of the
+  // whole stored weight); biases and per-row scales of such a shard are refused.
   int64_t row_offset = 0;
   int64_t stored_rows = 0;
+  // Stored weights (prefixes) that vLLM merges with this one into one linear where vtllm loads
+  // them as linears of their own (the gated attention's q_proj, k_proj and v_proj: vLLM's
+  // qkv_proj). Per-tensor FP8 scales are taken over them as over a merge's shards: online, the
+  // amax of all of them; static, the largest of their weight scales (this weight requantized
+  // to it) and of their input scales. Ignored by the unquantized and per-row/per-block methods.
+  std::vector<std::string> merged_with = {};
 };
 
 // Calibration (`vtllm quantize`): shown each linear's input before the linear is applied.
@@ -106,6 +113,8 @@ struct OnlineFp8Part {
 // reciprocal multiply). Returns the scale. A NaN or Inf is a LoadError naming the part's
 // tensor and the element. Runs on a CPU queue.
 float QuantizeFp8Online(const vt::Queue& host_queue, std::span<const OnlineFp8Part> parts, const vt::Tensor& out);
+// The scale alone: amax(|W|) / 448 over all parts in f32, 1 when all are 0; the same checks.
+float Fp8OnlineScale(const vt::Queue& host_queue, std::span<const OnlineFp8Part> parts);
 
 class Linear {
  public:

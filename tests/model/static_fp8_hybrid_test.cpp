@@ -1,0 +1,120 @@
+// Static FP8 (ModelOpt and compressed-tensors) of the hybrid Gated DeltaNet fixtures:
+// `vtllm quantize` (QuantizeCheckpoint) writes qwen3-next-tiny, qwen3_5-tiny and
+// qwen3_5-moe-tiny as static per-tensor FP8 W8A8, every GDN projection (in_proj_qkvz /
+// in_proj_qkv, in_proj_z, in_proj_ba / in_proj_b, in_proj_a, out_proj) included, and the static
+// path's f32 logits and greedy tokens are checked against a float64 emulation of vLLM's static
+// FP8 math read from the written checkpoint (hybrid_fp8_reference.h, kStatic: merges take the
+// largest scales, the other shards requantized). No HF run is involved: the HF-side oracle of a
+// static FP8 hybrid (tools/oracle/gdn_moe_oracle.py --only fp8) is
+// hybrid_fp8_oracle_test.cpp's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "hybrid_fp8_reference.h"
+#include "loader_test_util.h"
+#include "model/quant_config.h"
+#include "model/quantize.h"
+#include "model_oracle.h"
+
+namespace vtllm::model {
+namespace {
+
+const std::string kFixtures = std::string(VTLLM_FIXTURES_DIR) + "/models/";
+
+// Calibration windows: token ids from a fixed LCG over the vocabulary (not the test prompts).
+QuantizeOptions Options(const std::string& format, int64_t vocab) {
+  QuantizeOptions o;
+  o.format = format;
+  uint64_t s = 2718;
+  for (int len : {48, 31, 64}) {
+    std::vector<int32_t> ids;
+    for (int i = 0; i < len; ++i) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      ids.push_back(static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(vocab)));
+    }
+    o.calibration.push_back(ids);
+  }
+  o.cpu_threads = 2;
+  o.progress = false;
+  return o;
+}
+
+// The GDN projections of layer 0 (a linear-attention layer in every fixture) are FP8 with
+// scales; the router and the shared expert's gate stay BF16.
+void CheckWritten(const std::string& out, bool fused) {
+  const Checkpoint ck = Checkpoint::Open(out);
+  const std::string p = "model.layers.0.linear_attn.";
+  const std::vector<std::string> gdn =
+      fused ? std::vector<std::string>{"in_proj_qkvz", "in_proj_ba", "out_proj"}
+            : std::vector<std::string>{"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"};
+  for (const std::string& n : gdn) {
+    EXPECT_EQ(ck.Info(p + n + ".weight").dtype, vt::DType::kF8E4M3) << n;
+    EXPECT_TRUE(ck.Has(p + n + ".weight_scale") && ck.Has(p + n + ".input_scale")) << n;
+  }
+  EXPECT_EQ(ck.Info(p + "conv1d.weight").dtype, vt::DType::kBF16);
+  if (ck.Has("model.layers.0.mlp.gate.weight")) {
+    EXPECT_EQ(ck.Info("model.layers.0.mlp.gate.weight").dtype, vt::DType::kBF16);
+  }
+}
+
+// f32 logits against the emulation with the rule of online_fp8_hybrid_test.cpp: every prompt
+// position agrees to 1e-4 until its first code flip (an activation on an e4m3 rounding boundary,
+// amplified by these tiny random models and carried on by the GDN state), position 0 always,
+// and at least `min_unflipped` of all positions come before a flip (measured: Qwen3-Next 132 of
+// 189 in both layouts, max 1.3e-6; Qwen3.5 all 189, max 9.3e-6; Qwen3.5-MoE all 189). The
+// emulation is far from the unquantized model (measured 4.4-5.1; checked >= 0.3), so a wrong
+// merge, scale or row shows. Greedy decode steps of the short prompts: GreedyAgainstReference.
+void CheckFormat(const std::string& name, const std::string& format, double min_unflipped) {
+  SCOPED_TRACE(name + " " + format);
+  const std::string src = kFixtures + name;
+  const ModelConfig cfg = ModelConfig::FromDir(src);
+  testing::TempDir tmp;
+  const std::string out = tmp / "q";
+  QuantizeCheckpoint(src, out, Options(format, cfg.vocab_size));
+  CheckWritten(out, cfg.architecture == "Qwen3NextForCausalLM");
+  auto model = Model::Load(out, testing::CpuOptions(vt::DType::kF32));
+  ASSERT_EQ(model->quant().method, QuantMethod::kFp8Static);
+  testing::HybridReference emu(out, testing::HybridMode::kStatic), exact(src, testing::HybridMode::kExact);
+  const int64_t V = model->vocab_size();
+  int before = 0, after = 0, flipped_at_0 = 0, greedy_steps = 0;
+  double worst = 0, fp8_vs_exact = 0;
+  for (const testing::OracleCase& oc : testing::ReadOracle(src)) {
+    const std::vector<float> got = testing::PromptLogits(*model, oc.prompt);
+    const std::vector<double> ref = emu.Logits(oc.prompt), ex = exact.Logits(oc.prompt);
+    bool flipped = false;
+    for (int64_t t = 0; t < oc.T; ++t) {
+      double d = 0;
+      for (int64_t v = t * V; v < (t + 1) * V; ++v) {
+        d = std::max(d, std::fabs(got[v] - ref[v]));
+        fp8_vs_exact = std::max(fp8_vs_exact, std::fabs(ref[v] - ex[v]));
+      }
+      flipped = flipped || !(d <= 1e-4);
+      flipped_at_0 += t == 0 && flipped;
+      if (!flipped) worst = std::max(worst, d);
+      (flipped ? after : before)++;
+    }
+    // Greedy, for the short prompts: decode steps' logits and tokens (GreedyAgainstReference).
+    if (oc.T > 30) continue;
+    bool step_flipped = false;
+    greedy_steps += testing::GreedyAgainstReference(*model, emu, oc.prompt, 6, 1e-4, 0.05, &step_flipped);
+  }
+  std::printf("[%s %s] static fp8 vs float64 emulation: max %.3g over %d positions before a flip, %d from there; "
+              "emulation vs unquantized %.3g; %d greedy steps equal\n",
+              name.c_str(), format.c_str(), worst, before, after, fp8_vs_exact, greedy_steps);
+  EXPECT_EQ(flipped_at_0, 0);
+  EXPECT_GE(before, min_unflipped * (before + after));
+  EXPECT_GE(fp8_vs_exact, 0.3);
+  EXPECT_GE(greedy_steps, 4);
+}
+
+TEST(StaticFp8Hybrid, Qwen3NextModelOpt) { CheckFormat("qwen3-next-tiny", "modelopt", 0.5); }
+TEST(StaticFp8Hybrid, Qwen3NextCompressedTensors) { CheckFormat("qwen3-next-tiny", "compressed-tensors", 0.5); }
+TEST(StaticFp8Hybrid, Qwen35ModelOpt) { CheckFormat("qwen3_5-tiny", "modelopt", 0.5); }
+TEST(StaticFp8Hybrid, Qwen35CompressedTensors) { CheckFormat("qwen3_5-tiny", "compressed-tensors", 0.5); }
+TEST(StaticFp8Hybrid, Qwen35MoeModelOpt) { CheckFormat("qwen3_5-moe-tiny", "modelopt", 0.5); }
+TEST(StaticFp8Hybrid, Qwen35MoeCompressedTensors) { CheckFormat("qwen3_5-moe-tiny", "compressed-tensors", 0.5); }
+
+}  // namespace
+}  // namespace vtllm::model
