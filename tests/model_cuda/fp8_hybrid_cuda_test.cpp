@@ -4,8 +4,8 @@
 // every prompt position up to the prompt's first e4m3 code flip, position 0 always, and at least
 // half of the positions come before a flip; here "agree" is 2e-3 (TolFor's f32 bound of the
 // CUDA tests: the CUDA GEMMs sum in another order) where the CPU tests use 1e-4.
-//  - online FP8 of qwen3_5-tiny (the MoE fixtures' online experts have no CUDA kernel: their
-//    load is refused naming the op, checked here too);
+//  - online FP8 of the three fixtures (the MoE ones' experts through the CUDA
+//    MoeExpertsFp8PerToken kernel, whose dispatch is counted);
 //  - static FP8 (ModelOpt) of qwen3-next-tiny and qwen3_5-tiny as `vtllm quantize` writes them,
 //    every GDN projection included.
 // Without a GPU: SKIPPED.
@@ -62,18 +62,15 @@ void CheckAgainstEmulation(const std::string& what, Model& model, const std::str
 
 TEST(ModelCuda, OnlineFp8HybridMatchesTheFloat64Emulation) {
   if (vt::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: skipped";
-  const std::string dir = kFixtures + "qwen3_5-tiny";
-  auto model = Model::Load(dir, Cuda("fp8"));
-  ASSERT_EQ(model->quant().method, QuantMethod::kFp8Online);
-  testing::HybridReference emu(dir, testing::HybridMode::kOnline);
-  CheckAgainstEmulation("qwen3_5-tiny online", *model, dir, emu, 0.5);
-  if (vt::OpRegistered(vt::OpId::kMoeExpertsFp8PerToken, vt::DeviceType::kCUDA)) return;
-  for (const char* moe : {"qwen3-next-tiny", "qwen3_5-moe-tiny"}) {
-    try {
-      Model::Load(kFixtures + moe, Cuda("fp8"));
-      ADD_FAILURE() << moe << ": loaded online FP8 experts on CUDA without a kernel";
-    } catch (const vt::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("MoeExpertsFp8PerToken"), std::string::npos) << e.what();
+  for (const char* name : {"qwen3_5-tiny", "qwen3-next-tiny", "qwen3_5-moe-tiny"}) {
+    const std::string dir = kFixtures + name;
+    const int64_t experts = vt::DispatchCount(vt::OpId::kMoeExpertsFp8PerToken, vt::DeviceType::kCUDA);
+    auto model = Model::Load(dir, Cuda("fp8"));
+    ASSERT_EQ(model->quant().method, QuantMethod::kFp8Online);
+    testing::HybridReference emu(dir, testing::HybridMode::kOnline);
+    CheckAgainstEmulation(std::string(name) + " online", *model, dir, emu, 0.5);
+    if (std::string(name) != "qwen3_5-tiny") {
+      EXPECT_GT(vt::DispatchCount(vt::OpId::kMoeExpertsFp8PerToken, vt::DeviceType::kCUDA), experts) << name;
     }
   }
 }
