@@ -27,7 +27,9 @@ int64_t Model::GraphBucket(int64_t num_seqs) {
   return (num_seqs + 7) / 8 * 8;
 }
 
-void Model::set_step_graphs(bool on) { graphs_enabled_ = on && queue_.device().is_cuda(); }
+// Tensor-parallel steps run eagerly for now: a rank whose capture fails falls back to eager
+// steps on its own, and its collectives would then no longer meet the other ranks'.
+void Model::set_step_graphs(bool on) { graphs_enabled_ = on && queue_.device().is_cuda() && comm_ == nullptr; }
 
 bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
   const int64_t T = step.num_tokens(), S = step.num_seqs(), R = step.num_logit_rows();

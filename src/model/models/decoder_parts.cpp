@@ -3,6 +3,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/progress.h"
+#include "vt/error.h"
 #include "vt/ops/embedding.h"
 
 namespace vtllm::model {
@@ -35,17 +36,18 @@ std::vector<vt::OpId> MoeBlockOps(const QuantConfig& quant) {
 }
 
 FeedForward FeedForward::Load(const LinearContext& lc, const std::string& prefix, const ModelConfig& cfg,
-                              int64_t layer) {
+                              int64_t layer, const TensorParallel& tp) {
   FeedForward f;
   f.sparse = cfg.IsSparseLayer(layer);
   if (f.sparse) {
+    VT_CHECK(tp.size == 1, cfg.architecture, ": a mixture-of-experts layer cannot be split for tensor parallelism");
     f.moe = SparseMoeBlock::Load(lc, prefix,
                                  {.hidden = cfg.hidden_size, .intermediate = cfg.moe_intermediate_size,
                                   .num_experts = cfg.num_experts, .top_k = cfg.num_experts_per_tok,
                                   .norm_topk_prob = cfg.norm_topk_prob,
                                   .shared_intermediate = cfg.shared_expert_intermediate_size});
   } else {
-    f.mlp = GatedMlp::Load(lc, prefix, cfg.hidden_size, cfg.intermediate_size);
+    f.mlp = GatedMlp::Load(lc, prefix, cfg.hidden_size, cfg.intermediate_size, tp);
   }
   return f;
 }
@@ -75,7 +77,14 @@ Linear LoadLmHead(const BuildContext& ctx, const std::string& root) {
   LinearContext head_ctx = ctx.linear;
   const bool head_fp8 = !tied && ckpt.Info("lm_head.weight").dtype == vt::DType::kF8E4M3;
   if (!head_fp8) head_ctx.quant = &none;
-  Linear lm_head = Linear::Load(head_ctx, {{head, ctx.config->vocab_size}}, ctx.config->hidden_size, false);
+  const int64_t V = ctx.config->vocab_size;
+  LinearShard shard{head, V};
+  if (ctx.tp.size > 1) {
+    VT_CHECK(V % ctx.tp.size == 0, "tensor parallelism: vocabulary of ", V, " cannot be split over ", ctx.tp.size,
+             " ranks");
+    shard = {head, ctx.tp.Part(V), ctx.tp.Offset(V), V};
+  }
+  Linear lm_head = Linear::Load(head_ctx, {shard}, ctx.config->hidden_size, false);
   if (ctx.progress && !tied) ctx.progress->Advance(ckpt.Info("lm_head.weight").nbytes());
   if (ctx.progress) ctx.progress->Advance(ckpt.Info(root + "norm.weight").nbytes());
   return lm_head;
@@ -101,13 +110,19 @@ KvCacheSpec AttentionCacheSpec(int64_t num_layers, int64_t num_kv_heads, int64_t
 }
 
 void ApplyLmHead(const vt::Queue& q, const Linear& lm_head, const vt::Tensor& normed, const vt::Tensor& logit_rows,
-                 const vt::Tensor& logits, ActivationBuffers& buffers) {
+                 const vt::Tensor& logits, ActivationBuffers& buffers, vt::Communicator* comm) {
   vt::Tensor rows = normed;
   if (logit_rows.defined()) {
     rows = buffers.Get(kSlotRows, logit_rows.dim(0), normed.dim(1), normed.dtype());
     vt::Embedding(q, rows, normed, logit_rows);  // a row gather
   }
-  lm_head.Apply(q, rows, logits);
+  if (comm == nullptr) {
+    lm_head.Apply(q, rows, logits);
+    return;
+  }
+  const vt::Tensor part = buffers.Get(kSlotLogitsShard, logits.dim(0), lm_head.out_features(), vt::DType::kF32);
+  lm_head.Apply(q, rows, part);
+  comm->AllGatherColumns(q, part, logits);
 }
 
 }  // namespace vtllm::model
