@@ -25,6 +25,8 @@ struct TpCase {
   std::vector<int> sizes;  // tensor-parallel sizes the fixture's heads allow
 };
 
+void PrintTo(const TpCase& c, std::ostream* os) { *os << c.name; }
+
 std::string Fixture(const std::string& rel) { return std::string(VTLLM_FIXTURES_DIR) + "/" + rel; }
 
 std::vector<TpCase> Cases() {

@@ -153,10 +153,15 @@ void AbortGroup(Communicator& c, const std::string& why) {
   if (auto* ip = dynamic_cast<InProcessCommunicator*>(&c)) ip->Abort(why);
 }
 
-#ifndef VT_WITH_CUDA
+#ifndef VT_WITH_NCCL
 std::vector<std::shared_ptr<Communicator>> MakeNcclGroup(std::span<const int> devices) {
+#ifdef VT_WITH_CUDA
+  throw Error(StrCat("NCCL tensor parallelism over ", devices.size(),
+                     " CUDA devices: vtllm was built without nccl.h (see the CMake output's NCCL line)"));
+#else
   throw Error(StrCat("NCCL tensor parallelism over ", devices.size(),
                      " CUDA devices: vtllm was built without CUDA (VT_CUDA=OFF)"));
+#endif
 }
 #endif
 
