@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "model/layers/activation_buffers.h"
+#include "model/models/decoder_parts.h"
 #include "model/progress.h"
 #include "vt/error.h"
 #include "vt/registry.h"
@@ -126,6 +127,13 @@ int64_t Model::KvCacheBytesPerBlock(int64_t block_size) const {
   return lm_->CacheSpec(1, block_size, queue_.device()).BytesPerBlock();
 }
 
+const int32_t* Model::RankIds(std::span<const int32_t> ids) {
+  if (!comm_) return ids.data();
+  rank_ids_.assign(ids.begin(), ids.end());
+  VocabShardIds(rank_ids_, config_.vocab_size, TensorParallel{comm_->rank(), comm_->size()});
+  return rank_ids_.data();
+}
+
 vt::Tensor Model::FillPrefix(const vt::Tensor& dst, const void* src, int64_t n, vt::DType dtype) {
   vt::Tensor view = dst.Slice(0, 0, n);
   view.CopyFrom(vt::Tensor::Borrow(const_cast<void*>(src), vt::Shape{n}, dtype, vt::Device::Cpu(), nullptr));
@@ -244,7 +252,7 @@ vt::Tensor Model::ExecuteLocal(const StepInput& step, const KvCacheTensors& cach
       need.max_logit_rows > have.max_logit_rows)
     ReserveStepBuffers(need);
   using vt::DType;
-  const vt::Tensor ids = FillPrefix(buffers_.ids, step.token_ids.data(), T, DType::kI32);
+  const vt::Tensor ids = FillPrefix(buffers_.ids, RankIds(step.token_ids), T, DType::kI32);
   AttentionMetadata meta;
   meta.num_tokens = T;
   meta.positions = FillPrefix(buffers_.positions, step.positions.data(), T, DType::kI64);

@@ -182,6 +182,9 @@ class Model {
   std::vector<float> Run(KvCache& cache, std::span<const int32_t> token_ids, std::span<const BatchEntry> batch,
                          bool all_logits);
   void CheckStep(const StepInput& step, const KvCacheTensors& cache) const;
+  // The step's token ids as this rank's embedding looks them up (VocabShardIds, in
+  // rank_ids_); the ids themselves without tensor parallelism.
+  const int32_t* RankIds(std::span<const int32_t> ids);
   // Copies n host values of `dtype` into the first n of a step buffer; returns that view.
   static vt::Tensor FillPrefix(const vt::Tensor& dst, const void* src, int64_t n, vt::DType dtype);
   // Runs a decode step as a graph replay (model_graphs.cpp), or padded and eagerly with
@@ -222,6 +225,7 @@ class Model {
   // Tensor parallelism (model_tp.cpp): this rank's communicator, and on rank 0 the other
   // ranks and the threads that run their steps.
   std::shared_ptr<vt::Communicator> comm_;
+  std::vector<int32_t> rank_ids_;  // RankIds' staging
   std::vector<std::unique_ptr<Model>> peers_;
   class Workers;
   std::shared_ptr<Workers> workers_;  // shared_ptr: Workers is complete only in model_tp.cpp

@@ -47,7 +47,8 @@ bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
   using vt::DType;
   const size_t sb = static_cast<size_t>(Sb), s = static_cast<size_t>(S);
   pad_i32_.assign(sb, 0);
-  std::copy(step.token_ids.begin(), step.token_ids.end(), pad_i32_.begin());
+  const int32_t* step_ids = RankIds(step.token_ids);
+  std::copy(step_ids, step_ids + step.token_ids.size(), pad_i32_.begin());
   const vt::Tensor ids = FillPrefix(buffers_.ids, pad_i32_.data(), Sb, DType::kI32);
   AttentionMetadata meta;
   meta.num_tokens = Sb;

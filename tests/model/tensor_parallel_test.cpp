@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "loader_test_util.h"
+#include "model/models/decoder_parts.h"
 #include "model_oracle.h"
 
 namespace vtllm::model {
@@ -84,8 +85,9 @@ TEST_P(TensorParallelTest, F32LogitsAndGreedyTokensEqualUnsplitModel) {
       const int64_t before = split->communicator()->num_collectives();
       const std::vector<float> a = testing::PromptLogits(*whole, prompt);
       const std::vector<float> b = testing::PromptLogits(*split, prompt);
-      // Per step: an all-reduce after each layer's o_proj and down_proj, one logits all-gather.
-      EXPECT_EQ(split->communicator()->num_collectives() - before, 2 * whole->config().num_hidden_layers + 1);
+      // Per step: an all-reduce of the embeddings and after each layer's o_proj and down_proj,
+      // one logits all-gather.
+      EXPECT_EQ(split->communicator()->num_collectives() - before, 2 * whole->config().num_hidden_layers + 2);
       const testing::LogitError e = testing::CompareLogits(b, a);
       worst = std::max(worst, e.max_abs);
       scale = std::max(scale, e.ref_max_abs);
@@ -156,6 +158,26 @@ TEST(TensorParallel, BatchedStepsEqualUnsplitModel) {
   const std::vector<int32_t> next = {11, 12};
   const BatchEntry da[] = {{&a1, 1}, {&a2, 1}}, db[] = {{&b1, 1}, {&b2, 1}};
   EXPECT_LE(testing::MaxAbsDiff(whole->ForwardBatch(ca, next, da), split->ForwardBatch(cb, next, db)), 1e-4);
+}
+
+TEST(TensorParallel, PaddedDecodeStepsEqualUnsplitModel) {
+  // Decode steps in the form a CUDA graph replays (padded to the batch bucket; run eagerly
+  // here): the padded step's token ids go through the vocabulary-parallel mapping too.
+  const std::string dir = Fixture("models/llama-tiny");
+  auto whole = Model::Load(dir, Options(vt::DType::kF32, 1));
+  auto split = Model::Load(dir, Options(vt::DType::kF32, 2));
+  whole->set_padded_eager_steps(true);
+  split->set_padded_eager_steps(true);
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
+  EXPECT_EQ(testing::GreedyTokens(*split, prompt, 6), testing::GreedyTokens(*whole, prompt, 6));
+  EXPECT_GT(split->graph_stats().padded_eager, 0);
+  EXPECT_GT(split->rank(1).graph_stats().padded_eager, 0);
+}
+
+TEST(TensorParallel, VocabShardIdsPointOutsideIdsAtTheZeroRow) {
+  std::vector<int32_t> ids = {0, 99, 100, 150, 199, 200, 399};
+  VocabShardIds(ids, 400, TensorParallel{1, 4});  // rank 1 of 4: rows [100, 200)
+  EXPECT_EQ(ids, (std::vector<int32_t>{100, 100, 0, 50, 99, 100, 100}));
 }
 
 TEST(TensorParallel, OneRankIsTheUnsplitPath) {

@@ -133,6 +133,7 @@ class Decoder final : public CausalLM {
     const Tensor &residual = rs.residual, &hidden = rs.hidden, &normed = rs.normed, &attn_out = rs.mixed;
 
     vt::Embedding(q, residual, embed_, ids);
+    if (comm_) comm_->AllReduceSum(q, residual);  // vocabulary-parallel: one rank's row, zeros elsewhere
     for (size_t l = 0; l < layers_.size(); ++l) {
       const Layer& L = layers_[l];
       const Tensor attn_in = NormInto(q, L.attn.qkv(), rs.Input(l), L.input_norm, rs.AddTo(l), normed, T);

@@ -1,5 +1,7 @@
 #include "model/models/decoder_parts.h"
 
+#include <cstring>
+
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/progress.h"
@@ -63,10 +65,27 @@ void FeedForward::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Ten
 vt::Tensor LoadEmbedding(const BuildContext& ctx, const std::string& root) {
   const Checkpoint& ckpt = *ctx.linear.checkpoint;
   const std::string name = root + "embed_tokens.weight";
-  vt::Tensor embed =
-      LoadFloatWeight(ckpt, name, {ctx.config->vocab_size, ctx.config->hidden_size}, ctx.linear.device);
+  const int64_t V = ctx.config->vocab_size, H = ctx.config->hidden_size;
   if (ctx.progress) ctx.progress->Advance(ckpt.Info(name).nbytes());
-  return embed;
+  if (ctx.tp.size == 1) return LoadFloatWeight(ckpt, name, {V, H}, ctx.linear.device);
+  // Vocabulary-parallel: this rank's rows and a zero row after them (VocabShardIds).
+  const vt::DType dt = ckpt.Info(name).dtype;
+  VT_CHECK(dt == vt::DType::kF32 || dt == vt::DType::kBF16 || dt == vt::DType::kF16, ckpt.FileOf(name),
+           ": tensor '", name, "' is ", vt::DTypeName(dt), " but must be F32, BF16 or F16");
+  VT_CHECK(V % ctx.tp.size == 0, "tensor parallelism: vocabulary of ", V, " cannot be split over ", ctx.tp.size,
+           " ranks");
+  const vt::Tensor full = ckpt.GetAs(name, dt, {V, H});
+  const int64_t rows = ctx.tp.Part(V);
+  const size_t row_bytes = static_cast<size_t>(H) * vt::DTypeSize(dt);
+  vt::Tensor shard = vt::Tensor::Empty({rows + 1, H}, dt, vt::Device::Cpu());
+  std::memcpy(shard.data(), static_cast<const char*>(full.data()) + ctx.tp.Offset(V) * row_bytes, rows * row_bytes);
+  std::memset(static_cast<char*>(shard.data()) + rows * row_bytes, 0, row_bytes);
+  return WeightOnDevice(shard, ctx.linear.device);
+}
+
+void VocabShardIds(std::span<int32_t> ids, int64_t vocab, const TensorParallel& tp) {
+  const int64_t v0 = tp.Offset(vocab), rows = tp.Part(vocab);
+  for (int32_t& id : ids) id = id >= v0 && id < v0 + rows ? static_cast<int32_t>(id - v0) : static_cast<int32_t>(rows);
 }
 
 Linear LoadLmHead(const BuildContext& ctx, const std::string& root) {

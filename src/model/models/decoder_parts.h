@@ -4,6 +4,7 @@
 // spec and the logits head.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,13 @@ struct FeedForward {
 };
 
 // `root` + "embed_tokens.weight" [V, H] on the device, advancing ctx.progress by its bytes.
+// With tensor parallelism (ctx.tp.size > 1) it is vocabulary-parallel: this rank's V / size
+// rows and a zero row after them, [V / size + 1, H], looked up with VocabShardIds' ids; the
+// ranks' lookups (one of them the token's row, the others zeros) are then all-reduced.
 vt::Tensor LoadEmbedding(const BuildContext& ctx, const std::string& root);
+// Token ids as rank tp.rank's vocabulary-parallel embedding takes them: an id among its rows
+// [r*V/N, (r+1)*V/N) becomes its row, any other the zero row V/N (vLLM's masked lookup).
+void VocabShardIds(std::span<int32_t> ids, int64_t vocab, const TensorParallel& tp);
 // The lm_head [V, H]: `root` + "embed_tokens" when the embedding is tied (the config says so
 // or the checkpoint has no lm_head.weight), else "lm_head"; unquantized unless the checkpoint
 // stores lm_head.weight in FP8. Advances ctx.progress by lm_head's bytes and by those of
