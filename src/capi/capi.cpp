@@ -109,6 +109,11 @@ void ParseOptions(const char* options_json, vtllm::engine::EngineConfig& c, vtll
     else if (k == "threads") c.load.cpu_threads = static_cast<int>(integer());
     else if (k == "cpu_isa") c.load.cpu_isa = ParseCpuIsa(string());
     else if (k == "quantization") c.load.quantization = string();
+    else if (k == "tensor_parallel_size") {
+      const int64_t n = integer();
+      if (n < 1 || n > 1024) throw BadRequest(k, "tensor_parallel_size must be an integer from 1 to 1024");
+      c.load.tensor_parallel_size = static_cast<int>(n);
+    }
     else if (k == "kv_cache_dtype") {
       const std::string v = string();
       try {

@@ -25,6 +25,11 @@ void AddModelFlags(CLI::App* cmd, ModelArgs& args) {
                   "KV cache dtype: auto (the activation dtype), fp8 or fp8_e4m3 (keys and values stored as "
                   "e4m3 divided by each layer's k_scale / v_scale from the checkpoint, else 1)")
       ->capture_default_str();
+  cmd->add_option("--tensor-parallel-size", args.tensor_parallel_size,
+                  "split the model over this many ranks (tensor parallelism): CUDA devices from --device's "
+                  "index on, or threads of this process on CPU (docs/tensor_parallel.md)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
 }
 
 namespace {
@@ -72,6 +77,7 @@ model::LoadOptions LoadOptionsFor(const ModelArgs& args, bool progress) {
   o.quantization = args.quantization;
   model::ParseKvCacheDtype(args.kv_cache_dtype);  // a bad value fails before anything loads
   o.kv_cache_dtype = args.kv_cache_dtype;
+  o.tensor_parallel_size = args.tensor_parallel_size;
   return o;
 }
 

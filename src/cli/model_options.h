@@ -22,10 +22,11 @@ struct ModelArgs {
   bool enforce_eager = false;    // CUDA: no graph replays
   std::string quantization;      // "" (the checkpoint's), fp8 (online), modelopt, compressed-tensors
   std::string kv_cache_dtype = "auto";  // auto (the activation dtype), fp8 or fp8_e4m3
+  int tensor_parallel_size = 1;         // ranks the model is split over
 };
 
-// Adds --device, --dtype, --threads, --cpu-isa, --enforce-eager, --quantization and
-// --kv-cache-dtype to `cmd`.
+// Adds --device, --dtype, --threads, --cpu-isa, --enforce-eager, --quantization,
+// --kv-cache-dtype and --tensor-parallel-size to `cmd`.
 void AddModelFlags(CLI::App* cmd, ModelArgs& args);
 
 // The load options the flags name; throws vt::Error naming a bad flag value.

@@ -111,4 +111,13 @@ int64_t KvCache::SlotOf(const SequenceKv& seq, int64_t pos) const {
   return static_cast<int64_t>(seq.block_table[static_cast<size_t>(b)]) * bs + pos % bs;
 }
 
+const std::vector<KvCacheTensors>& KvCacheTensors::peer_shards() const {
+  static const std::vector<KvCacheTensors> kNone;
+  return peers_ ? *peers_ : kNone;
+}
+
+void KvCacheTensors::set_peer_shards(std::vector<KvCacheTensors> peers) {
+  peers_ = std::make_shared<const std::vector<KvCacheTensors>>(std::move(peers));
+}
+
 }  // namespace vtllm::model

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -73,7 +74,13 @@ class KvCacheTensors {
   // Zeroes every recurrent layer's state of `slot` (a slot handed to a new sequence).
   void ZeroStateSlot(int64_t slot) const;
 
+  // Tensor parallelism: the caches of ranks 1.. of the model that made this one (rank 0's):
+  // each rank keeps its KV heads of the same blocks. Empty without tensor parallelism.
+  const std::vector<KvCacheTensors>& peer_shards() const;
+  void set_peer_shards(std::vector<KvCacheTensors> peers);
+
  private:
+  std::shared_ptr<const std::vector<KvCacheTensors>> peers_;
   KvCacheSpec spec_;
   std::vector<vt::Tensor> keys_, values_;
   std::vector<LayerState> states_;
@@ -94,6 +101,7 @@ class KvCache {
 
   const KvCacheSpec& spec() const { return tensors_.spec(); }
   const KvCacheTensors& tensors() const { return tensors_; }
+  void set_peer_shards(std::vector<KvCacheTensors> peers) { tensors_.set_peer_shards(std::move(peers)); }
   const vt::Tensor& key(int64_t layer) const { return tensors_.key(layer); }
   const vt::Tensor& value(int64_t layer) const { return tensors_.value(layer); }
 

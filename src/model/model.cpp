@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "model/layers/activation_buffers.h"
+#include "model/models/decoder_parts.h"
 #include "model/progress.h"
 #include "vt/error.h"
 #include "vt/registry.h"
@@ -35,6 +36,12 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, vt::Device device, st
 }
 
 std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& options) {
+  if (options.tensor_parallel_size != 1) return LoadTensorParallel(dir, options);
+  return LoadRank(dir, options, TensorParallel{}, nullptr);
+}
+
+std::unique_ptr<Model> Model::LoadRank(const std::string& dir, const LoadOptions& options, const TensorParallel& tp,
+                                       std::shared_ptr<vt::Communicator> comm) {
   ModelConfig config = ModelConfig::FromDir(dir);
   QuantConfig quant = ResolveQuantization(QuantConfig::FromDir(dir), options.quantization, dir);
   const Architecture& arch = FindArchitecture(config.architecture);
@@ -59,7 +66,8 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   std::unique_ptr<Model> model(new Model(std::move(config), std::move(quant), queue));
   model->dtype_ = dtype;
   model->kv_dtype_ = kv_dtype;
-  model->graphs_enabled_ = options.device.is_cuda() && !options.enforce_eager && options.observer == nullptr;
+  model->graphs_enabled_ = options.device.is_cuda() && !options.enforce_eager && options.observer == nullptr &&
+                           tp.size == 1;  // set_step_graphs says why
 
   Checkpoint ckpt = Checkpoint::Open(dir);
   vt::Queue host = options.device.is_cpu() ? queue : vt::Queue::Cpu(options.cpu_threads);
@@ -75,6 +83,9 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const LoadOptions& op
   ctx.act_dtype = dtype;
   ctx.kv_dtype = kv_dtype;
   ctx.progress = progress.get();
+  ctx.tp = tp;
+  ctx.comm = comm.get();
+  model->comm_ = std::move(comm);
   model->lm_ = arch.create(ctx);
   if (progress) progress->Finish();
   return model;
@@ -85,7 +96,13 @@ KvCache Model::MakeKvCache(int64_t max_tokens, int64_t block_size, int64_t max_s
            ", block_size ", block_size, " and max_seqs ", max_seqs, " must be > 0");
   KvCacheSpec spec = lm_->CacheSpec((max_tokens + block_size - 1) / block_size, block_size, queue_.device());
   spec.state = lm_->StateCacheSpec(max_seqs);
-  return KvCache(spec);
+  KvCache cache(spec);
+  if (!peers_.empty()) {
+    std::vector<KvCacheTensors> peers;
+    for (const auto& p : peers_) peers.push_back(p->MakeKvCache(max_tokens, block_size, max_seqs).tensors());
+    cache.set_peer_shards(std::move(peers));
+  }
+  return cache;
 }
 
 KvCacheTensors Model::MakeKvCacheTensors(int64_t num_blocks, int64_t block_size, int64_t num_state_slots) const {
@@ -97,11 +114,24 @@ KvCacheTensors Model::MakeKvCacheTensors(int64_t num_blocks, int64_t block_size,
              " has recurrent layers and needs state slots (one per running sequence), got ", num_state_slots);
     spec.state = lm_->StateCacheSpec(num_state_slots);
   }
-  return KvCacheTensors(spec);
+  KvCacheTensors cache(spec);
+  if (!peers_.empty()) {
+    std::vector<KvCacheTensors> peers;
+    for (const auto& p : peers_) peers.push_back(p->MakeKvCacheTensors(num_blocks, block_size, num_state_slots));
+    cache.set_peer_shards(std::move(peers));
+  }
+  return cache;
 }
 
 int64_t Model::KvCacheBytesPerBlock(int64_t block_size) const {
   return lm_->CacheSpec(1, block_size, queue_.device()).BytesPerBlock();
+}
+
+const int32_t* Model::RankIds(std::span<const int32_t> ids) {
+  if (!comm_) return ids.data();
+  rank_ids_.assign(ids.begin(), ids.end());
+  VocabShardIds(rank_ids_, config_.vocab_size, TensorParallel{comm_->rank(), comm_->size()});
+  return rank_ids_.data();
 }
 
 vt::Tensor Model::FillPrefix(const vt::Tensor& dst, const void* src, int64_t n, vt::DType dtype) {
@@ -111,6 +141,7 @@ vt::Tensor Model::FillPrefix(const vt::Tensor& dst, const void* src, int64_t n, 
 }
 
 void Model::ReserveStepBuffers(const StepLimits& want) {
+  for (const auto& p : peers_) p->ReserveStepBuffers(want);
   StepLimits l = buffers_.limits;
   l.max_num_tokens = std::max(l.max_num_tokens, want.max_num_tokens);
   l.max_num_seqs = std::max(l.max_num_seqs, want.max_num_seqs);
@@ -194,6 +225,11 @@ void Model::CheckStep(const StepInput& step, const KvCacheTensors& cache) const 
 }
 
 vt::Tensor Model::Execute(const StepInput& step, const KvCacheTensors& cache) {
+  if (!peers_.empty()) return ExecuteTensorParallel(step, cache);
+  return ExecuteLocal(step, cache);
+}
+
+vt::Tensor Model::ExecuteLocal(const StepInput& step, const KvCacheTensors& cache) {
   const auto issue_start = std::chrono::steady_clock::now();
   CheckStep(step, cache);
   // A sequence starting at position 0 starts from a zero state. The zeroing is a copy from
@@ -216,7 +252,7 @@ vt::Tensor Model::Execute(const StepInput& step, const KvCacheTensors& cache) {
       need.max_logit_rows > have.max_logit_rows)
     ReserveStepBuffers(need);
   using vt::DType;
-  const vt::Tensor ids = FillPrefix(buffers_.ids, step.token_ids.data(), T, DType::kI32);
+  const vt::Tensor ids = FillPrefix(buffers_.ids, RankIds(step.token_ids), T, DType::kI32);
   AttentionMetadata meta;
   meta.num_tokens = T;
   meta.positions = FillPrefix(buffers_.positions, step.positions.data(), T, DType::kI64);

@@ -26,6 +26,7 @@
 #include "model/models/causal_lm.h"
 #include "model/quant_config.h"
 #include "model/step_input.h"
+#include "vt/comm.h"
 #include "vt/graph.h"
 
 namespace vtllm::model {
@@ -48,6 +49,11 @@ struct LoadOptions {
   std::string kv_cache_dtype = "auto";
   // Calibration: every linear shows its input to this observer (no step graphs then).
   LinearInputObserver* observer = nullptr;
+  // vLLM's --tensor-parallel-size: the model split over this many ranks (docs/
+  // tensor_parallel.md). On CUDA rank r runs on device `device.index + r` with NCCL; on CPU
+  // the ranks are threads of this process (cpu_threads 0 then gives each rank its share of
+  // the hardware threads). 1: the unsplit model.
+  int tensor_parallel_size = 1;
 };
 
 // Sizes of the persistent step buffers (ReserveStepBuffers).
@@ -142,15 +148,43 @@ class Model {
   // same buffers) but run eagerly, on any device, in place of a replay: a test compares a
   // replay with this computation bit for bit, and the CPU tests the padding rows with it.
   bool padded_eager_steps() const { return padded_eager_; }
-  void set_padded_eager_steps(bool on) { padded_eager_ = on; }
+  void set_padded_eager_steps(bool on) {
+    padded_eager_ = on;
+    for (auto& p : peers_) p->set_padded_eager_steps(on);
+  }
   const GraphStats& graph_stats() const { return graph_stats_; }
+
+  // Tensor parallelism. This model is rank 0: it owns ranks 1.. and runs every step on all
+  // of them (one thread each), all-reducing after each row-parallel layer; the logits (all
+  // of the vocabulary) are rank 0's, and its caches hold the other ranks' KV caches.
+  // Memory figures (KvCacheBytesPerBlock, weight_bytes) are rank 0's: one device's.
+  int tensor_parallel_size() const { return 1 + static_cast<int>(peers_.size()); }
+  // Rank r's model (0: this one), e.g. for a test to check each rank's shard.
+  const Model& rank(int r) const { return r == 0 ? *this : *peers_.at(static_cast<size_t>(r - 1)); }
+  // This rank's communicator (null without tensor parallelism).
+  const vt::Communicator* communicator() const { return comm_.get(); }
+
+  ~Model();
 
  private:
   Model(ModelConfig config, QuantConfig quant, vt::Queue queue)
       : config_(std::move(config)), quant_(std::move(quant)), queue_(std::move(queue)) {}
+  // Loads rank tp.rank's shard (the whole model when tp.size is 1).
+  static std::unique_ptr<Model> LoadRank(const std::string& dir, const LoadOptions& options, const TensorParallel& tp,
+                                         std::shared_ptr<vt::Communicator> comm);
+  // Model::Load with tensor_parallel_size > 1 (model_tp.cpp): checks that the model can be
+  // split, makes the group and loads every rank.
+  static std::unique_ptr<Model> LoadTensorParallel(const std::string& dir, const LoadOptions& options);
+  // One rank's step (the whole step without tensor parallelism).
+  vt::Tensor ExecuteLocal(const StepInput& step, const KvCacheTensors& cache);
+  // Runs the step on every rank, rank 0 on this thread (model_tp.cpp).
+  vt::Tensor ExecuteTensorParallel(const StepInput& step, const KvCacheTensors& cache);
   std::vector<float> Run(KvCache& cache, std::span<const int32_t> token_ids, std::span<const BatchEntry> batch,
                          bool all_logits);
   void CheckStep(const StepInput& step, const KvCacheTensors& cache) const;
+  // The step's token ids as this rank's embedding looks them up (VocabShardIds, in
+  // rank_ids_); the ids themselves without tensor parallelism.
+  const int32_t* RankIds(std::span<const int32_t> ids);
   // Copies n host values of `dtype` into the first n of a step buffer; returns that view.
   static vt::Tensor FillPrefix(const vt::Tensor& dst, const void* src, int64_t n, vt::DType dtype);
   // Runs a decode step as a graph replay (model_graphs.cpp), or padded and eagerly with
@@ -187,6 +221,14 @@ class Model {
   GraphStats graph_stats_;
   std::vector<int32_t> pad_i32_;    // host staging of a padded step
   std::vector<int64_t> pad_i64_;
+
+  // Tensor parallelism (model_tp.cpp): this rank's communicator, and on rank 0 the other
+  // ranks and the threads that run their steps.
+  std::shared_ptr<vt::Communicator> comm_;
+  std::vector<int32_t> rank_ids_;  // RankIds' staging
+  std::vector<std::unique_ptr<Model>> peers_;
+  class Workers;
+  std::shared_ptr<Workers> workers_;  // shared_ptr: Workers is complete only in model_tp.cpp
 };
 
 // The ops of `required` with no kernel on `device`, by name.

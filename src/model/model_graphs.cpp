@@ -27,7 +27,9 @@ int64_t Model::GraphBucket(int64_t num_seqs) {
   return (num_seqs + 7) / 8 * 8;
 }
 
-void Model::set_step_graphs(bool on) { graphs_enabled_ = on && queue_.device().is_cuda(); }
+// Tensor-parallel steps run eagerly for now: a rank whose capture fails falls back to eager
+// steps on its own, and its collectives would then no longer meet the other ranks'.
+void Model::set_step_graphs(bool on) { graphs_enabled_ = on && queue_.device().is_cuda() && comm_ == nullptr; }
 
 bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
   const int64_t T = step.num_tokens(), S = step.num_seqs(), R = step.num_logit_rows();
@@ -45,7 +47,8 @@ bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
   using vt::DType;
   const size_t sb = static_cast<size_t>(Sb), s = static_cast<size_t>(S);
   pad_i32_.assign(sb, 0);
-  std::copy(step.token_ids.begin(), step.token_ids.end(), pad_i32_.begin());
+  const int32_t* step_ids = RankIds(step.token_ids);
+  std::copy(step_ids, step_ids + step.token_ids.size(), pad_i32_.begin());
   const vt::Tensor ids = FillPrefix(buffers_.ids, pad_i32_.data(), Sb, DType::kI32);
   AttentionMetadata meta;
   meta.num_tokens = Sb;

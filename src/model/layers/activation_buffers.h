@@ -55,6 +55,8 @@ enum ActivationSlot {
   kSlotGdnNormed,
   kSlotAttnGate,
   kSlotAttnGated,
+  // Tensor parallelism: this rank's vocabulary columns of the logits.
+  kSlotLogitsShard,
 };
 
 class ActivationBuffers {

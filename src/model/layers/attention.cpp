@@ -25,8 +25,31 @@ KvCacheScales LoadKvCacheScales(const Checkpoint& ckpt, const std::string& prefi
   return {one("k_scale", "k_proj"), one("v_scale", "v_proj")};
 }
 
-Attention Attention::Load(const LinearContext& lc, const std::string& p, const AttentionShape& s) {
+AttentionHeads ShardHeads(int64_t Hq, int64_t Hk, const TensorParallel& tp) {
+  const int64_t N = tp.size;
+  VT_CHECK(N >= 1 && tp.rank >= 0 && tp.rank < N, "tensor parallelism: rank ", tp.rank, " of ", N);
+  VT_CHECK(Hq % N == 0 && (Hk % N == 0 || N % Hk == 0), "tensor parallelism: ", Hq, " attention heads and ", Hk,
+           " KV heads cannot be split over ", N, " ranks");
+  AttentionHeads h;
+  h.num_q = Hq / N;
+  h.q_first = h.num_q * tp.rank;
+  if (Hk % N == 0) {
+    h.num_kv = Hk / N;
+    h.kv_first = h.num_kv * tp.rank;
+  } else {
+    h.num_kv = 1;
+    h.kv_first = tp.rank / (N / Hk);
+  }
+  return h;
+}
+
+Attention Attention::Load(const LinearContext& lc, const std::string& p, const AttentionShape& whole,
+                          const TensorParallel& tp) {
   Attention a;
+  AttentionShape s = whole;
+  const AttentionHeads h = ShardHeads(whole.num_heads, whole.num_kv_heads, tp);
+  s.num_heads = h.num_q;
+  s.num_kv_heads = h.num_kv;
   a.s_ = s;
   if (s.fp8_kv_cache) a.kv_scales_ = LoadKvCacheScales(*lc.checkpoint, p);
   a.scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
@@ -35,10 +58,21 @@ Attention Attention::Load(const LinearContext& lc, const std::string& p, const A
     a.q_norm_ = LoadFloatWeight(*lc.checkpoint, p + "q_norm.weight", {D}, lc.device);
     a.k_norm_ = LoadFloatWeight(*lc.checkpoint, p + "k_norm.weight", {D}, lc.device);
   }
-  a.qkv_ = Linear::Load(
-      lc, {{p + "q_proj", s.num_heads * D}, {p + "k_proj", s.num_kv_heads * D}, {p + "v_proj", s.num_kv_heads * D}},
-      s.hidden, s.qkv_bias);
-  a.o_proj_ = Linear::Load(lc, {{p + "o_proj", s.hidden}}, s.num_heads * D, false);
+  if (tp.size == 1) {
+    a.qkv_ = Linear::Load(
+        lc, {{p + "q_proj", s.num_heads * D}, {p + "k_proj", s.num_kv_heads * D}, {p + "v_proj", s.num_kv_heads * D}},
+        s.hidden, s.qkv_bias);
+    a.o_proj_ = Linear::Load(lc, {{p + "o_proj", s.hidden}}, s.num_heads * D, false);
+    return a;
+  }
+  // Column-parallel q/k/v (this rank's heads' rows), row-parallel o_proj (their columns).
+  const int64_t Hq = whole.num_heads, Hk = whole.num_kv_heads;
+  a.qkv_ = Linear::Load(lc,
+                        {{p + "q_proj", h.num_q * D, h.q_first * D, Hq * D},
+                         {p + "k_proj", h.num_kv * D, h.kv_first * D, Hk * D},
+                         {p + "v_proj", h.num_kv * D, h.kv_first * D, Hk * D}},
+                        s.hidden, s.qkv_bias);
+  a.o_proj_ = Linear::Load(lc, {{p + "o_proj", s.hidden, 0, 0, h.q_first * D, Hq * D}}, h.num_q * D, false);
   return a;
 }
 

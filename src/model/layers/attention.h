@@ -31,12 +31,24 @@ struct KvCacheScales {
 // the spellings, is a LoadError naming the tensor.
 KvCacheScales LoadKvCacheScales(const Checkpoint& ckpt, const std::string& prefix);
 
+// vLLM's QKVParallelLinear: rank r of N keeps query heads [r*Hq/N, (r+1)*Hq/N) and KV heads
+// [r*Hk/N, (r+1)*Hk/N), or, with fewer KV heads than ranks, the one KV head its query heads
+// read (head r / (N/Hk), replicated on N/Hk ranks). Requires N | Hq, and N | Hk or Hk | N
+// (vt::Error otherwise; the model's load checks first with a LoadError).
+struct AttentionHeads {
+  int64_t q_first = 0, num_q = 0, kv_first = 0, num_kv = 0;
+};
+AttentionHeads ShardHeads(int64_t num_heads, int64_t num_kv_heads, const TensorParallel& tp);
+
 class Attention {
  public:
   Attention() = default;
   // Loads `prefix`{q,k,v,o}_proj (and q_norm/k_norm with qk_norm), e.g. prefix
-  // "model.layers.3.self_attn.".
-  static Attention Load(const LinearContext& lc, const std::string& prefix, const AttentionShape& shape);
+  // "model.layers.3.self_attn.". With tensor parallelism (tp.size > 1), `shape` is the whole
+  // layer's and this rank keeps its heads (AttentionHeads); o_proj is then row-parallel and
+  // `out` of Forward is this rank's part of the sum the caller all-reduces.
+  static Attention Load(const LinearContext& lc, const std::string& prefix, const AttentionShape& shape,
+                        const TensorParallel& tp = {});
 
   // x: the layer's normed input (F8E4M3 when qkv() takes quantized input); rope_cache: the
   // cos/sin table; out: [T, H] in the activation dtype.

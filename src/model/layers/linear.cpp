@@ -36,8 +36,46 @@ vt::Tensor StackRows(const std::vector<vt::Tensor>& parts) {
   return out;
 }
 
+// A row-parallel shard's block of columns [col_offset, col_offset + in_features) of its
+// stored weight (of its rows, when it is also a block of rows), copied to a contiguous CPU
+// tensor. The bytes are the stored ones: an FP8 shard keeps the per-tensor scale.
+vt::Tensor ColumnBlock(const Checkpoint& ckpt, const LinearShard& s, vt::DType dtype, int64_t in_features) {
+  const std::string name = s.prefix + ".weight";
+  VT_CHECK(s.col_offset >= 0 && in_features > 0 && s.col_offset + in_features <= s.stored_cols, "linear ", s.prefix,
+           ": columns [", s.col_offset, ", ", s.col_offset + in_features, ") of a weight of ", s.stored_cols,
+           " columns");
+  const int64_t rows = s.stored_rows == 0 ? s.out_features : s.stored_rows;
+  VT_CHECK(s.row_offset >= 0 && s.row_offset + s.out_features <= rows, "linear ", s.prefix, ": rows [",
+           s.row_offset, ", ", s.row_offset + s.out_features, ") of a weight of ", rows, " rows");
+  const vt::Tensor full = ckpt.GetAs(name, dtype, {rows, s.stored_cols});
+  vt::Tensor out = vt::Tensor::Empty({s.out_features, in_features}, dtype, vt::Device::Cpu());
+  const size_t es = vt::DTypeSize(dtype), row_bytes = static_cast<size_t>(in_features) * es;
+  const char* src = static_cast<const char*>(full.data());
+  char* dst = static_cast<char*>(out.data());
+  for (int64_t r = 0; r < s.out_features; ++r)
+    std::memcpy(dst + static_cast<size_t>(r) * row_bytes,
+                src + static_cast<size_t>((s.row_offset + r) * s.stored_cols + s.col_offset) * es, row_bytes);
+  return out;
+}
+
+// The bias of a shard: its rows of the stored bias. A row-parallel shard's bias is refused.
+vt::Tensor ShardBias(const Checkpoint& ckpt, const LinearShard& s) {
+  VT_CHECK(s.stored_cols == 0, "linear ", s.prefix,
+           ": a row-parallel (column-split) shard cannot have a bias; tensor parallelism supports biases only "
+           "on column-parallel layers");
+  const std::string name = s.prefix + ".bias";
+  const vt::DType dt = ckpt.Info(name).dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
+  if (s.stored_rows == 0) return ckpt.GetAs(name, dt, {s.out_features});
+  VT_CHECK(s.row_offset >= 0 && s.row_offset + s.out_features <= s.stored_rows, "linear ", s.prefix, ": rows [",
+           s.row_offset, ", ", s.row_offset + s.out_features, ") of a bias of ", s.stored_rows, " rows");
+  const vt::Tensor full = ckpt.GetAs(name, dt, {s.stored_rows});
+  return vt::Tensor::FromHost(static_cast<const char*>(full.data()) + s.row_offset * vt::DTypeSize(dt),
+                              {s.out_features}, dt, vt::Device::Cpu());
+}
+
 // The shard's rows of its stored weight, checked against the stored shape.
 vt::Tensor ShardWeight(const Checkpoint& ckpt, const LinearShard& s, vt::DType dtype, int64_t in_features) {
+  if (s.stored_cols != 0) return ColumnBlock(ckpt, s, dtype, in_features);
   const std::string name = s.prefix + ".weight";
   if (s.stored_rows == 0) return ckpt.GetAs(name, dtype, {s.out_features, in_features});
   VT_CHECK(s.row_offset >= 0 && s.row_offset + s.out_features <= s.stored_rows, "linear ", s.prefix, ": rows [",
@@ -365,11 +403,7 @@ Linear Linear::Load(const LinearContext& ctx, std::vector<LinearShard> shards, i
   if (bias) {
     std::vector<vt::Tensor> parts;
     for (const LinearShard& s : shards) {
-      VT_CHECK(s.stored_rows == 0, "linear ", s.prefix, ": a shard split by rows cannot have a bias");
-      const std::string name = s.prefix + ".bias";
-      const TensorInfo& info = ctx.checkpoint->Info(name);
-      const vt::DType dt = info.dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
-      parts.push_back(ctx.checkpoint->GetAs(name, dt, {s.out_features}));
+      parts.push_back(ShardBias(*ctx.checkpoint, s));
     }
     for (const vt::Tensor& p : parts)
       VT_CHECK(p.dtype() == parts[0].dtype(), "linear ", shards[0].prefix, ": shard biases have different dtypes");

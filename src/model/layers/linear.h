@@ -31,12 +31,30 @@ struct LinearShard {
   // whole stored weight); biases and per-row scales of such a shard are refused.
   int64_t row_offset = 0;
   int64_t stored_rows = 0;
+  // A row-parallel shard (tensor parallelism: o_proj, down_proj) takes a block of columns of
+  // the stored weight: columns [col_offset, col_offset + in_features) of a weight of
+  // stored_cols columns. stored_cols 0: the weight has exactly in_features columns.
+  // Per-tensor scales are the stored weight's; a bias of such a shard is refused (the sum
+  // over ranks would add it once per rank).
+  int64_t col_offset = 0;
+  int64_t stored_cols = 0;
   // Stored weights (prefixes) that vLLM merges with this one into one linear where vtllm loads
   // them as linears of their own (the gated attention's q_proj, k_proj and v_proj: vLLM's
   // qkv_proj). Per-tensor FP8 scales are taken over them as over a merge's shards: online, the
   // amax of all of them; static, the largest of their weight scales (this weight requantized
   // to it) and of their input scales. Ignored by the unquantized and per-row/per-block methods.
   std::vector<std::string> merged_with = {};
+};
+
+// This rank's place in a tensor-parallel group (Megatron-style sharding as vLLM does it):
+// column-parallel layers keep rows [rank * N / size, (rank + 1) * N / size) of their weight,
+// row-parallel ones the same block of columns, followed by a sum over the ranks.
+struct TensorParallel {
+  int rank = 0;
+  int size = 1;
+  // Block `rank` of `n` split in `size` equal parts: its first index and length.
+  int64_t Offset(int64_t n) const { return n / size * rank; }
+  int64_t Part(int64_t n) const { return n / size; }
 };
 
 // Calibration (`vtllm quantize`): shown each linear's input before the linear is applied.

@@ -1,15 +1,27 @@
 #include "model/layers/mlp.h"
 
+#include "vt/error.h"
 #include "vt/ops/activation.h"
 #include "vt/ops/fused.h"
 
 namespace vtllm::model {
 
-GatedMlp GatedMlp::Load(const LinearContext& lc, const std::string& p, int64_t hidden, int64_t intermediate) {
+GatedMlp GatedMlp::Load(const LinearContext& lc, const std::string& p, int64_t hidden, int64_t intermediate,
+                        const TensorParallel& tp) {
   GatedMlp m;
-  m.intermediate_ = intermediate;
-  m.gate_up_ = Linear::Load(lc, {{p + "gate_proj", intermediate}, {p + "up_proj", intermediate}}, hidden, false);
-  m.down_ = Linear::Load(lc, {{p + "down_proj", hidden}}, intermediate, false);
+  if (tp.size == 1) {
+    m.intermediate_ = intermediate;
+    m.gate_up_ = Linear::Load(lc, {{p + "gate_proj", intermediate}, {p + "up_proj", intermediate}}, hidden, false);
+    m.down_ = Linear::Load(lc, {{p + "down_proj", hidden}}, intermediate, false);
+    return m;
+  }
+  VT_CHECK(intermediate % tp.size == 0, "tensor parallelism: intermediate size ", intermediate,
+           " cannot be split over ", tp.size, " ranks");
+  const int64_t I = tp.Part(intermediate), i0 = tp.Offset(intermediate);
+  m.intermediate_ = I;
+  m.gate_up_ = Linear::Load(lc, {{p + "gate_proj", I, i0, intermediate}, {p + "up_proj", I, i0, intermediate}},
+                            hidden, false);
+  m.down_ = Linear::Load(lc, {{p + "down_proj", hidden, 0, 0, i0, intermediate}}, I, false);
   return m;
 }
 

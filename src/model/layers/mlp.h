@@ -13,8 +13,12 @@ namespace vtllm::model {
 class GatedMlp {
  public:
   GatedMlp() = default;
-  // Loads `prefix`{gate,up,down}_proj, e.g. prefix "model.layers.3.mlp.".
-  static GatedMlp Load(const LinearContext& lc, const std::string& prefix, int64_t hidden, int64_t intermediate);
+  // Loads `prefix`{gate,up,down}_proj, e.g. prefix "model.layers.3.mlp.". With tensor
+  // parallelism this rank keeps its block of the intermediate size (intermediate / tp.size
+  // rows of gate and up, the same columns of down, which is then row-parallel: `out` of
+  // Forward is this rank's part of the sum the caller all-reduces).
+  static GatedMlp Load(const LinearContext& lc, const std::string& prefix, int64_t hidden, int64_t intermediate,
+                       const TensorParallel& tp = {});
 
   // x: the normed input (F8E4M3 when gate_up() takes quantized input); out: [T, H].
   // fuse_quant: activations are BF16, so silu-mul and the FP8 quantization of down's input

@@ -10,6 +10,7 @@
 
 #include "model/kv_cache.h"
 #include "model/layers/linear.h"
+#include "vt/comm.h"
 #include "vt/op_id.h"
 #include "vt/queue.h"
 #include "vt/tensor.h"
@@ -39,6 +40,10 @@ struct BuildContext {
   vt::DType act_dtype = vt::DType::kBF16;  // activations: BF16 or F32
   vt::DType kv_dtype = vt::DType::kBF16;   // the KV cache: act_dtype, or F8E4M3 (--kv-cache-dtype fp8)
   LoadProgress* progress = nullptr;  // advanced by each module's checkpoint bytes; may be null
+  // Tensor parallelism: this rank's place in the group and its communicator (null when
+  // tp.size is 1). Architectures that cannot be split refuse tp.size > 1.
+  TensorParallel tp;
+  vt::Communicator* comm = nullptr;
 };
 
 // A decoder-only causal LM on one device.

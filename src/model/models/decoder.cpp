@@ -58,6 +58,11 @@ class Decoder final : public CausalLM {
     D_ = cfg_.head_dim;
     VT_CHECK(Hk_ > 0 && cfg_.num_attention_heads % Hk_ == 0, cfg_.architecture, ": num_attention_heads ",
              cfg_.num_attention_heads, " must be a multiple of num_key_value_heads ", Hk_);
+    tp_ = ctx.tp;
+    comm_ = ctx.tp.size > 1 ? ctx.comm : nullptr;
+    VT_CHECK(tp_.size == 1 || (comm_ != nullptr && comm_->size() == tp_.size && comm_->rank() == tp_.rank),
+             cfg_.architecture, ": tensor-parallel rank ", tp_.rank, " of ", tp_.size, " needs its group's communicator");
+    Hk_ = ShardHeads(cfg_.num_attention_heads, Hk_, tp_).num_kv;  // this rank's KV heads (its cache)
     VT_CHECK(cfg_.hidden_act == "silu" || cfg_.hidden_act == "swish", cfg_.architecture, ": hidden_act \"",
              cfg_.hidden_act, "\" is not implemented (the MLP supports silu)");
     eps_ = static_cast<float>(cfg_.rms_norm_eps);
@@ -80,7 +85,7 @@ class Decoder final : public CausalLM {
     AttentionShape as;
     as.hidden = H_;
     as.num_heads = cfg_.num_attention_heads;
-    as.num_kv_heads = Hk_;
+    as.num_kv_heads = cfg_.num_key_value_heads;  // the whole layer's; Attention::Load keeps this rank's
     as.head_dim = D_;
     as.qk_norm = opt.qk_norm;
     as.qkv_bias = opt.qkv_bias;
@@ -92,8 +97,8 @@ class Decoder final : public CausalLM {
       Layer L;
       L.input_norm = LoadFloatWeight(ckpt, p + "input_layernorm.weight", {H_}, device_);
       L.post_norm = LoadFloatWeight(ckpt, p + "post_attention_layernorm.weight", {H_}, device_);
-      L.attn = Attention::Load(lc, p + "self_attn.", as);
-      L.ff = FeedForward::Load(lc, p + "mlp.", cfg_, l);
+      L.attn = Attention::Load(lc, p + "self_attn.", as, tp_);
+      L.ff = FeedForward::Load(lc, p + "mlp.", cfg_, l, tp_);
       layers_.push_back(std::move(L));
       if (ctx.progress) ctx.progress->Advance(ckpt.prefix_bytes(p));
     }
@@ -128,11 +133,13 @@ class Decoder final : public CausalLM {
     const Tensor &residual = rs.residual, &hidden = rs.hidden, &normed = rs.normed, &attn_out = rs.mixed;
 
     vt::Embedding(q, residual, embed_, ids);
+    if (comm_) comm_->AllReduceSum(q, residual);  // vocabulary-parallel: one rank's row, zeros elsewhere
     for (size_t l = 0; l < layers_.size(); ++l) {
       const Layer& L = layers_[l];
       const Tensor attn_in = NormInto(q, L.attn.qkv(), rs.Input(l), L.input_norm, rs.AddTo(l), normed, T);
       L.attn.Forward(q, attn_in, m, cache.key(static_cast<int64_t>(l)), cache.value(static_cast<int64_t>(l)),
                      rope_cache_, attn_out, buffers_);
+      if (comm_) comm_->AllReduceSum(q, attn_out);  // row-parallel o_proj: the ranks' parts summed
       if (L.ff.sparse) {  // the router reads the normed activations; FP8 experts quantize them
         vt::RmsNorm(q, normed, attn_out, L.post_norm, eps_, &residual);
         L.ff.Forward(q, normed, hidden, fuse_quant_, buffers_);
@@ -140,9 +147,10 @@ class Decoder final : public CausalLM {
       }
       const Tensor mlp_in = NormInto(q, L.ff.mlp.gate_up(), attn_out, L.post_norm, &residual, normed, T);
       L.ff.Forward(q, mlp_in, hidden, fuse_quant_, buffers_);
+      if (comm_) comm_->AllReduceSum(q, hidden);  // row-parallel down_proj
     }
     vt::RmsNorm(q, normed, hidden, final_norm_, eps_, &residual);
-    ApplyLmHead(q, lm_head_, normed, logit_rows, logits, buffers_);
+    ApplyLmHead(q, lm_head_, normed, logit_rows, logits, buffers_, comm_);
   }
 
  private:
@@ -164,7 +172,9 @@ class Decoder final : public CausalLM {
   vt::Device device_;
   DType act_ = DType::kBF16;
   DType kv_ = DType::kBF16;  // the KV cache's dtype
-  int64_t H_ = 0, Hk_ = 0, D_ = 0;
+  int64_t H_ = 0, Hk_ = 0, D_ = 0;  // Hk_: this rank's KV heads
+  TensorParallel tp_;
+  vt::Communicator* comm_ = nullptr;  // tensor parallelism (tp_.size > 1) only
   float eps_ = 1e-6f;
   bool fuse_quant_ = true;
   Tensor embed_, final_norm_, rope_cache_;

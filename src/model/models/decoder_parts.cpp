@@ -1,8 +1,11 @@
 #include "model/models/decoder_parts.h"
 
+#include <cstring>
+
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/progress.h"
+#include "vt/error.h"
 #include "vt/ops/embedding.h"
 
 namespace vtllm::model {
@@ -35,17 +38,18 @@ std::vector<vt::OpId> MoeBlockOps(const QuantConfig& quant) {
 }
 
 FeedForward FeedForward::Load(const LinearContext& lc, const std::string& prefix, const ModelConfig& cfg,
-                              int64_t layer) {
+                              int64_t layer, const TensorParallel& tp) {
   FeedForward f;
   f.sparse = cfg.IsSparseLayer(layer);
   if (f.sparse) {
+    VT_CHECK(tp.size == 1, cfg.architecture, ": a mixture-of-experts layer cannot be split for tensor parallelism");
     f.moe = SparseMoeBlock::Load(lc, prefix,
                                  {.hidden = cfg.hidden_size, .intermediate = cfg.moe_intermediate_size,
                                   .num_experts = cfg.num_experts, .top_k = cfg.num_experts_per_tok,
                                   .norm_topk_prob = cfg.norm_topk_prob,
                                   .shared_intermediate = cfg.shared_expert_intermediate_size});
   } else {
-    f.mlp = GatedMlp::Load(lc, prefix, cfg.hidden_size, cfg.intermediate_size);
+    f.mlp = GatedMlp::Load(lc, prefix, cfg.hidden_size, cfg.intermediate_size, tp);
   }
   return f;
 }
@@ -61,10 +65,27 @@ void FeedForward::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Ten
 vt::Tensor LoadEmbedding(const BuildContext& ctx, const std::string& root) {
   const Checkpoint& ckpt = *ctx.linear.checkpoint;
   const std::string name = root + "embed_tokens.weight";
-  vt::Tensor embed =
-      LoadFloatWeight(ckpt, name, {ctx.config->vocab_size, ctx.config->hidden_size}, ctx.linear.device);
+  const int64_t V = ctx.config->vocab_size, H = ctx.config->hidden_size;
   if (ctx.progress) ctx.progress->Advance(ckpt.Info(name).nbytes());
-  return embed;
+  if (ctx.tp.size == 1) return LoadFloatWeight(ckpt, name, {V, H}, ctx.linear.device);
+  // Vocabulary-parallel: this rank's rows and a zero row after them (VocabShardIds).
+  const vt::DType dt = ckpt.Info(name).dtype;
+  VT_CHECK(dt == vt::DType::kF32 || dt == vt::DType::kBF16 || dt == vt::DType::kF16, ckpt.FileOf(name),
+           ": tensor '", name, "' is ", vt::DTypeName(dt), " but must be F32, BF16 or F16");
+  VT_CHECK(V % ctx.tp.size == 0, "tensor parallelism: vocabulary of ", V, " cannot be split over ", ctx.tp.size,
+           " ranks");
+  const vt::Tensor full = ckpt.GetAs(name, dt, {V, H});
+  const int64_t rows = ctx.tp.Part(V);
+  const size_t row_bytes = static_cast<size_t>(H) * vt::DTypeSize(dt);
+  vt::Tensor shard = vt::Tensor::Empty({rows + 1, H}, dt, vt::Device::Cpu());
+  std::memcpy(shard.data(), static_cast<const char*>(full.data()) + ctx.tp.Offset(V) * row_bytes, rows * row_bytes);
+  std::memset(static_cast<char*>(shard.data()) + rows * row_bytes, 0, row_bytes);
+  return WeightOnDevice(shard, ctx.linear.device);
+}
+
+void VocabShardIds(std::span<int32_t> ids, int64_t vocab, const TensorParallel& tp) {
+  const int64_t v0 = tp.Offset(vocab), rows = tp.Part(vocab);
+  for (int32_t& id : ids) id = id >= v0 && id < v0 + rows ? static_cast<int32_t>(id - v0) : static_cast<int32_t>(rows);
 }
 
 Linear LoadLmHead(const BuildContext& ctx, const std::string& root) {
@@ -75,7 +96,14 @@ Linear LoadLmHead(const BuildContext& ctx, const std::string& root) {
   LinearContext head_ctx = ctx.linear;
   const bool head_fp8 = !tied && ckpt.Info("lm_head.weight").dtype == vt::DType::kF8E4M3;
   if (!head_fp8) head_ctx.quant = &none;
-  Linear lm_head = Linear::Load(head_ctx, {{head, ctx.config->vocab_size}}, ctx.config->hidden_size, false);
+  const int64_t V = ctx.config->vocab_size;
+  LinearShard shard{head, V};
+  if (ctx.tp.size > 1) {
+    VT_CHECK(V % ctx.tp.size == 0, "tensor parallelism: vocabulary of ", V, " cannot be split over ", ctx.tp.size,
+             " ranks");
+    shard = {head, ctx.tp.Part(V), ctx.tp.Offset(V), V};
+  }
+  Linear lm_head = Linear::Load(head_ctx, {shard}, ctx.config->hidden_size, false);
   if (ctx.progress && !tied) ctx.progress->Advance(ckpt.Info("lm_head.weight").nbytes());
   if (ctx.progress) ctx.progress->Advance(ckpt.Info(root + "norm.weight").nbytes());
   return lm_head;
@@ -101,13 +129,19 @@ KvCacheSpec AttentionCacheSpec(int64_t num_layers, int64_t num_kv_heads, int64_t
 }
 
 void ApplyLmHead(const vt::Queue& q, const Linear& lm_head, const vt::Tensor& normed, const vt::Tensor& logit_rows,
-                 const vt::Tensor& logits, ActivationBuffers& buffers) {
+                 const vt::Tensor& logits, ActivationBuffers& buffers, vt::Communicator* comm) {
   vt::Tensor rows = normed;
   if (logit_rows.defined()) {
     rows = buffers.Get(kSlotRows, logit_rows.dim(0), normed.dim(1), normed.dtype());
     vt::Embedding(q, rows, normed, logit_rows);  // a row gather
   }
-  lm_head.Apply(q, rows, logits);
+  if (comm == nullptr) {
+    lm_head.Apply(q, rows, logits);
+    return;
+  }
+  const vt::Tensor part = buffers.Get(kSlotLogitsShard, logits.dim(0), lm_head.out_features(), vt::DType::kF32);
+  lm_head.Apply(q, rows, part);
+  comm->AllGatherColumns(q, part, logits);
 }
 
 }  // namespace vtllm::model

@@ -4,6 +4,7 @@
 // spec and the logits head.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,10 @@ struct FeedForward {
   GatedMlp mlp;
   SparseMoeBlock moe;
 
-  // Loads `prefix` (e.g. "model.layers.3.mlp.").
-  static FeedForward Load(const LinearContext& lc, const std::string& prefix, const ModelConfig& cfg, int64_t layer);
+  // Loads `prefix` (e.g. "model.layers.3.mlp."); a dense MLP keeps this rank's shard (a
+  // sparse block is not split: the model refuses tensor parallelism for MoE).
+  static FeedForward Load(const LinearContext& lc, const std::string& prefix, const ModelConfig& cfg, int64_t layer,
+                          const TensorParallel& tp = {});
   // x: the normed input (for a dense MLP F8E4M3 when its gate_up takes quantized input);
   // fuse_quant is the dense MLP's (GatedMlp::Forward); out: [T, H].
   void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, bool fuse_quant,
@@ -43,11 +46,18 @@ struct FeedForward {
 };
 
 // `root` + "embed_tokens.weight" [V, H] on the device, advancing ctx.progress by its bytes.
+// With tensor parallelism (ctx.tp.size > 1) it is vocabulary-parallel: this rank's V / size
+// rows and a zero row after them, [V / size + 1, H], looked up with VocabShardIds' ids; the
+// ranks' lookups (one of them the token's row, the others zeros) are then all-reduced.
 vt::Tensor LoadEmbedding(const BuildContext& ctx, const std::string& root);
+// Token ids as rank tp.rank's vocabulary-parallel embedding takes them: an id among its rows
+// [r*V/N, (r+1)*V/N) becomes its row, any other the zero row V/N (vLLM's masked lookup).
+void VocabShardIds(std::span<int32_t> ids, int64_t vocab, const TensorParallel& tp);
 // The lm_head [V, H]: `root` + "embed_tokens" when the embedding is tied (the config says so
 // or the checkpoint has no lm_head.weight), else "lm_head"; unquantized unless the checkpoint
 // stores lm_head.weight in FP8. Advances ctx.progress by lm_head's bytes and by those of
-// `root` + "norm.weight" (the final norm, which the caller loads).
+// `root` + "norm.weight" (the final norm, which the caller loads). With tensor parallelism
+// (ctx.tp.size > 1) it is vocabulary-parallel: this rank's vocab / size rows.
 Linear LoadLmHead(const BuildContext& ctx, const std::string& root);
 
 // A step's residual stream, [T, H] each in the activation buffers: `residual` holds the
@@ -67,8 +77,9 @@ KvCacheSpec AttentionCacheSpec(int64_t num_layers, int64_t num_kv_heads, int64_t
                                int64_t block_size, vt::DType dtype, vt::Device device);
 
 // The logits of the wanted rows: normed [T, H] (the final norm's output), logit_rows [R] I32
-// or undefined for all T rows; logits [R, V] F32.
+// or undefined for all T rows; logits [R, V] F32. With `comm` (a vocabulary-parallel
+// lm_head) each rank computes its vocabulary columns and an all-gather puts them side by side.
 void ApplyLmHead(const vt::Queue& q, const Linear& lm_head, const vt::Tensor& normed, const vt::Tensor& logit_rows,
-                 const vt::Tensor& logits, ActivationBuffers& buffers);
+                 const vt::Tensor& logits, ActivationBuffers& buffers, vt::Communicator* comm = nullptr);
 
 }  // namespace vtllm::model

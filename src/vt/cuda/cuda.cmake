@@ -6,6 +6,19 @@ set_target_properties(vtllm_vt PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRE
 
 file(GLOB _vt_cuda_sources CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_LIST_DIR}/*.cu ${CMAKE_CURRENT_LIST_DIR}/*.cpp)
+# NCCL (tensor parallelism): only its header at build time; the library is loaded with dlopen
+# when a model is split (nccl_comm.cpp), so binaries do not depend on it.
+find_path(VTLLM_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include
+          /usr/local/cuda/include /usr/include)
+if(VTLLM_NCCL_INCLUDE_DIR)
+  message(STATUS "vt CUDA feature NCCL tensor parallelism (dlopen libnccl.so.2 at run time): ENABLED (${VTLLM_NCCL_INCLUDE_DIR}/nccl.h)")
+  target_include_directories(vtllm_vt PRIVATE ${VTLLM_NCCL_INCLUDE_DIR})
+  target_compile_definitions(vtllm_vt PRIVATE VT_WITH_NCCL=1)
+  target_link_libraries(vtllm_vt PRIVATE ${CMAKE_DL_LIBS})
+else()
+  message(STATUS "vt CUDA feature NCCL tensor parallelism: DISABLED (nccl.h not found)")
+  list(FILTER _vt_cuda_sources EXCLUDE REGEX "nccl_comm\\.cpp$")
+endif()
 target_sources(vtllm_vt PRIVATE ${_vt_cuda_sources})
 target_compile_definitions(vtllm_vt PRIVATE VT_WITH_CUDA=1)
 target_link_libraries(vtllm_vt PRIVATE CUDA::cudart_static)
