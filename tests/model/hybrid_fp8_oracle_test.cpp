@@ -6,8 +6,6 @@
 // x * (1/s) in f32, clamp, RNE e4m3; float64 GEMM of the fp8 values times s * s_w), both made by
 // tools/oracle/gdn_moe_oracle.py --only fp8 on the GPU machine (PyTorch and transformers 5).
 //
-// Until that fixture is generated and committed the tests here report SKIPPED, naming the
-// command (this checkout's GPU runs could not carry the script; see docs/hybrid_models.md).
 //
 // Bounds: the FP8 emulation is exact up to float32 op order, so vtllm's f32 activations agree
 // with it as its f32 BF16 run agrees with HF (hybrid_oracle_test.cpp: 1e-4 over all positions of
@@ -33,12 +31,11 @@ namespace {
 
 const std::string kFp8 = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3_5-tiny-fp8";
 
-#define REQUIRE_FIXTURE()                                                                               \
-  do {                                                                                                  \
-    if (!std::filesystem::exists(kFp8 + "/reference.json"))                                             \
-      GTEST_SKIP() << kFp8 << " is not generated yet: run python3 tools/oracle/gdn_moe_oracle.py --out " \
-                   << "OUT --only fp8 where PyTorch and transformers 5 are, and copy OUT/qwen3_5-tiny-fp8"; \
-  } while (0)
+// The fixture is committed; a checkout without it fails here, naming how it is made.
+#define REQUIRE_FIXTURE()                                                                                    \
+  ASSERT_TRUE(std::filesystem::exists(kFp8 + "/reference.json"))                                            \
+      << kFp8 << " is missing: python3 tools/oracle/gdn_moe_oracle.py --out OUT --only fp8 (PyTorch and " \
+      << "transformers 5) writes OUT/qwen3_5-tiny-fp8"
 
 TEST(HybridFp8Oracle, F32ActivationsMatchHfEmulationUpToTheFirstFlip) {
   REQUIRE_FIXTURE();

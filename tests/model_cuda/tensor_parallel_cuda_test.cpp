@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/model_oracle.h"
+#include "vt/comm.h"
 #include "vt/vt.h"
 
 namespace vtllm::model {
@@ -54,6 +55,32 @@ TEST(TensorParallelCuda, Qwen3FourGpusEqualOne) { CompareSplit(Fixture("oracles/
 TEST(TensorParallelCuda, MqaReplicatedKvHeadsTwoGpus) { CompareSplit(Fixture("models/qwen3-mqa-tiny"), 2); }
 TEST(TensorParallelCuda, Qwen2BiasTwoGpus) { CompareSplit(Fixture("models/qwen2-tiny"), 2); }
 TEST(TensorParallelCuda, StaticFp8TwoGpus) { CompareSplit(Fixture("models/llama-ct-fp8"), 2); }
+
+// NCCL loaded and running on this machine's one GPU: a group of one rank, whose all-reduce
+// leaves x as it is and whose all-gather copies its columns (needs libnccl.so.2 on the loader
+// path or VTLLM_NCCL_LIBRARY).
+TEST(TensorParallelCuda, NcclGroupOfOneRunsItsCollectives) {
+  if (vt::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: skipped";
+  const std::vector<int> devices = {0};
+  auto group = vt::MakeNcclGroup(devices);
+  ASSERT_EQ(group.size(), 1u);
+  vt::Communicator& c = *group[0];
+  EXPECT_STREQ(c.kind(), "nccl");
+  const vt::Queue q = vt::Queue::Cuda(0);
+  std::vector<float> host(6 * 5);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = 0.25f * static_cast<float>(i) - 3.0f;
+  const vt::Tensor x = vt::Tensor::FromHost(host.data(), {6, 5}, vt::DType::kF32).To(vt::Device::Cuda(0));
+  const vt::Tensor gathered = vt::Tensor::Empty({6, 5}, vt::DType::kF32, vt::Device::Cuda(0));
+  c.AllReduceSum(q, x);
+  c.AllGatherColumns(q, x, gathered);
+  q.Synchronize();
+  const vt::Tensor back = x.To(vt::Device::Cpu()), back_g = gathered.To(vt::Device::Cpu());
+  for (size_t i = 0; i < host.size(); ++i) {
+    EXPECT_EQ(back.data_as<float>()[i], host[i]) << i;
+    EXPECT_EQ(back_g.data_as<float>()[i], host[i]) << i;
+  }
+  EXPECT_EQ(c.num_collectives(), 2);
+}
 
 TEST(TensorParallelCuda, OneRankIsTheUnsplitPath) {
   // --tensor-parallel-size 1 on one GPU: no group, the same logits as the default load.
