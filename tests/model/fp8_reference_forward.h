@@ -66,6 +66,20 @@ inline double E4m3(double v) { return E4m3Decode(E4m3Code(v)); }
 
 enum class RefMode { kBf16, kOnlineFp8, kStaticFp8 };
 
+// NeoX RoPE in float64 of the first R dims of each head (x: [T, heads, D], position t at row
+// t): pairs (i, i + R/2) rotated by t * theta^(-2i/R); R = D for full rotary.
+inline void RopeNeox(std::vector<double>& x, int64_t T, int64_t heads, int64_t D, int64_t R, double theta) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < R / 2; ++i) {
+        const double ang = t * std::pow(theta, -2.0 * i / R);
+        double* e = &x[(t * heads + h) * D];
+        const double a = e[i], b = e[i + R / 2];
+        e[i] = a * std::cos(ang) - b * std::sin(ang);
+        e[i + R / 2] = b * std::cos(ang) + a * std::sin(ang);
+      }
+}
+
 class ReferenceForward {
  public:
   ReferenceForward(const std::string& dir, RefMode mode, std::map<std::string, float> weight_scale = {},
@@ -320,15 +334,7 @@ class ReferenceForward {
 
   // NeoX rotation of each head's halves at position t.
   void Rope(std::vector<double>& x, int64_t T, int64_t heads, int64_t D) const {
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t i = 0; i < D / 2; ++i) {
-          const double ang = t * std::pow(cfg_.rope_theta, -2.0 * i / D);
-          double* r = &x[(t * heads + h) * D];
-          const double a = r[i], b = r[i + D / 2];
-          r[i] = a * std::cos(ang) - b * std::sin(ang);
-          r[i + D / 2] = b * std::cos(ang) + a * std::sin(ang);
-        }
+    RopeNeox(x, T, heads, D, D, cfg_.rope_theta);
   }
 
   // y [T, sum N_i] of the shards (stacked rows) applied to x [T, K].

@@ -329,19 +329,8 @@ class HybridReference {
     const std::vector<double> v = Linear(qkv, rv, x, T, H);
     q = ZcNorm(q, W(p + "q_norm.weight"), T * Hq, D);
     k = ZcNorm(k, W(p + "k_norm.weight"), T * Hk, D);
-    auto rope = [&](std::vector<double>& y, int64_t heads) {
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t h = 0; h < heads; ++h)
-          for (int64_t i = 0; i < R / 2; ++i) {
-            const double ang = t * std::pow(cfg_.rope_theta, -2.0 * i / R);
-            double* e = &y[(t * heads + h) * D];
-            const double a = e[i], b = e[i + R / 2];
-            e[i] = a * std::cos(ang) - b * std::sin(ang);
-            e[i + R / 2] = b * std::cos(ang) + a * std::sin(ang);
-          }
-    };
-    rope(q, Hq);
-    rope(k, Hk);
+    RopeNeox(q, T, Hq, D, R, cfg_.rope_theta);
+    RopeNeox(k, T, Hk, D, R, cfg_.rope_theta);
     std::vector<double> att(static_cast<size_t>(T * Hq * D), 0.0);
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t kh = h / (Hq / Hk);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -76,8 +77,10 @@ inline int32_t Argmax(const float* row, int64_t V) {
   return static_cast<int32_t>(std::max_element(row, row + V) - row);
 }
 
-// Greedy continuation of `n` tokens: prefill, then one decode step per token.
-inline std::vector<int32_t> GreedyTokens(Model& model, const std::vector<int32_t>& prompt, int n) {
+// Greedy continuation of `n` tokens: prefill, then one decode step per token; with
+// `margins`, each step's top-1 minus top-2 logit is appended to it.
+inline std::vector<int32_t> GreedyTokens(Model& model, const std::vector<int32_t>& prompt, int n,
+                                         std::vector<double>* margins = nullptr) {
   const int64_t V = model.vocab_size();
   KvCache cache = model.MakeKvCache(static_cast<int64_t>(prompt.size()) + n + 1, 16);
   SequenceKv seq;
@@ -86,6 +89,11 @@ inline std::vector<int32_t> GreedyTokens(Model& model, const std::vector<int32_t
   std::vector<float> logits = model.Forward(prompt, pos, {&cache, &seq});
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) {
+    if (margins) {
+      std::vector<float> top(logits.begin(), logits.begin() + V);
+      std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+      margins->push_back(static_cast<double>(top[0]) - top[1]);
+    }
     const int32_t tok = Argmax(logits.data(), V);
     out.push_back(tok);
     if (i + 1 == n) break;

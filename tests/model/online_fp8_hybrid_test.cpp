@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "checkpoint_edit.h"
 #include "hybrid_fp8_reference.h"
 #include "loader_test_util.h"
 #include "model/safetensors_writer.h"
@@ -160,26 +161,10 @@ TEST(OnlineFp8Hybrid, ProjectionsAreFp8) {
 // A NaN in a row block of Qwen3-Next's fused in_proj_qkvz is a LoadError naming the file, the
 // tensor and the element of the stored tensor.
 TEST(OnlineFp8Hybrid, NonFiniteFusedWeightIsALoadErrorNamingTheTensor) {
-  const std::string src_dir = kFixtures + "qwen3-next-tiny";
   testing::TempDir tmp;
-  for (const char* f : {"config.json", "generation_config.json"})
-    std::filesystem::copy_file(src_dir + "/" + f, tmp / f);
-  const Checkpoint src = Checkpoint::Open(src_dir);
   const std::string bad = "model.layers.2.linear_attn.in_proj_qkvz.weight";
   const int64_t element = 300 * 64 + 7;  // row 300: the z rows of the second key-head group
-  std::vector<uint16_t> edited;
-  SafetensorsWriter w;
-  for (const std::string& n : src.names()) {
-    const vt::Tensor t = src.Get(n);
-    if (n != bad) {
-      w.Add(n, t);
-      continue;
-    }
-    edited.assign(t.data_as<uint16_t>(), t.data_as<uint16_t>() + t.numel());
-    edited[element] = 0x7F80;  // BF16 +Inf
-    w.Add(n, vt::DType::kBF16, t.shape(), edited.data());
-  }
-  w.Write(tmp / "model.safetensors");
+  testing::CopyWithBf16Element(kFixtures + "qwen3-next-tiny", tmp.path(), bad, element, 0x7F80);  // BF16 +Inf
   testing::ExpectLoadError([&] { Model::Load(tmp.path(), Online()); },
                            {"model.safetensors", bad, "element " + std::to_string(element), "NaN or Inf"});
 }

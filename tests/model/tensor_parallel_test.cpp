@@ -99,27 +99,6 @@ TEST_P(TensorParallelTest, F32LogitsAndGreedyTokensEqualUnsplitModel) {
   }
 }
 
-// Greedy continuation of `n` tokens and, per step, the top-1 minus top-2 logit.
-std::vector<int32_t> GreedyWithMargins(Model& model, const std::vector<int32_t>& prompt, int n,
-                                       std::vector<double>* margins) {
-  const int64_t V = model.vocab_size();
-  KvCache cache = model.MakeKvCache(static_cast<int64_t>(prompt.size()) + n + 1, 16);
-  SequenceKv seq;
-  std::vector<int64_t> pos(prompt.size());
-  std::iota(pos.begin(), pos.end(), 0);
-  std::vector<float> logits = model.Forward(prompt, pos, {&cache, &seq});
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) {
-    std::vector<float> sorted(logits.begin(), logits.begin() + V);
-    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-    if (margins) margins->push_back(static_cast<double>(sorted[0]) - sorted[1]);
-    out.push_back(testing::Argmax(logits.data(), V));
-    if (i + 1 == n) break;
-    logits = model.Forward(std::vector<int32_t>{out.back()}, std::vector<int64_t>{seq.num_tokens}, {&cache, &seq});
-  }
-  return out;
-}
-
 TEST_P(TensorParallelTest, Bf16GreedyTokensEqualUnsplitModelUpToNearTie) {
   // BF16 activations: each rank's partial sum of o_proj / down_proj is rounded to BF16 before
   // the all-reduce (as vLLM's BF16 all-reduce is), so logits differ by BF16 roundings, and
@@ -131,8 +110,8 @@ TEST_P(TensorParallelTest, Bf16GreedyTokensEqualUnsplitModelUpToNearTie) {
   size_t compared = 0;
   for (const auto& prompt : Prompts(whole->vocab_size())) {
     std::vector<double> margins;
-    const std::vector<int32_t> want = GreedyWithMargins(*whole, prompt, 12, &margins);
-    const std::vector<int32_t> got = GreedyWithMargins(*split, prompt, 12, nullptr);
+    const std::vector<int32_t> want = testing::GreedyTokens(*whole, prompt, 12, &margins);
+    const std::vector<int32_t> got = testing::GreedyTokens(*split, prompt, 12);
     const size_t n = std::max<size_t>(1, testing::StepsBeforeNearTie(margins, 0.25));
     compared += n;
     for (size_t i = 0; i < n; ++i) EXPECT_EQ(got[i], want[i]) << "step " << i << " of prompt " << prompt.size();
