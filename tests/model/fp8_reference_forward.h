@@ -66,6 +66,31 @@ inline double E4m3(double v) { return E4m3Decode(E4m3Code(v)); }
 
 enum class RefMode { kBf16, kOnlineFp8, kStaticFp8 };
 
+// y [T, N] = x [T, K] · wᵀ (w [N, K]) in float64.
+inline std::vector<double> MatmulTRef(const std::vector<double>& x, const std::vector<double>& w, int64_t T,
+                                      int64_t N, int64_t K) {
+  std::vector<double> y(static_cast<size_t>(T * N), 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += x[t * K + k] * w[n * K + k];
+      y[t * N + n] = s;
+    }
+  return y;
+}
+
+// Row t of [T, V] logits: max |got - ref| over its V values; fp8_vs_exact grows to the
+// largest |ref - exact| seen (how far the FP8 emulation is from the unquantized forward).
+inline double RowDiff(const std::vector<float>& got, const std::vector<double>& ref, const std::vector<double>& exact,
+                      int64_t t, int64_t V, double& fp8_vs_exact) {
+  double d = 0;
+  for (int64_t v = t * V; v < (t + 1) * V; ++v) {
+    d = std::max(d, std::fabs(got[v] - ref[v]));
+    fp8_vs_exact = std::max(fp8_vs_exact, std::fabs(ref[v] - exact[v]));
+  }
+  return d;
+}
+
 // NeoX RoPE in float64 of the first R dims of each head (x: [T, heads, D], position t at row
 // t): pairs (i, i + R/2) rotated by t * theta^(-2i/R); R = D for full rotary.
 inline void RopeNeox(std::vector<double>& x, int64_t T, int64_t heads, int64_t D, int64_t R, double theta) {
@@ -310,14 +335,7 @@ class ReferenceForward {
 
   static std::vector<double> MatmulT(const std::vector<double>& x, const std::vector<double>& w, int64_t T,
                                      int64_t N, int64_t K) {
-    std::vector<double> y(T * N, 0.0);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t n = 0; n < N; ++n) {
-        double s = 0;
-        for (int64_t k = 0; k < K; ++k) s += x[t * K + k] * w[n * K + k];
-        y[t * N + n] = s;
-      }
-    return y;
+    return MatmulTRef(x, w, T, N, K);
   }
 
   std::vector<double> RmsNorm(const std::vector<double>& x, const std::vector<double>& w, int64_t rows,

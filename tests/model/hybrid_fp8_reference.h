@@ -105,14 +105,7 @@ class HybridReference {
 
   static std::vector<double> MatmulT(const std::vector<double>& x, const std::vector<double>& w, int64_t T,
                                      int64_t N, int64_t K) {
-    std::vector<double> y(static_cast<size_t>(T * N), 0.0);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t n = 0; n < N; ++n) {
-        double s = 0;
-        for (int64_t k = 0; k < K; ++k) s += x[t * K + k] * w[n * K + k];
-        y[t * N + n] = s;
-      }
-    return y;
+    return MatmulTRef(x, w, T, N, K);
   }
 
   // One activation row in place: s = max(f32(amax / 448), 1 / (448 * 512)) of the row rounded

@@ -47,11 +47,7 @@ Comparison Compare(const std::string& dir) {
     const std::vector<double> ref = emu.Logits(oc.prompt), ex = exact.Logits(oc.prompt);
     bool flipped = false;
     for (int64_t t = 0; t < oc.T; ++t) {
-      double d = 0;
-      for (int64_t v = t * V; v < (t + 1) * V; ++v) {
-        d = std::max(d, std::fabs(got[v] - ref[v]));
-        c.fp8_vs_exact = std::max(c.fp8_vs_exact, std::fabs(ref[v] - ex[v]));
-      }
+      const double d = testing::RowDiff(got, ref, ex, t, V, c.fp8_vs_exact);
       flipped = flipped || !(d <= 1e-4);
       c.flipped_at_0 += t == 0 && flipped;
       (flipped ? c.after_flip : c.before_flip).push_back(d);

@@ -85,11 +85,7 @@ void CheckFormat(const std::string& name, const std::string& format, double min_
     const std::vector<double> ref = emu.Logits(oc.prompt), ex = exact.Logits(oc.prompt);
     bool flipped = false;
     for (int64_t t = 0; t < oc.T; ++t) {
-      double d = 0;
-      for (int64_t v = t * V; v < (t + 1) * V; ++v) {
-        d = std::max(d, std::fabs(got[v] - ref[v]));
-        fp8_vs_exact = std::max(fp8_vs_exact, std::fabs(ref[v] - ex[v]));
-      }
+      const double d = testing::RowDiff(got, ref, ex, t, V, fp8_vs_exact);
       flipped = flipped || !(d <= 1e-4);
       flipped_at_0 += t == 0 && flipped;
       if (!flipped) worst = std::max(worst, d);
