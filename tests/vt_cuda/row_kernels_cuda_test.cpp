@@ -26,7 +26,8 @@ TEST(CudaRowKernels, VectorKernelsMatchCpuAndAreDispatched) {
   struct Shape {
     int64_t rows, H;
   };
-  for (const Shape s : {Shape{1, 1024}, Shape{256, 1024}, Shape{256, 4096}, Shape{3, 8192}}) {
+  for (const Shape s : {Shape{1, 1024}, Shape{256, 1024}, Shape{1, 2560}, Shape{1, 4096}, Shape{256, 4096},
+                        Shape{3, 8192}}) {
     for (const int64_t offset : {int64_t{0}, int64_t{1}}) {
       SCOPED_TRACE(testing::Message() << s.rows << " x " << s.H << " offset " << offset);
       const auto xv = vtt::Normal(static_cast<size_t>(s.rows * s.H), 1, 3.0f);
@@ -43,10 +44,13 @@ TEST(CudaRowKernels, VectorKernelsMatchCpuAndAreDispatched) {
       vt::Tensor nh = vt::Tensor::Empty({s.rows, s.H}, DType::kBF16, vt::Device::Cpu());
 
       const int64_t norm_before = vt::cuda::RmsNormVecLaunches();
+      const int64_t wide_before = vt::cuda::RmsNormWideVecLaunches();
       vt::RmsNormQuantFp8(gpu, q, x, w, 1e-6f, 0.013f, &res, &normed);
       vt::RmsNormQuantFp8(cpu, qh, xh, wh, 1e-6f, 0.013f, &rh, &nh);
       gpu.Synchronize();
       EXPECT_EQ(vt::cuda::RmsNormVecLaunches() - norm_before, offset == 0 ? 1 : 0);
+      // Rows over 2048 wide take a CTA of one thread per vector (512 or 1024 threads).
+      EXPECT_EQ(vt::cuda::RmsNormWideVecLaunches() - wide_before, offset == 0 && s.H > 2048 ? 1 : 0);
       EXPECT_TRUE(vtt::SameBytes(q, qh));
       EXPECT_TRUE(vtt::SameBytes(res, rh));
       EXPECT_TRUE(vtt::SameBytes(normed, nh));

@@ -2,6 +2,8 @@
 // with fma and the canonical pairwise combine, so the sum of squares, and hence every
 // output byte, equals the CPU kernel's.
 #include <atomic>
+#include <cstdlib>
+#include <string_view>
 
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/kernels.h"
@@ -136,17 +138,29 @@ __global__ void __launch_bounds__(kRowThreads)
 
 // The row kernel above with 16-byte accesses, for 16-bit x, residual, weight and out
 // whose rows start 16-byte aligned (the activations of a model): thread t owns the
-// 8-element vectors t, t + 256, ... of its row, so a warp moves 512 contiguous bytes per
-// load instead of 64. The staging, the canonical sum (StagedRmsInverse) and every
-// conversion are those of RmsNormRowKernel.
+// 8-element vectors t, t + kVecThreads, ... of its row, so a warp moves 512 contiguous
+// bytes per load instead of 64. The staging, the canonical sum (StagedRmsInverse) and every
+// conversion are those of RmsNormRowKernel. A row is one CTA, so a decode step's single
+// row runs on one SM: the CTA takes one thread per vector (up to 1024 threads), which
+// spreads the per-element work (residual add, rounding, quantization) over as many warps
+// as the row has vectors instead of 8 (VT_CUDA_NORM_WIDE=0: 256 threads, for A/B runs).
 constexpr int kVecThreads = 256;
+constexpr int kMaxVecThreads = 1024;
 
-template <int kVecs>
+bool WideNormOn() {
+  static const bool on = [] {
+    const char* v = std::getenv("VT_CUDA_NORM_WIDE");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on;
+}
+
+template <int kVecThreads, int kVecs>
 __global__ void __launch_bounds__(kVecThreads)
     RmsNormRowVecKernel(void* out, DType od, const void* x, DType xd, const void* w, DType wd, void* residual,
                         int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
   PdlWait();
-  __shared__ float staged[kVecThreads * 8 * kVecs];
+  __shared__ __align__(16) float staged[kVecThreads * 8 * kVecs];
   __shared__ float inv_shared;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * H;  // a multiple of 8
   const auto* xv = static_cast<const uint4*>(x) + base / 8;
@@ -176,8 +190,10 @@ __global__ void __launch_bounds__(kVecThreads)
         for (int k = 0; k < 8; ++k) v[c][k] = RoundAny(xd, v[c][k] + r[k]);
         rv[vi] = Pack8(v[c], xd);
       }
-#pragma unroll
-      for (int k = 0; k < 8; ++k) staged[8 * vi + k] = v[c][k];
+      // Two 16-byte stores (2-way bank conflicts) rather than eight 4-byte ones (8-way).
+      auto* st = reinterpret_cast<float4*>(staged);
+      st[2 * vi] = make_float4(v[c][0], v[c][1], v[c][2], v[c][3]);
+      st[2 * vi + 1] = make_float4(v[c][4], v[c][5], v[c][6], v[c][7]);
     }
   }
   __syncthreads();
@@ -197,15 +213,16 @@ __global__ void __launch_bounds__(kVecThreads)
   }
 }
 
-std::atomic<int64_t> g_vec_launches{0};
+std::atomic<int64_t> g_vec_launches{0}, g_wide_vec_launches{0};
 
-template <int kVecs>
+template <int kThreads, int kVecs>
 void LaunchRowVecKernel(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
                         void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv,
                         bool zero_centred) {
   g_vec_launches.fetch_add(1, std::memory_order_relaxed);
-  LaunchOverlapped(cq, "RmsNormRowVecKernel", RmsNormRowVecKernel<kVecs>, static_cast<unsigned>(rows), kVecThreads,
-                   0, out, od, x, xd, w, wd, residual, H, eps, q, q_inv, zero_centred);
+  if (kThreads > kVecThreads) g_wide_vec_launches.fetch_add(1, std::memory_order_relaxed);
+  LaunchOverlapped(cq, "RmsNormRowVecKernel", RmsNormRowVecKernel<kThreads, kVecs>, static_cast<unsigned>(rows),
+                   kThreads, 0, out, od, x, xd, w, wd, residual, H, eps, q, q_inv, zero_centred);
 }
 
 // Whether the vector kernel takes the call: 16-bit x / residual / weight (/ out), rows of
@@ -282,9 +299,12 @@ void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType x
   if (rows == 0) return;
   DeviceGuard guard(cq.device.index);
   if (H >= 256 && VecRowsFit(out, od, x, xd, w, wd, residual, rows, H, q)) {
-    const auto launch = H <= kVecThreads * 8       ? &LaunchRowVecKernel<1>
-                        : H <= kVecThreads * 8 * 2 ? &LaunchRowVecKernel<2>
-                                                   : &LaunchRowVecKernel<4>;
+    const bool wide = WideNormOn();
+    const auto launch = H <= kVecThreads * 8                ? &LaunchRowVecKernel<kVecThreads, 1>
+                        : wide && H <= 512 * 8              ? &LaunchRowVecKernel<512, 1>
+                        : wide && H <= kMaxVecThreads * 8   ? &LaunchRowVecKernel<kMaxVecThreads, 1>
+                        : H <= kVecThreads * 8 * 2          ? &LaunchRowVecKernel<kVecThreads, 2>
+                                                            : &LaunchRowVecKernel<kVecThreads, 4>;
     launch(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv, zero_centred);
     return;
   }
@@ -302,6 +322,7 @@ void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType x
 }  // namespace
 
 int64_t RmsNormVecLaunches() { return g_vec_launches.load(std::memory_order_relaxed); }
+int64_t RmsNormWideVecLaunches() { return g_wide_vec_launches.load(std::memory_order_relaxed); }
 
 void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
                    void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
