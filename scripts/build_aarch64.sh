@@ -2,21 +2,24 @@
 # Cross-builds vt, the model layer, the tokenizer, the engine, the server, the `vtllm` command
 # and the C API for aarch64 (GCC cross compiler, CPU only; the NEON and NEON-BF16 kernel levels
 # and the portable ones) into build/aarch64 and runs their tests under qemu-aarch64: vt's once
-# per qemu CPU model, the model's and the engine's under the first, then the C API test program, `vtllm bench latency` and the
+# per qemu CPU model, the model's under the first, the engine's under the first and
+# neoverse-n1 (ENGINE_CPUS), then the C API test program, `vtllm bench latency` and the
 # OpenAI end-to-end test (node, on this machine) against `vtllm serve` under the first.
 # cpp-httplib is compiled header-only, without HTTPS and compressed bodies (docs/arm.md).
 # Needs: bash scripts/setup.sh --arm (g++-aarch64-linux-gnu, qemu-user, libgtest-dev sources,
 # Debian's arm64 pcre2, utf8proc and xxhash and cpp-httplib's header-only httplib.h in
 # VTLLM_AARCH64_DEPS) and scripts/setup.sh's npm ci (the Qwen3 tokenizer, the openai client).
 #
-#   bash scripts/build_aarch64.sh          all of vt_tests per CPU model, all of model_tests and
-#                                          engine_tests under the first
+#   bash scripts/build_aarch64.sh          all of vt_tests per CPU model, all of model_tests under
+#                                          the first, all of engine_tests under ENGINE_CPUS
 #   bash scripts/build_aarch64.sh --ci     the CI subset (scripts/test.sh): vt_ci_tests (the op table,
 #                                          the dispatch, queue and kernel tests) under the first CPU
 #                                          model, its op table and dispatch tests under the others;
-#                                          model_ci_tests (the qwen3-tiny oracles) and engine_ci_tests
-#                                          (scheduler, engine end to end, FP8 KV cache, MoE with BF16
-#                                          and FP8 experts) under the first
+#                                          model_ci_tests (the qwen3-tiny oracles) under the first;
+#                                          engine_ci_tests (scheduler, engine end to end, FP8 KV
+#                                          cache, MoE with BF16 and FP8 experts, the kernels each
+#                                          level runs) under ENGINE_CPUS (max: neonbf16,
+#                                          neoverse-n1: neon)
 #   bash scripts/build_aarch64.sh --bench  also builds vt_kernels_bench for aarch64 (to copy to ARM hardware)
 #   both modes then run the frontends under the first CPU model: capi_test (every function of
 #   vtllm.h on a random tiny checkpoint and the embedded default model), `vtllm bench latency
@@ -26,7 +29,8 @@
 #
 # Environment: AARCH64_BUILD_DIR (default build/aarch64, relative to the repository), JOBS
 # (default nproc), QEMU_CPUS (default "max neoverse-n1 cortex-a53": vt_tests runs once per
-# model, model_tests and engine_tests under the first), TARGETS (default "vt_tests model_tests
+# model, model_tests under the first), ENGINE_CPUS (default "max neoverse-n1": the models of
+# QEMU_CPUS that run the engine's tests), TARGETS (default "vt_tests model_tests
 # engine_tests"), GTEST_FILTER (passed to the vt binary), MODEL_FILTER (the model binary),
 # ENGINE_FILTER (the engine binary), NARROW_FILTER (--ci: the vt binary's filter for the CPU
 # models after the first), VTLLM_AARCH64_DEPS (default ~/.cache/vtllm-aarch64-deps, where
@@ -48,6 +52,7 @@ for arg in "$@"; do
 done
 JOBS=${JOBS:-$(nproc)}
 QEMU_CPUS=${QEMU_CPUS:-"max neoverse-n1 cortex-a53"}
+ENGINE_CPUS=${ENGINE_CPUS:-"max neoverse-n1"}
 FRONTEND_TESTS=${FRONTEND_TESTS:-1}
 TARGETS=${TARGETS:-"vt_tests model_tests engine_tests"}
 SYSROOT=/usr/aarch64-linux-gnu
@@ -109,7 +114,10 @@ first=1
 for cpu in $QEMU_CPUS; do
   for t in $TARGETS; do
     [ "$t" = vt_kernels_bench ] && continue
-    case "$t" in model_*|engine_*) [ $first -eq 0 ] && continue ;; esac
+    case "$t" in
+      model_*) [ $first -eq 0 ] && continue ;;
+      engine_*) case " $ENGINE_CPUS " in *" $cpu "*) ;; *) continue ;; esac ;;
+    esac
     filter=${GTEST_FILTER:-}
     [ $first -eq 0 ] && [ -n "${NARROW_FILTER:-}" ] && filter=${GTEST_FILTER:-$NARROW_FILTER}
     case "$t" in

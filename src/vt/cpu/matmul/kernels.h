@@ -140,6 +140,17 @@ struct LastGemm {
   const char* epilogue = nullptr;  // the vector width the results were stored with
 };
 LastGemm LastGemmOnThisThread();
+// Every distinct (set, path, weight dtype) the calling thread's CPU Matmul/MatmulFp8 calls
+// ran since ResetGemmsSeenOnThisThread (at most 16 kept; for tests that run a whole model
+// step, e.g. the engine's, whose last GEMM is not its FP8 one).
+struct GemmSeen {
+  const char* set = nullptr;
+  bool stream = false;
+  bool packed = false;
+  DType b_dtype = DType::kF32;
+};
+void ResetGemmsSeenOnThisThread();
+int GemmsSeenOnThisThread(GemmSeen* out, int capacity);  // fills up to capacity; returns the count kept
 // Tests: the epilogue a queue at ISA level `isa` (a vt::CpuIsa) stores with, on f32 sums
 // acc [rows, cols]: out[r * cols + j] = alpha * (acc[r * cols + j] * unscale) [+ bias[j]]
 // rounded once to out_dtype (kF32 or kBF16). Returns the variant's name.
