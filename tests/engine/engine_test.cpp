@@ -188,7 +188,7 @@ TEST(Engine, StepsRunTheVectorKernelsOfTheDetectedLevel) {
 // pairs), so there only "not the scalar one" is checked.
 TEST(Engine, Fp8StepsRunTheMatmulKernelsOfTheDetectedLevel) {
   static const std::map<vt::CpuIsa, std::string> kFp8Set = {
-      {vt::CpuIsa::kScalar, "scalar-f32"}, {vt::CpuIsa::kNeon, "neon-f32"}, {vt::CpuIsa::kNeonBf16, "neonbf16-bfdot"}};
+      {vt::CpuIsa::kScalar, "scalar-f32"}, {vt::CpuIsa::kNeon, "neon-f32"}, {vt::CpuIsa::kNeonBf16, "neonbf16-bfmmla"}};
   std::shared_ptr<model::Model> m =
       model::Model::Load(kTiny + "/fp8_modelopt", model::testing::CpuOptions(vt::DType::kF32));
   const vt::CpuIsa isa = m->queue().cpu_isa();

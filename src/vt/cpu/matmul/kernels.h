@@ -118,6 +118,12 @@ struct KernelSet {
   // F32, whose pairs of rows sum differently from one row. nullptr: none established, and
   // GemmRowsAsOne (matmul/rows.h) multiplies such a set's rows one call each.
   const KernelSet* rows_as_one = nullptr;
+  // Optional: the panel packing of the blocked path (nullptr: `pack`), for a gemm that reads
+  // panel rows in another layout than a's rows. It fills `rows` rows rounded up to an even
+  // count (the odd row's partner zero); the driver zeroes the panel from there to the
+  // multiple of kPanelRows.
+  void (*pack_panel)(DType src_dtype, const void* src, int64_t src_ld, int64_t rows, int64_t k0, int64_t kc,
+                     void* dst, int64_t ld, int64_t kcp) = nullptr;
 };
 // Every set's `gemm` gives row m of a the same sums whatever M and the other rows are
 // (each row's accumulators see the same operations in the same order for every tile

@@ -240,9 +240,15 @@ void RunTile(const KernelSet& ks, const Gemm& g, const Blocking& bl, const std::
       const int64_t kc = std::min(bl.kc, g.K - k0);
       const int64_t kcp = RoundUp(kc, ks.kvec);
       const auto* bsrc = static_cast<const std::byte*>(g.b) + static_cast<size_t>(nb * g.K) * b_elt;
-      ks.pack(g.b_dtype, bsrc, g.K, rows, k0, kc, panel, kcp, kcp);
-      if (rows_p > rows)
-        std::memset(panel + rows * kcp * ks.elt_size, 0, static_cast<size_t>((rows_p - rows) * kcp * ks.elt_size));
+      int64_t filled = rows;
+      if (ks.pack_panel != nullptr) {
+        ks.pack_panel(g.b_dtype, bsrc, g.K, rows, k0, kc, panel, kcp, kcp);
+        filled = RoundUp(rows, 2);
+      } else {
+        ks.pack(g.b_dtype, bsrc, g.K, rows, k0, kc, panel, kcp, kcp);
+      }
+      if (rows_p > filled)
+        std::memset(panel + filled * kcp * ks.elt_size, 0, static_cast<size_t>((rows_p - filled) * kcp * ks.elt_size));
       ks.gemm(ap + (m0 * bl.kp + k0) * ks.elt_size, bl.kp, rows_m, panel, kcp, rows_p, kcp, acc, rows_p);
     }
     g.store_rows(g, unscale, acc, rows_p, m0, rows_m, nb, rows);
