@@ -112,29 +112,26 @@ inline float32x4_t Hsum4(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32
 // odd last row is paired with zeros. a keeps the plain layout of `Pack` (the decode GEMV
 // reads it too); its pairs of rows are interleaved in registers (ZIP1/ZIP2 of 64-bit lanes).
 
-// 16 K values of one row from k (kc - k of them valid, zeros after) as BF16.
+// 16 values of a row from element `off` of src (`valid` of them there, zeros after) as BF16.
 inline void LoadStep(const Fp8Lut& lut, DType dt, const void* src, int64_t off, int64_t valid, bfloat16x8_t& w0,
                      bfloat16x8_t& w1) {
   if (dt == DType::kF8E4M3) {
-    const auto* p = static_cast<const uint8_t*>(src) + off;
-    if (valid >= 16) {
-      lut(vld1q_u8(p), w0, w1);
-    } else {
-      uint8_t tail[16] = {};
-      if (valid > 0) std::memcpy(tail, p, static_cast<size_t>(valid));
-      lut(vld1q_u8(tail), w0, w1);
-    }
+    uint8_t tail[16] = {};
+    const uint8_t* p = tail;
+    if (valid >= 16)
+      p = static_cast<const uint8_t*>(src) + off;
+    else if (valid > 0)
+      std::memcpy(tail, static_cast<const uint8_t*>(src) + off, static_cast<size_t>(valid));
+    lut(vld1q_u8(p), w0, w1);
   } else {
-    const auto* p = static_cast<const uint16_t*>(src) + off;
-    if (valid >= 16) {
-      w0 = LoadBf16(p);
-      w1 = LoadBf16(p + 8);
-    } else {
-      alignas(16) uint16_t tail[16] = {};
-      if (valid > 0) std::memcpy(tail, p, static_cast<size_t>(valid) * sizeof(uint16_t));
-      w0 = LoadBf16(tail);
-      w1 = LoadBf16(tail + 8);
-    }
+    alignas(16) uint16_t tail[16] = {};
+    const uint16_t* p = tail;
+    if (valid >= 16)
+      p = static_cast<const uint16_t*>(src) + off;
+    else if (valid > 0)
+      std::memcpy(tail, static_cast<const uint16_t*>(src) + off, static_cast<size_t>(valid) * sizeof(uint16_t));
+    w0 = LoadBf16(p);
+    w1 = LoadBf16(p + 8);
   }
 }
 
