@@ -9,7 +9,8 @@ and finds its loops (backward branches). The inner loop is the loop holding the 
 MULTIPLY instructions among the innermost ones (fmla, bfdot, vfmadd231ps, vdpbf16ps). One row of a (M = 1) meets each
 weight byte in exactly one multiply lane, so a loop iteration decodes
 count(MULTIPLY) * BYTES_PER_MULTIPLY weight bytes (fmla on 4 f32 lanes: 4; bfdot: 8;
-ymm vfmadd231ps: 8; zmm vdpbf16ps: 32).
+ymm vfmadd231ps: 8; zmm vdpbf16ps: 32). For a GEMM micro-tile (several rows of a), pass the
+products of one multiply instead (bfdot: 8, bfmmla: 16): the figures are then per product.
 
 Two paths are counted: the common path (every forward branch that stays inside the loop
 taken, as in the iterations that issue no prefetch) and the whole loop body (every

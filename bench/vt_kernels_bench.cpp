@@ -30,7 +30,8 @@
 //                                                    default: f32-bits on AMD, half elsewhere)
 //                    [--only projections|block-fp8|attention]   (sections 1 and 2, then that one)
 // It builds for aarch64 too (scripts/build_aarch64.sh --bench), there with NEON loads in the
-// read loop and FMLA / BFDOT as the multiply limit.
+// read loop and FMLA / BFDOT as the multiply limit (neonbf16 also prints the BFMMLA rate, the
+// prefill GEMM's multiply, against BFDOT's).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -233,7 +234,34 @@ __attribute__((target("arch=armv8.2-a+bf16"), noinline)) uint64_t BfdotChains(in
   for (auto& a : acc) sum += vgetq_lane_u64(vreinterpretq_u64_f32(a), 0);
   return sum;
 }
+// BFMMLA (16 BF16 products into a 2x2 f32 tile), the neonbf16 prefill GEMM's multiply.
+__attribute__((target("arch=armv8.2-a+bf16"), noinline)) uint64_t BfmmlaChains(int64_t iters) {
+  volatile uint16_t one = 0x3F80;
+  const bfloat16x8_t x = vreinterpretq_bf16_u16(vdupq_n_u16(one));
+  float32x4_t acc[24];
+  for (auto& a : acc) a = vdupq_n_f32(0.0f);
+  for (int64_t i = 0; i < iters; ++i) {
+    _Pragma("GCC unroll 24") for (int c = 0; c < 24; ++c) acc[c] = vbfmmlaq_f32(acc[c], x, x);
+  }
+  uint64_t sum = 0;
+  for (auto& a : acc) sum += vgetq_lane_u64(vreinterpretq_u64_f32(a), 0);
+  return sum;
+}
 #endif
+
+// Instructions per second of 24 independent chains of `chains`'s instruction on every thread.
+double ChainRate(const vt::Queue& q, uint64_t (*chains)(int64_t), int threads, const Options& opt) {
+  const int64_t iters = opt.quick ? 200000 : 1000000;
+  std::vector<uint64_t> sink(static_cast<size_t>(threads));
+  const double t = TimeMedian(
+      [&](int) {
+        q.ParallelFor(threads, 1, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) sink[static_cast<size_t>(i)] += chains(iters);
+        });
+      },
+      opt.quick ? 3 : 7, 0.0);
+  return 24.0 * static_cast<double>(iters) * threads / t;
+}
 
 MultiplyRate MeasureMultiplyRate(const vt::Queue& q, int threads, const Options& opt) {
 #if defined(__x86_64__) || defined(_M_X64) || defined(__aarch64__)
@@ -250,16 +278,7 @@ MultiplyRate MeasureMultiplyRate(const vt::Queue& q, int threads, const Options&
 #endif
     default: return {0.0, 0};
   }
-  const int64_t iters = opt.quick ? 200000 : 1000000;
-  std::vector<uint64_t> sink(static_cast<size_t>(threads));
-  const double t = TimeMedian(
-      [&](int) {
-        q.ParallelFor(threads, 1, [&](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; ++i) sink[static_cast<size_t>(i)] += chains(iters);
-        });
-      },
-      opt.quick ? 3 : 7, 0.0);
-  return {24.0 * static_cast<double>(iters) * threads / t, width};
+  return {ChainRate(q, chains, threads, opt), width};
 #else
   (void)q, (void)threads, (void)opt;
   return {0.0, 0};
@@ -499,6 +518,15 @@ int main(int argc, char** argv) {
     std::printf("multiply limit: %.2f G %d-wide multiply-adds/s on %d threads, so at most %.1f / M G weight "
                 "elements/s (fp8: GB/s; BF16: twice that in GB/s)\n\n",
                 mul.per_second / 1e9, mul.width, opt.threads, mul_limit(1) / 1e9);
+#if defined(__aarch64__)
+  if (q.cpu_isa() == vt::CpuIsa::kNeonBf16 && mul.width > 0) {
+    // The prefill GEMM multiplies with BFMMLA, the decode GEMV with BFDOT (the limit above).
+    const double mmla = ChainRate(q, &BfmmlaChains, opt.threads, opt);
+    std::printf("prefill multiply: %.2f G BFMMLA/s on %d threads = %.1f G BF16 products/s, %.2fx BFDOT's %.1f G\n\n",
+                mmla / 1e9, opt.threads, mmla * 16 / 1e9, mmla * 16 / (mul.per_second * mul.width),
+                mul.per_second * mul.width / 1e9);
+  }
+#endif
 
   // 3. Projections.
   std::vector<ShapeSpec> shapes = {

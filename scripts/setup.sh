@@ -81,6 +81,44 @@ if [ "$ARM" = 1 ] && [ "$unpacked" != "$(printf '%s\n' "${ARM_DEV_PKGS[@]}")" ];
   rm -rf "$dl"
 fi
 
+# cpp-httplib for the aarch64 server, CLI and C API, header-only: Debian's libcpp-httplib-dev
+# ships a declarations-only httplib.h and a shared library built with OpenSSL, brotli and
+# zlib; the source package of the same version (Debian's patches applied) has the whole
+# library in its httplib.h, which the cross build compiles without those three. apt-get
+# source with a private deb-src list and package index (in a temporary folder, derived from
+# the host's Debian sources), so the host's apt configuration is left as it is.
+# VTLLM_AARCH64_DEPS/cpp-httplib/ holds httplib.h and version.txt.
+if [ "$ARM" = 1 ]; then
+  want_ver=$(dpkg-query -W -f='${Version}' libcpp-httplib-dev)
+  if [ "$(cat "$ARM_DEPS/cpp-httplib/version.txt" 2>/dev/null)" != "$want_ver" ]; then
+    src=$(mktemp -d)
+    chmod 777 "$src"  # apt downloads as its own user (_apt) when run as root
+    mkdir -p "$src/parts" "$src/lists/partial" "$src/cache/archives/partial" "$src/dl"
+    chmod 777 "$src/dl"
+    found=0
+    for f in /etc/apt/sources.list.d/*.sources; do
+      grep -q '^URIs: .*debian' "$f" 2>/dev/null || continue
+      sed 's/^Types: .*/Types: deb-src/' "$f" > "$src/parts/$(basename "$f")"
+      found=1
+    done
+    if [ $found = 0 ] && [ -f /etc/apt/sources.list ]; then
+      sed -n 's/^deb \(.*debian.*\)/deb-src \1/p' /etc/apt/sources.list > "$src/parts/debian-src.list"
+    fi
+    APT_SRC=(-qq -o Dir::Etc::SourceList="$src/none.list" -o Dir::Etc::SourceParts="$src/parts"
+             -o Dir::State::Lists="$src/lists" -o Dir::Cache="$src/cache")
+    echo "setup: fetching the source package cpp-httplib $want_ver (its header-only httplib.h) into $ARM_DEPS/cpp-httplib"
+    apt-get "${APT_SRC[@]}" update
+    (cd "$src/dl" && apt-get "${APT_SRC[@]}" source --download-only "cpp-httplib=$want_ver" >/dev/null)
+    # --no-check: apt-get checked the files against the signed index it downloaded.
+    dpkg-source --no-check -x "$src"/dl/cpp-httplib_*.dsc "$src/x" >/dev/null
+    [ -f "$src/x/httplib.h" ] || { echo "setup: no httplib.h in the cpp-httplib source package" >&2; exit 1; }
+    mkdir -p "$ARM_DEPS/cpp-httplib"
+    cp "$src/x/httplib.h" "$src/x/LICENSE" "$ARM_DEPS/cpp-httplib/"
+    echo "$want_ver" > "$ARM_DEPS/cpp-httplib/version.txt"
+    rm -rf "$src"
+  fi
+fi
+
 # Test data and the JS tokenizer peer (exact versions pinned in tests/js/package-lock.json).
 # Re-installed whenever package-lock.json changes (its hash is kept beside the modules).
 if [ -f tests/js/package.json ]; then

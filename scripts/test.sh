@@ -3,9 +3,11 @@
 #  1. the main build (with the CUDA backend compiled when nvcc is present; GPU tests
 #     report SKIPPED without a GPU), all tests;
 #  2. an ASan+UBSan build of the parsers, the vt core and the server's request handling, their tests;
-#  3. the aarch64 cross build of vt, the model layer, the tokenizer and the engine (NEON kernel
-#     levels), its CI subset run under qemu-aarch64: vt's with the CPU models max, neoverse-n1
-#     and cortex-a53, the model's and the engine's with max (docs/arm.md).
+#  3. the aarch64 cross build of vt, the model layer, the tokenizer, the engine, the server, the
+#     CLI and the C API (NEON kernel levels), its CI subset run under qemu-aarch64: vt's with the
+#     CPU models max, neoverse-n1 and cortex-a53, the model's with max, the engine's with max
+#     and neoverse-n1, the C API program and the OpenAI end-to-end test against `vtllm serve`
+#     with max (docs/arm.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --arm  # --arm: the aarch64 cross compiler, qemu-user and libraries for stage 3

@@ -3,7 +3,9 @@
 // each request generates, and the greedy tokens must be those of HF transformers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -13,6 +15,7 @@
 #include "engine/engine_test_util.h"
 #include "model/model_oracle.h"
 #include "tokenizer/synthetic_tokenizer.h"
+#include "vt/cpu/matmul/kernels.h"
 
 // vt's dispatch record (vt/cpu/elementwise_kernels.h, which a test must not include: its inline
 // functions depend on the library's own compile definitions).
@@ -176,6 +179,51 @@ TEST(Engine, StepsRunTheVectorKernelsOfTheDetectedLevel) {
   const char* set = vt::cpu::elementwise::LastElementwiseSetOnThisThread();
   ASSERT_NE(set, nullptr) << "no elementwise CPU op ran on the engine's thread";
   EXPECT_STREQ(set, ElementwiseSetOf(isa)) << "level " << vt::CpuIsaName(isa);
+}
+
+// The FP8 W8A8 checkpoint (qwen3-tiny fp8_modelopt) through the engine: its FP8 linears run
+// the detected level's MatmulFp8 kernels, the prefill GEMM and the decode GEMV (the dispatch
+// records of every GEMM the steps ran: the last one is the BF16 lm_head). On the ARM levels
+// and scalar the set is named; the x86 levels choose among several (packed weights, BF16
+// pairs), so there only "not the scalar one" is checked.
+TEST(Engine, Fp8StepsRunTheMatmulKernelsOfTheDetectedLevel) {
+  static const std::map<vt::CpuIsa, std::string> kFp8Set = {
+      {vt::CpuIsa::kScalar, "scalar-f32"}, {vt::CpuIsa::kNeon, "neon-f32"}, {vt::CpuIsa::kNeonBf16, "neonbf16-bfmmla"}};
+  std::shared_ptr<model::Model> m =
+      model::Model::Load(kTiny + "/fp8_modelopt", model::testing::CpuOptions(vt::DType::kF32));
+  const vt::CpuIsa isa = m->queue().cpu_isa();
+  EXPECT_EQ(isa, vt::DetectCpuIsa()) << vt::CpuIsaName(isa);
+  if (const char* want = std::getenv("VTLLM_EXPECT_CPU_ISA"); want != nullptr && *want != '\0') {
+    EXPECT_STREQ(vt::CpuIsaName(isa), want);
+  }
+  EngineConfig c = Config();
+  c.model_dir = kTiny + "/fp8_modelopt";
+  Engine e(c, m, std::nullopt);
+  ASSERT_GT(Cases()[3].prompt.size(), 4u);  // a prefill past the decode GEMV's rows
+  e.AddRequest(Greedy("r", Cases()[3].prompt, 3));
+  vt::cpu::matmul::ResetGemmsSeenOnThisThread();
+  EXPECT_EQ(RunAll(e)["r"].tokens[0].size(), 3u);
+  vt::cpu::matmul::GemmSeen seen[16];
+  const int n = vt::cpu::matmul::GemmsSeenOnThisThread(seen, 16);
+  std::set<std::pair<std::string, bool>> fp8;  // (set, streamed) of the GEMMs with fp8 weights
+  for (int i = 0; i < std::min(n, 16); ++i) {
+    ASSERT_NE(seen[i].set, nullptr);
+    if (seen[i].b_dtype == vt::DType::kF8E4M3) fp8.insert({seen[i].set, seen[i].stream});
+  }
+  std::string all;
+  for (const auto& [set, stream] : fp8) all += set + (stream ? std::string(" (stream) ") : std::string(" "));
+  SCOPED_TRACE("level " + std::string(vt::CpuIsaName(isa)) + ", fp8 GEMMs seen: " + all);
+  ASSERT_FALSE(fp8.empty());
+  if (auto it = kFp8Set.find(isa); it != kFp8Set.end()) {
+    for (const auto& [set, stream] : fp8) EXPECT_EQ(set, it->second);
+    if (isa != vt::CpuIsa::kScalar) {  // the scalar set has no streaming path
+      EXPECT_TRUE(fp8.count({it->second, true})) << "no decode GEMV";
+      EXPECT_TRUE(fp8.count({it->second, false})) << "no prefill GEMM";
+    }
+  } else {
+    for (const auto& [set, stream] : fp8) EXPECT_NE(set, "scalar-f32");
+  }
+  std::cout << "[ fp8 GEMMs of the steps ] " << vt::CpuIsaName(isa) << ": " << all << "\n";
 }
 
 TEST(Engine, SeededSamplingIsReproducibleAcrossRunsAndBatchMixes) {

@@ -134,7 +134,7 @@ TEST(IsaDispatch, EachLevelRunsItsMatmulKernels) {
       {CpuIsa::kAvx512Bf16, {"avx512bf16-dpbf16", "avx512-f32"}},
       {CpuIsa::kAmx, {"amx-bf16", "avx512-f32"}},
       {CpuIsa::kNeon, {"neon-f32", "neon-f32"}},
-      {CpuIsa::kNeonBf16, {"neonbf16-bfdot", "neon-f32"}},
+      {CpuIsa::kNeonBf16, {"neonbf16-bfmmla", "neon-f32"}},
   };
   const int64_t N = 24, K = 96;
   const vt::Tensor b16 = Random({N, K}, DType::kBF16, 7), b32 = Random({N, K}, DType::kF32, 8);
@@ -185,7 +185,7 @@ TEST(IsaDispatch, EachLevelRunsItsFp8GemvAndGemm) {
         EXPECT_STREQ(last.set, "neon-f32");
       }
       if (isa == CpuIsa::kNeonBf16) {
-        EXPECT_STREQ(last.set, "neonbf16-bfdot");
+        EXPECT_STREQ(last.set, "neonbf16-bfmmla");
       }
       if (isa == CpuIsa::kScalar) {
         EXPECT_STREQ(last.set, "scalar-f32");

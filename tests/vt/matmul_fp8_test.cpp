@@ -104,7 +104,7 @@ TEST(MatmulFp8, EachIsaLevelRunsItsKernelSet) {
                                                     {vt::CpuIsa::kAvx512Bf16, "avx512bf16-dpbf16"},
                                                     {vt::CpuIsa::kAmx, "amx-bf16"},
                                                     {vt::CpuIsa::kNeon, "neon-f32"},
-                                                    {vt::CpuIsa::kNeonBf16, "neonbf16-bfdot"}};
+                                                    {vt::CpuIsa::kNeonBf16, "neonbf16-bfmmla"}};
   std::mt19937 rng(77);
   const int64_t N = 40, K = 200;
   const auto b = vt::Tensor::FromHost(RandomFp8(N * K, rng).data(), {N, K}, vt::DType::kF8E4M3);

@@ -11,6 +11,7 @@
 
 #include "elementwise_test_util.h"
 #include "matmul_test_util.h"
+#include "vt/cpu/matmul/kernels.h"
 #include "vt/cpu/matmul/rows.h"
 #include "vt/vt.h"
 
@@ -91,6 +92,66 @@ TEST(GemmRowsAsOne, EveryRowHasTheBytesOfItsOneRowProductOnEveryIsa) {
       }
     }
   }
+  std::printf("[ %d rows checked on %s ]\n", checked, vt_test::IsaNames().c_str());
+}
+
+// The blocked path's rows (M > 4, past the streams) do not depend on M or on the rows beside
+// them (matmul/kernels.h asks it of every set's gemm): each row of the last M rows of a 33-row
+// product has the bytes of that row in the whole product, for M of both parities (so a row's
+// neighbours in a micro-tile, and its partner in neonbf16's BFMMLA pairs, change) and K
+// within one K block (4096 bytes of packed row), with tails in N and K.
+TEST(GemmRows, BlockedRowsDoNotDependOnMOnEveryIsa) {
+  namespace mm = vt::cpu::matmul;
+  const int64_t N = 45, max_m = 33;
+  std::mt19937 rng(78);
+  int checked = 0;
+  for (vt::CpuIsa isa : vt_test::IsaLevels()) {
+    const vt::Queue q = vt_test::QueueFor(isa);
+    for (Pairing pairing : {Pairing::kF32F32, Pairing::kBf16Bf16, Pairing::kFp8}) {
+      const bool fp8 = pairing == Pairing::kFp8;
+      const DType dt = fp8 ? DType::kF8E4M3 : pairing == Pairing::kBf16Bf16 ? DType::kBF16 : DType::kF32;
+      for (int64_t K : {37, 200}) {
+        Tensor a_all, b;
+        if (fp8) {
+          a_all = Tensor::FromHost(vt_test::RandomFp8(max_m * K, rng).data(), {max_m, K}, DType::kF8E4M3);
+          b = Tensor::FromHost(vt_test::RandomFp8(N * K, rng).data(), {N, K}, DType::kF8E4M3);
+        } else {
+          std::normal_distribution<float> d(0.0f, 1.0f);
+          std::vector<float> av(static_cast<size_t>(max_m * K)), bv(static_cast<size_t>(N * K));
+          for (float& v : av) v = d(rng);
+          for (float& v : bv) v = d(rng);
+          a_all = vt_test::MakeTensor(av, {max_m, K}, dt);
+          b = vt_test::MakeTensor(bv, {N, K}, dt);
+        }
+        bool streamed = false;  // the last product took a set's stream (some x86 sets do past M = 4)
+        auto product = [&](const Tensor& a) {
+          Tensor out = Tensor::Empty({a.dim(0), N}, DType::kF32);
+          if (fp8)
+            vt::MatmulFp8(q, out, a, b, 0.013f);
+          else
+            vt::Matmul(q, out, a, b);
+          streamed = mm::LastGemmOnThisThread().stream;
+          return vt_test::BytesOf(out);
+        };
+        const std::vector<uint8_t> all = product(a_all);
+        ASSERT_FALSE(streamed) << vt::CpuIsaName(isa) << " " << Name(pairing);
+        const size_t row = static_cast<size_t>(N) * sizeof(float);
+        for (int64_t M : {5, 6, 7, 9, 16, 17}) {
+          const std::vector<uint8_t> got = product(a_all.Slice(0, max_m - M, max_m));
+          if (streamed) continue;
+          for (int64_t m = 0; m < M; ++m) {
+            const size_t at = static_cast<size_t>(max_m - M + m) * row;
+            const std::vector<uint8_t> want(all.begin() + at, all.begin() + at + row);
+            const std::vector<uint8_t> got_row(got.begin() + m * row, got.begin() + (m + 1) * row);
+            ASSERT_EQ(vt_test::FirstDiff(want, got_row), -1) << vt::CpuIsaName(isa) << " " << Name(pairing)
+                                                            << " M=" << M << " K=" << K << " row " << m;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
   std::printf("[ %d rows checked on %s ]\n", checked, vt_test::IsaNames().c_str());
 }
 

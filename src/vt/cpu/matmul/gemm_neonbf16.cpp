@@ -1,12 +1,18 @@
 // NEON BF16 matmul kernel set (ARMv8.2-A + BF16, run where getauxval reports BF16): fp8 and
-// BF16 operands packed to BF16 and multiplied with BFDOT, which adds the two products of a
-// pair of BF16 values into an f32 lane. Every e4m3fn value is a BF16 value, so the packing
-// is exact (unscale 1): the fp8 decode looks each code's 7-bit magnitude up in two
-// 128-entry byte tables (TBL over the first 64, TBX over the rest; the BF16 value's high
-// and low byte) and inserts the code's sign bit, NaN codes included (they become BF16 NaN).
-// BFDOT treats BF16 denormal inputs as zero: no fp8 value (>= 2^-9) or product of two
-// (>= 2^-18) is near that range; BF16 operands that are denormal count as zero, as in the
-// x86 vdpbf16ps set.
+// BF16 operands packed to BF16 and multiplied in BF16 pairs. Every e4m3fn value is a BF16
+// value, so the packing is exact (unscale 1): the fp8 decode looks each code's 7-bit
+// magnitude up in two 128-entry byte tables (TBL over the first 64, TBX over the rest; the
+// BF16 value's high and low byte) and inserts the code's sign bit, NaN codes included (they
+// become BF16 NaN).
+// The prefill GEMM multiplies with BFMMLA (a 2x4 by 4x2 BF16 product added to a 2x2 f32
+// matrix: two rows of a against two panel rows, 16 products per instruction, twice BFDOT's);
+// the decode GEMV streams with BFDOT (one row of a against one weight row, 8 products), where
+// BFMMLA would multiply a zero row for lack of a second row of a (bench/kernel_notes.md has
+// the instruction counts of both). Both add each output's products two at a time (a pair's
+// two products summed, then added to the f32 sum), flush BF16 denormal inputs to zero (no fp8
+// value, >= 2^-9, or product of two, >= 2^-18, is near that range; BF16 operands that are
+// denormal count as zero, as in the x86 vdpbf16ps set) and round to odd unless FEAT_EBF16
+// is enabled: within DESIGN's bound, as BFDOT was (the op table checks it).
 #include <arm_neon.h>
 
 #include <algorithm>
@@ -100,31 +106,124 @@ inline float32x4_t Hsum4(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32
   return vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));
 }
 
+// ---- Prefill GEMM (BFMMLA) -------------------------------------------------------
+// The panel rows in pairs: rows 2q and 2q + 1 share 2·ld elements, interleaved 4 K values at
+// a time (row 2q's k..k+3, then row 2q + 1's), the operand layout of BFMMLA's 4x2 matrix; an
+// odd last row is paired with zeros. a keeps the plain layout of `Pack` (the decode GEMV
+// reads it too); its pairs of rows are interleaved in registers (ZIP1/ZIP2 of 64-bit lanes).
+
+// 16 values of a row from element `off` of src (`valid` of them there, zeros after) as BF16.
+inline void LoadStep(const Fp8Lut& lut, DType dt, const void* src, int64_t off, int64_t valid, bfloat16x8_t& w0,
+                     bfloat16x8_t& w1) {
+  if (dt == DType::kF8E4M3) {
+    uint8_t tail[16] = {};
+    const uint8_t* p = tail;
+    if (valid >= 16)
+      p = static_cast<const uint8_t*>(src) + off;
+    else if (valid > 0)
+      std::memcpy(tail, static_cast<const uint8_t*>(src) + off, static_cast<size_t>(valid));
+    lut(vld1q_u8(p), w0, w1);
+  } else {
+    alignas(16) uint16_t tail[16] = {};
+    const uint16_t* p = tail;
+    if (valid >= 16)
+      p = static_cast<const uint16_t*>(src) + off;
+    else if (valid > 0)
+      std::memcpy(tail, static_cast<const uint16_t*>(src) + off, static_cast<size_t>(valid) * sizeof(uint16_t));
+    w0 = LoadBf16(p);
+    w1 = LoadBf16(p + 8);
+  }
+}
+
+inline bfloat16x8_t Lo64(bfloat16x8_t x, bfloat16x8_t y) {
+  return vreinterpretq_bf16_u64(vzip1q_u64(vreinterpretq_u64_bf16(x), vreinterpretq_u64_bf16(y)));
+}
+inline bfloat16x8_t Hi64(bfloat16x8_t x, bfloat16x8_t y) {
+  return vreinterpretq_bf16_u64(vzip2q_u64(vreinterpretq_u64_bf16(x), vreinterpretq_u64_bf16(y)));
+}
+
+void PackPanel(DType dt, const void* src, int64_t src_ld, int64_t rows, int64_t k0, int64_t kc, void* dst,
+               int64_t ld, int64_t kcp) {
+  if (!Accepts(dt)) ThrowUnsupportedPack("neonbf16 panel", dt);
+  const Fp8Lut lut;
+  const bfloat16x8_t zero = vreinterpretq_bf16_u16(vdupq_n_u16(0));
+  for (int64_t r = 0; r < rows; r += 2) {
+    auto* d = reinterpret_cast<bfloat16_t*>(static_cast<uint16_t*>(dst) + r * ld);
+    for (int64_t k = 0; k < kcp; k += 16) {
+      bfloat16x8_t x0, x1, y0 = zero, y1 = zero;
+      LoadStep(lut, dt, src, r * src_ld + k0 + k, kc - k, x0, x1);
+      if (r + 1 < rows) LoadStep(lut, dt, src, (r + 1) * src_ld + k0 + k, kc - k, y0, y1);
+      vst1q_bf16(d + 2 * k, Lo64(x0, y0));
+      vst1q_bf16(d + 2 * k + 8, Hi64(x0, y0));
+      vst1q_bf16(d + 2 * k + 16, Lo64(x1, y1));
+      vst1q_bf16(d + 2 * k + 24, Hi64(x1, y1));
+    }
+  }
+}
+
+// MR rows of a (MR even: pairs; 1: the row and a zero row) against kPanelRows panel rows
+// (two pairs): acc[i][q] holds [c(2i, 2q), c(2i, 2q+1), c(2i+1, 2q), c(2i+1, 2q+1)]. Each
+// output's sum sees the same operations whatever the other row of its pair is, so a row's
+// sums do not depend on M.
 template <int MR>
-void Tile(const uint16_t* a, int64_t lda, const uint16_t* p, int64_t ldp, int64_t kcp, float* c, int64_t ldc) {
-  float32x4_t acc[MR][kPanelRows];
-  Unroll<MR>([&](auto i) __attribute__((always_inline)) {
-    Unroll<kPanelRows>([&](auto j) __attribute__((always_inline)) { acc[i][j] = vdupq_n_f32(0.0f); });
+void MmlaTile(const uint16_t* a, int64_t lda, const uint16_t* p, int64_t ldp, int64_t kcp, float* c, int64_t ldc) {
+  constexpr int kPairs = (MR + 1) / 2;
+  float32x4_t acc[kPairs][2];
+  Unroll<kPairs>([&](auto i) __attribute__((always_inline)) {
+    Unroll<2>([&](auto q) __attribute__((always_inline)) { acc[i][q] = vdupq_n_f32(0.0f); });
   });
+  const bfloat16x8_t zero = vreinterpretq_bf16_u16(vdupq_n_u16(0));
   for (int64_t k = 0; k < kcp; k += 8) {
-    bfloat16x8_t bv[kPanelRows];
-    for (int j = 0; j < kPanelRows; ++j) bv[j] = LoadBf16(p + j * ldp + k);
-    Unroll<MR>([&](auto i) __attribute__((always_inline)) {
-      const bfloat16x8_t av = LoadBf16(a + i * lda + k);
-      Unroll<kPanelRows>([&](auto j) __attribute__((always_inline)) { acc[i][j] = vbfdotq_f32(acc[i][j], av, bv[j]); });
+    bfloat16x8_t b[2][2];
+    Unroll<2>([&](auto q) __attribute__((always_inline)) {
+      b[q][0] = LoadBf16(p + 2 * q * ldp + 2 * k);
+      b[q][1] = LoadBf16(p + 2 * q * ldp + 2 * k + 8);
+    });
+    Unroll<kPairs>([&](auto i) __attribute__((always_inline)) {
+      const bfloat16x8_t r0 = LoadBf16(a + 2 * i * lda + k);
+      const bfloat16x8_t r1 = MR == 1 ? zero : LoadBf16(a + (2 * i + 1) * lda + k);
+      const bfloat16x8_t lo = Lo64(r0, r1), hi = Hi64(r0, r1);
+      Unroll<2>([&](auto q) __attribute__((always_inline)) {
+        acc[i][q] = vbfmmlaq_f32(acc[i][q], lo, b[q][0]);
+        acc[i][q] = vbfmmlaq_f32(acc[i][q], hi, b[q][1]);
+      });
     });
   }
-  for (int i = 0; i < MR; ++i)
-    vst1q_f32(c + i * ldc, vaddq_f32(vld1q_f32(c + i * ldc), Hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3])));
+  Unroll<kPairs>([&](auto i) __attribute__((always_inline)) {
+    const uint64x2_t s0 = vreinterpretq_u64_f32(acc[i][0]), s1 = vreinterpretq_u64_f32(acc[i][1]);
+    float* c0 = c + 2 * i * ldc;
+    vst1q_f32(c0, vaddq_f32(vld1q_f32(c0), vreinterpretq_f32_u64(vzip1q_u64(s0, s1))));
+    if constexpr (MR > 1) {
+      float* c1 = c0 + ldc;
+      vst1q_f32(c1, vaddq_f32(vld1q_f32(c1), vreinterpretq_f32_u64(vzip2q_u64(s0, s1))));
+    }
+  });
 }
+
+// Rows of a in tiles of 8 (4 pairs: 8 accumulators, 4 panel and 2 row registers per step),
+// then 2, then 1.
+constexpr int kMmlaRows = 8;
 
 void Gemm(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, int64_t nrows, int64_t kcp, float* c,
           int64_t ldc) {
   const auto* a = static_cast<const uint16_t*>(av);
   const auto* p = static_cast<const uint16_t*>(pv);
-  ForEachTile<kRowsA>(M, nrows, [&](auto rows, int64_t m, int64_t n) {
-    Tile<decltype(rows)::value>(a + m * lda, lda, p + n * ldp, ldp, kcp, c + m * ldc + n, ldc);
-  });
+  for (int64_t m = 0; m < M;) {
+    const int64_t left = M - m;
+    const int mr = left >= kMmlaRows ? kMmlaRows : left >= 2 ? 2 : 1;
+    for (int64_t n = 0; n < nrows; n += kPanelRows) {
+      const uint16_t* pa = a + m * lda;
+      const uint16_t* pp = p + n * ldp;
+      float* pc = c + m * ldc + n;
+      if (mr == kMmlaRows)
+        MmlaTile<kMmlaRows>(pa, lda, pp, ldp, kcp, pc, ldc);
+      else if (mr == 2)
+        MmlaTile<2>(pa, lda, pp, ldp, kcp, pc, ldc);
+      else
+        MmlaTile<1>(pa, lda, pp, ldp, kcp, pc, ldc);
+    }
+    m += mr;
+  }
 }
 
 // ---- Streaming decode (small M) -----------------------------------------------------
@@ -244,7 +343,8 @@ void Stream(DType dt, const void* av, int64_t lda, int64_t M, const void* b, int
 
 const KernelSet& NeonBf16Kernels() {
   static const KernelSet ks = [] {
-    KernelSet k{"neonbf16-bfdot", kVec, 2, 1.0f, &Accepts, &Pack, &Gemm, &Stream, kStreamMaxMF32};
+    KernelSet k{"neonbf16-bfmmla", kVec, 2, 1.0f, &Accepts, &Pack, &Gemm, &Stream, kStreamMaxMF32};
+    k.pack_panel = &PackPanel;
     k.rows_as_one = &ks;  // one sum per weight row for every tile height: rows never depend on M
     return k;
   }();

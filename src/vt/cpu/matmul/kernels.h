@@ -118,6 +118,12 @@ struct KernelSet {
   // F32, whose pairs of rows sum differently from one row. nullptr: none established, and
   // GemmRowsAsOne (matmul/rows.h) multiplies such a set's rows one call each.
   const KernelSet* rows_as_one = nullptr;
+  // Optional: the panel packing of the blocked path (nullptr: `pack`), for a gemm that reads
+  // panel rows in another layout than a's rows. It fills `rows` rows rounded up to an even
+  // count (the odd row's partner zero); the driver zeroes the panel from there to the
+  // multiple of kPanelRows.
+  void (*pack_panel)(DType src_dtype, const void* src, int64_t src_ld, int64_t rows, int64_t k0, int64_t kc,
+                     void* dst, int64_t ld, int64_t kcp) = nullptr;
 };
 // Every set's `gemm` gives row m of a the same sums whatever M and the other rows are
 // (each row's accumulators see the same operations in the same order for every tile
@@ -140,6 +146,17 @@ struct LastGemm {
   const char* epilogue = nullptr;  // the vector width the results were stored with
 };
 LastGemm LastGemmOnThisThread();
+// Every distinct (set, path, weight dtype) the calling thread's CPU Matmul/MatmulFp8 calls
+// ran since ResetGemmsSeenOnThisThread (at most 16 kept; for tests that run a whole model
+// step, e.g. the engine's, whose last GEMM is not its FP8 one).
+struct GemmSeen {
+  const char* set = nullptr;
+  bool stream = false;
+  bool packed = false;
+  DType b_dtype = DType::kF32;
+};
+void ResetGemmsSeenOnThisThread();
+int GemmsSeenOnThisThread(GemmSeen* out, int capacity);  // fills up to capacity; returns the count kept
 // Tests: the epilogue a queue at ISA level `isa` (a vt::CpuIsa) stores with, on f32 sums
 // acc [rows, cols]: out[r * cols + j] = alpha * (acc[r * cols + j] * unscale) [+ bias[j]]
 // rounded once to out_dtype (kF32 or kBF16). Returns the variant's name.

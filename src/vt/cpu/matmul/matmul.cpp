@@ -98,6 +98,20 @@ struct Gemm {
 using StoreRowsFn = decltype(Gemm::store_rows);
 
 thread_local matmul::LastGemm t_last_gemm;
+constexpr int kGemmsSeenMax = 16;
+thread_local matmul::GemmSeen t_gemms_seen[kGemmsSeenMax];
+thread_local int t_gemms_seen_count = 0;
+
+// Records this thread's GEMM: the last one, and among the distinct ones seen.
+void NoteGemm(const matmul::LastGemm& last, DType b_dtype) {
+  t_last_gemm = last;
+  for (int i = 0; i < t_gemms_seen_count; ++i) {
+    const matmul::GemmSeen& s = t_gemms_seen[i];
+    if (s.set == last.set && s.stream == last.stream && s.packed == last.packed && s.b_dtype == b_dtype) return;
+  }
+  if (t_gemms_seen_count < kGemmsSeenMax)
+    t_gemms_seen[t_gemms_seen_count++] = matmul::GemmSeen{last.set, last.stream, last.packed, b_dtype};
+}
 
 const KernelSet& ChooseKernels(CpuIsa isa, DType a, DType b) {
 #if defined(VT_CPU_X86)
@@ -226,9 +240,15 @@ void RunTile(const KernelSet& ks, const Gemm& g, const Blocking& bl, const std::
       const int64_t kc = std::min(bl.kc, g.K - k0);
       const int64_t kcp = RoundUp(kc, ks.kvec);
       const auto* bsrc = static_cast<const std::byte*>(g.b) + static_cast<size_t>(nb * g.K) * b_elt;
-      ks.pack(g.b_dtype, bsrc, g.K, rows, k0, kc, panel, kcp, kcp);
-      if (rows_p > rows)
-        std::memset(panel + rows * kcp * ks.elt_size, 0, static_cast<size_t>((rows_p - rows) * kcp * ks.elt_size));
+      int64_t filled = rows;
+      if (ks.pack_panel != nullptr) {
+        ks.pack_panel(g.b_dtype, bsrc, g.K, rows, k0, kc, panel, kcp, kcp);
+        filled = RoundUp(rows, 2);
+      } else {
+        ks.pack(g.b_dtype, bsrc, g.K, rows, k0, kc, panel, kcp, kcp);
+      }
+      if (rows_p > filled)
+        std::memset(panel + filled * kcp * ks.elt_size, 0, static_cast<size_t>((rows_p - filled) * kcp * ks.elt_size));
       ks.gemm(ap + (m0 * bl.kp + k0) * ks.elt_size, bl.kp, rows_m, panel, kcp, rows_p, kcp, acc, rows_p);
     }
     g.store_rows(g, unscale, acc, rows_p, m0, rows_m, nb, rows);
@@ -439,7 +459,7 @@ void RunGemm(const Queue& q, Gemm g, bool rows_as_one = false) {
   if (ks.packed != nullptr && g.a_dtype == DType::kF8E4M3 && g.b_dtype == DType::kF8E4M3 && g.b_tensor != nullptr) {
     if (const uint8_t* blocks = PackedBlocksOf(*ks.packed, *g.b_tensor); blocks != nullptr) {
       // Every M: the packed kernels' rows never depend on it (matmul/kernels.h).
-      t_last_gemm = matmul::LastGemm{ks.packed->name, false, true, g.store_rows_name};
+      NoteGemm(matmul::LastGemm{ks.packed->name, false, true, g.store_rows_name}, g.b_dtype);
       RunPacked(cq, *ks.packed, g, blocks);
       g_packed_gemm_calls.fetch_add(1, std::memory_order_relaxed);
       if (ks.packed->inner != nullptr && ks.packed->inner() == matmul::Inner::kF32Bits)
@@ -484,7 +504,7 @@ void RunGemm(const Queue& q, Gemm g, bool rows_as_one = false) {
   // Split N across threads (every decode, and prefill with enough weight rows); split M
   // when N is too small to feed the threads.
   const int threads = cq.pool.size();
-  t_last_gemm = matmul::LastGemm{rs.name, stream, false, g.store_rows_name};
+  NoteGemm(matmul::LastGemm{rs.name, stream, false, g.store_rows_name}, g.b_dtype);
   if (stream) {
     const std::byte* as = ap;
     const size_t prepared = rs.stream_a_bytes != nullptr ? rs.stream_a_bytes(g.b_dtype, bl.kp, g.M) : 0;
@@ -531,6 +551,11 @@ int64_t matmul::RowsAsOneCalls() { return g_rows_as_one_calls.load(std::memory_o
 int64_t matmul::RowsAsOneRows() { return g_rows_as_one_rows.load(std::memory_order_relaxed); }
 
 matmul::LastGemm matmul::LastGemmOnThisThread() { return t_last_gemm; }
+void matmul::ResetGemmsSeenOnThisThread() { t_gemms_seen_count = 0; }
+int matmul::GemmsSeenOnThisThread(GemmSeen* out, int capacity) {
+  for (int i = 0; i < t_gemms_seen_count && i < capacity; ++i) out[i] = t_gemms_seen[i];
+  return t_gemms_seen_count;
+}
 const char* matmul::StoreRowsForTest(int isa, const float* acc, int64_t rows, int64_t cols, float unscale,
                                      float alpha, const float* bias, DType out_dtype, void* out) {
   const Tensor bias_t = bias != nullptr ? Tensor::FromHost(bias, {cols}, DType::kF32) : Tensor();
