@@ -18,7 +18,9 @@
 //      projections beside static FP8, as weight and scale bytes streamed per second;
 //   5. decode attention (PagedAttention, one query row over a paged cache of 1k and 4k
 //      tokens, Qwen3-0.6B and Qwen3-8B head layouts) with BF16 and FP8 caches, as cache
-//      bytes read per second and the fraction of the bandwidth.
+//      bytes read per second and the fraction of the bandwidth;
+//   6. prefill attention (PagedAttention of a 1k and a 4k prompt, Qwen3-0.6B heads) with
+//      BF16 and FP8 caches, the tile kernel beside 32-row items of the one-query kernel.
 // Weights rotate through copies totalling more than the last-level cache, so decode reads
 // them from memory as a model's forward pass does. Figures are medians of repeated runs
 // (the fp8 and BF16 calls alternated, so all medians see the same machine state).
@@ -28,7 +30,8 @@
 //                                                           x86-64, scalar|neon|neonbf16 on aarch64)
 //                    [--fp8-decode half|f32-bits]   (the avx2/avx512 levels' fp8 stream decode;
 //                                                    default: f32-bits on AMD, half elsewhere)
-//                    [--only projections|block-fp8|attention]   (sections 1 and 2, then that one)
+//                    [--only projections|block-fp8|attention|prefill-attention]
+//                                                   (sections 1 and 2, then that one)
 // It builds for aarch64 too (scripts/build_aarch64.sh --bench), there with NEON loads in the
 // read loop and FMLA / BFDOT as the multiply limit (neonbf16 also prints the BFMMLA rate, the
 // prefill GEMM's multiply, against BFDOT's).
@@ -439,6 +442,51 @@ void DecodeAttention(const vt::Queue& q, bool quick, double bw, int64_t rotation
               static_cast<long long>(kBlock));
 }
 
+// 6. Prefill attention: one layer's PagedAttention of a fresh prompt of n tokens (every row
+// a query, causal), 16-token blocks in shuffled order, BF16 and FP8 caches; the tile kernel
+// (what a prefill step runs) alternated with SetPrefillTiles(false), items of 32 rows through
+// the one-query kernel. GFLOP/s counts 4·D multiply-add flops per (query head, key) pair a
+// causal prompt has.
+void PrefillAttention(const vt::Queue& q, bool quick, std::mt19937& rng) {
+  constexpr int64_t kBlock = 16, Hq = 16, Hk = 8, D = 128;
+  std::printf("\n%-11s %6s | %9s %9s %9s | %9s %9s %9s\n", "heads", "prompt", "bf16 ms", "GF/s", "32-row ms",
+              "fp8 ms", "GF/s", "32-row ms");
+  for (int64_t n : quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{1024, 4096}) {
+    const int64_t blocks = n / kBlock, row = Hk * D;
+    std::vector<int32_t> ids(static_cast<size_t>(blocks));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    const vt::Tensor table = vt::Tensor::FromHost(ids.data(), {1, blocks}, vt::DType::kI32);
+    const int32_t len = static_cast<int32_t>(n), qsl[2] = {0, static_cast<int32_t>(n)};
+    const vt::Tensor seq_lens = vt::Tensor::FromHost(&len, {1}, vt::DType::kI32);
+    const vt::Tensor starts = vt::Tensor::FromHost(qsl, {2}, vt::DType::kI32);
+    const vt::Tensor query = Tiled(RandomBf16(1024, Hq * D, rng), n);
+    vt::Tensor out = vt::Tensor::Empty({n, Hq * D}, vt::DType::kBF16);
+    const std::vector<int64_t> shape = {blocks, kBlock, Hk, D};
+    const vt::Tensor kc16 = Tiled(RandomBf16(1024, row, rng), n).View(shape);
+    const vt::Tensor vc16 = Tiled(RandomBf16(1024, row, rng), n).View(shape);
+    const vt::Tensor kc8 = Tiled(RandomFp8(1024, row, rng), n).View(shape);
+    const vt::Tensor vc8 = Tiled(RandomFp8(1024, row, rng), n).View(shape);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    auto run = [&](const vt::Tensor& kc, const vt::Tensor& vc, float kv_scale, bool tiles) {
+      vt::cpu::attention::SetPrefillTiles(tiles);
+      vt::PagedAttention(q, out, query, kc, vc, table, seq_lens, starts, scale, kv_scale, kv_scale);
+      vt::cpu::attention::SetPrefillTiles(true);
+    };
+    const std::vector<double> t = TimeMedians({[&](int) { run(kc16, vc16, 1.0f, true); },
+                                               [&](int) { run(kc16, vc16, 1.0f, false); },
+                                               [&](int) { run(kc8, vc8, 0.01f, true); },
+                                               [&](int) { run(kc8, vc8, 0.01f, false); }},
+                                              3, 0.5);
+    const double flop = 4.0 * static_cast<double>(D) * static_cast<double>(Hq) * static_cast<double>(n) *
+                        static_cast<double>(n + 1) / 2.0;
+    std::printf("%-11s %6lld | %9.1f %9.1f %9.1f | %9.1f %9.1f %9.1f\n", "Qwen3-0.6B", static_cast<long long>(n),
+                t[0] * 1e3, flop / t[0] / 1e9, t[1] * 1e3, t[2] * 1e3, flop / t[2] / 1e9, t[3] * 1e3);
+  }
+  std::printf("one layer's prefill attention of one prompt (BF16 queries, 16 / 8 heads of 128); 32-row: items of 32 "
+              "rows through the one-query kernel (SetPrefillTiles(false)).\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -450,8 +498,10 @@ int main(int argc, char** argv) {
       opt.quick = true;
     } else if (arg == "--only" && i + 1 < argc) {
       opt.only = argv[++i];
-      if (opt.only != "projections" && opt.only != "block-fp8" && opt.only != "attention") {
-        std::fprintf(stderr, "unknown --only %s (projections, block-fp8 or attention)\n", opt.only.c_str());
+      if (opt.only != "projections" && opt.only != "block-fp8" && opt.only != "attention" &&
+          opt.only != "prefill-attention") {
+        std::fprintf(stderr, "unknown --only %s (projections, block-fp8, attention or prefill-attention)\n",
+                     opt.only.c_str());
         return 2;
       }
     } else if (arg == "--threads" && i + 1 < argc) {
@@ -482,7 +532,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--threads N] [--isa LEVEL] "
-                   "[--fp8-decode half|f32-bits] [--only projections|block-fp8|attention]\n",
+                   "[--fp8-decode half|f32-bits] [--only projections|block-fp8|attention|prefill-attention]\n",
                    argv[0]);
       return 2;
     }
@@ -623,5 +673,6 @@ int main(int argc, char** argv) {
     BlockFp8Decode(q, opt.quick ? shapes : std::vector<ShapeSpec>(shapes.begin(), shapes.begin() + 3), bw,
                  rotation_bytes, decode_reps, decode_secs, rng);
   if (opt.only.empty() || opt.only == "attention") DecodeAttention(q, opt.quick, bw, rotation_bytes, decode_reps, decode_secs, rng);
+  if (opt.only.empty() || opt.only == "prefill-attention") PrefillAttention(q, opt.quick, rng);
   return 0;
 }

@@ -191,6 +191,61 @@ TEST(PagedAttentionOp, DecodeReadsTheCacheInPlace) {
     }
 }
 
+// The tile kernel's (block, item) widenings for a batch's prefill sequences (n_new > 1):
+// items of PrefillItemRows(group) rows per KV head (heads not split: the cases below have at
+// least as many items as threads), each widening the blocks up to its last row's position
+// once. The old path widened them once per 32 rows.
+int64_t TileWidenings(int64_t Hq, int64_t Hk, int64_t block_size, const std::vector<Seq>& seqs) {
+  const int64_t rows = cpu::attention::PrefillItemRows(Hq / Hk);
+  int64_t total = 0;
+  for (const Seq& s : seqs) {
+    if (s.n_new < 2) continue;
+    for (int64_t r0 = 0; r0 < s.n_new; r0 += rows) {
+      const int64_t last = s.ctx - s.n_new + std::min(s.n_new, r0 + rows) - 1;
+      total += Hk * (last / block_size + 1);
+    }
+  }
+  return total;
+}
+
+// Long prompts, whole and as a later chunk over cached tokens (positions 520..759), beside
+// a decode row, at GQA ratios 1, 2, 4, 8 and 6 (Hq / Hk): every vector level runs the
+// prefill rows through attend_tile, each block widened once per item (counted), within the
+// bounds of the tests above. Rows per item make several vector tiles, tiles whose queries
+// see only part of a block, and items that start past a block's first key.
+TEST(PagedAttentionOp, PrefillTilesOverLongPromptsAndChunks) {
+  struct Heads {
+    int64_t Hq, Hk, D;
+  };
+  for (CpuIsa isa : vt_test::IsaLevels()) {
+    int threads = 1;
+    for (const Heads& h : {Heads{8, 8, 64}, Heads{8, 4, 64}, Heads{8, 2, 128}, Heads{8, 1, 64}, Heads{12, 2, 64}}) {
+      threads = 4 - threads;  // 3, 1, 3, ...
+      Queue q = Queue::Cpu(threads, isa);
+      const bool vector = cpu::attention::ForIsa(q.cpu_isa(), h.D) != nullptr;
+      const std::vector<Seq> seqs = {{600, 180, {}}, {261, 261, {}}, {90, 1, {}}};
+      for (DType dtype : {DType::kF32, DType::kBF16}) {
+        const int64_t before = cpu::attention::TileBlocksWidened();
+        EXPECT_LT(RunCase(q, dtype, h.Hq, h.Hk, h.D, 16, seqs, 11), dtype == DType::kF32 ? 2e-6 : 8e-3)
+            << CpuIsaName(isa) << " " << threads << " " << h.Hq << "/" << h.Hk << " " << DTypeName(dtype);
+        EXPECT_EQ(cpu::attention::TileBlocksWidened() - before, vector ? TileWidenings(h.Hq, h.Hk, 16, seqs) : 0)
+            << CpuIsaName(isa) << " " << h.Hq << "/" << h.Hk;
+      }
+    }
+    // Blocks longer than a pass of the tile kernel (32 keys), of a size no vector divides;
+    // a head size that is not a whole number of the score product's runs (16 elements).
+    Queue q = Queue::Cpu(2, isa);
+    const std::vector<Seq> seqs = {{300, 170, {}}, {77, 77, {}}};
+    for (int64_t D : {32, 40}) {
+      const int64_t before = cpu::attention::TileBlocksWidened();
+      EXPECT_LT(RunCase(q, DType::kF32, 4, 1, D, 45, seqs, 12), 2e-6) << CpuIsaName(isa) << " D " << D;
+      const bool vector = cpu::attention::ForIsa(q.cpu_isa(), D) != nullptr;
+      EXPECT_EQ(cpu::attention::TileBlocksWidened() - before, vector ? TileWidenings(4, 1, 45, seqs) : 0)
+          << CpuIsaName(isa) << " D " << D;
+    }
+  }
+}
+
 TEST(KvCacheWriteOp, PlacesRowsBySlotAndSkipsNegativeSlots) {
   Queue q = Queue::Cpu(1);
   const int64_t nb = 3, bs = 2, Hk = 1, D = 2;

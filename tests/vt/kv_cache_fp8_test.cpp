@@ -220,6 +220,27 @@ TEST(KvCacheFp8, PagedAttentionMatchesFloat64OfTheDequantizedCache) {
     }
 }
 
+// Long prompts over an F8E4M3 cache, whole and as a later chunk over cached tokens, at GQA
+// ratios 2 and 4: the vector levels run them through the prefill tile kernel (its widening
+// count moves). F32 queries: the op table's absolute term (1e-5), since over hundreds of keys of
+// these magnitudes the portable loops' f32 sums alone exceed 2e-6; BF16 as above.
+TEST(KvCacheFp8, LongPrefillChunksThroughTheTileKernel) {
+  for (vt::CpuIsa isa : vt_test::IsaLevels()) {
+    const vt::Queue q = vt_test::QueueFor(isa, 2);
+    const bool vector = vt::cpu::attention::ForIsa(isa, 64) != nullptr;
+    for (DType d : {DType::kF32, DType::kBF16}) {
+      const double bound = d == DType::kF32 ? 1e-5 : 8e-3;
+      const std::string where = std::string(vt::CpuIsaName(isa)) + " " + std::string(vt::DTypeName(d));
+      const int64_t before = vt::cpu::attention::TileBlocksWidened();
+      EXPECT_LT(RunAttention(q, d, 8, 4, 64, 16, {{400, 130}, {150, 150}, {40, 1}}, 1.0f / 64, 1.0f / 128, 5, bound),
+                1.0)
+          << where;
+      EXPECT_LT(RunAttention(q, d, 16, 4, 64, 16, {{300, 90}}, 0.02f, 0.0077f, 6, bound), 1.0) << where;
+      EXPECT_EQ(vt::cpu::attention::TileBlocksWidened() > before, vector) << where;
+    }
+  }
+}
+
 TEST(KvCacheFp8, BadArgumentsAreErrors) {
   const vt::Queue q = vt::Queue::Cpu(1);
   const Tensor k = vt_test::MakeTensor(std::vector<float>(8, 1.0f), {1, 8}, DType::kBF16);

@@ -2,11 +2,14 @@
 // PagedAttention: causal attention of each sequence's new tokens over its paged KV cache,
 // with an f32 online softmax.
 //
-// Prefill work is split into items (sequence, KV head, group of query heads, chunk of query
-// rows); an item converts each cache block of its KV head to f32 once and uses it for every
-// query head of the group and every row of the chunk, so GQA reads the cache once per KV
-// head. Each (query row, head, block) step runs the queue's vector kernel
-// (attention_kernels.h) where the ISA and head size allow, else the portable loops below.
+// Prefill work is split into items (sequence, KV head, group of query heads, range of query
+// rows, PrefillItemRows of them); an item converts each cache block of its KV head to f32
+// once and uses it for every query head of the group and every row of the range, so GQA
+// reads the cache once per KV head and a prompt's blocks are widened once per item rather
+// than once per few rows. Where the queue's ISA has a vector kernel set (attention_kernels.h)
+// the item's queries go through its tile kernel, queries in vector lanes; else the portable
+// loops below. Items are claimed one at a time by the pool's threads, the costliest first
+// (a causal prompt's last rows see the most keys).
 // Decode sequences (one query row) with a vector kernel set go in pieces of their context
 // instead (sequence, range of blocks, every head): the kernel reads each block's key and
 // value rows where they are, in the cache's dtype, so the block's bytes are read together;
@@ -43,13 +46,20 @@ const KernelSet* ForIsa(CpuIsa isa, int64_t D) {
 }
 
 namespace {
-std::atomic<int64_t> g_blocks_in_place{0}, g_pieces_combined{0};
-std::atomic<bool> g_read_in_place{true};
+std::atomic<int64_t> g_blocks_in_place{0}, g_pieces_combined{0}, g_tile_blocks{0};
+std::atomic<bool> g_read_in_place{true}, g_prefill_tiles{true};
+// Query rows per prefill item with SetPrefillTiles(false) (one-query kernel).
+constexpr int64_t kOneQueryRows = 32;
+// Query vectors (rows × query heads) per prefill item, about.
+constexpr int64_t kItemQueries = 128;
 }  // namespace
 
+int64_t PrefillItemRows(int64_t heads) { return std::max<int64_t>(1, kItemQueries / std::max<int64_t>(1, heads)); }
+int64_t TileBlocksWidened() { return g_tile_blocks.load(std::memory_order_relaxed); }
 int64_t BlocksReadInPlace() { return g_blocks_in_place.load(std::memory_order_relaxed); }
 int64_t PiecesCombined() { return g_pieces_combined.load(std::memory_order_relaxed); }
 void SetReadInPlace(bool on) { g_read_in_place.store(on, std::memory_order_relaxed); }
+void SetPrefillTiles(bool on) { g_prefill_tiles.store(on, std::memory_order_relaxed); }
 
 }  // namespace vt::cpu::attention
 
@@ -57,7 +67,6 @@ namespace vt::cpu {
 
 namespace {
 
-constexpr int64_t kRowChunk = 32;       // query rows per work item (prefill)
 constexpr int64_t kMinPieceBlocks = 8;  // cache blocks per decode piece, at least
 
 struct WorkItem {
@@ -114,6 +123,39 @@ inline void CacheToF32(float* dst, const void* src, const Geometry& g, const att
   ToF32(dst, src, g.cache_dtype, n);
 }
 
+// KV head kv_head's key and value rows j < count of cache block `block`, as f32 rows D apart.
+void WidenBlock(const attention::KernelSet* ks, const Geometry& g, const Tensor& key_cache, const Tensor& value_cache,
+                int64_t block, int64_t kv_head, int64_t count, float* kf, float* vf) {
+  const size_t csize = DTypeSize(g.cache_dtype);
+  const size_t base = static_cast<size_t>((block * g.block_size * g.Hk + kv_head) * g.D);
+  const int64_t token_stride = g.Hk * g.D;  // between consecutive slots of a block
+  for (int64_t j = 0; j < count; ++j) {
+    const size_t at = (base + j * token_stride) * csize;
+    CacheToF32(kf + j * g.D, static_cast<const char*>(key_cache.data()) + at, g, ks, g.k_table, g.k_scale, g.D);
+    CacheToF32(vf + j * g.D, static_cast<const char*>(value_cache.data()) + at, g, ks, g.v_table, g.v_scale, g.D);
+  }
+}
+
+// This KV head's rows of a block are Hk·D elements apart, too far apart for the hardware
+// prefetchers: the next block's rows are prefetched while this one is converted and used.
+void PrefetchBlock(const Geometry& g, const Tensor& key_cache, const Tensor& value_cache, int64_t block,
+                   int64_t kv_head, int64_t count) {
+  const size_t csize = DTypeSize(g.cache_dtype);
+  const size_t base = static_cast<size_t>((block * g.block_size * g.Hk + kv_head) * g.D);
+  const size_t row_bytes = static_cast<size_t>(g.D) * csize;
+  for (int64_t j = 0; j < count; ++j) {
+    const size_t at = (base + j * g.Hk * g.D) * csize;
+    const char* k = static_cast<const char*>(key_cache.data()) + at;
+    const char* v = static_cast<const char*>(value_cache.data()) + at;
+    for (size_t o = 0; o < row_bytes; o += 64) {
+      __builtin_prefetch(k + o);
+      __builtin_prefetch(v + o);
+    }
+  }
+}
+
+// A prefill item (or, with SetReadInPlace(false), a decode row) by the portable loops, or
+// by the kernel set's one-query kernel attend_block.
 void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& g, const Tensor& out,
              const Tensor& query, const Tensor& key_cache, const Tensor& value_cache, const int32_t* block_row,
              int64_t ctx, int64_t q_start, int64_t n_new, float scale) {
@@ -126,7 +168,7 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
   kf.resize(g.block_size * D);
   vf.resize(g.block_size * D);
   score.resize(g.block_size);
-  const size_t esize = DTypeSize(g.dtype), csize = DTypeSize(g.cache_dtype);
+  const size_t esize = DTypeSize(g.dtype);
   // Query vector (r, h) at index (r - row0) * heads + (h - head0), pre-scaled.
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < heads; ++h) {
@@ -136,37 +178,14 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
       for (int64_t i = 0; i < D; ++i) dst[i] *= scale;
     }
   const int64_t first_pos = ctx - n_new;           // position of new row 0
-  const int64_t last_pos = first_pos + w.row1 - 1;  // the furthest any row of the chunk sees
-  const int64_t token_stride = g.Hk * D;            // between consecutive slots of a block
-  // This KV head's rows of a block are token_stride apart, too far apart for the hardware
-  // prefetchers: the next block's rows are prefetched while this one is converted and used.
-  const size_t row_bytes = static_cast<size_t>(D) * csize;
-  auto prefetch_block = [&](int64_t b) {
-    if (b * g.block_size > last_pos) return;
-    const size_t base = static_cast<size_t>((block_row[b] * g.block_size * g.Hk + w.kv_head) * D);
-    const int64_t count = std::min(g.block_size, last_pos + 1 - b * g.block_size);
-    for (int64_t j = 0; j < count; ++j) {
-      const char* k = static_cast<const char*>(key_cache.data()) + (base + j * token_stride) * csize;
-      const char* v = static_cast<const char*>(value_cache.data()) + (base + j * token_stride) * csize;
-      for (size_t o = 0; o < row_bytes; o += 64) {
-        __builtin_prefetch(k + o);
-        __builtin_prefetch(v + o);
-      }
-    }
-  };
-  prefetch_block(0);
+  const int64_t last_pos = first_pos + w.row1 - 1;  // the furthest any row of the item sees
+  auto count_of = [&](int64_t b) { return std::min(g.block_size, last_pos + 1 - b * g.block_size); };
+  PrefetchBlock(g, key_cache, value_cache, block_row[0], w.kv_head, count_of(0));
   for (int64_t b = 0; b * g.block_size <= last_pos; ++b) {
-    const int64_t tok0 = b * g.block_size;
-    const int64_t count = std::min(g.block_size, last_pos + 1 - tok0);
-    const int64_t block = block_row[b];
-    const size_t base = static_cast<size_t>((block * g.block_size * g.Hk + w.kv_head) * D);
-    prefetch_block(b + 1);
-    for (int64_t j = 0; j < count; ++j) {
-      CacheToF32(&kf[j * D], static_cast<const char*>(key_cache.data()) + (base + j * token_stride) * csize, g, ks,
-                 g.k_table, g.k_scale, D);
-      CacheToF32(&vf[j * D], static_cast<const char*>(value_cache.data()) + (base + j * token_stride) * csize, g, ks,
-                 g.v_table, g.v_scale, D);
-    }
+    const int64_t tok0 = b * g.block_size, count = count_of(b);
+    if ((b + 1) * g.block_size <= last_pos)
+      PrefetchBlock(g, key_cache, value_cache, block_row[b + 1], w.kv_head, count_of(b + 1));
+    WidenBlock(ks, g, key_cache, value_cache, block_row[b], w.kv_head, count, kf.data(), vf.data());
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t pos = first_pos + w.row0 + r;
       const int64_t valid = std::min(count, pos + 1 - tok0);
@@ -207,6 +226,66 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
       const int64_t o = (t * g.Hq + w.head0 + h) * D;
       for (int64_t i = 0; i < D; ++i) StoreFloat(out.data(), g.dtype, o + i, acc[qi * D + i] * inv);
     }
+}
+
+// A prefill item by the kernel set's tile kernel: the item's queries transposed into qt
+// (query (r, h) at index (r - row0) * heads + (h - head0), pre-scaled; padded to whole
+// vectors with zero queries at the last row's position), each block widened once, then
+// attend_tile for the queries that see any of its keys.
+void RunTileItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& g, const Tensor& out,
+                 const Tensor& query, const Tensor& key_cache, const Tensor& value_cache, const int32_t* block_row,
+                 int64_t ctx, int64_t q_start, int64_t n_new, float scale) {
+  const int64_t D = g.D, heads = w.head1 - w.head0, rows = w.row1 - w.row0, nq = heads * rows;
+  const int64_t ldq = (nq + ks->lanes - 1) / ks->lanes * ks->lanes;
+  thread_local std::vector<float> qt, qrow, pos, acc, m, l, kf, vf;
+  qt.assign(D * ldq, 0.0f);
+  qrow.resize(D);
+  pos.resize(ldq);
+  acc.assign(ldq * D, 0.0f);
+  m.assign(ldq, -INFINITY);
+  l.assign(ldq, 0.0f);
+  kf.resize((g.block_size + 31) / 32 * 32 * D);  // whole passes of 32 keys (attend_tile)
+  vf.resize(g.block_size * D);
+  const size_t esize = DTypeSize(g.dtype);
+  const int64_t first_pos = ctx - n_new;           // position of new row 0
+  const int64_t last_pos = first_pos + w.row1 - 1;  // the furthest any row of the item sees
+  const char* const src = static_cast<const char*>(query.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t i = r * heads + h, t = q_start + w.row0 + r;
+      ToF32(qrow.data(), src + ((t * g.Hq + w.head0 + h) * D) * esize, g.dtype, D);
+      for (int64_t d = 0; d < D; ++d) qt[d * ldq + i] = qrow[d] * scale;
+      pos[i] = static_cast<float>(first_pos + w.row0 + r);
+    }
+  for (int64_t i = nq; i < ldq; ++i) pos[i] = static_cast<float>(last_pos);
+  auto count_of = [&](int64_t b) { return std::min(g.block_size, last_pos + 1 - b * g.block_size); };
+  PrefetchBlock(g, key_cache, value_cache, block_row[0], w.kv_head, count_of(0));
+  int64_t blocks = 0;
+  for (int64_t b = 0; b * g.block_size <= last_pos; ++b, ++blocks) {
+    const int64_t tok0 = b * g.block_size, count = count_of(b);
+    if ((b + 1) * g.block_size <= last_pos)
+      PrefetchBlock(g, key_cache, value_cache, block_row[b + 1], w.kv_head, count_of(b + 1));
+    WidenBlock(ks, g, key_cache, value_cache, block_row[b], w.kv_head, count, kf.data(), vf.data());
+    // The first query at or after tok0 (queries ascend in position), from its vector on.
+    const int64_t first = tok0 <= first_pos + w.row0 ? 0 : (tok0 - first_pos - w.row0) * heads;
+    const int64_t q0 = first / ks->lanes * ks->lanes;
+    ks->attend_tile(qt.data(), ldq, pos.data(), q0, ldq, kf.data(), vf.data(), count, tok0, D, acc.data(), m.data(),
+                    l.data());
+  }
+  attention::g_tile_blocks.fetch_add(blocks, std::memory_order_relaxed);
+  void* const dst = out.data();
+  for (int64_t i = 0; i < nq; ++i) {
+    const int64_t r = i / heads, h = i % heads, t = q_start + w.row0 + r;
+    const float inv = 1.0f / l[i];
+    const int64_t o = (t * g.Hq + w.head0 + h) * D;
+    const float* a = &acc[i * D];
+    if (g.dtype == DType::kBF16) {
+      auto* p = static_cast<uint16_t*>(dst) + o;
+      for (int64_t d = 0; d < D; ++d) p[d] = FloatToBf16(a[d] * inv);
+    } else {
+      for (int64_t d = 0; d < D; ++d) StoreFloat(dst, g.dtype, o + d, a[d] * inv);
+    }
+  }
 }
 
 // A decode step's sequence (one query row, t) over blocks [b0, b1) of its context, every
@@ -321,6 +400,10 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
   // Validate the metadata and count the row chunks (and the decode sequences' blocks).
   VT_CHECK(qsl[0] == 0 && qsl[S] == T, "PagedAttention: query_start_loc must run from 0 to the ", T,
            " query rows, got [", qsl[0], " .. ", qsl[S], "]");
+  // Query rows per prefill item, for a whole group of query heads (kept when the groups
+  // are split below).
+  const bool tiles = ks != nullptr && attention::g_prefill_tiles.load(std::memory_order_relaxed);
+  const int64_t item_rows = tiles ? attention::PrefillItemRows(g.group) : attention::kOneQueryRows;
   int64_t chunks = 0, decode_blocks = 0;
   for (int64_t s = 0; s < S; ++s) {
     const int64_t n = qsl[s + 1] - qsl[s], ctx = lens[s];
@@ -334,7 +417,7 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
       VT_CHECK(id >= 0 && id < g.num_blocks, "PagedAttention: block_tables[", s, ", ", b, "] = ", id,
                " is outside the cache's ", g.num_blocks, " blocks");
     }
-    if (!decode_in_place || n != 1) chunks += (n + kRowChunk - 1) / kRowChunk;
+    if (!decode_in_place || n != 1) chunks += (n + item_rows - 1) / item_rows;
     else decode_blocks += (ctx + g.block_size - 1) / g.block_size;
   }
   // Split query-head groups further when there are too few items to fill the pool.
@@ -362,19 +445,38 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
         pieces.push_back({s, nb * i / count, nb * (i + 1) / count, count > 1 ? partials++ : -1});
       continue;
     }
-    for (int64_t r0 = 0; r0 < n; r0 += kRowChunk)
+    for (int64_t r0 = 0; r0 < n; r0 += item_rows)
       for (int64_t kh = 0; kh < g.Hk; ++kh)
         for (int64_t part = 0; part < split; ++part) {
           const int64_t per = g.group / split;
           const int64_t h0 = kh * g.group + part * per;
-          items.push_back({s, kh, h0, h0 + per, r0, std::min(n, r0 + kRowChunk)});
+          items.push_back({s, kh, h0, h0 + per, r0, std::min(n, r0 + item_rows)});
         }
   }
   const int64_t state = 2 * g.Hq + g.Hq * g.D;
   std::vector<float> states(static_cast<size_t>(partials * state));
   const int64_t npieces = static_cast<int64_t>(pieces.size());
-  Cpu(q).pool.ParallelFor(npieces + static_cast<int64_t>(items.size()), 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
+  const int64_t ntasks = npieces + static_cast<int64_t>(items.size());
+  // Tasks in order of decreasing cost (query vectors times the keys they see), claimed one
+  // at a time: the pool's contiguous split of a causal prompt would give the thread with the
+  // last rows most of the work.
+  std::vector<std::pair<int64_t, int64_t>> order(static_cast<size_t>(ntasks));  // (-cost, task)
+  for (int64_t i = 0; i < ntasks; ++i) {
+    int64_t cost;
+    if (i < npieces) {
+      cost = (pieces[i].b1 - pieces[i].b0) * g.block_size * g.Hq;
+    } else {
+      const WorkItem& w = items[i - npieces];
+      const int64_t n = qsl[w.seq + 1] - qsl[w.seq];
+      cost = (w.head1 - w.head0) * (w.row1 - w.row0) * (lens[w.seq] - n + w.row1);
+    }
+    order[i] = {-cost, i};
+  }
+  std::sort(order.begin(), order.end());
+  std::atomic<int64_t> next{0};
+  Cpu(q).pool.ParallelFor(std::min<int64_t>(ntasks, threads), 1, [&](int64_t, int64_t) {
+    for (int64_t k = next.fetch_add(1); k < ntasks; k = next.fetch_add(1)) {
+      const int64_t i = order[k].second;
       if (i < npieces) {
         const Piece& p = pieces[i];
         RunDecodePiece(ks, g, out, query, key_cache, value_cache, tables + p.seq * g.max_blocks, lens[p.seq],
@@ -382,8 +484,13 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
         continue;
       }
       const WorkItem& w = items[i - npieces];
-      RunItem(ks, w, g, out, query, key_cache, value_cache, tables + w.seq * g.max_blocks, lens[w.seq], qsl[w.seq],
-              qsl[w.seq + 1] - qsl[w.seq], scale);
+      const int64_t n = qsl[w.seq + 1] - qsl[w.seq];
+      if (tiles && n > 1)
+        RunTileItem(ks, w, g, out, query, key_cache, value_cache, tables + w.seq * g.max_blocks, lens[w.seq],
+                    qsl[w.seq], n, scale);
+      else
+        RunItem(ks, w, g, out, query, key_cache, value_cache, tables + w.seq * g.max_blocks, lens[w.seq],
+                qsl[w.seq], n, scale);
     }
   });
   for (size_t c = 0; c < combine.size(); ++c) {

@@ -31,6 +31,16 @@ struct KernelSet {
   // n cache elements of `dtype` -> f32, the same floats attend_rows reads (F8E4M3: the
   // exact value, then one IEEE multiply by scale, as KvCacheDequantizeFp8).
   void (*cache_to_f32)(float* dst, const void* src, DType dtype, int64_t n, float scale);
+  // Prefill items (attention_prefill_simd.h): queries i in [q0, q1) (multiples of lanes),
+  // stored transposed and already multiplied by the softmax scale (element d of query i at
+  // qt[d·ldq + i]), query i at position pos[i] (ascending in i), against keys j < n of one
+  // block at positions tok0 + j (f32 rows k + j·D, v + j·D): per query, the keys at or
+  // before its position take the update of attend_block (s_j = q·k_j; m' = max; acc and
+  // l[i] scaled by e^(m[i] - m'); l[i] += Σ p_j; acc + i·D += Σ p_j·v_j in j order). A
+  // query must have had key 0 by its first call with keys it cannot see. k holds at least
+  // ⌈n / 32⌉·32 rows: rows past n are read and their scores unused (any bits).
+  void (*attend_tile)(const float* qt, int64_t ldq, const float* pos, int64_t q0, int64_t q1, const float* k,
+                      const float* v, int64_t n, int64_t tok0, int64_t D, float* acc, float* m, float* l);
 };
 
 #if defined(VT_CPU_X86)
@@ -44,9 +54,18 @@ const KernelSet* NeonKernels();  // attention_neon.cpp
 // of a decode sequence's context whose states were combined, in this process (tests).
 int64_t BlocksReadInPlace();
 int64_t PiecesCombined();
+// Query rows per prefill work item when `heads` query heads share it (a KV head's group).
+int64_t PrefillItemRows(int64_t heads);
+// (Cache block, prefill item) pairs widened for attend_tile in this process (tests).
+int64_t TileBlocksWidened();
 // Benchmarks: off makes single-row items widen each block to f32 first, as prefill chunks
 // do (default on). Not thread-safe with calls.
 void SetReadInPlace(bool on);
+
+// Benchmarks: off runs prefill items of 32 rows through attend_block (or the portable
+// loops), each block widened once per item, the path before attend_tile (default on). Not
+// thread-safe with calls.
+void SetPrefillTiles(bool on);
 
 // The set for a queue's effective ISA and head size, or nullptr: use the portable loops.
 // (Defined in attention.cpp, compiled with the build's ISA macros; tests call it too.)
