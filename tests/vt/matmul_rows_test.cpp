@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "elementwise_test_util.h"
 #include "matmul_test_util.h"
@@ -33,6 +36,20 @@ const char* Name(Pairing p) {
   return "?";
 }
 
+// Random operands a [rows, K] and b [N, K]: e4m3 codes (fp8), else normal values stored
+// as ad / bd. The same draws from rng in the same order as before the helper existed.
+std::pair<Tensor, Tensor> RandomOperands(bool fp8, int64_t rows, int64_t N, int64_t K, DType ad, DType bd,
+                                         std::mt19937& rng) {
+  if (fp8)
+    return {Tensor::FromHost(vt_test::RandomFp8(rows * K, rng).data(), {rows, K}, DType::kF8E4M3),
+            Tensor::FromHost(vt_test::RandomFp8(N * K, rng).data(), {N, K}, DType::kF8E4M3)};
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> av(static_cast<size_t>(rows * K)), bv(static_cast<size_t>(N * K));
+  for (float& v : av) v = d(rng);
+  for (float& v : bv) v = d(rng);
+  return {vt_test::MakeTensor(av, {rows, K}, ad), vt_test::MakeTensor(bv, {N, K}, bd)};
+}
+
 TEST(GemmRowsAsOne, EveryRowHasTheBytesOfItsOneRowProductOnEveryIsa) {
   namespace mm = vt::cpu::matmul;
   const int64_t N = 45;
@@ -48,20 +65,10 @@ TEST(GemmRowsAsOne, EveryRowHasTheBytesOfItsOneRowProductOnEveryIsa) {
       for (int64_t K : {37, 2100}) {
         Tensor a_all, b;
         const int64_t max_m = 33;
-        if (fp8) {
-          a_all = Tensor::FromHost(vt_test::RandomFp8(max_m * K, rng).data(), {max_m, K}, DType::kF8E4M3);
-          b = Tensor::FromHost(vt_test::RandomFp8(N * K, rng).data(), {N, K}, DType::kF8E4M3);
-          if (pairing == Pairing::kFp8Prepared) {
-            b.SetReadOnly();
-            b = vt::PrepareWeight(q, b, vt::WeightUse::kMatmulB);
-          }
-        } else {
-          std::normal_distribution<float> d(0.0f, 1.0f);
-          std::vector<float> av(static_cast<size_t>(max_m * K)), bv(static_cast<size_t>(N * K));
-          for (float& v : av) v = d(rng);
-          for (float& v : bv) v = d(rng);
-          a_all = vt_test::MakeTensor(av, {max_m, K}, ad);
-          b = vt_test::MakeTensor(bv, {N, K}, bd);
+        std::tie(a_all, b) = RandomOperands(fp8, max_m, N, K, ad, bd, rng);
+        if (pairing == Pairing::kFp8Prepared) {
+          b.SetReadOnly();
+          b = vt::PrepareWeight(q, b, vt::WeightUse::kMatmulB);
         }
         for (DType od : {DType::kF32, DType::kBF16}) {
           const float alpha = fp8 ? 0.013f : 1.0f;
@@ -112,17 +119,7 @@ TEST(GemmRows, BlockedRowsDoNotDependOnMOnEveryIsa) {
       const DType dt = fp8 ? DType::kF8E4M3 : pairing == Pairing::kBf16Bf16 ? DType::kBF16 : DType::kF32;
       for (int64_t K : {37, 200}) {
         Tensor a_all, b;
-        if (fp8) {
-          a_all = Tensor::FromHost(vt_test::RandomFp8(max_m * K, rng).data(), {max_m, K}, DType::kF8E4M3);
-          b = Tensor::FromHost(vt_test::RandomFp8(N * K, rng).data(), {N, K}, DType::kF8E4M3);
-        } else {
-          std::normal_distribution<float> d(0.0f, 1.0f);
-          std::vector<float> av(static_cast<size_t>(max_m * K)), bv(static_cast<size_t>(N * K));
-          for (float& v : av) v = d(rng);
-          for (float& v : bv) v = d(rng);
-          a_all = vt_test::MakeTensor(av, {max_m, K}, dt);
-          b = vt_test::MakeTensor(bv, {N, K}, dt);
-        }
+        std::tie(a_all, b) = RandomOperands(fp8, max_m, N, K, dt, dt, rng);
         bool streamed = false;  // the last product took a set's stream (some x86 sets do past M = 4)
         auto product = [&](const Tensor& a) {
           Tensor out = Tensor::Empty({a.dim(0), N}, DType::kF32);
