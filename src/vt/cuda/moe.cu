@@ -24,18 +24,24 @@
 // the op table's tolerance for these ops (op_table_moe.cpp) covers that. A bad expert id
 // is recorded as an index error (device_error.h) and its slot contributes nothing.
 // Prefill reads each expert's rows once per pair too (no grouped GEMM yet).
+// FP8 calls of up to kGemvMaxTokens tokens (decode) take the expert GEMVs of moe_gemv.cuh
+// instead, which stream the selected experts' rows as one weight.
 // MoeExpertsFp8PerToken runs the same two kernels with the scales of its definition, and
 // between them QuantFp8PerTokenGroup over the [T * k, I] activation rows (G = I: a scale
 // per (token, slot) pair, the bytes the CPU's quantizer gives); the down kernel then reads
 // e4m3fn activations and multiplies each pair's sum by its scale and the expert's.
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
 
 #include "vt/cuda/device_error.cuh"
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/fp8_stream.cuh"
 #include "vt/cuda/kernels.h"
+#include "vt/cuda/moe_gemv.cuh"
 #include "vt/ops/moe.h"
 #include "vt/ops/quant.h"
 
@@ -47,9 +53,6 @@ constexpr int kRouteWarps = 4;     // tokens per routing CTA (when their rows fi
 constexpr int kWarps = 8;          // rows per expert CTA, one warp each
 constexpr int kThreads = kWarps * 32;
 constexpr size_t kSmemLimit = 48 << 10;
-
-// How the expert kernels scale and round: MoeExperts, MoeExpertsFp8, MoeExpertsFp8PerToken.
-enum class Scaling { kNone, kStatic, kPerToken };
 
 // ---- routing ---------------------------------------------------------------------------
 
@@ -283,6 +286,28 @@ __global__ void __launch_bounds__(kThreads)
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// ---- launches -----------------------------------------------------------------------------
+
+// The decode-sized FP8 calls, up to kGemvMaxTokens tokens with rows of whole 16-byte vectors
+// that each get a thread, take the expert GEMVs. VT_CUDA_MOE_GEMV (read once, for A/B
+// runs): 0 never, 2 only for the down projection; unset, both.
+constexpr int64_t kGemvMaxTokens = 16;
+std::atomic<int64_t> g_gemv_launches{0};
+
+int MoeGemvMode() {
+  static const int mode = [] {
+    const char* v = std::getenv("VT_CUDA_MOE_GEMV");
+    return v == nullptr ? 1 : std::string_view(v) == "0" ? 0 : std::string_view(v) == "2" ? 2 : 1;
+  }();
+  return mode;
+}
+
+bool MoeGemvFits(int64_t T, int64_t k, int64_t H, int64_t I, const Tensor& x8, const Tensor& w13, const Tensor& w2) {
+  return MoeGemvMode() != 0 && T <= kGemvMaxTokens && H % 16 == 0 && I % 16 == 0 &&
+         H / 16 <= moe_gemv::kMaxThreads && k * I / 16 <= moe_gemv::kMaxThreads && Aligned16(x8.data()) &&
+         Aligned16(w13.data()) && Aligned16(w2.data());
+}
+
 // Runs both kernels (and, kPerToken, the activations' quantization between them). XTag:
 // x's storage; WTag: the weights'; RTag: the dtype the gate/up outputs and the activation
 // round to; OTag: out's. alpha13 / alpha2 and x_scales as the kernels take them.
@@ -301,21 +326,52 @@ void LaunchExperts(const Queue& q, const Tensor& out, const Tensor& x, const flo
   using XT = typename XTag::T;
   using WT = typename WTag::T;
   using OT = typename OTag::T;
-  const bool vec13 = H % N == 0 && Aligned16(x.data()) && Aligned16(w13.data());
-  const dim3 grid13(static_cast<unsigned>(T * k), static_cast<unsigned>((I + kWarps - 1) / kWarps));
-  const dim3 grid2(static_cast<unsigned>(T), static_cast<unsigned>((H + kWarps - 1) / kWarps));
-  auto* gate_up = vec13 ? MoeGateUpKernel<XTag, WTag, RTag, true, kMode> : MoeGateUpKernel<XTag, WTag, RTag, false, kMode>;
-  LaunchOverlapped(cq, "MoeGateUpKernel", gate_up, grid13, kThreads, 0, act.data_as<float>(), x.data_as<XT>(), x_scales,
-                   ids.data_as<int32_t>(), w13.data_as<WT>(), alpha13, inv_down, k, H, I, E, cq.index_errors);
+  constexpr bool kFp8 = std::is_same_v<XTag, Fp8> && std::is_same_v<WTag, Fp8> && kMode != Scaling::kNone;
+  const bool gemv = kFp8 && MoeGemvFits(T, k, H, I, x, w13, w2);
+  if constexpr (kFp8) {
+    if (gemv && MoeGemvMode() == 1) {
+      moe_gemv::WithThreads(H / 16, [&](auto threads) {
+        moe_gemv::LaunchGateUp<decltype(threads)::value, RTag, kMode>(
+            cq, act.data_as<float>(), x.data_as<uint8_t>(), x_scales, ids.data_as<int32_t>(),
+            w13.data_as<uint8_t>(), alpha13, inv_down, T, k, H, I, E);
+      });
+    }
+  }
+  if (!gemv || MoeGemvMode() != 1) {
+    const bool vec13 = H % N == 0 && Aligned16(x.data()) && Aligned16(w13.data());
+    const dim3 grid13(static_cast<unsigned>(T * k), static_cast<unsigned>((I + kWarps - 1) / kWarps));
+    auto* gate_up =
+        vec13 ? MoeGateUpKernel<XTag, WTag, RTag, true, kMode> : MoeGateUpKernel<XTag, WTag, RTag, false, kMode>;
+    LaunchOverlapped(cq, "MoeGateUpKernel", gate_up, grid13, kThreads, 0, act.data_as<float>(), x.data_as<XT>(),
+                     x_scales, ids.data_as<int32_t>(), w13.data_as<WT>(), alpha13, inv_down, k, H, I, E,
+                     cq.index_errors);
+  }
+  // The down kernels' input: act (f32), or its e4m3fn codes with a scale per pair.
+  Tensor a8, a_scales;
   if constexpr (kMode == Scaling::kPerToken) {
-    const Tensor a8 = Tensor::Empty({T * k, I}, DType::kF8E4M3, out.device());
-    const Tensor a_scales = Tensor::Empty({T * k, 1}, DType::kF32, out.device());
+    a8 = Tensor::Empty({T * k, I}, DType::kF8E4M3, out.device());
+    a_scales = Tensor::Empty({T * k, 1}, DType::kF32, out.device());
     QuantFp8PerTokenGroup(q, a8, a_scales, act, I, 0.0f, kFp8PerTokenScaleFloor);
-    const bool vec2 = I % N == 0 && Aligned16(a8.data()) && Aligned16(w2.data());
+  }
+  const uint8_t* a8p = kMode == Scaling::kPerToken ? a8.data_as<uint8_t>() : nullptr;
+  const float* scales = kMode == Scaling::kPerToken ? a_scales.data_as<float>() : nullptr;
+  if constexpr (kFp8) {
+    if (gemv) {
+      moe_gemv::WithThreads(k * I / 16, [&](auto threads) {
+        moe_gemv::LaunchDown<decltype(threads)::value, OTag, kMode>(
+            cq, out.data_as<OT>(), act.data_as<float>(), a8p, scales, ids.data_as<int32_t>(),
+            weights.data_as<float>(), w2.data_as<uint8_t>(), alpha2, T, k, H, I, E);
+      });
+      g_gemv_launches.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  const dim3 grid2(static_cast<unsigned>(T), static_cast<unsigned>((H + kWarps - 1) / kWarps));
+  if constexpr (kMode == Scaling::kPerToken) {
+    const bool vec2 = I % N == 0 && Aligned16(a8p) && Aligned16(w2.data());
     auto* down = vec2 ? MoeDownKernel<OTag, Fp8, WTag, true, kMode> : MoeDownKernel<OTag, Fp8, WTag, false, kMode>;
-    LaunchOverlapped(cq, "MoeDownKernel", down, grid2, kThreads, 0, out.data_as<OT>(), a8.data_as<uint8_t>(),
-                     a_scales.data_as<float>(), ids.data_as<int32_t>(), weights.data_as<float>(), w2.data_as<WT>(),
-                     alpha2, k, H, I, E);
+    LaunchOverlapped(cq, "MoeDownKernel", down, grid2, kThreads, 0, out.data_as<OT>(), a8p, scales,
+                     ids.data_as<int32_t>(), weights.data_as<float>(), w2.data_as<WT>(), alpha2, k, H, I, E);
   } else {
     const bool vec2 = I % N == 0 && Aligned16(act.data()) && Aligned16(w2.data());
     auto* down = vec2 ? MoeDownKernel<OTag, F32, WTag, true, kMode> : MoeDownKernel<OTag, F32, WTag, false, kMode>;
@@ -373,6 +429,8 @@ void MoeExpertsFp8PerTokenCuda(const Queue& q, const Tensor& out, const Tensor& 
 #endif
 
 }  // namespace
+
+int64_t MoeGemvLaunches() { return g_gemv_launches.load(std::memory_order_relaxed); }
 
 void RegisterMoeKernels() {
   Register<OpId::kMoeTopKRouting>(DeviceType::kCUDA, &MoeTopKRoutingCuda);
