@@ -19,7 +19,8 @@ using vt::DType;
 // A few shapes per path; matmul_fp8_test.cpp, matmul_bf16_test.cpp and the CUDA matmul
 // tests cover each kernel variant's tiles and crossovers against float64.
 const vt_test::Shape3 kShapes[] = {
-    {1, 7, 1}, {1, 33, 67}, {2, 5, 31}, {5, 9, 257}, {17, 31, 65}, {65, 35, 1}, {4, 8, 128}, {9, 11, 1600},
+    {1, 7, 1},  {1, 33, 67}, {2, 5, 31},   {5, 9, 257},  {17, 31, 65},
+    {65, 35, 1}, {4, 8, 128}, {9, 11, 1600}, {1, 37, 1040},
 };
 
 

@@ -336,11 +336,45 @@ TEST(CudaMatmulFp8, CloseToTorchScaledMmOracle) {
   }
 }
 
+// vt::Matmul of random a [M, K] (dtype ad) and b [N, K] (bd) into od on the GPU, checked
+// against a float64 product of the stored values within the DESIGN bound.
+void CheckMatmul(const vt::Queue& gpu, int64_t M, int64_t N, int64_t K, DType ad, DType bd, DType od, bool with_bias,
+                 std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> av(M * K), bv(N * K), bias(N);
+  for (auto& x : av) x = nd(rng);
+  for (auto& x : bv) x = nd(rng);
+  for (auto& x : bias) x = nd(rng);
+  vt::Tensor a = vtt::HostTensor(av, ad, {M, K}), b = vtt::HostTensor(bv, bd, {N, K});
+  const auto ar = vtt::Floats(a), br = vtt::Floats(b);  // the values actually stored
+  vt::Tensor biast = vtt::HostTensor(bias, DType::kBF16, {N}).To(vtt::kCuda);
+  const auto bb = vtt::Floats(biast);
+  Ref ref;
+  ref.value.resize(M * N);
+  ref.abs_sum.resize(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0, sa = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = static_cast<double>(ar[m * K + k]) * br[n * K + k];
+        s += p;
+        sa += std::fabs(p);
+      }
+      ref.value[m * N + n] = s + (with_bias ? bb[n] : 0.0);
+      ref.abs_sum[m * N + n] = sa + (with_bias ? std::fabs(bb[n]) : 0.0);
+    }
+  vt::Tensor out = vt::Tensor::Empty({M, N}, od, vtt::kCuda);
+  vt::Matmul(gpu, out, a.To(vtt::kCuda), b.To(vtt::kCuda), with_bias ? &biast : nullptr);
+  const std::string what = "Matmul M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                           " " + std::string(vt::DTypeName(ad)) + "x" + std::string(vt::DTypeName(bd)) + "->" +
+                           std::string(vt::DTypeName(od)) + (with_bias ? " +bias" : "");
+  EXPECT_EQ(CheckBound(out, ref, K + 1, what), 0) << what;
+}
+
 TEST(CudaMatmul, Bf16AndF32WithinBound) {
   VT_REQUIRE_CUDA();
   vt::Queue gpu = vt::Queue::Cuda(0);
   std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t before = vt::DispatchCount(vt::OpId::kMatmul, vt::DeviceType::kCUDA);
   int runs = 0;
   for (int64_t M : {1, 5, 64})
@@ -348,43 +382,37 @@ TEST(CudaMatmul, Bf16AndF32WithinBound) {
       for (DType ad : {DType::kBF16, DType::kF32})
         for (DType bd : {DType::kBF16, DType::kF32})
           for (DType od : {DType::kBF16, DType::kF32}) {
-            const int64_t N = 96;
-            std::vector<float> av(M * K), bv(N * K), bias(N);
-            for (auto& x : av) x = nd(rng);
-            for (auto& x : bv) x = nd(rng);
-            for (auto& x : bias) x = nd(rng);
-            vt::Tensor a = vtt::HostTensor(av, ad, {M, K}), b = vtt::HostTensor(bv, bd, {N, K});
-            const auto ar = vtt::Floats(a), br = vtt::Floats(b);  // the values actually stored
-            const bool with_bias = K == 64;
-            Ref ref;
-            ref.value.resize(M * N);
-            ref.abs_sum.resize(M * N);
-            for (int64_t m = 0; m < M; ++m)
-              for (int64_t n = 0; n < N; ++n) {
-                double s = 0, sa = 0;
-                for (int64_t k = 0; k < K; ++k) {
-                  const double p = static_cast<double>(ar[m * K + k]) * br[n * K + k];
-                  s += p;
-                  sa += std::fabs(p);
-                }
-                ref.value[m * N + n] = s + (with_bias ? bias[n] : 0.0);
-                ref.abs_sum[m * N + n] = sa + (with_bias ? std::fabs(bias[n]) : 0.0);
-              }
-            vt::Tensor out = vt::Tensor::Empty({M, N}, od, vtt::kCuda);
-            vt::Tensor biast = vtt::HostTensor(bias, DType::kBF16, {N}).To(vtt::kCuda);
-            if (with_bias) {
-              const auto bb = vtt::Floats(biast);
-              for (int64_t m = 0; m < M; ++m)
-                for (int64_t n = 0; n < N; ++n) ref.value[m * N + n] += bb[n] - bias[n];
-            }
-            vt::Matmul(gpu, out, a.To(vtt::kCuda), b.To(vtt::kCuda), with_bias ? &biast : nullptr);
+            CheckMatmul(gpu, M, 96, K, ad, bd, od, K == 64, rng);
             ++runs;
-            const std::string what = "Matmul M=" + std::to_string(M) + " K=" + std::to_string(K) + " " +
-                                     std::string(vt::DTypeName(ad)) + "x" + std::string(vt::DTypeName(bd)) + "->" +
-                                     std::string(vt::DTypeName(od));
-            EXPECT_EQ(CheckBound(out, ref, K + 1, what), 0) << what;
           }
   EXPECT_EQ(vt::DispatchCount(vt::OpId::kMatmul, vt::DeviceType::kCUDA), before + runs);
+}
+
+// BF16 decode products (M = 1) run the GEMV kernel from kBf16GemvMinK to kBf16GemvMaxK
+// (K across its tunings, N from below a group of rows to more than a wave holds), and
+// cuBLASLt outside that range or for an F16 output.
+TEST(CudaMatmul, Bf16DecodeProductsRunTheGemvWithinBound) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  std::mt19937 rng(6);
+  const int64_t k_min = vt::cuda::kBf16GemvMinK, k_max = vt::cuda::kBf16GemvMaxK;
+  int gemv_runs = 0;
+  const int64_t before = vt::cuda::Bf16GemvLaunches();
+  for (int64_t K : {k_min, int64_t{1000}, int64_t{2048}, int64_t{3072}, int64_t{4104}, k_max})
+    for (int64_t N : {1, 3, 9, 264, 4100}) {
+      CheckMatmul(gpu, 1, N, K, DType::kBF16, DType::kBF16, N % 2 ? DType::kBF16 : DType::kF32, N == 9, rng);
+      ++gemv_runs;
+    }
+  CheckMatmul(gpu, 1, 20000, 1024, DType::kBF16, DType::kBF16, DType::kBF16, true, rng);
+  ++gemv_runs;
+  EXPECT_EQ(vt::cuda::Bf16GemvLaunches() - before, gemv_runs);
+  // Outside the range, two rows, or mixed dtypes: not the GEMV.
+  const int64_t mid = vt::cuda::Bf16GemvLaunches();
+  CheckMatmul(gpu, 1, 64, k_min - 8, DType::kBF16, DType::kBF16, DType::kF32, false, rng);
+  CheckMatmul(gpu, 1, 64, k_max + 8, DType::kBF16, DType::kBF16, DType::kF32, false, rng);
+  CheckMatmul(gpu, 2, 64, 1024, DType::kBF16, DType::kBF16, DType::kF32, false, rng);
+  CheckMatmul(gpu, 1, 64, 1024, DType::kF32, DType::kBF16, DType::kF32, false, rng);
+  EXPECT_EQ(vt::cuda::Bf16GemvLaunches(), mid);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Device helpers shared by the FP8 streaming matmul kernels (matmul_fp8.cu,
-// matmul_fp8_splitk.cu, matmul_fp8_gemv.cu): a 16-byte weight load that bypasses L1, and
+// matmul_fp8_splitk.cu, matmul_gemv.cu): a 16-byte weight load that bypasses L1, and
 // the exact decode of 16 e4m3 bytes to floats.
 #pragma once
 

@@ -34,13 +34,23 @@ void MatmulFp8Small(const Queue& q, const Tensor& out, const Tensor& a, const Te
 // group of weight rows, its 256 threads splitting K; same requirements and fallback.
 void MatmulFp8SplitK(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                      const Tensor* bias);
-// The same product for M = 1 by the persistent GEMV kernel (matmul_fp8_gemv.cu): one wave
+// The same product for M = 1 by the persistent GEMV kernel (matmul_gemv.cu): one wave
 // of CTAs, each streaming an equal contiguous share of weight rows with the next group's
 // loads in flight while the current one is reduced. Runs MatmulFp8SplitK when !GemvFits.
 void MatmulFp8Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                    const Tensor* bias);
 // M = 1, kGemvMinK <= K <= kGemvMaxK, K % 16 == 0, a and b 16-byte aligned.
 bool GemvFits(const Tensor& a, const Tensor& b);
+// BF16 Matmul (vt::Matmul of BF16 a and b) for M = 1 by the same kernel, rows of 8-value
+// vectors: Matmul takes it instead of cuBLASLt when Bf16GemvFits (M = 1, both BF16,
+// kBf16GemvMinK <= K <= kBf16GemvMaxK, K % 8 == 0, 16-byte aligned; not with
+// VT_CUDA_BF16_GEMV=0). f32 accumulation in a fixed order, out F32 or BF16, optional bias.
+inline constexpr int64_t kBf16GemvMinK = 512;
+inline constexpr int64_t kBf16GemvMaxK = 8192;
+bool Bf16GemvFits(const Tensor& a, const Tensor& b);
+void MatmulBf16Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias);
+// How many products MatmulBf16Gemv ran (all queues): lets tests prove which kernel ran.
+int64_t Bf16GemvLaunches();
 // How the GEMV kernel is launched.
 //  - overlap: as a programmatic dependent launch (sm_90+): the kernel lets the next kernel
 //    in the stream launch at once, and waits for the previous kernel's completion

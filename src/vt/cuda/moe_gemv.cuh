@@ -1,5 +1,5 @@
 // The FP8 expert kernels for few tokens (decode), included by moe.cu: the selected experts'
-// rows streamed like one dense weight, the way the dense GEMV (matmul_fp8_gemv.cu) streams
+// rows streamed like one dense weight, the way the dense GEMV (matmul_gemv.cu) streams
 // its weight.
 //
 // For each token the k selected experts form one virtual weight:

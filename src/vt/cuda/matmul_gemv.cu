@@ -1,5 +1,7 @@
-// CUDA MatmulFp8 for one row of a (decode, M = 1) and long rows (kGemvMinK <= K <=
-// kGemvMaxK): a persistent weight-streaming kernel.
+// CUDA MatmulFp8 and BF16 Matmul for one row of a (decode, M = 1) and long rows (FP8:
+// kGemvMinK <= K <= kGemvMaxK; BF16: kBf16GemvMinK <= K <= kBf16GemvMaxK): a persistent
+// weight-streaming kernel, the same for both but for the decode of a 16-byte vector (16
+// e4m3 or 8 BF16 values, both exact in f32).
 //
 // The grid is one wave (SMs x resident CTAs per SM); CTA c owns the contiguous rows
 // [N·c/G, N·(c+1)/G) of the weight b [N, K], so every CTA streams an equal, contiguous
@@ -22,8 +24,10 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <iterator>
 #include <string>
+#include <string_view>
 
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/fp8_stream.cuh"
@@ -33,16 +37,35 @@ namespace vt::cuda {
 
 namespace {
 
+// The element types of a and b: how many values a 16-byte vector holds and their exact
+// widening to f32.
+struct Fp8Rows {
+  static constexpr int kElems = 16;
+  __device__ __forceinline__ static void Decode(const uint4 v, float (&f)[kElems]) { Fp8x16ToFloat(v, f); }
+};
+struct Bf16Rows {
+  static constexpr int kElems = 8;
+  __device__ __forceinline__ static void Decode(const uint4 v, float (&f)[kElems]) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
+  }
+};
+
 template <int T, int U, int RB>
 __device__ __forceinline__ void LoadGroup(uint4 (&w)[U][RB], const uint8_t* __restrict__ b, int g, int r1, int tid,
-                                          int kv, int K) {
+                                          int kv, size_t row_bytes) {
 #pragma unroll
   for (int u = 0; u < U; ++u)
 #pragma unroll
     for (int r = 0; r < RB; ++r) {
       const int v = tid + u * T;
-      w[u][r] = (g + r < r1 && v < kv) ? LoadStream16(b + static_cast<size_t>(g + r) * K + static_cast<size_t>(v) * 16)
-                                       : make_uint4(0, 0, 0, 0);
+      w[u][r] = (g + r < r1 && v < kv)
+                    ? LoadStream16(b + static_cast<size_t>(g + r) * row_bytes + static_cast<size_t>(v) * 16)
+                    : make_uint4(0, 0, 0, 0);
     }
 }
 
@@ -52,16 +75,18 @@ __device__ __forceinline__ void LoadGroup(uint4 (&w)[U][RB], const uint8_t* __re
 // streams more slowly (bench/kernel_notes.md).
 constexpr int MinCtasPerSm(int threads, int vectors) { return vectors == 1 && threads <= 512 ? 1024 / threads : 1; }
 
-// Launch modes (GemvLaunch): overlap 0/1, prefetch_bytes of L2 prefetch, early 0/1.
-template <int T, int U, int RB>
+// Launch modes (GemvLaunch): overlap 0/1, prefetch_bytes of L2 prefetch, early 0/1. K in
+// elements of Rows.
+template <typename Rows, int T, int U, int RB>
 __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
     GemvKernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ b, void* __restrict__ out, DType od,
                const void* __restrict__ bias, DType bd, float alpha, int N, int K, int overlap,
                uint32_t prefetch_bytes, int early) {
-  constexpr int kWarps = T / 32;
+  constexpr int kWarps = T / 32, kE = Rows::kElems;
   __shared__ float part[2][kWarps][RB];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int kv = K / 16;
+  const int kv = K / kE;
+  const size_t row_bytes = static_cast<size_t>(kv) * 16;
   const int r0 = static_cast<int>(static_cast<int64_t>(N) * blockIdx.x / gridDim.x);
   const int r1 = static_cast<int>(static_cast<int64_t>(N) * (blockIdx.x + 1) / gridDim.x);
   if (r0 >= r1) return;  // uniform across the CTA
@@ -77,14 +102,14 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
     // kernel launch early too. Everything else (a, the other weight loads, out) waits for
     // the previous kernel's completion at griddepcontrol.wait.
     if (prefetch_bytes > 0 && tid == 0) {
-      const size_t share = static_cast<size_t>(r1 - r0) * K;
+      const size_t share = static_cast<size_t>(r1 - r0) * row_bytes;
       const uint32_t n = static_cast<uint32_t>(share < prefetch_bytes ? share : prefetch_bytes) & ~15u;
       if (n > 0)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b + static_cast<size_t>(r0) * K), "r"(n)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b + static_cast<size_t>(r0) * row_bytes), "r"(n)
                      : "memory");
     }
     if (early) {
-      LoadGroup<T, U, RB>(cur, b, r0, r1, tid, kv, K);
+      LoadGroup<T, U, RB>(cur, b, r0, r1, tid, kv, row_bytes);
       loaded = true;
     }
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -92,22 +117,22 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
   }
 #endif
 
-  if (!loaded) LoadGroup<T, U, RB>(cur, b, r0, r1, tid, kv, K);
-  float af[U][16];
+  if (!loaded) LoadGroup<T, U, RB>(cur, b, r0, r1, tid, kv, row_bytes);
+  float af[U][kE];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int v = tid + u * T;
     if (v < kv) {
-      Fp8x16ToFloat(__ldg(reinterpret_cast<const uint4*>(a) + v), af[u]);
+      Rows::Decode(__ldg(reinterpret_cast<const uint4*>(a) + v), af[u]);
     } else {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) af[u][j] = 0.0f;
+      for (int j = 0; j < kE; ++j) af[u][j] = 0.0f;
     }
   }
 
   int buf = 0;
   for (int g = r0; g < r1; g += RB) {
-    if (g + RB < r1) LoadGroup<T, U, RB>(nxt, b, g + RB, r1, tid, kv, K);
+    if (g + RB < r1) LoadGroup<T, U, RB>(nxt, b, g + RB, r1, tid, kv, row_bytes);
     float acc[RB];
 #pragma unroll
     for (int r = 0; r < RB; ++r) acc[r] = 0.0f;
@@ -115,10 +140,10 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int r = 0; r < RB; ++r) {
-        float wf[16];
-        Fp8x16ToFloat(cur[u][r], wf);
+        float wf[kE];
+        Rows::Decode(cur[u][r], wf);
 #pragma unroll
-        for (int j = 0; j < 16; ++j) acc[r] = __fmaf_rn(af[u][j], wf[j], acc[r]);
+        for (int j = 0; j < kE; ++j) acc[r] = __fmaf_rn(af[u][j], wf[j], acc[r]);
       }
 #pragma unroll
     for (int r = 0; r < RB; ++r) {
@@ -150,25 +175,27 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
 }
 
 std::atomic<int64_t> g_early_load_launches{0};
+std::atomic<int64_t> g_bf16_launches{0};
 
-template <int T, int U, int RB>
+template <typename Rows, int T, int U, int RB>
 int ResidentCtas() {
   static const int n = [] {
     int blocks = 0;
-    VT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, GemvKernel<T, U, RB>, T, 0));
+    VT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, GemvKernel<Rows, T, U, RB>, T, 0));
     return std::max(blocks, 1);
   }();
   return n;
 }
 
-template <int T, int U, int RB>
+template <typename Rows, int T, int U, int RB>
 void Launch(CudaQueue& cq, const Tensor& out, const Tensor& a, const Tensor& b, float alpha, const Tensor* bias,
             GemvLaunch how) {
   const int N = static_cast<int>(b.dim(0)), K = static_cast<int>(b.dim(1));
+  const uint32_t group_bytes = static_cast<uint32_t>(RB * b.dim(1) * static_cast<int64_t>(DTypeSize(b.dtype())));
   // One wave, but no CTA with fewer rows than a group: every resident CTA slot streams,
   // which keeps more loads in flight than leaving room for the next kernel's CTAs to start
   // and prefetch early (bench/kernel_notes.md, GEMV grid size).
-  const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * ResidentCtas<T, U, RB>();
+  const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * ResidentCtas<Rows, T, U, RB>();
   const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wave, N / RB)));
   const bool overlap = how.overlap && OverlappedLaunches(cq);
   cudaLaunchConfig_t cfg{};
@@ -181,11 +208,12 @@ void Launch(CudaQueue& cq, const Tensor& out, const Tensor& a, const Tensor& b, 
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = overlap ? 1 : 0;
-  VT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, GemvKernel<T, U, RB>, a.data_as<uint8_t>(), b.data_as<uint8_t>(),
-                                   out.data(), out.dtype(), bias ? bias->data() : nullptr,
-                                   bias ? bias->dtype() : DType::kF32, alpha, N, K,
+  VT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, GemvKernel<Rows, T, U, RB>, static_cast<const uint8_t*>(a.data()),
+                                   static_cast<const uint8_t*>(b.data()), out.data(), out.dtype(),
+                                   bias ? bias->data() : nullptr, bias ? bias->dtype() : DType::kF32, alpha, N, K,
                                    overlap ? 1 : 0,
-                                   overlap && how.l2_prefetch > 0 ? std::max<uint32_t>(how.l2_prefetch, RB * K) : 0u,
+                                   overlap && how.l2_prefetch > 0 ? std::max<uint32_t>(how.l2_prefetch, group_bytes)
+                                                                  : 0u,
                                    overlap && how.early_weight_loads ? 1 : 0));
   if (overlap && how.early_weight_loads) g_early_load_launches.fetch_add(1, std::memory_order_relaxed);
   VT_CUDA_CHECK_LAUNCH("GemvKernel");
@@ -196,54 +224,86 @@ struct Variant {
   void (*launch)(CudaQueue&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor*, GemvLaunch);
 };
 
-// The instantiated tunings: threads per CTA, 16-byte vectors per thread and row (so K up
-// to threads * vectors * 16), rows per group. The set follows three rules: no thread is
-// idle (ChooseVariant takes the fewest threads x vectors that cover the row), one vector
+// The instantiated tunings: threads per CTA, 16-byte vectors per thread and row (so rows of
+// up to threads * vectors vectors), rows per group. The set follows three rules: no thread
+// is idle (ChooseVariant takes the fewest threads x vectors that cover the row), one vector
 // per thread rather than several up to 768 threads, and groups of 4 rows, within the
-// 64-register budget of MinCtasPerSm. bench/kernel_notes.md has the measurements behind each rule.
-template <int T, int U, int RB>
+// 64-register budget of MinCtasPerSm. bench/kernel_notes.md has the measurements behind
+// each rule (made with FP8 rows; the BF16 rows take the same tunings).
+template <typename Rows, int T, int U, int RB>
 constexpr Variant V() {
-  return {T, U, RB, &Launch<T, U, RB>};
+  return {T, U, RB, &Launch<Rows, T, U, RB>};
 }
 
+template <typename Rows>
 constexpr Variant kVariants[] = {
-    V<64, 1, 4>(), V<128, 1, 4>(), V<192, 1, 4>(), V<256, 1, 4>(), V<512, 1, 4>(), V<768, 1, 4>(), V<512, 2, 4>(),
+    V<Rows, 64, 1, 4>(),  V<Rows, 128, 1, 4>(), V<Rows, 192, 1, 4>(), V<Rows, 256, 1, 4>(),
+    V<Rows, 512, 1, 4>(), V<Rows, 768, 1, 4>(), V<Rows, 512, 2, 4>(),
 };
 
-// MatmulFp8Gemv's tuning for rows of K: the fewest threads x vectors that cover the row (in
+// The tuning for rows of kv vectors: the fewest threads x vectors that cover the row (in
 // the order above).
-const Variant& ChooseVariant(int64_t K) {
-  const int64_t kv = K / 16;
-  for (const Variant& v : kVariants)
+template <typename Rows>
+const Variant& ChooseVariant(int64_t kv) {
+  for (const Variant& v : kVariants<Rows>)
     if (kv <= int64_t{v.threads} * v.vectors) return v;
-  return kVariants[std::size(kVariants) - 1];
+  return kVariants<Rows>[std::size(kVariants<Rows>) - 1];
+}
+
+bool Aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }
+
+// VT_CUDA_BF16_GEMV=0 keeps BF16 decode products on cuBLASLt (read once; for A/B runs).
+bool Bf16GemvOn() {
+  static const bool on = [] {
+    const char* v = std::getenv("VT_CUDA_BF16_GEMV");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on;
 }
 
 }  // namespace
 
 bool GemvFits(const Tensor& a, const Tensor& b) {
   const int64_t M = a.dim(0), N = b.dim(0), K = b.dim(1);
-  return M == 1 && K % 16 == 0 && K >= kGemvMinK && K <= kGemvMaxK && N < (int64_t{1} << 30) &&
-         reinterpret_cast<uintptr_t>(a.data()) % 16 == 0 && reinterpret_cast<uintptr_t>(b.data()) % 16 == 0;
+  return M == 1 && K % 16 == 0 && K >= kGemvMinK && K <= kGemvMaxK && N < (int64_t{1} << 30) && Aligned16(a) &&
+         Aligned16(b);
+}
+
+bool Bf16GemvFits(const Tensor& a, const Tensor& b) {
+  const int64_t M = a.dim(0), N = b.dim(0), K = b.dim(1);
+  return Bf16GemvOn() && M == 1 && a.dtype() == DType::kBF16 && b.dtype() == DType::kBF16 && K % 8 == 0 &&
+         K >= kBf16GemvMinK && K <= kBf16GemvMaxK && N < (int64_t{1} << 30) && Aligned16(a) && Aligned16(b);
 }
 
 GemvLaunch GemvLaunchFor(const Tensor& b) { return b.read_only() ? kGemvReadOnlyLaunch : kGemvDefaultLaunch; }
 
 int64_t GemvEarlyLoadLaunches() { return g_early_load_launches.load(std::memory_order_relaxed); }
 
+int64_t Bf16GemvLaunches() { return g_bf16_launches.load(std::memory_order_relaxed); }
+
 void MatmulFp8Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                    const Tensor* bias) {
   MatmulFp8GemvVariant(q, out, a, b, alpha, bias, -1, GemvLaunchFor(b));
 }
 
-int GemvVariantCount() { return static_cast<int>(std::size(kVariants)); }
+void MatmulBf16Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias) {
+  if (a.dim(0) * b.dim(0) == 0) return;
+  VT_CHECK(Bf16GemvFits(a, b) && (out.dtype() == DType::kF32 || out.dtype() == DType::kBF16),
+           "internal: MatmulBf16Gemv of ", a.Describe(), " and ", b.Describe(), " into ", out.Describe());
+  CudaQueue& cq = Cuda(q);
+  DeviceGuard guard(cq.device.index);
+  ChooseVariant<Bf16Rows>(b.dim(1) / 8).launch(cq, out, a, b, 1.0f, bias, GemvLaunchFor(b));
+  g_bf16_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+int GemvVariantCount() { return static_cast<int>(std::size(kVariants<Fp8Rows>)); }
 
 std::string GemvVariantName(int i) {
-  const Variant& v = kVariants[i];
+  const Variant& v = kVariants<Fp8Rows>[i];
   return StrCat("gemv-", v.threads, "x", v.vectors, "r", v.rows);
 }
 
-int64_t GemvVariantMaxK(int i) { return int64_t{16} * kVariants[i].threads * kVariants[i].vectors; }
+int64_t GemvVariantMaxK(int i) { return int64_t{16} * kVariants<Fp8Rows>[i].threads * kVariants<Fp8Rows>[i].vectors; }
 
 bool MatmulFp8GemvVariant(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                           const Tensor* bias, int variant, GemvLaunch how) {
@@ -253,7 +313,7 @@ bool MatmulFp8GemvVariant(const Queue& q, const Tensor& out, const Tensor& a, co
     return variant < 0;
   }
   CudaQueue& cq = Cuda(q);
-  const Variant& v = variant < 0 ? ChooseVariant(b.dim(1)) : kVariants[variant];
+  const Variant& v = variant < 0 ? ChooseVariant<Fp8Rows>(b.dim(1) / 16) : kVariants<Fp8Rows>[variant];
   if (b.dim(1) > int64_t{16} * v.threads * v.vectors) return false;
   DeviceGuard guard(cq.device.index);
   v.launch(cq, out, a, b, alpha, bias, how);
