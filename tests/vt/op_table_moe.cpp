@@ -26,7 +26,7 @@ struct MoeShape {
 };
 const MoeShape kMoeShapes[] = {{1, 16, 8, 4, 2}, {5, 33, 12, 6, 3}, {9, 64, 40, 8, 2}, {3, 24, 16, 5, 5}};
 // The FP8 expert ops also take these: few tokens (up to 16), H and I in whole 16-byte vectors,
-// which the CUDA backend runs through its expert GEMVs (moe_gemv.cuh); the last has the
+// which the CUDA backend runs through its down GEMV (moe_gemv.cuh); the last has the
 // expert width of Qwen3-30B-A3B (I = 768, k = 8: 384-thread down CTAs).
 const MoeShape kMoeFp8Shapes[] = {{1, 16, 8, 4, 2},    {5, 33, 12, 6, 3},     {9, 64, 40, 8, 2},
                                   {3, 24, 16, 5, 5},   {1, 64, 32, 8, 4},     {3, 128, 48, 6, 3},

@@ -2,7 +2,7 @@
 // Qwen3-30B-A3B (128 experts, top 8) over more tokens than one CTA holds, byte for byte
 // with the CPU kernel; and an expert id outside [0, E), which the kernel cannot throw for
 // (no host synchronization inside the op), recorded and reported at the next
-// synchronization by name; and which kernels the FP8 expert ops ran: the expert GEMVs
+// synchronization by name; and which kernel the FP8 expert ops ran: the down GEMV
 // (moe_gemv.cuh) for up to 16 tokens, the per-pair kernels beyond (the op table compares
 // both with the CPU's reference over its shapes; here a Qwen3-30B-A3B-wide call).
 #include <algorithm>
@@ -74,7 +74,7 @@ vt::Tensor Fp8Codes(const vt::Shape& shape, uint32_t seed) {
   return t;
 }
 
-TEST(CudaMoe, FewTokenFp8CallsRunTheExpertGemvs) {
+TEST(CudaMoe, FewTokenFp8CallsRunTheDownGemv) {
   VT_REQUIRE_CUDA();
   constexpr int64_t H = 2048, I = 768, E = 12, k = 8;
   const vt::Tensor w13 = Fp8Codes({E * 2 * I, H}, 3), w2 = Fp8Codes({E * H, I}, 4);

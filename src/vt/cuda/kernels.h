@@ -45,7 +45,7 @@ struct KvFp8Launches {
 KvFp8Launches KvCacheFp8Launches();
 void CountQkNormRopeFp8Launch();
 void RegisterMoeKernels();         // moe.cu: MoeTopKRouting, MoeExperts, MoeExpertsFp8(PerToken)
-// How many FP8 expert calls took the few-token expert GEMVs (moe_gemv.cuh; all queues).
+// How many FP8 expert calls took the few-token down GEMV (moe_gemv.cuh; all queues).
 int64_t MoeGemvLaunches();
 void RegisterGdnKernels();         // gdn.cu: CausalConv1d, GatedDeltaRule
 

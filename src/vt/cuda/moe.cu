@@ -24,8 +24,8 @@
 // the op table's tolerance for these ops (op_table_moe.cpp) covers that. A bad expert id
 // is recorded as an index error (device_error.h) and its slot contributes nothing.
 // Prefill reads each expert's rows once per pair too (no grouped GEMM yet).
-// FP8 calls of up to kGemvMaxTokens tokens (decode) take the expert GEMVs of moe_gemv.cuh
-// instead, which stream the selected experts' rows as one weight.
+// FP8 calls of up to kGemvMaxTokens tokens (decode) take the down GEMV of moe_gemv.cuh
+// instead, which streams the selected experts' down rows as one weight.
 // MoeExpertsFp8PerToken runs the same two kernels with the scales of its definition, and
 // between them QuantFp8PerTokenGroup over the [T * k, I] activation rows (G = I: a scale
 // per (token, slot) pair, the bytes the CPU's quantizer gives); the down kernel then reads
@@ -288,24 +288,23 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 // ---- launches -----------------------------------------------------------------------------
 
-// The decode-sized FP8 calls, up to kGemvMaxTokens tokens with rows of whole 16-byte vectors
-// that each get a thread, take the expert GEMVs. VT_CUDA_MOE_GEMV (read once, for A/B
-// runs): 0 never, 2 only for the down projection; unset, both.
+// The decode-sized FP8 calls, up to kGemvMaxTokens tokens with down rows of whole 16-byte
+// vectors that each get a thread, take the down GEMV (VT_CUDA_MOE_GEMV=0: never; read
+// once, for A/B runs).
 constexpr int64_t kGemvMaxTokens = 16;
 std::atomic<int64_t> g_gemv_launches{0};
 
-int MoeGemvMode() {
-  static const int mode = [] {
+bool MoeGemvOn() {
+  static const bool on = [] {
     const char* v = std::getenv("VT_CUDA_MOE_GEMV");
-    return v == nullptr ? 1 : std::string_view(v) == "0" ? 0 : std::string_view(v) == "2" ? 2 : 1;
+    return v == nullptr || std::string_view(v) != "0";
   }();
-  return mode;
+  return on;
 }
 
-bool MoeGemvFits(int64_t T, int64_t k, int64_t H, int64_t I, const Tensor& x8, const Tensor& w13, const Tensor& w2) {
-  return MoeGemvMode() != 0 && T <= kGemvMaxTokens && H % 16 == 0 && I % 16 == 0 &&
-         H / 16 <= moe_gemv::kMaxThreads && k * I / 16 <= moe_gemv::kMaxThreads && Aligned16(x8.data()) &&
-         Aligned16(w13.data()) && Aligned16(w2.data());
+bool MoeGemvFits(int64_t T, int64_t k, int64_t I, const Tensor& w2) {
+  return MoeGemvOn() && T <= kGemvMaxTokens && I % 16 == 0 && k * I / 16 <= moe_gemv::kMaxThreads &&
+         Aligned16(w2.data());
 }
 
 // Runs both kernels (and, kPerToken, the activations' quantization between them). XTag:
@@ -327,25 +326,14 @@ void LaunchExperts(const Queue& q, const Tensor& out, const Tensor& x, const flo
   using WT = typename WTag::T;
   using OT = typename OTag::T;
   constexpr bool kFp8 = std::is_same_v<XTag, Fp8> && std::is_same_v<WTag, Fp8> && kMode != Scaling::kNone;
-  const bool gemv = kFp8 && MoeGemvFits(T, k, H, I, x, w13, w2);
-  if constexpr (kFp8) {
-    if (gemv && MoeGemvMode() == 1) {
-      moe_gemv::WithThreads(H / 16, [&](auto threads) {
-        moe_gemv::LaunchGateUp<decltype(threads)::value, RTag, kMode>(
-            cq, act.data_as<float>(), x.data_as<uint8_t>(), x_scales, ids.data_as<int32_t>(),
-            w13.data_as<uint8_t>(), alpha13, inv_down, T, k, H, I, E);
-      });
-    }
-  }
-  if (!gemv || MoeGemvMode() != 1) {
-    const bool vec13 = H % N == 0 && Aligned16(x.data()) && Aligned16(w13.data());
-    const dim3 grid13(static_cast<unsigned>(T * k), static_cast<unsigned>((I + kWarps - 1) / kWarps));
-    auto* gate_up =
-        vec13 ? MoeGateUpKernel<XTag, WTag, RTag, true, kMode> : MoeGateUpKernel<XTag, WTag, RTag, false, kMode>;
-    LaunchOverlapped(cq, "MoeGateUpKernel", gate_up, grid13, kThreads, 0, act.data_as<float>(), x.data_as<XT>(),
-                     x_scales, ids.data_as<int32_t>(), w13.data_as<WT>(), alpha13, inv_down, k, H, I, E,
-                     cq.index_errors);
-  }
+  const bool gemv = kFp8 && MoeGemvFits(T, k, I, w2);
+  const bool vec13 = H % N == 0 && Aligned16(x.data()) && Aligned16(w13.data());
+  const dim3 grid13(static_cast<unsigned>(T * k), static_cast<unsigned>((I + kWarps - 1) / kWarps));
+  auto* gate_up =
+      vec13 ? MoeGateUpKernel<XTag, WTag, RTag, true, kMode> : MoeGateUpKernel<XTag, WTag, RTag, false, kMode>;
+  LaunchOverlapped(cq, "MoeGateUpKernel", gate_up, grid13, kThreads, 0, act.data_as<float>(), x.data_as<XT>(),
+                   x_scales, ids.data_as<int32_t>(), w13.data_as<WT>(), alpha13, inv_down, k, H, I, E,
+                   cq.index_errors);
   // The down kernels' input: act (f32), or its e4m3fn codes with a scale per pair.
   Tensor a8, a_scales;
   if constexpr (kMode == Scaling::kPerToken) {

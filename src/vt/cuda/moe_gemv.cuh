@@ -1,28 +1,26 @@
-// The FP8 expert kernels for few tokens (decode), included by moe.cu: the selected experts'
-// rows streamed like one dense weight, the way the dense GEMV (matmul_gemv.cu) streams
-// its weight.
+// The FP8 down-projection kernel for few tokens (decode), included by moe.cu: the selected
+// experts' rows streamed like one dense weight, the way the dense GEMV (matmul_gemv.cu)
+// streams its weight.
 //
-// For each token the k selected experts form one virtual weight:
-//  - gate/up: k·I virtual rows; row v is activation index i = v mod I of slot j = v / I,
-//    and reads rows i and I + i of that expert's gate/up block (H bytes each);
-//  - down: H rows of k·I columns; row h is the concatenation, in slot order, of row h of
-//    each selected expert's down block (I bytes each).
-// CTA (c, t) owns a contiguous share of token t's virtual rows, and the grid is about one
-// wave of CTAs over all tokens, so every CTA streams an equal share. A thread owns one
-// 16-byte vector of the row (gate/up: of H; down: of the k·I columns, so slot j's vectors
-// belong to threads j·I/16 ...), holds its slice of the activation as floats, and loads the
-// weight rows of the next group before computing the current one (register double
-// buffering). Each warp combines its lanes with xor shuffles and the warp partials are
-// summed in warp order: a fixed order, so the bytes do not depend on the launch or on the
-// other tokens. Expert ids are read on the device (no host synchronization), so the weight
-// loads cannot start before the routing kernel ends.
+// For each token the k selected experts' down blocks form one virtual weight of H rows and
+// k·I columns: row h is the concatenation, in slot order, of row h of each selected
+// expert's down block (I bytes each). CTA (c, t) owns a contiguous share of token t's rows,
+// and the grid is about one wave of CTAs over all tokens, so every CTA streams an equal
+// share. A thread owns one 16-byte vector of the k·I columns (slot j's vectors belong to
+// threads j·I/16 ...), holds its slice of the activation as floats, and loads the weight
+// rows of the next group before computing the current one (register double buffering).
+// Each warp combines its lanes with xor shuffles and the warp partials are summed in warp
+// order: a fixed order, so the bytes do not depend on the launch or on the other tokens.
+// Expert ids are read on the device (no host synchronization), so the weight loads cannot
+// start before the routing kernel ends.
 //
-// The down kernel folds each slot's scale (routing weight times the expert's alpha, and for
+// The kernel folds each slot's scale (routing weight times the expert's alpha, and for
 // per-token activations their scale) into the thread's activation slice before the dot
 // product, so one sum per row gives Σ_j w_j·y_j. That rounds differently from the per-slot
-// kernels in moe.cu; the op table's tolerance for the expert ops (a share of each output's
-// magnitude) covers both. The gate/up epilogue is theirs exactly (same roundings and
-// quantization of the activation).
+// kernel in moe.cu; the op table's tolerance for the expert ops (a share of each output's
+// magnitude) covers both. The gate/up projection stays on moe.cu's per-pair kernel: a GEMV
+// of the same design measured no faster at one token and slower at 16
+// (bench/kernel_notes.md).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -43,7 +41,6 @@ enum class Scaling { kNone, kStatic, kPerToken };
 
 namespace moe_gemv {
 
-constexpr int kGateUpPairs = 2;  // activation indices per gate/up group: 4 weight rows
 constexpr int kDownRows = 4;     // output rows per down group
 constexpr int kMaxThreads = 1024;
 
@@ -61,88 +58,6 @@ __device__ __forceinline__ float WarpAdd(float s) {
 __device__ __forceinline__ int ExpertOf(const int32_t* ids, int64_t p, int E) {
   const int e = __ldg(ids + p);
   return e >= 0 && e < E ? e : -1;
-}
-
-// a[t·k + j, i] for the virtual rows of CTA (blockIdx.x, t = blockIdx.y): the scalings and
-// roundings of moe.cu's MoeGateUpKernel (kStatic: e4m3fn value of the rounded SiLU-mul with
-// the down input scale's inverse; kPerToken: the rounded SiLU-mul, quantized per pair later).
-template <int kT, typename RTag, Scaling kMode>
-__global__ void __launch_bounds__(kT, MinCtas(kT))
-    GateUpKernel(float* __restrict__ a, const uint8_t* __restrict__ x8, const float* __restrict__ x_scales,
-                 const int32_t* __restrict__ ids, const uint8_t* __restrict__ w13, const float* __restrict__ alpha13,
-                 float inv_down, int k, int H, int I, int E, IndexErrorRecord* err) {
-  constexpr int kWarps = kT / 32, RB = 2 * kGateUpPairs;
-  __shared__ float part[2][kWarps][RB];
-  PdlWait();
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int t = blockIdx.y, rows = k * I, kv = H / 16;
-  const int r0 = static_cast<int>(static_cast<int64_t>(rows) * blockIdx.x / gridDim.x);
-  const int r1 = static_cast<int>(static_cast<int64_t>(rows) * (blockIdx.x + 1) / gridDim.x);
-  if (r0 >= r1) return;  // uniform across the CTA
-  const bool has_vec = tid < kv;
-  auto load = [&](uint4 (&w)[RB], int g) {
-#pragma unroll
-    for (int r = 0; r < kGateUpPairs; ++r) {
-      const int v = g + r;
-      const int e = v < r1 ? ExpertOf(ids, static_cast<int64_t>(t) * k + v / I, E) : -1;
-      const uint8_t* gate =
-          w13 + (static_cast<int64_t>(e < 0 ? 0 : e) * 2 * I + v % I) * H + static_cast<int64_t>(tid) * 16;
-      const bool on = e >= 0 && has_vec;
-      w[2 * r] = on ? LoadStream16(gate) : make_uint4(0, 0, 0, 0);
-      w[2 * r + 1] = on ? LoadStream16(gate + static_cast<int64_t>(I) * H) : make_uint4(0, 0, 0, 0);
-    }
-  };
-  uint4 cur[RB], nxt[RB];
-  load(cur, r0);
-  float xf[16];
-  if (has_vec) {
-    Fp8x16ToFloat(__ldg(reinterpret_cast<const uint4*>(x8 + static_cast<int64_t>(t) * H) + tid), xf);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 16; ++j) xf[j] = 0.0f;
-  }
-  int buf = 0;
-  for (int g = r0; g < r1; g += kGateUpPairs) {
-    if (g + kGateUpPairs < r1) load(nxt, g + kGateUpPairs);
-#pragma unroll
-    for (int r = 0; r < RB; ++r) {
-      float wf[16];
-      Fp8x16ToFloat(cur[r], wf);
-      float acc = 0.0f;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) acc = __fmaf_rn(xf[j], wf[j], acc);
-      acc = WarpAdd(acc);
-      if (lane == 0) part[buf][warp][r] = acc;
-    }
-    __syncthreads();  // part is double-buffered: one barrier per group
-    if (tid < kGateUpPairs && g + tid < r1) {
-      float gs = part[buf][0][2 * tid], us = part[buf][0][2 * tid + 1];
-#pragma unroll
-      for (int w = 1; w < kWarps; ++w) {
-        gs = gs + part[buf][w][2 * tid];
-        us = us + part[buf][w][2 * tid + 1];
-      }
-      const int v = g + tid, i = v % I;
-      const int64_t p = static_cast<int64_t>(t) * k + v / I;
-      const int e = ExpertOf(ids, p, E);
-      float out = 0.0f;
-      if (e < 0) {
-        if (i == 0) RecordIndexError(err, IndexError::kMoeExpertId, p, __ldg(ids + p), E);
-      } else if constexpr (kMode == Scaling::kStatic) {
-        const float al = alpha13[e];
-        const float gr = RoundTo<RTag>(al * gs), ur = RoundTo<RTag>(al * us);
-        out = Fp8E4M3ToFloat(QuantizeFp8KeepNan(RoundTo<RTag>(numerics::Silu(gr) * ur), inv_down));
-      } else {
-        const float sx = x_scales[t], ws = alpha13[e];
-        const float gr = RoundTo<RTag>(gs * sx * ws), ur = RoundTo<RTag>(us * sx * ws);
-        out = RoundTo<RTag>(numerics::Silu(gr) * ur);
-      }
-      a[p * I + i] = out;
-    }
-    buf ^= 1;
-#pragma unroll
-    for (int r = 0; r < RB; ++r) cur[r] = nxt[r];
-  }
 }
 
 // out[t, h] for the rows of CTA (blockIdx.x, t = blockIdx.y): Σ over slots j and i of
@@ -244,19 +159,6 @@ int ResidentCtas(Kernel kernel, int threads) {
 // CTAs per token: about one wave over all tokens, no CTA with fewer rows than a group.
 inline unsigned CtasPerToken(int64_t wave, int64_t tokens, int64_t rows, int group) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(wave / tokens, rows / group)));
-}
-
-template <int kT, typename RTag, Scaling kMode>
-void LaunchGateUp(CudaQueue& cq, float* a, const uint8_t* x8, const float* x_scales, const int32_t* ids,
-                  const uint8_t* w13, const float* alpha13, float inv_down, int64_t T, int64_t k, int64_t H,
-                  int64_t I, int64_t E) {
-  auto* kernel = GateUpKernel<kT, RTag, kMode>;
-  static const int resident = ResidentCtas(kernel, kT);
-  const int64_t wave = int64_t{std::max(cq.sm_count, 1)} * resident;
-  const dim3 grid(CtasPerToken(wave, T, k * I, kGateUpPairs), static_cast<unsigned>(T));
-  LaunchOverlapped(cq, "MoeGemvGateUpKernel", kernel, grid, kT, 0, a, x8, x_scales, ids, w13, alpha13, inv_down,
-                   static_cast<int>(k), static_cast<int>(H), static_cast<int>(I), static_cast<int>(E),
-                   cq.index_errors);
 }
 
 template <int kT, typename OTag, Scaling kMode>
