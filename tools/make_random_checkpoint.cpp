@@ -14,9 +14,10 @@
 // short). Their routers (mlp.gate, [E, H], kept BF16 and excluded from the FP8
 // quantization) are N(0, 1/sqrt(H)), so router logits spread like a trained router's
 // rather than tying; the experts' input scales differ a little per expert, so that the
-// loader's max over experts matters. qwen3-next-80b-a3b writes Qwen3NextForCausalLM (BF16
-// only): Gated DeltaNet layers with fused in_proj_qkvz / in_proj_ba, gated full attention
-// every 4th layer, and 512 experts with a sigmoid-gated shared expert.
+// loader's max over experts matters. qwen3-next-80b-a3b writes Qwen3NextForCausalLM (BF16 or
+// static FP8; its conv1d, A_log, dt_bias, norms, router and shared-expert gate stay BF16):
+// Gated DeltaNet layers with fused in_proj_qkvz / in_proj_ba, gated full attention every
+// 4th layer, and 512 experts with a sigmoid-gated shared expert.
 //
 // Weights are N(0, 0.02) (an Irwin-Hall approximation: fast, and plenty for random
 // weights), norm weights 1 + N(0, 0.02). FP8 weights are quantized per tensor with
@@ -244,6 +245,7 @@ struct Generator {
 
 // ModelOpt's exclusions: lm_head, and the MoE routers.
 json Excluded(const Preset& p) {
+  if (p.is_hybrid()) return json{"lm_head", "*.mlp.gate", "*.mlp.shared_expert_gate"};
   return p.moe.experts > 0 ? json{"lm_head", "*.mlp.gate"} : json{"lm_head"};
 }
 
@@ -320,7 +322,9 @@ json MakeConfig(const Preset& p, const std::string& format) {
         {"global_compression_ratio", nullptr},
         {"kv_cache_scheme", nullptr},
         {"sparsity_config", json::object()},
-        {"ignore", p.moe.experts > 0 ? json{"lm_head", "re:.*mlp\\.gate$"} : json{"lm_head"}},
+        {"ignore", p.is_hybrid()         ? json{"lm_head", "re:.*mlp\\.gate$", "re:.*shared_expert_gate$"}
+                   : p.moe.experts > 0 ? json{"lm_head", "re:.*mlp\\.gate$"}
+                                       : json{"lm_head"}},
         {"config_groups",
          {{"group_0",
            {{"targets", {"Linear"}}, {"weights", args}, {"input_activations", args}, {"output_activations", nullptr},
@@ -362,9 +366,9 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     Preset p = GetPreset(preset_name);
     if (layers > 0) p.layers = layers;
-    if (p.is_hybrid() && format != "bf16")
+    if (p.is_hybrid() && format == "fp8-block")
       throw vt::Error("make_random_checkpoint: --preset " + preset_name +
-                      " is written in bf16 only (no FP8 hybrid checkpoint is tested yet)");
+                      " is not written in fp8-block (its fused in_proj_qkvz is split by rows at load)");
     if (p.moe.experts > 0 && format == "fp8-block")
       throw vt::Error("make_random_checkpoint: --format fp8-block is written for dense presets only");
     std::erase_if(p.moe.mlp_only_layers, [&](int64_t l) { return l >= p.layers; });
