@@ -52,10 +52,11 @@ void CheckRowBlocks(bool block) {
   testing::TempDir tmp;
   const std::string dir = WriteCheckpoint(tmp, block);
   // Layouts of row blocks [first, first + rows): one block starting inside scale block 0;
-  // whole scale blocks in order; blocks out of stored order (scale rows mixed within a merged
-  // block); blocks starting and ending anywhere.
+  // whole scale blocks in order; the stored order split inside a scale block; blocks out of
+  // stored order (scale rows mixed within a merged block); blocks starting and ending anywhere.
   const std::vector<std::vector<std::pair<int64_t, int64_t>>> layouts = {
-      {{8, 16}}, {{0, 16}, {16, 16}, {32, 8}}, {{16, 16}, {0, 8}, {32, 8}}, {{5, 16}, {30, 7}, {0, 3}}};
+      {{8, 16}}, {{0, 16}, {16, 16}, {32, 8}}, {{0, 8}, {8, 24}, {32, 8}}, {{16, 16}, {0, 8}, {32, 8}},
+      {{5, 16}, {30, 7}, {0, 3}}};
   for (vt::CpuIsa isa : {vt::CpuIsa::kScalar, vt::CpuIsa::kBest}) {
     vt::Queue q = vt::Queue::Cpu(2, isa);
     SCOPED_TRACE(vt::CpuIsaName(q.cpu_isa()));
