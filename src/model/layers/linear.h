@@ -28,7 +28,8 @@ struct LinearShard {
   // projections of Qwen3-Next): rows [row_offset, row_offset + out_features) of a weight of
   // stored_rows rows. stored_rows 0: the weight has exactly out_features rows. Per-tensor
   // scales are the stored weight's (static FP8 reads them; online FP8 takes the amax of the
-  // whole stored weight); biases and per-row scales of such a shard are refused.
+  // whole stored weight); per-row and per-block FP8 scales are the rows of the stored scales
+  // that its rows fall in; the bias is the same rows of the stored bias.
   int64_t row_offset = 0;
   int64_t stored_rows = 0;
   // A row-parallel shard (tensor parallelism: o_proj, down_proj) takes a block of columns of
