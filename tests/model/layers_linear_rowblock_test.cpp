@@ -2,7 +2,8 @@
 // models read Qwen3-Next's in_proj_qkvz): a linear of row blocks, merged in any order and
 // starting anywhere in a scale block, gives each output column exactly the column of the whole
 // weight's output for its stored row (same fp8 codes, same scales, same groups), on the
-// scalar level and the best one of this processor.
+// scalar level and the best one of this processor. Online FP8 of such row blocks scans the
+// stored tensor once per load.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -110,6 +111,47 @@ void CheckRowBlocks(bool block) {
 
 TEST(LinearRowBlocks, BlockFp8RowsKeepTheirStoredScales) { CheckRowBlocks(true); }
 TEST(LinearRowBlocks, PerChannelFp8RowsKeepTheirStoredScales) { CheckRowBlocks(false); }
+
+// Online FP8: linears of row blocks of one stored tensor (Qwen3-Next's q, k, v, z of
+// in_proj_qkvz) share the load's amax cache, so the tensor is scanned once, and each gives the
+// columns of the whole tensor's online linear (one scale over the stored tensor).
+TEST(LinearRowBlocks, OnlineFp8ScansAStoredTensorOnceForItsRowBlocks) {
+  testing::TempDir tmp;
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd;
+  std::vector<uint16_t> w(static_cast<size_t>(kRows * kK));
+  for (auto& h : w) h = vt::FloatToBf16(nd(rng));
+  SafetensorsWriter wr;
+  wr.Add("w.weight", vt::DType::kBF16, {kRows, kK}, w.data());
+  wr.Write(tmp / "model.safetensors");
+  vt::Queue q = vt::Queue::Cpu(2);
+  Checkpoint ckpt = Checkpoint::Open(tmp.path());
+  const QuantConfig quant = QuantConfig::Online();
+  OnlineFp8AmaxCache cache;
+  LinearContext ctx{&ckpt, &quant, vt::Device::Cpu(), &q, nullptr, &cache};
+  const int64_t T = 2;
+  std::vector<float> x(static_cast<size_t>(T * kK));
+  for (auto& v : x) v = nd(rng);
+  const vt::Tensor tx = vt::Tensor::FromHost(x.data(), {T, kK}, vt::DType::kF32);
+  LinearContext uncached = ctx;
+  uncached.amax_cache = nullptr;
+  Linear whole = Linear::Load(uncached, {{"w", kRows}}, kK, false);
+  vt::Tensor out_whole = vt::Tensor::Empty({T, kRows}, vt::DType::kF32);
+  whole.Apply(q, tx, out_whole);
+  std::vector<float> want(static_cast<size_t>(T * kRows));
+  out_whole.CopyToHost(want.data());
+  for (const auto& [first, rows] : std::vector<std::pair<int64_t, int64_t>>{{0, 8}, {8, 8}, {16, 16}, {32, 8}}) {
+    Linear lin = Linear::Load(ctx, {{"w", rows, first, kRows}}, kK, false);
+    vt::Tensor out = vt::Tensor::Empty({T, rows}, vt::DType::kF32);
+    lin.Apply(q, tx, out);
+    std::vector<float> got(static_cast<size_t>(T * rows));
+    out.CopyToHost(got.data());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t n = 0; n < rows; ++n)
+        EXPECT_EQ(got[t * rows + n], want[t * kRows + first + n]) << "rows from " << first << ", row " << n;
+  }
+  EXPECT_EQ(cache.scans(), 1);
+}
 
 }  // namespace
 }  // namespace vtllm::model

@@ -217,8 +217,13 @@ class Fp8StaticLinearMethod final : public LinearMethod {
 // per-channel layout, so the rest is the per-token path.
 class Fp8DynamicLinearMethod final : public LinearMethod {
  public:
-  Fp8DynamicLinearMethod(bool block, int64_t block_n, int64_t block_k, bool online = false)
-      : block_(block), online_(online), block_n_cfg_(block ? block_n : 1), block_k_cfg_(block_k) {}
+  Fp8DynamicLinearMethod(bool block, int64_t block_n, int64_t block_k, bool online = false,
+                         OnlineFp8AmaxCache* amax_cache = nullptr)
+      : block_(block),
+        online_(online),
+        amax_cache_(amax_cache),
+        block_n_cfg_(block ? block_n : 1),
+        block_k_cfg_(block_k) {}
 
   void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
     block_k_ = block_ ? block_k_cfg_ : in_features;
@@ -236,10 +241,15 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
         for (const std::string& n : scale_from) {
           if (std::find(online_stored_.begin(), online_stored_.end(), n) != online_stored_.end()) continue;
           online_stored_.push_back(n);
+          if (const float* a = amax_cache_ ? amax_cache_->Find(n) : nullptr) {  // scanned by another linear
+            online_amax_ = std::max(online_amax_, *a);
+            continue;
+          }
           // The whole tensor as stored (the shard's own rows and columns are checked above).
           const vt::DType ndt = ckpt.Info(n).dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
           online_scale_parts_.push_back(
               {ckpt.GetAs(n, ndt, ckpt.Info(n).shape), ckpt.FileOf(n) + ": tensor '" + n + "'", 0});
+          online_scale_names_.push_back(n);
         }
       }
       return;
@@ -322,20 +332,31 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
     int64_t rows = 0;
     for (const vt::Tensor& p : parts_) rows += p.dim(0);
     vt::Tensor w8 = vt::Tensor::Empty({rows, parts_[0].dim(1)}, vt::DType::kF8E4M3, vt::Device::Cpu());
-    const float scale = Fp8OnlineScale(host_queue, online_scale_parts_);
+    // amax / 448 over the stored tensors, as Fp8OnlineScale; each scanned once per load.
+    for (size_t i = 0; i < online_scale_parts_.size(); ++i) {
+      const float a = Fp8OnlineAmax(host_queue, online_scale_parts_[i]);
+      if (amax_cache_) amax_cache_->Add(online_scale_names_[i], a);
+      online_amax_ = std::max(online_amax_, a);
+    }
+    const float scale = online_amax_ / 448.0f > 0.0f ? online_amax_ / 448.0f : 1.0f;
     vt::QuantFp8Static(host_queue, w8, StackRows(parts_), scale);
     vt::Tensor s = vt::Tensor::Empty({rows, 1}, vt::DType::kF32, vt::Device::Cpu());
     std::fill(s.data_as<float>(), s.data_as<float>() + s.numel(), scale);
     parts_ = {w8};
     scale_parts_ = {s};
     online_scale_parts_.clear();
+    online_scale_names_.clear();
     online_stored_.clear();
   }
 
   bool block_, online_;
-  // Online: the stored tensors the shards read, whole, and their names.
-  std::vector<OnlineFp8Part> online_scale_parts_;
+  // Online: the stored tensors the shards read (names), those of them to scan (whole, and
+  // their names), and the amax of those scanned before (amax_cache_).
   std::vector<std::string> online_stored_;
+  std::vector<OnlineFp8Part> online_scale_parts_;
+  std::vector<std::string> online_scale_names_;
+  float online_amax_ = 0.0f;
+  OnlineFp8AmaxCache* amax_cache_;
   int64_t block_n_cfg_, block_k_cfg_, block_k_ = 0;
   int64_t block_n_ = 1;  // rows per scale row of scales_ (block_n_cfg_, or 1: LoadWeights)
   std::vector<vt::Tensor> parts_, scale_parts_;
@@ -360,34 +381,49 @@ float Fp8OnlineScale(const vt::Queue& host_queue, std::span<const OnlineFp8Part>
   VT_CHECK(!parts.empty(), "Fp8OnlineScale: no parts");
   float amax = 0.0f;
   for (const OnlineFp8Part& part : parts) {
-    const vt::Tensor& p = part.values;
-    VT_CHECK(p.device().is_cpu() && p.is_contiguous() && p.dtype() == parts[0].values.dtype() &&
-                 (p.dtype() == vt::DType::kF32 || p.dtype() == vt::DType::kBF16),
-             "Fp8OnlineScale: parts must be contiguous CPU tensors of one dtype, F32 or BF16, got ", p.Describe());
-    const bool f32 = p.dtype() == vt::DType::kF32;
-    std::mutex mu;
-    float part_max = 0.0f;
-    int64_t bad = -1;
-    host_queue.ParallelFor(p.numel(), 1 << 16, [&](int64_t b, int64_t e) {
-      float m = 0.0f;
-      int64_t first_bad = -1;
-      for (int64_t j = b; j < e; ++j) {
-        const float v = f32 ? p.data_as<float>()[j] : vt::Bf16ToFloat(p.data_as<uint16_t>()[j]);
-        if (!std::isfinite(v) && first_bad < 0) first_bad = j;
-        m = std::max(m, std::fabs(v));
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      part_max = std::max(part_max, m);
-      if (first_bad >= 0 && (bad < 0 || first_bad < bad)) bad = first_bad;
-    });
-    if (bad >= 0)
-      ThrowLoadError(part.name, " holds a NaN or Inf at element ", part.first_element + bad,
-                     "; online FP8 (--quantization fp8) cannot quantize it");
-    amax = std::max(amax, part_max);
+    VT_CHECK(part.values.dtype() == parts[0].values.dtype(),
+             "Fp8OnlineScale: parts must be of one dtype, got ", part.values.Describe());
+    amax = std::max(amax, Fp8OnlineAmax(host_queue, part));
   }
   // An all-zero weight quantizes to zeros with any scale.
   const float scale = amax / 448.0f;
   return scale > 0.0f ? scale : 1.0f;
+}
+
+float Fp8OnlineAmax(const vt::Queue& host_queue, const OnlineFp8Part& part) {
+  const vt::Tensor& p = part.values;
+  VT_CHECK(p.device().is_cpu() && p.is_contiguous() && (p.dtype() == vt::DType::kF32 || p.dtype() == vt::DType::kBF16),
+           "Fp8OnlineAmax: a part must be a contiguous CPU tensor, F32 or BF16, got ", p.Describe());
+  const bool f32 = p.dtype() == vt::DType::kF32;
+  std::mutex mu;
+  float part_max = 0.0f;
+  int64_t bad = -1;
+  host_queue.ParallelFor(p.numel(), 1 << 16, [&](int64_t b, int64_t e) {
+    float m = 0.0f;
+    int64_t first_bad = -1;
+    for (int64_t j = b; j < e; ++j) {
+      const float v = f32 ? p.data_as<float>()[j] : vt::Bf16ToFloat(p.data_as<uint16_t>()[j]);
+      if (!std::isfinite(v) && first_bad < 0) first_bad = j;
+      m = std::max(m, std::fabs(v));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    part_max = std::max(part_max, m);
+    if (first_bad >= 0 && (bad < 0 || first_bad < bad)) bad = first_bad;
+  });
+  if (bad >= 0)
+    ThrowLoadError(part.name, " holds a NaN or Inf at element ", part.first_element + bad,
+                   "; online FP8 (--quantization fp8) cannot quantize it");
+  return part_max;
+}
+
+const float* OnlineFp8AmaxCache::Find(const std::string& name) const {
+  auto it = amax_.find(name);
+  return it == amax_.end() ? nullptr : &it->second;
+}
+
+void OnlineFp8AmaxCache::Add(const std::string& name, float amax) {
+  amax_[name] = amax;
+  ++scans_;
 }
 
 void RequantizeFp8(const vt::Queue& host_queue, const vt::Tensor& out, const vt::Tensor& weight, float scale,
@@ -421,7 +457,7 @@ Linear Linear::Load(const LinearContext& ctx, std::vector<LinearShard> shards, i
   else if (ctx.quant->method == QuantMethod::kFp8Static)
     method = MakeFp8StaticLinearMethod();
   else if (ctx.quant->method == QuantMethod::kFp8Online)
-    method = std::make_unique<Fp8DynamicLinearMethod>(false, 1, in_features, /*online=*/true);
+    method = std::make_unique<Fp8DynamicLinearMethod>(false, 1, in_features, /*online=*/true, ctx.amax_cache);
   else
     method = std::make_unique<Fp8DynamicLinearMethod>(ctx.quant->method == QuantMethod::kFp8Block,
                                                      ctx.quant->block_n, ctx.quant->block_k);
