@@ -119,44 +119,29 @@ void CheckFormat(const std::string& name, const Format& f, double min_unflipped)
   ASSERT_EQ(model->quant().method, f.block() ? QuantMethod::kFp8Block : QuantMethod::kFp8ChannelToken);
   testing::HybridReference emu = Emulation(dir, f, 0.0);
   testing::HybridReference exact(src, testing::HybridMode::kExact);
-  const int64_t V = model->vocab_size();
-  int before = 0, after = 0, unexplained_at_0 = 0, greedy_steps = 0;
-  double worst = 0, fp8_vs_exact = 0;
-  for (const testing::OracleCase& oc : testing::ReadOracle(src)) {
-    const std::vector<float> got = testing::PromptLogits(*model, oc.prompt);
-    const std::vector<double> ref = emu.Logits(oc.prompt), ex = exact.Logits(oc.prompt);
-    bool flipped = false;
-    for (int64_t t = 0; t < oc.T; ++t) {
-      const double d = testing::RowDiff(got, ref, ex, t, V, fp8_vs_exact);
-      if (!flipped && !(d <= 1e-4) && t == 0) {
-        // Position 0 may flip only where activations scaled by 1 +- 2^-21 flip the emulation
-        // to ours: an activation on a rounding boundary, not a wrong scale or row.
-        double best = INFINITY;
-        for (double p : {std::ldexp(1.0, -21), -std::ldexp(1.0, -21)}) {
-          const std::vector<double> rp = Emulation(dir, f, p).Logits(oc.prompt);
-          double m = 0;
-          for (int64_t v = 0; v < V; ++v) m = std::max(m, std::fabs(rp[v] - got[v]));
-          best = std::min(best, m);
-        }
-        std::printf("  position 0 of a %lld-token prompt flips: %.3g; the emulation with inputs * (1 +- 2^-21): %.3g\n",
-                    static_cast<long long>(oc.T), d, best);
-        unexplained_at_0 += !(best <= 1e-4);
-      }
-      flipped = flipped || !(d <= 1e-4);
-      if (!flipped) worst = std::max(worst, d);
-      (flipped ? after : before)++;
-    }
-    if (oc.T > 30) continue;
-    bool step_flipped = false;
-    greedy_steps += testing::GreedyAgainstReference(*model, emu, oc.prompt, 6, 1e-4, 0.05, &step_flipped);
-  }
+  const testing::EmulationComparison c = testing::CompareWithEmulation(*model, emu, exact, src);
   std::printf("[%s %s] fp8 vs float64 emulation: max %.3g over %d positions before a flip, %d from there; "
               "emulation vs unquantized %.3g; %d greedy steps equal\n",
-              name.c_str(), label.c_str(), worst, before, after, fp8_vs_exact, greedy_steps);
-  EXPECT_EQ(unexplained_at_0, 0);
-  EXPECT_GE(before, min_unflipped * (before + after));
-  EXPECT_GE(fp8_vs_exact, 0.3);
-  EXPECT_GE(greedy_steps, 4);
+              name.c_str(), label.c_str(), c.worst, c.before, c.after, c.fp8_vs_exact, c.greedy_steps);
+  // Position 0 may be off only where activations scaled by 1 +- 2^-21 flip the emulation to
+  // ours: an activation on a rounding boundary, not a wrong scale or row.
+  const int64_t V = model->vocab_size();
+  for (const std::vector<int32_t>& prompt : c.flipped_at_0) {
+    const std::vector<float> got = testing::PromptLogits(*model, prompt);
+    double best = INFINITY;
+    for (double p : {std::ldexp(1.0, -21), -std::ldexp(1.0, -21)}) {
+      const std::vector<double> rp = Emulation(dir, f, p).Logits(prompt);
+      double m = 0;
+      for (int64_t v = 0; v < V; ++v) m = std::max(m, std::fabs(rp[v] - got[v]));
+      best = std::min(best, m);
+    }
+    std::printf("  position 0 of a %zu-token prompt flips; the emulation with inputs * (1 +- 2^-21) is %.3g off\n",
+                prompt.size(), best);
+    EXPECT_LE(best, 1e-4) << "position 0 of a " << prompt.size() << "-token prompt";
+  }
+  EXPECT_GE(c.before, min_unflipped * (c.before + c.after));
+  EXPECT_GE(c.fp8_vs_exact, 0.3);
+  EXPECT_GE(c.greedy_steps, 4);
 }
 
 // Qwen3-Next: in_proj_qkvz's per-group rows [q 16 | k 16 | v 64 | z 64] (160 a group), in_proj_ba's

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "fp8_reference_forward.h"
+#include "model_oracle.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
@@ -500,6 +501,39 @@ inline int GreedyAgainstReference(Model& model, HybridReference& ref, const std:
     logits = model.Forward(std::vector<int32_t>{ours}, std::vector<int64_t>{p}, {&cache, &seq});
   }
   return steps;
+}
+
+// `model`'s f32 logits of each prompt of `oracle_dir`'s reference.json against the emulation:
+// max |ours - emulation| per position, split at the prompt's first position off by more than
+// 1e-4 (a code flip); the prompts whose position 0 is off; how far the emulation is from the
+// unquantized forward `exact`; and, for the prompts of up to 30 tokens, the greedy decode steps
+// equal to the emulation's (GreedyAgainstReference, 6 steps, near-tie 0.05).
+struct EmulationComparison {
+  int before = 0, after = 0, greedy_steps = 0;
+  double worst = 0, fp8_vs_exact = 0;
+  std::vector<std::vector<int32_t>> flipped_at_0;
+};
+
+inline EmulationComparison CompareWithEmulation(Model& model, HybridReference& emu, HybridReference& exact,
+                                                const std::string& oracle_dir) {
+  const int64_t V = model.vocab_size();
+  EmulationComparison c;
+  for (const OracleCase& oc : ReadOracle(oracle_dir)) {
+    const std::vector<float> got = PromptLogits(model, oc.prompt);
+    const std::vector<double> ref = emu.Logits(oc.prompt), ex = exact.Logits(oc.prompt);
+    bool flipped = false;
+    for (int64_t t = 0; t < oc.T; ++t) {
+      const double d = RowDiff(got, ref, ex, t, V, c.fp8_vs_exact);
+      flipped = flipped || !(d <= 1e-4);
+      if (t == 0 && flipped) c.flipped_at_0.push_back(oc.prompt);
+      if (!flipped) c.worst = std::max(c.worst, d);
+      (flipped ? c.after : c.before)++;
+    }
+    if (oc.T > 30) continue;
+    bool step_flipped = false;
+    c.greedy_steps += GreedyAgainstReference(model, emu, oc.prompt, 6, 1e-4, 0.05, &step_flipped);
+  }
+  return c;
 }
 
 }  // namespace vtllm::model::testing
