@@ -80,6 +80,8 @@ std::unique_ptr<Model> Model::LoadRank(const std::string& dir, const LoadOptions
   ctx.linear.device = options.device;
   ctx.linear.host_queue = &host;
   ctx.linear.observer = options.observer;
+  OnlineFp8AmaxCache amax_cache;  // online FP8: each stored tensor scanned once in this load
+  ctx.linear.amax_cache = &amax_cache;
   ctx.act_dtype = dtype;
   ctx.kv_dtype = kv_dtype;
   ctx.progress = progress.get();

@@ -18,10 +18,18 @@
 //     the expert's input x per token, its down input per (token, expert) row;
 //   - not quantized: lm_head, the embeddings, norms, conv1d, A_log, dt_bias, the routers and
 //     the shared expert's gate.
+// Block FP8 and per-channel FP8 checkpoints (dynamic activations; docs/fp8_formats.md): a stored
+// F8E4M3 tensor's rows keep the scales they are stored with, whichever linear or shard reads
+// them: block [bn, bk], row r and column group g (bk columns) take weight_scale_inv[r / bn, g];
+// per-channel, row r takes weight_scale[r] over one group of K columns. Each activation row,
+// rounded to f32, per group of its columns: block s = f32(max(amax, 1e-10) / 448), per-channel
+// s = max(f32(amax / 448), 1 / (448 · 512)); q = e4m3(f32(x / s)); out = Σ_g s_x,g · s_w,g ·
+// Σ_{k in g} q_x q_w in float64. A BF16 tensor (an excluded module) is exact.
 // Everything else is float64: the GDN recurrence token by token, attention, norms.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -30,6 +38,7 @@
 #include <vector>
 
 #include "fp8_reference_forward.h"
+#include "model_oracle.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
@@ -46,15 +55,22 @@ namespace vtllm::model::testing {
 // experts: one input scale per projection kind over the block (the max of the experts' gate and
 // up input scales, and of their down ones), each expert's gate/up merged as above. A BF16
 // tensor in a static checkpoint (excluded modules) is exact.
-enum class HybridMode { kExact, kOnline, kStatic };
+// kBlock, kChannel: a block-FP8 or per-channel FP8 checkpoint, as above.
+enum class HybridMode { kExact, kOnline, kStatic, kBlock, kChannel };
 
 class HybridReference {
  public:
   // perturbation: each quantized activation is multiplied by 1 + perturbation (in float64)
   // before it is rounded to f32 and quantized; a few ulps show how far activations that sit
   // on e4m3 rounding boundaries move the logits when they flip code.
-  HybridReference(const std::string& dir, HybridMode mode, double perturbation = 0.0)
-      : cfg_(ModelConfig::FromDir(dir)), ckpt_(Checkpoint::Open(dir)), mode_(mode), perturbation_(perturbation) {
+  // block: kBlock's [bn, bk] (weight_block_size).
+  HybridReference(const std::string& dir, HybridMode mode, double perturbation = 0.0,
+                  std::array<int64_t, 2> block = {0, 0})
+      : cfg_(ModelConfig::FromDir(dir)),
+        ckpt_(Checkpoint::Open(dir)),
+        mode_(mode),
+        perturbation_(perturbation),
+        block_(block) {
     fused_ = cfg_.architecture == "Qwen3NextForCausalLM";
   }
 
@@ -129,10 +145,11 @@ class HybridReference {
     const int64_t N = static_cast<int64_t>(rows.size());
     std::vector<double> w(static_cast<size_t>(N * K));
     for (int64_t n = 0; n < N; ++n) std::copy_n(stack.begin() + rows[n] * K, K, w.begin() + n * K);
-    if (mode_ == HybridMode::kExact || (mode_ == HybridMode::kStatic && !IsFp8(tensors[0])))
+    if (mode_ == HybridMode::kExact || (mode_ != HybridMode::kOnline && !IsFp8(tensors[0])))
       return MatmulT(x, w, T, N, K);
     std::vector<double> xq = x, srow(static_cast<size_t>(T));
     for (double& v : xq) v *= 1.0 + perturbation_;
+    if (mode_ == HybridMode::kBlock || mode_ == HybridMode::kChannel) return GroupScaled(tensors, rows, xq, w, T, K);
     if (mode_ == HybridMode::kStatic) {
       float s_max = 0.0f, s_in = input_scale;
       for (const std::string& t : tensors) {
@@ -179,6 +196,43 @@ class HybridReference {
       for (int64_t n = 0; n < N; ++n) y[t * N + n] *= srow[t] * sw;
     return y;
   }
+  // kBlock / kChannel: y = Σ_g s_x,g · s_w,g · Σ_{k in g} q_x q_w, w the rows `rows` of the
+  // stack of `tensors` as stored (decoded e4m3), each row with its stored tensor's scale row.
+  std::vector<double> GroupScaled(const std::vector<std::string>& tensors, const std::vector<int64_t>& rows,
+                                  const std::vector<double>& x, const std::vector<double>& w, int64_t T, int64_t K) {
+    const bool block = mode_ == HybridMode::kBlock;
+    const int64_t bn = block ? block_[0] : 1, bk = block ? block_[1] : K, G = (K + bk - 1) / bk;
+    std::vector<const double*> row_scales;  // per row of the stack: its G weight scales
+    for (const std::string& t : tensors) {
+      const std::vector<double>& sc = W(t.substr(0, t.size() - 6) + (block ? "weight_scale_inv" : "weight_scale"));
+      const int64_t stored_rows = static_cast<int64_t>(W(t).size()) / K;
+      for (int64_t r = 0; r < stored_rows; ++r) row_scales.push_back(sc.data() + (r / bn) * G);
+    }
+    const int64_t N = static_cast<int64_t>(rows.size());
+    std::vector<double> y(static_cast<size_t>(T * N)), q(static_cast<size_t>(K)), sx(static_cast<size_t>(G));
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t k0 = g * bk, k1 = std::min(K, k0 + bk);
+        float m = 0.0f;
+        for (int64_t k = k0; k < k1; ++k) m = std::max(m, std::fabs(static_cast<float>(x[t * K + k])));
+        const float s = block ? std::max(m, 1e-10f) / 448.0f : std::max(m / 448.0f, 1.0f / (448.0f * 512.0f));
+        for (int64_t k = k0; k < k1; ++k) q[k] = E4m3(static_cast<float>(x[t * K + k]) / s);
+        sx[g] = s;
+      }
+      for (int64_t n = 0; n < N; ++n) {
+        const double* ws = row_scales[rows[n]];
+        double acc = 0;
+        for (int64_t g = 0; g < G; ++g) {
+          double d = 0;
+          for (int64_t k = g * bk; k < std::min(K, (g + 1) * bk); ++k) d += q[k] * w[n * K + k];
+          acc += d * sx[g] * ws[g];
+        }
+        y[t * N + n] = acc;
+      }
+    }
+    return y;
+  }
+
   static std::vector<int64_t> Range(int64_t begin, int64_t end) {
     std::vector<int64_t> r;
     for (int64_t i = begin; i < end; ++i) r.push_back(i);
@@ -405,6 +459,7 @@ class HybridReference {
   HybridMode mode_;
   bool fused_ = false;
   double perturbation_ = 0.0;
+  std::array<int64_t, 2> block_;
   std::map<std::string, std::vector<double>> w_;
   std::map<std::string, std::pair<std::vector<double>, float>> online_;  // quantized stacks, scale
 };
@@ -446,6 +501,39 @@ inline int GreedyAgainstReference(Model& model, HybridReference& ref, const std:
     logits = model.Forward(std::vector<int32_t>{ours}, std::vector<int64_t>{p}, {&cache, &seq});
   }
   return steps;
+}
+
+// `model`'s f32 logits of each prompt of `oracle_dir`'s reference.json against the emulation:
+// max |ours - emulation| per position, split at the prompt's first position off by more than
+// 1e-4 (a code flip); the prompts whose position 0 is off; how far the emulation is from the
+// unquantized forward `exact`; and, for the prompts of up to 30 tokens, the greedy decode steps
+// equal to the emulation's (GreedyAgainstReference, 6 steps, near-tie 0.05).
+struct EmulationComparison {
+  int before = 0, after = 0, greedy_steps = 0;
+  double worst = 0, fp8_vs_exact = 0;
+  std::vector<std::vector<int32_t>> flipped_at_0;
+};
+
+inline EmulationComparison CompareWithEmulation(Model& model, HybridReference& emu, HybridReference& exact,
+                                                const std::string& oracle_dir) {
+  const int64_t V = model.vocab_size();
+  EmulationComparison c;
+  for (const OracleCase& oc : ReadOracle(oracle_dir)) {
+    const std::vector<float> got = PromptLogits(model, oc.prompt);
+    const std::vector<double> ref = emu.Logits(oc.prompt), ex = exact.Logits(oc.prompt);
+    bool flipped = false;
+    for (int64_t t = 0; t < oc.T; ++t) {
+      const double d = RowDiff(got, ref, ex, t, V, c.fp8_vs_exact);
+      flipped = flipped || !(d <= 1e-4);
+      if (t == 0 && flipped) c.flipped_at_0.push_back(oc.prompt);
+      if (!flipped) c.worst = std::max(c.worst, d);
+      (flipped ? c.after : c.before)++;
+    }
+    if (oc.T > 30) continue;
+    bool step_flipped = false;
+    c.greedy_steps += GreedyAgainstReference(model, emu, oc.prompt, 6, 1e-4, 0.05, &step_flipped);
+  }
+  return c;
 }
 
 }  // namespace vtllm::model::testing

@@ -77,32 +77,14 @@ void CheckFormat(const std::string& name, const std::string& format, double min_
   auto model = Model::Load(out, testing::CpuOptions(vt::DType::kF32));
   ASSERT_EQ(model->quant().method, QuantMethod::kFp8Static);
   testing::HybridReference emu(out, testing::HybridMode::kStatic), exact(src, testing::HybridMode::kExact);
-  const int64_t V = model->vocab_size();
-  int before = 0, after = 0, flipped_at_0 = 0, greedy_steps = 0;
-  double worst = 0, fp8_vs_exact = 0;
-  for (const testing::OracleCase& oc : testing::ReadOracle(src)) {
-    const std::vector<float> got = testing::PromptLogits(*model, oc.prompt);
-    const std::vector<double> ref = emu.Logits(oc.prompt), ex = exact.Logits(oc.prompt);
-    bool flipped = false;
-    for (int64_t t = 0; t < oc.T; ++t) {
-      const double d = testing::RowDiff(got, ref, ex, t, V, fp8_vs_exact);
-      flipped = flipped || !(d <= 1e-4);
-      flipped_at_0 += t == 0 && flipped;
-      if (!flipped) worst = std::max(worst, d);
-      (flipped ? after : before)++;
-    }
-    // Greedy, for the short prompts: decode steps' logits and tokens (GreedyAgainstReference).
-    if (oc.T > 30) continue;
-    bool step_flipped = false;
-    greedy_steps += testing::GreedyAgainstReference(*model, emu, oc.prompt, 6, 1e-4, 0.05, &step_flipped);
-  }
+  const testing::EmulationComparison c = testing::CompareWithEmulation(*model, emu, exact, src);
   std::printf("[%s %s] static fp8 vs float64 emulation: max %.3g over %d positions before a flip, %d from there; "
               "emulation vs unquantized %.3g; %d greedy steps equal\n",
-              name.c_str(), format.c_str(), worst, before, after, fp8_vs_exact, greedy_steps);
-  EXPECT_EQ(flipped_at_0, 0);
-  EXPECT_GE(before, min_unflipped * (before + after));
-  EXPECT_GE(fp8_vs_exact, 0.3);
-  EXPECT_GE(greedy_steps, 4);
+              name.c_str(), format.c_str(), c.worst, c.before, c.after, c.fp8_vs_exact, c.greedy_steps);
+  EXPECT_EQ(c.flipped_at_0.size(), 0u);
+  EXPECT_GE(c.before, min_unflipped * (c.before + c.after));
+  EXPECT_GE(c.fp8_vs_exact, 0.3);
+  EXPECT_GE(c.greedy_steps, 4);
 }
 
 TEST(StaticFp8Hybrid, Qwen3NextModelOpt) { CheckFormat("qwen3-next-tiny", "modelopt", 0.5); }

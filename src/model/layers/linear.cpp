@@ -83,6 +83,25 @@ vt::Tensor ShardWeight(const Checkpoint& ckpt, const LinearShard& s, vt::DType d
   return ckpt.GetAs(name, dtype, {s.stored_rows, in_features}).Slice(0, s.row_offset, s.row_offset + s.out_features);
 }
 
+// The FP8 weight scales `scale` of the stored weight `prefix`.weight, [rows, cols] F32 or BF16
+// as stored, widened to f32; each must be finite and > 0.
+std::vector<float> ReadWeightScales(const Checkpoint& ckpt, const std::string& prefix, const std::string& scale,
+                                    int64_t rows, int64_t cols) {
+  if (!ckpt.Has(scale))
+    ThrowLoadError(ckpt.dir(), ": tensor '", scale, "' is missing (the scales of FP8 weight '", prefix, ".weight')");
+  const vt::DType dt = ckpt.Info(scale).dtype == vt::DType::kBF16 ? vt::DType::kBF16 : vt::DType::kF32;
+  const vt::Tensor sc = ckpt.GetAs(scale, dt, {rows, cols});
+  std::vector<float> f(static_cast<size_t>(rows * cols));
+  for (size_t e = 0; e < f.size(); ++e) {
+    const float v = dt == vt::DType::kF32 ? sc.data_as<float>()[e] : vt::Bf16ToFloat(sc.data_as<uint16_t>()[e]);
+    if (!(std::isfinite(v) && v > 0.0f))
+      ThrowLoadError(ckpt.FileOf(scale), ": tensor '", scale, "' holds ", v, " at element ", e,
+                     "; FP8 weight scales must be finite and > 0");
+    f[e] = v;
+  }
+  return f;
+}
+
 class UnquantizedLinearMethod final : public LinearMethod {
  public:
   void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
@@ -179,11 +198,18 @@ class Fp8StaticLinearMethod final : public LinearMethod {
 };
 
 // FP8 weights with scales per block of rows and columns (block FP8: [ceil(N/bn),
-// ceil(K/bk)] `weight_scale_inv`) or per row (per-channel: `weight_scale` [N, 1], then bn = 1
-// and bk = K), and activations quantized at run time per token and bk columns
-// (QuantFp8PerTokenGroup with the format's floors) into a scratch of its own; the GEMM is
-// MatmulFp8GroupScaled. Merged shards keep their own scales (stacked rows; no
-// requantization), so a block format needs every shard but the last to end on a block row.
+// ceil(K/bk)] `weight_scale_inv`) or per row (per-channel: `weight_scale` [N, 1]), and
+// activations quantized at run time per token and bk columns (QuantFp8PerTokenGroup with the
+// format's floors; per-channel: bk = K) into a scratch of its own; the GEMM is
+// MatmulFp8GroupScaled. Merged shards keep their own scales (no requantization), and so do
+// shards that are row blocks of a stored weight (Qwen3-Next's in_proj_qkvz read as q, k, v,
+// z; the gated attention's q rows and gate rows of q_proj): each weight row keeps the scale
+// row it has in its stored tensor (block FP8: stored row r reads scale row r / bn, whichever
+// shard it lands in). The linear's scales are laid out in blocks of bn rows when every shard
+// starts on a multiple of bn in the merged weight and every such block reads one stored scale
+// row (the stored order, e.g. 128-row shards of a 128-block format), else with one scale row
+// per weight row (MatmulFp8GroupScaled's block_n = 1, k groups kept): 4 bytes per row and k
+// group, about 3% of the weight at bk = 128.
 // Online FP8 (`online`) reads BF16/F32 weights and quantizes them here, per tensor: one scale
 // over the stored tensors the shards read (the merged weight; vLLM's scaled_fp8_quant with no
 // scale), s = amax / 448 and
@@ -191,8 +217,13 @@ class Fp8StaticLinearMethod final : public LinearMethod {
 // per-channel layout, so the rest is the per-token path.
 class Fp8DynamicLinearMethod final : public LinearMethod {
  public:
-  Fp8DynamicLinearMethod(bool block, int64_t block_n, int64_t block_k, bool online = false)
-      : block_(block), online_(online), block_n_(block ? block_n : 1), block_k_cfg_(block_k) {}
+  Fp8DynamicLinearMethod(bool block, int64_t block_n, int64_t block_k, bool online = false,
+                         OnlineFp8AmaxCache* amax_cache = nullptr)
+      : block_(block),
+        online_(online),
+        amax_cache_(amax_cache),
+        block_n_cfg_(block ? block_n : 1),
+        block_k_cfg_(block_k) {}
 
   void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
     block_k_ = block_ ? block_k_cfg_ : in_features;
@@ -210,44 +241,54 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
         for (const std::string& n : scale_from) {
           if (std::find(online_stored_.begin(), online_stored_.end(), n) != online_stored_.end()) continue;
           online_stored_.push_back(n);
+          if (const float* a = amax_cache_ ? amax_cache_->Find(n) : nullptr) {  // scanned by another linear
+            online_amax_ = std::max(online_amax_, *a);
+            continue;
+          }
           // The whole tensor as stored (the shard's own rows and columns are checked above).
           const vt::DType ndt = ckpt.Info(n).dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
           online_scale_parts_.push_back(
               {ckpt.GetAs(n, ndt, ckpt.Info(n).shape), ckpt.FileOf(n) + ": tensor '" + n + "'", 0});
+          online_scale_names_.push_back(n);
         }
       }
       return;
     }
-    const int64_t kb = (in_features + block_k_ - 1) / block_k_;
-    for (size_t i = 0; i < shards.size(); ++i) {
-      const LinearShard& s = shards[i];
-      if (s.stored_rows != 0)
-        ThrowLoadError(ckpt.dir(), ": '", s.prefix, ".weight' is split by rows, which ", name(),
-                       " FP8 (per-row or per-block scales) does not support yet");
-      parts_.push_back(ckpt.GetAs(s.prefix + ".weight", vt::DType::kF8E4M3, {s.out_features, in_features}));
+    const int64_t kb = block_ ? (in_features + block_k_ - 1) / block_k_ : 1;
+    std::vector<std::vector<float>> stored;  // each stored scale tensor the shards read, [rows, kb]
+    std::vector<std::string> stored_names;
+    std::vector<std::pair<size_t, int64_t>> row_scale;  // per merged row: (stored tensor, its scale row)
+    std::vector<int64_t> starts;                        // each shard's first row in the merged weight
+    for (const LinearShard& s : shards) {
+      if (s.stored_cols != 0)
+        ThrowLoadError(ckpt.dir(), ": '", s.prefix, ".weight' is split by columns (tensor parallelism), which ",
+                       name(), " FP8 (per-row or per-block scales) does not support yet");
+      starts.push_back(static_cast<int64_t>(row_scale.size()));
+      parts_.push_back(ShardWeight(ckpt, s, vt::DType::kF8E4M3, in_features));
       const std::string scale = s.prefix + (block_ ? ".weight_scale_inv" : ".weight_scale");
-      if (!ckpt.Has(scale))
-        ThrowLoadError(ckpt.dir(), ": tensor '", scale, "' is missing (the scales of FP8 weight '", s.prefix,
-                       ".weight')");
-      if (block_ && i + 1 < shards.size() && s.out_features % block_n_ != 0)
-        ThrowLoadError(ckpt.FileOf(s.prefix + ".weight"), ": '", s.prefix, ".weight' has ", s.out_features,
-                       " rows, not a multiple of the block size ", block_n_,
-                       ", so it cannot be merged with the next shard; not supported yet");
-      const int64_t nb = block_ ? (s.out_features + block_n_ - 1) / block_n_ : s.out_features;
-      const TensorInfo& info = ckpt.Info(scale);
-      const vt::DType dt = info.dtype == vt::DType::kBF16 ? vt::DType::kBF16 : vt::DType::kF32;
-      vt::Tensor sc = ckpt.GetAs(scale, dt, block_ ? vt::Shape{nb, kb} : vt::Shape{nb, 1});
-      vt::Tensor f = vt::Tensor::Empty({nb, block_ ? kb : 1}, vt::DType::kF32, vt::Device::Cpu());
-      for (int64_t e = 0; e < f.numel(); ++e) {
-        const float v = dt == vt::DType::kF32 ? sc.data_as<float>()[e]
-                                               : vt::Bf16ToFloat(sc.data_as<uint16_t>()[e]);
-        if (!(std::isfinite(v) && v > 0.0f))
-          ThrowLoadError(ckpt.FileOf(scale), ": tensor '", scale, "' holds ", v, " at element ", e,
-                         "; FP8 weight scales must be finite and > 0");
-        f.data_as<float>()[e] = v;
+      auto it = std::find(stored_names.begin(), stored_names.end(), scale);
+      if (it == stored_names.end()) {
+        const int64_t rows = s.stored_rows == 0 ? s.out_features : s.stored_rows;
+        stored.push_back(ReadWeightScales(ckpt, s.prefix, scale, (rows + block_n_cfg_ - 1) / block_n_cfg_, kb));
+        stored_names.push_back(scale);
+        it = stored_names.end() - 1;
       }
-      scale_parts_.push_back(f);
+      const size_t t = static_cast<size_t>(it - stored_names.begin());
+      for (int64_t r = 0; r < s.out_features; ++r) row_scale.emplace_back(t, (s.row_offset + r) / block_n_cfg_);
     }
+    // Blocks of block_n_cfg_ rows where the merged weight allows it, else one scale row per row.
+    const int64_t N = static_cast<int64_t>(row_scale.size());
+    bool blocks = block_n_cfg_ > 1;
+    for (int64_t m0 : starts) blocks = blocks && m0 % block_n_cfg_ == 0;
+    for (int64_t m = 0; blocks && m < N; ++m) blocks = row_scale[m] == row_scale[m - m % block_n_cfg_];
+    block_n_ = blocks ? block_n_cfg_ : 1;
+    const int64_t rows = (N + block_n_ - 1) / block_n_;
+    vt::Tensor sc = vt::Tensor::Empty({rows, kb}, vt::DType::kF32, vt::Device::Cpu());
+    for (int64_t j = 0; j < rows; ++j) {
+      const auto& [t, r] = row_scale[j * block_n_];
+      std::copy_n(stored[t].data() + r * kb, kb, sc.data_as<float>() + j * kb);
+    }
+    scale_parts_ = {sc};
   }
   void ProcessWeightsAfterLoading(const vt::Queue& host_queue, vt::Device device) override {
     if (online_) QuantizeOnline(host_queue);
@@ -271,7 +312,7 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
       vt::QuantFp8PerTokenGroup(q, x8, xs, x, K, 0.0f, vt::kFp8PerTokenScaleFloor);
     const bool all = n0 == 0 && n1 == weight_.dim(0);
     const vt::Tensor w = all ? weight_ : weight_.Slice(0, n0, n1);
-    // Scale rows of [n0, n1): whole blocks, since shards start on block rows.
+    // Scale rows of [n0, n1): whole blocks, since in the block layout shards start on block rows.
     const int64_t r0 = n0 / block_n_, r1 = (n1 + block_n_ - 1) / block_n_;
     const vt::Tensor s = all ? scales_ : scales_.Slice(0, r0, r1);
     vt::MatmulFp8GroupScaled(q, out, x8, xs, w, s, block_n_, block_k_, bias);
@@ -291,21 +332,33 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
     int64_t rows = 0;
     for (const vt::Tensor& p : parts_) rows += p.dim(0);
     vt::Tensor w8 = vt::Tensor::Empty({rows, parts_[0].dim(1)}, vt::DType::kF8E4M3, vt::Device::Cpu());
-    const float scale = Fp8OnlineScale(host_queue, online_scale_parts_);
+    // amax / 448 over the stored tensors, as Fp8OnlineScale; each scanned once per load.
+    for (size_t i = 0; i < online_scale_parts_.size(); ++i) {
+      const float a = Fp8OnlineAmax(host_queue, online_scale_parts_[i]);
+      if (amax_cache_) amax_cache_->Add(online_scale_names_[i], a);
+      online_amax_ = std::max(online_amax_, a);
+    }
+    const float scale = online_amax_ / 448.0f > 0.0f ? online_amax_ / 448.0f : 1.0f;
     vt::QuantFp8Static(host_queue, w8, StackRows(parts_), scale);
     vt::Tensor s = vt::Tensor::Empty({rows, 1}, vt::DType::kF32, vt::Device::Cpu());
     std::fill(s.data_as<float>(), s.data_as<float>() + s.numel(), scale);
     parts_ = {w8};
     scale_parts_ = {s};
     online_scale_parts_.clear();
+    online_scale_names_.clear();
     online_stored_.clear();
   }
 
   bool block_, online_;
-  // Online: the stored tensors the shards read, whole, and their names.
-  std::vector<OnlineFp8Part> online_scale_parts_;
+  // Online: the stored tensors the shards read (names), those of them to scan (whole, and
+  // their names), and the amax of those scanned before (amax_cache_).
   std::vector<std::string> online_stored_;
-  int64_t block_n_, block_k_cfg_, block_k_ = 0;
+  std::vector<OnlineFp8Part> online_scale_parts_;
+  std::vector<std::string> online_scale_names_;
+  float online_amax_ = 0.0f;
+  OnlineFp8AmaxCache* amax_cache_;
+  int64_t block_n_cfg_, block_k_cfg_, block_k_ = 0;
+  int64_t block_n_ = 1;  // rows per scale row of scales_ (block_n_cfg_, or 1: LoadWeights)
   std::vector<vt::Tensor> parts_, scale_parts_;
   vt::Tensor weight_, scales_;
   vt::Tensor x8_, xs_;  // the quantized activation and its scales
@@ -328,34 +381,49 @@ float Fp8OnlineScale(const vt::Queue& host_queue, std::span<const OnlineFp8Part>
   VT_CHECK(!parts.empty(), "Fp8OnlineScale: no parts");
   float amax = 0.0f;
   for (const OnlineFp8Part& part : parts) {
-    const vt::Tensor& p = part.values;
-    VT_CHECK(p.device().is_cpu() && p.is_contiguous() && p.dtype() == parts[0].values.dtype() &&
-                 (p.dtype() == vt::DType::kF32 || p.dtype() == vt::DType::kBF16),
-             "Fp8OnlineScale: parts must be contiguous CPU tensors of one dtype, F32 or BF16, got ", p.Describe());
-    const bool f32 = p.dtype() == vt::DType::kF32;
-    std::mutex mu;
-    float part_max = 0.0f;
-    int64_t bad = -1;
-    host_queue.ParallelFor(p.numel(), 1 << 16, [&](int64_t b, int64_t e) {
-      float m = 0.0f;
-      int64_t first_bad = -1;
-      for (int64_t j = b; j < e; ++j) {
-        const float v = f32 ? p.data_as<float>()[j] : vt::Bf16ToFloat(p.data_as<uint16_t>()[j]);
-        if (!std::isfinite(v) && first_bad < 0) first_bad = j;
-        m = std::max(m, std::fabs(v));
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      part_max = std::max(part_max, m);
-      if (first_bad >= 0 && (bad < 0 || first_bad < bad)) bad = first_bad;
-    });
-    if (bad >= 0)
-      ThrowLoadError(part.name, " holds a NaN or Inf at element ", part.first_element + bad,
-                     "; online FP8 (--quantization fp8) cannot quantize it");
-    amax = std::max(amax, part_max);
+    VT_CHECK(part.values.dtype() == parts[0].values.dtype(),
+             "Fp8OnlineScale: parts must be of one dtype, got ", part.values.Describe());
+    amax = std::max(amax, Fp8OnlineAmax(host_queue, part));
   }
   // An all-zero weight quantizes to zeros with any scale.
   const float scale = amax / 448.0f;
   return scale > 0.0f ? scale : 1.0f;
+}
+
+float Fp8OnlineAmax(const vt::Queue& host_queue, const OnlineFp8Part& part) {
+  const vt::Tensor& p = part.values;
+  VT_CHECK(p.device().is_cpu() && p.is_contiguous() && (p.dtype() == vt::DType::kF32 || p.dtype() == vt::DType::kBF16),
+           "Fp8OnlineAmax: a part must be a contiguous CPU tensor, F32 or BF16, got ", p.Describe());
+  const bool f32 = p.dtype() == vt::DType::kF32;
+  std::mutex mu;
+  float part_max = 0.0f;
+  int64_t bad = -1;
+  host_queue.ParallelFor(p.numel(), 1 << 16, [&](int64_t b, int64_t e) {
+    float m = 0.0f;
+    int64_t first_bad = -1;
+    for (int64_t j = b; j < e; ++j) {
+      const float v = f32 ? p.data_as<float>()[j] : vt::Bf16ToFloat(p.data_as<uint16_t>()[j]);
+      if (!std::isfinite(v) && first_bad < 0) first_bad = j;
+      m = std::max(m, std::fabs(v));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    part_max = std::max(part_max, m);
+    if (first_bad >= 0 && (bad < 0 || first_bad < bad)) bad = first_bad;
+  });
+  if (bad >= 0)
+    ThrowLoadError(part.name, " holds a NaN or Inf at element ", part.first_element + bad,
+                   "; online FP8 (--quantization fp8) cannot quantize it");
+  return part_max;
+}
+
+const float* OnlineFp8AmaxCache::Find(const std::string& name) const {
+  auto it = amax_.find(name);
+  return it == amax_.end() ? nullptr : &it->second;
+}
+
+void OnlineFp8AmaxCache::Add(const std::string& name, float amax) {
+  amax_[name] = amax;
+  ++scans_;
 }
 
 void RequantizeFp8(const vt::Queue& host_queue, const vt::Tensor& out, const vt::Tensor& weight, float scale,
@@ -389,7 +457,7 @@ Linear Linear::Load(const LinearContext& ctx, std::vector<LinearShard> shards, i
   else if (ctx.quant->method == QuantMethod::kFp8Static)
     method = MakeFp8StaticLinearMethod();
   else if (ctx.quant->method == QuantMethod::kFp8Online)
-    method = std::make_unique<Fp8DynamicLinearMethod>(false, 1, in_features, /*online=*/true);
+    method = std::make_unique<Fp8DynamicLinearMethod>(false, 1, in_features, /*online=*/true, ctx.amax_cache);
   else
     method = std::make_unique<Fp8DynamicLinearMethod>(ctx.quant->method == QuantMethod::kFp8Block,
                                                      ctx.quant->block_n, ctx.quant->block_k);

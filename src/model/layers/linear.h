@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -28,7 +29,8 @@ struct LinearShard {
   // projections of Qwen3-Next): rows [row_offset, row_offset + out_features) of a weight of
   // stored_rows rows. stored_rows 0: the weight has exactly out_features rows. Per-tensor
   // scales are the stored weight's (static FP8 reads them; online FP8 takes the amax of the
-  // whole stored weight); biases and per-row scales of such a shard are refused.
+  // whole stored weight); per-row and per-block FP8 scales are the rows of the stored scales
+  // that its rows fall in; the bias is the same rows of the stored bias.
   int64_t row_offset = 0;
   int64_t stored_rows = 0;
   // A row-parallel shard (tensor parallelism: o_proj, down_proj) takes a block of columns of
@@ -72,6 +74,22 @@ class LinearInputObserver {
                               std::span<const float> /*gate_up_amax*/, std::span<const float> /*down_amax*/) {}
 };
 
+// Online FP8 within one model load: amax(|W|) of each stored tensor already scanned, by name,
+// so that the linears that read row blocks of one tensor (Qwen3-Next's q, k, v and z of
+// in_proj_qkvz) or share a merge's scale (the gated attention's q_proj, k_proj, v_proj) scan
+// it once.
+class OnlineFp8AmaxCache {
+ public:
+  // The amax of `name`, or nullptr when it has not been scanned.
+  const float* Find(const std::string& name) const;
+  void Add(const std::string& name, float amax);
+  int64_t scans() const { return scans_; }  // tensors scanned (Add calls)
+
+ private:
+  std::map<std::string, float> amax_;
+  int64_t scans_ = 0;
+};
+
 // What a linear is built from: the checkpoint, its quantization config, where the weights go,
 // and a CPU queue for the one-time processing after loading.
 struct LinearContext {
@@ -80,6 +98,7 @@ struct LinearContext {
   vt::Device device;
   const vt::Queue* host_queue = nullptr;
   LinearInputObserver* observer = nullptr;  // calibration only
+  OnlineFp8AmaxCache* amax_cache = nullptr;  // online FP8: shared by the load's linears; may be null
 };
 
 // vLLM's LinearMethodBase: create/load weights -> process_weights_after_loading -> apply.
@@ -133,6 +152,8 @@ struct OnlineFp8Part {
 float QuantizeFp8Online(const vt::Queue& host_queue, std::span<const OnlineFp8Part> parts, const vt::Tensor& out);
 // The scale alone: amax(|W|) / 448 over all parts in f32, 1 when all are 0; the same checks.
 float Fp8OnlineScale(const vt::Queue& host_queue, std::span<const OnlineFp8Part> parts);
+// amax(|W|) of one part; a NaN or Inf is a LoadError as above.
+float Fp8OnlineAmax(const vt::Queue& host_queue, const OnlineFp8Part& part);
 
 class Linear {
  public:
