@@ -310,7 +310,10 @@ void RunDecodePiece(const attention::KernelSet* ks, const Geometry& g, const Ten
   const auto* kc = static_cast<const char*>(key_cache.data());
   const auto* vc = static_cast<const char*>(value_cache.data());
   // The blocks lie anywhere: block b + 1 is prefetched while block b is used, a share of
-  // it before each KV head's pass, so the prefetches are spread among the loads.
+  // it before each KV head's pass, so the prefetches are spread among the loads. Into L2
+  // (prefetcht1), not L1: a block's keys and values (64 KiB for 8 KV heads of 128 in BF16)
+  // do not fit L1 beside the block in use, and the L1 prefetch measured slower
+  // (bench/README.md).
   const size_t share = (block_bytes / static_cast<size_t>(g.Hk) + 63) / 64 * 64;
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t valid = std::min(g.block_size, ctx - b * g.block_size);
@@ -319,8 +322,8 @@ void RunDecodePiece(const attention::KernelSet* ks, const Geometry& g, const Ten
     for (int64_t kh = 0; kh < g.Hk; ++kh) {
       if (ahead != SIZE_MAX)
         for (size_t o = static_cast<size_t>(kh) * share; o < std::min(block_bytes, (kh + 1) * share); o += 64) {
-          __builtin_prefetch(kc + ahead + o);
-          __builtin_prefetch(vc + ahead + o);
+          __builtin_prefetch(kc + ahead + o, 0, 2);
+          __builtin_prefetch(vc + ahead + o, 0, 2);
         }
       const size_t head = static_cast<size_t>(kh * D) * csize;
       const int64_t h0 = kh * g.group;
