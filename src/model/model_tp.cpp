@@ -4,8 +4,8 @@
 // Rank 0 is the Model the caller holds; it owns the other ranks' Models. A step (plain host
 // data) is checked once on rank 0, handed to every rank's thread, and each rank runs it over
 // its own shard and KV cache; the ranks meet in the collectives of the layers (an all-reduce
-// after o_proj and after each MLP or MoE block, an all-gather of the logits). Rank 0 runs on the caller's
-// thread, so the engine's scheduler and sampler see one model.
+// after o_proj and after each MLP or MoE block, an all-gather of the logits). Rank 0 runs on
+// the caller's thread, so the engine's scheduler and sampler see one model.
 #include <algorithm>
 #include <condition_variable>
 #include <exception>

@@ -97,7 +97,9 @@ void CheckRanksSumToWholeBlock(const std::string& fixture, bool fp8, bool shared
   }
 }
 
-TEST(TensorParallelMoe, Bf16ExpertsRanksSumToTheWholeBlock) { CheckRanksSumToWholeBlock("qwen3-moe-tiny", false, false); }
+TEST(TensorParallelMoe, Bf16ExpertsRanksSumToTheWholeBlock) {
+  CheckRanksSumToWholeBlock("qwen3-moe-tiny", false, false);
+}
 
 TEST(TensorParallelMoe, SharedExpertRanksSumToTheWholeBlock) {
   // The shared expert's intermediate size is split too; its sigmoid gate, one factor per

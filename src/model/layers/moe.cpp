@@ -8,10 +8,10 @@
 #include "model/checkpoint.h"
 #include "model/load_error.h"
 #include "model/quant_config.h"
+#include "vt/error.h"
 #include "vt/ops/activation.h"
 #include "vt/ops/matmul.h"
 #include "vt/ops/moe.h"
-#include "vt/error.h"
 #include "vt/ops/quant.h"
 #include "vt/prepared.h"
 
@@ -138,7 +138,7 @@ void SliceExperts(MoeHostWeights& x, int64_t E, int64_t H, int64_t I, const Tens
   dst = static_cast<char*>(dn.data());
   const size_t cols = static_cast<size_t>(Ip) * es;
   for (int64_t r = 0; r < E * H; ++r)
-    std::memcpy(dst + static_cast<size_t>(r) * cols, src + (static_cast<size_t>(r * I + i0)) * es, cols);
+    std::memcpy(dst + static_cast<size_t>(r) * cols, src + static_cast<size_t>(r * I + i0) * es, cols);
   x.gate_up = gu;
   x.down = dn;
   x.gate_up_parts.clear();  // they name the unsplit rows (online FP8 only, which TP refuses)
