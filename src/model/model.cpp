@@ -143,7 +143,11 @@ vt::Tensor Model::FillPrefix(const vt::Tensor& dst, const void* src, int64_t n, 
 }
 
 void Model::ReserveStepBuffers(const StepLimits& want) {
-  for (const auto& p : peers_) p->ReserveStepBuffers(want);
+  for (const auto& p : peers_) p->ReserveOwnStepBuffers(want);
+  ReserveOwnStepBuffers(want);
+}
+
+void Model::ReserveOwnStepBuffers(const StepLimits& want) {
   StepLimits l = buffers_.limits;
   l.max_num_tokens = std::max(l.max_num_tokens, want.max_num_tokens);
   l.max_num_seqs = std::max(l.max_num_seqs, want.max_num_seqs);
@@ -252,7 +256,7 @@ vt::Tensor Model::ExecuteLocal(const StepInput& step, const KvCacheTensors& cach
   const StepLimits& have = buffers_.limits;
   if (!buffers_.ids.defined() || T > have.max_num_tokens || S > have.max_num_seqs || W > have.max_blocks_per_seq ||
       need.max_logit_rows > have.max_logit_rows)
-    ReserveStepBuffers(need);
+    ReserveOwnStepBuffers(need);
   using vt::DType;
   const vt::Tensor ids = FillPrefix(buffers_.ids, RankIds(step.token_ids), T, DType::kI32);
   AttentionMetadata meta;

@@ -177,6 +177,9 @@ class Model {
   static std::unique_ptr<Model> LoadTensorParallel(const std::string& dir, const LoadOptions& options);
   // One rank's step (the whole step without tensor parallelism).
   vt::Tensor ExecuteLocal(const StepInput& step, const KvCacheTensors& cache);
+  // ReserveStepBuffers of this rank's buffers only: what a step that outgrows them calls.
+  // During a step every rank runs on its own thread, so no rank may touch another's buffers.
+  void ReserveOwnStepBuffers(const StepLimits& limits);
   // Runs the step on every rank, rank 0 on this thread (model_tp.cpp).
   vt::Tensor ExecuteTensorParallel(const StepInput& step, const KvCacheTensors& cache);
   std::vector<float> Run(KvCache& cache, std::span<const int32_t> token_ids, std::span<const BatchEntry> batch,

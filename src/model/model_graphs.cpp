@@ -41,7 +41,7 @@ bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
   const StepLimits& have = buffers_.limits;
   if (!buffers_.ids.defined() || Sb > have.max_num_tokens || Sb > have.max_num_seqs || Sb > have.max_logit_rows ||
       step.block_table_stride > have.max_blocks_per_seq)
-    ReserveStepBuffers({Sb, Sb, std::max(step.block_table_stride, have.max_blocks_per_seq), Sb});
+    ReserveOwnStepBuffers({Sb, Sb, std::max(step.block_table_stride, have.max_blocks_per_seq), Sb});
   const int64_t W = buffers_.limits.max_blocks_per_seq;
 
   using vt::DType;

@@ -4,8 +4,8 @@
 // Rank 0 is the Model the caller holds; it owns the other ranks' Models. A step (plain host
 // data) is checked once on rank 0, handed to every rank's thread, and each rank runs it over
 // its own shard and KV cache; the ranks meet in the collectives of the layers (an all-reduce
-// after o_proj and down_proj, an all-gather of the logits). Rank 0 runs on the caller's
-// thread, so the engine's scheduler and sampler see one model.
+// after o_proj and after each MLP or MoE block, an all-gather of the logits). Rank 0 runs on
+// the caller's thread, so the engine's scheduler and sampler see one model.
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
@@ -108,11 +108,11 @@ namespace {
 void CheckSplittable(const std::string& dir, const ModelConfig& c, const QuantConfig& quant, int n) {
   const std::string where = dir + "/config.json";
   const std::string_view a = c.architecture;
-  if (c.IsHybrid() || c.num_experts > 0 ||
-      !(a == "LlamaForCausalLM" || a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM"))
+  if (c.IsHybrid() || !(a == "LlamaForCausalLM" || a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM" ||
+                        a == "Qwen2MoeForCausalLM" || a == "Qwen3MoeForCausalLM"))
     ThrowLoadError(where, ": --tensor-parallel-size ", n, ": ", c.architecture,
-                   " cannot be split yet; tensor parallelism supports the dense Llama, Qwen2 and Qwen3 decoders "
-                   "(no mixture-of-experts or hybrid models)");
+                   " cannot be split yet; tensor parallelism supports the Llama, Qwen2, Qwen3, Qwen2-MoE and "
+                   "Qwen3-MoE decoders (no hybrid models)");
   if (quant.method != QuantMethod::kNone && quant.method != QuantMethod::kFp8Static)
     ThrowLoadError(where, ": --tensor-parallel-size ", n,
                    ": tensor parallelism supports unquantized and static per-tensor FP8 checkpoints, not this "
@@ -123,8 +123,20 @@ void CheckSplittable(const std::string& dir, const ModelConfig& c, const QuantCo
   if (Hk <= 0 || (Hk % n != 0 && n % Hk != 0))
     ThrowLoadError(where, ": --tensor-parallel-size ", n, " and num_key_value_heads ", Hk,
                    ": one must divide the other (KV heads are split, or replicated when fewer than the ranks)");
-  if (c.intermediate_size % n != 0)
+  bool dense = false, sparse = false;  // which kinds of feed-forward layers the model has
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    sparse = sparse || c.IsSparseLayer(l);
+    dense = dense || !c.IsSparseLayer(l);
+  }
+  if (dense && c.intermediate_size % n != 0)
     ThrowLoadError(where, ": --tensor-parallel-size ", n, " does not divide intermediate_size ", c.intermediate_size);
+  // A sparse layer splits each expert's intermediate size, and its shared expert's.
+  if (sparse && c.moe_intermediate_size % n != 0)
+    ThrowLoadError(where, ": --tensor-parallel-size ", n, " does not divide moe_intermediate_size ",
+                   c.moe_intermediate_size, " (each rank keeps a block of every expert's intermediate size)");
+  if (sparse && c.shared_expert_intermediate_size % n != 0)
+    ThrowLoadError(where, ": --tensor-parallel-size ", n, " does not divide shared_expert_intermediate_size ",
+                   c.shared_expert_intermediate_size);
   if (c.vocab_size % n != 0)
     ThrowLoadError(where, ": --tensor-parallel-size ", n, " does not divide vocab_size ", c.vocab_size,
                    " (vtllm does not pad the vocabulary as vLLM does)");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/checkpoint.h"
+#include "model/config.h"
 #include "model/safetensors_writer.h"
 #include "vt/dtype.h"
 
@@ -56,6 +57,38 @@ inline std::string CopyWithF32Tensor(const std::string& src, const std::string& 
     for (int64_t i = 0; i < t.numel(); ++i) wide[i] = vt::Bf16ToFloat(t.data_as<uint16_t>()[i]);
     w.Add(n, vt::DType::kF32, t.shape(), wide);
   });
+}
+
+// A copy of the per-expert BF16 MoE checkpoint `src` with each sparse layer's experts stored
+// fused (transformers 5: experts.gate_up_proj [E, 2I, H], each expert's gate rows then its up
+// rows, and experts.down_proj [E, H, I]): the same experts in the other layout. Returns dir.
+inline std::string CopyWithFusedExperts(const std::string& src, const std::string& dir) {
+  for (const char* f : {"config.json", "generation_config.json"})
+    std::filesystem::copy_file(src + "/" + f, dir + "/" + f);
+  const Checkpoint ck = Checkpoint::Open(src);
+  const ModelConfig cfg = ModelConfig::FromDir(src);
+  const int64_t E = cfg.num_experts, H = cfg.hidden_size, I = cfg.moe_intermediate_size;
+  SafetensorsWriter w;
+  std::vector<std::vector<uint16_t>> keep;  // the fused tensors' bytes until Write
+  for (const std::string& n : ck.names())
+    if (n.find(".experts.") == std::string::npos) w.Add(n, ck.Get(n));
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    if (!cfg.IsSparseLayer(l)) continue;
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
+    std::vector<uint16_t> gu, dn;
+    for (int64_t e = 0; e < E; ++e)
+      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+        const vt::Tensor t = ck.Get(p + std::to_string(e) + "." + proj + ".weight");
+        std::vector<uint16_t>& dst = proj[0] == 'd' ? dn : gu;
+        dst.insert(dst.end(), t.data_as<uint16_t>(), t.data_as<uint16_t>() + t.numel());
+      }
+    keep.push_back(std::move(gu));
+    w.Add(p + "gate_up_proj", vt::DType::kBF16, {E, 2 * I, H}, keep.back().data());
+    keep.push_back(std::move(dn));
+    w.Add(p + "down_proj", vt::DType::kBF16, {E, H, I}, keep.back().data());
+  }
+  w.Write(dir + "/model.safetensors");
+  return dir;
 }
 
 // Calibration windows of the given lengths: token ids from a fixed LCG over the vocabulary

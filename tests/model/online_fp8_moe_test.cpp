@@ -114,30 +114,7 @@ TEST(OnlineFp8Moe, ExpertsAreFp8AndRunThePerTokenOp) {
 // experts.down_proj [E, H, I]) quantize to the same bytes, so the logits are identical.
 TEST(OnlineFp8Moe, FusedExpertsGiveThePerExpertLayoutsLogits) {
   testing::TempDir tmp;
-  for (const char* f : {"config.json", "generation_config.json"}) std::filesystem::copy_file(kMoe + "/" + f, tmp / f);
-  const Checkpoint src = Checkpoint::Open(kMoe);
-  const ModelConfig cfg = ModelConfig::FromDir(kMoe);
-  const int64_t E = cfg.num_experts, H = cfg.hidden_size, I = cfg.moe_intermediate_size;
-  SafetensorsWriter w;
-  std::vector<std::vector<uint16_t>> keep;  // the fused tensors' bytes until Write
-  for (const std::string& n : src.names())
-    if (n.find(".experts.") == std::string::npos) w.Add(n, src.Get(n));
-  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-    if (!cfg.IsSparseLayer(l)) continue;
-    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
-    std::vector<uint16_t> gu, dn;
-    for (int64_t e = 0; e < E; ++e)
-      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
-        const vt::Tensor t = src.Get(p + std::to_string(e) + "." + proj + ".weight");
-        std::vector<uint16_t>& dst = proj[0] == 'd' ? dn : gu;
-        dst.insert(dst.end(), t.data_as<uint16_t>(), t.data_as<uint16_t>() + t.numel());
-      }
-    keep.push_back(std::move(gu));
-    w.Add(p + "gate_up_proj", vt::DType::kBF16, {E, 2 * I, H}, keep.back().data());
-    keep.push_back(std::move(dn));
-    w.Add(p + "down_proj", vt::DType::kBF16, {E, H, I}, keep.back().data());
-  }
-  w.Write(tmp / "model.safetensors");
+  testing::CopyWithFusedExperts(kMoe, tmp.path());
   auto per_expert = Model::Load(kMoe, Online(vt::DType::kF32));
   auto fused = Model::Load(tmp.path(), Online(vt::DType::kF32));
   const std::vector<int32_t> prompt = {3, 140, 29, 301, 7, 7, 250};

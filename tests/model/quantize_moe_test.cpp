@@ -244,31 +244,7 @@ TEST(QuantizeMoe, SharedExpertProjectionsAreQuantizedAndItsGateExcluded) {
 // the same experts stored per expert.
 TEST(QuantizeMoe, FusedExpertsAreWrittenOneTensorPerExpert) {
   testing::TempDir tmp;
-  const std::string fused = tmp.Sub("fused");
-  for (const char* f : {"config.json", "generation_config.json"})
-    std::filesystem::copy_file(kMoe + "/" + f, fused + "/" + f);
-  const Checkpoint src = Checkpoint::Open(kMoe);
-  const ModelConfig cfg = ModelConfig::FromDir(kMoe);
-  const int64_t E = cfg.num_experts, H = cfg.hidden_size, I = cfg.moe_intermediate_size;
-  SafetensorsWriter w;
-  std::vector<std::vector<uint16_t>> keep;
-  for (const std::string& n : src.names())
-    if (n.find(".experts.") == std::string::npos) w.Add(n, src.Get(n));
-  for (int64_t l : {1, 3}) {
-    std::vector<uint16_t> gu, dn;
-    for (int64_t e = 0; e < E; ++e)
-      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
-        const vt::Tensor t = src.Get(Expert(l, e, proj) + ".weight");
-        std::vector<uint16_t>& dst = proj[0] == 'd' ? dn : gu;
-        dst.insert(dst.end(), t.data_as<uint16_t>(), t.data_as<uint16_t>() + t.numel());
-      }
-    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
-    keep.push_back(std::move(gu));
-    w.Add(p + "gate_up_proj", vt::DType::kBF16, {E, 2 * I, H}, keep.back().data());
-    keep.push_back(std::move(dn));
-    w.Add(p + "down_proj", vt::DType::kBF16, {E, H, I}, keep.back().data());
-  }
-  w.Write(fused + "/model.safetensors");
+  const std::string fused = testing::CopyWithFusedExperts(kMoe, tmp.Sub("fused"));
   QuantizeCheckpoint(kMoe, tmp / "a", Options("modelopt"));
   QuantizeCheckpoint(fused, tmp / "b", Options("modelopt"));
   const Checkpoint a = Checkpoint::Open(tmp / "a"), b = Checkpoint::Open(tmp / "b");

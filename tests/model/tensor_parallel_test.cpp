@@ -1,8 +1,9 @@
 // Tensor parallelism simulated in one process: a model split over 2 (and 4, where the
 // fixture's heads allow) ranks, each a thread with its own shard over the in-process
 // communicator, against the same model unsplit. With F32 activations the only difference is
-// the order of the sums the row-parallel layers split (o_proj and down_proj add the ranks'
-// partial products), so the logits agree to a few f32 roundings; greedy tokens agree.
+// the order of the sums the row-parallel layers split (o_proj, down_proj and each expert's
+// down projection add the ranks' partial products), so the logits agree to a few f32
+// roundings; greedy tokens agree.
 // Each case also checks that the sharded path ran: the collectives counted per step and each
 // rank's KV cache holding its share of the KV heads.
 #include <unistd.h>
@@ -38,6 +39,10 @@ std::vector<TpCase> Cases() {
       {"qwen3_mqa", Fixture("models/qwen3-mqa-tiny"), {2, 4}},            // one KV head, replicated
       {"llama_ct_fp8", Fixture("models/llama-ct-fp8"), {2, 4}},           // compressed-tensors static FP8
       {"qwen3_modelopt_fp8", Fixture("oracles/qwen3-tiny/fp8_modelopt"), {2, 4}},  // ModelOpt static FP8
+      // Mixture of experts: every rank keeps all experts, a block of each one's intermediate size.
+      {"qwen3_moe", Fixture("models/qwen3-moe-tiny"), {2, 4}},                 // 8 experts of 48, 2 dense layers
+      {"qwen2_moe_shared", Fixture("models/qwen2-moe-tiny"), {2, 4}},          // shared expert, sigmoid gate
+      {"qwen3_moe_modelopt_fp8", Fixture("models/qwen3-moe-tiny-fp8"), {2, 4}},  // static FP8 experts
   };
 }
 
@@ -85,8 +90,8 @@ TEST_P(TensorParallelTest, F32LogitsAndGreedyTokensEqualUnsplitModel) {
       const int64_t before = split->communicator()->num_collectives();
       const std::vector<float> a = testing::PromptLogits(*whole, prompt);
       const std::vector<float> b = testing::PromptLogits(*split, prompt);
-      // Per step: an all-reduce of the embeddings and after each layer's o_proj and down_proj,
-      // one logits all-gather.
+      // Per step: an all-reduce of the embeddings and after each layer's o_proj and MLP (down_proj
+      // or the MoE block, its shared expert included), one logits all-gather.
       EXPECT_EQ(split->communicator()->num_collectives() - before, 2 * whole->config().num_hidden_layers + 2);
       const testing::LogitError e = testing::CompareLogits(b, a);
       worst = std::max(worst, e.max_abs);
@@ -106,17 +111,20 @@ TEST_P(TensorParallelTest, Bf16GreedyTokensEqualUnsplitModelUpToNearTie) {
   // whose margin (unsplit model) is below 0.25, and at least the first token.
   const TpCase& c = GetParam();
   auto whole = Model::Load(c.dir, Options(vt::DType::kBF16, 1));
-  auto split = Model::Load(c.dir, Options(vt::DType::kBF16, c.sizes[0]));
-  size_t compared = 0;
-  for (const auto& prompt : Prompts(whole->vocab_size())) {
-    std::vector<double> margins;
-    const std::vector<int32_t> want = testing::GreedyTokens(*whole, prompt, 12, &margins);
-    const std::vector<int32_t> got = testing::GreedyTokens(*split, prompt, 12);
-    const size_t n = std::max<size_t>(1, testing::StepsBeforeNearTie(margins, 0.25));
-    compared += n;
-    for (size_t i = 0; i < n; ++i) EXPECT_EQ(got[i], want[i]) << "step " << i << " of prompt " << prompt.size();
+  for (int size : c.sizes) {
+    SCOPED_TRACE(c.name + std::string(" tp=") + std::to_string(size));
+    auto split = Model::Load(c.dir, Options(vt::DType::kBF16, size));
+    size_t compared = 0;
+    for (const auto& prompt : Prompts(whole->vocab_size())) {
+      std::vector<double> margins;
+      const std::vector<int32_t> want = testing::GreedyTokens(*whole, prompt, 12, &margins);
+      const std::vector<int32_t> got = testing::GreedyTokens(*split, prompt, 12);
+      const size_t n = std::max<size_t>(1, testing::StepsBeforeNearTie(margins, 0.25));
+      compared += n;
+      for (size_t i = 0; i < n; ++i) EXPECT_EQ(got[i], want[i]) << "step " << i << " of prompt " << prompt.size();
+    }
+    std::printf("  %s tp=%d bf16: %zu greedy steps compared before near-ties\n", c.name, size, compared);
   }
-  std::printf("  %s tp=%d bf16: %zu greedy steps compared before near-ties\n", c.name, c.sizes[0], compared);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest, ::testing::ValuesIn(Cases()),
@@ -198,16 +206,32 @@ TEST(TensorParallel, SplitsThatDoNotDivideAreLoadErrors) {
   testing::ExpectLoadError([&] { Model::Load(odd_vocab, Options(vt::DType::kF32, 2)); },
                            {"--tensor-parallel-size 2", "vocab_size 513", "pad"});
   fs::remove_all(odd_vocab);
+  // Mixture of experts: each expert's intermediate size, and the shared expert's, is split.
+  const std::string odd_moe = EditedConfig(Fixture("models/qwen3-moe-tiny"), "moe",
+                                           [](nlohmann::json& j) { j["moe_intermediate_size"] = 50; });
+  testing::ExpectLoadError([&] { Model::Load(odd_moe, Options(vt::DType::kF32, 4)); },
+                           {"--tensor-parallel-size 4", "moe_intermediate_size 50"});
+  fs::remove_all(odd_moe);
+  const std::string odd_shared = EditedConfig(Fixture("models/qwen2-moe-tiny"), "shared",
+                                              [](nlohmann::json& j) { j["shared_expert_intermediate_size"] = 98; });
+  testing::ExpectLoadError([&] { Model::Load(odd_shared, Options(vt::DType::kF32, 4)); },
+                           {"--tensor-parallel-size 4", "shared_expert_intermediate_size 98"});
+  fs::remove_all(odd_shared);
 }
 
 TEST(TensorParallel, ModelsThatCannotBeSplitAreRefused) {
-  testing::ExpectLoadError([&] { Model::Load(Fixture("models/qwen3-moe-tiny"), Options(vt::DType::kF32, 2)); },
-                           {"Qwen3MoeForCausalLM", "cannot be split"});
   testing::ExpectLoadError([&] { Model::Load(Fixture("models/qwen3-next-tiny"), Options(vt::DType::kF32, 2)); },
                            {"Qwen3NextForCausalLM", "cannot be split"});
+  // A hybrid model with experts: its Gated DeltaNet layers are not split yet.
+  testing::ExpectLoadError([&] { Model::Load(Fixture("models/qwen3_5-moe-tiny"), Options(vt::DType::kF32, 2)); },
+                           {"Qwen3_5MoeForCausalLM", "cannot be split"});
   testing::ExpectLoadError(
       [&] { Model::Load(Fixture("models/qwen3-fp8-block-tiny"), Options(vt::DType::kF32, 2)); },
       {"--tensor-parallel-size 2", "static per-tensor FP8"});
+  LoadOptions online = Options(vt::DType::kF32, 2);  // --quantization fp8 of a BF16 MoE checkpoint
+  online.quantization = "fp8";
+  testing::ExpectLoadError([&] { Model::Load(Fixture("models/qwen3-moe-tiny"), online); },
+                           {"--tensor-parallel-size 2", "online FP8"});
 }
 
 TEST(TensorParallel, MoreRanksThanCudaDevicesIsAnError) {

@@ -55,6 +55,10 @@ TEST(TensorParallelCuda, Qwen3FourGpusEqualOne) { CompareSplit(Fixture("oracles/
 TEST(TensorParallelCuda, MqaReplicatedKvHeadsTwoGpus) { CompareSplit(Fixture("models/qwen3-mqa-tiny"), 2); }
 TEST(TensorParallelCuda, Qwen2BiasTwoGpus) { CompareSplit(Fixture("models/qwen2-tiny"), 2); }
 TEST(TensorParallelCuda, StaticFp8TwoGpus) { CompareSplit(Fixture("models/llama-ct-fp8"), 2); }
+// Mixture of experts: every rank keeps all experts and a block of each one's intermediate size.
+TEST(TensorParallelCuda, Qwen3MoeFourGpus) { CompareSplit(Fixture("models/qwen3-moe-tiny"), 4); }
+TEST(TensorParallelCuda, Qwen2MoeSharedExpertTwoGpus) { CompareSplit(Fixture("models/qwen2-moe-tiny"), 2); }
+TEST(TensorParallelCuda, Qwen3MoeStaticFp8TwoGpus) { CompareSplit(Fixture("models/qwen3-moe-tiny-fp8"), 2); }
 
 // NCCL loaded and running on this machine's one GPU: a group of one rank, whose all-reduce
 // leaves x as it is and whose all-gather copies its columns (needs libnccl.so.2 on the loader

@@ -8,6 +8,7 @@
 #include "model/checkpoint.h"
 #include "model/load_error.h"
 #include "model/quant_config.h"
+#include "vt/error.h"
 #include "vt/ops/activation.h"
 #include "vt/ops/matmul.h"
 #include "vt/ops/moe.h"
@@ -116,6 +117,34 @@ void ReadFusedExperts(const Checkpoint& ckpt, const std::string& p, const MoeSha
   }
 }
 
+// Keeps tensor-parallel rank tp's block of each expert's intermediate dimension I of the
+// stacked host weights: gate rows [i0, i0 + I/N) and up rows [I + i0, I + i0 + I/N) of each
+// expert's 2I, and columns [i0, i0 + I/N) of every row of down. Bytes are copied as they are
+// (FP8 ones already requantized to the whole expert's scales).
+void SliceExperts(MoeHostWeights& x, int64_t E, int64_t H, int64_t I, const TensorParallel& tp) {
+  const int64_t Ip = tp.Part(I), i0 = tp.Offset(I);
+  const size_t es = vt::DTypeSize(x.gate_up.dtype());
+  vt::Tensor gu = vt::Tensor::Empty({E * 2 * Ip, H}, x.gate_up.dtype(), vt::Device::Cpu());
+  vt::Tensor dn = vt::Tensor::Empty({E * H, Ip}, x.down.dtype(), vt::Device::Cpu());
+  const char* src = static_cast<const char*>(x.gate_up.data());
+  char* dst = static_cast<char*>(gu.data());
+  const size_t row = static_cast<size_t>(H) * es, block = static_cast<size_t>(Ip) * row;
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t half = 0; half < 2; ++half) {  // the gate rows, then the up rows
+      std::memcpy(dst, src + static_cast<size_t>(e * 2 * I + half * I + i0) * row, block);
+      dst += block;
+    }
+  src = static_cast<const char*>(x.down.data());
+  dst = static_cast<char*>(dn.data());
+  const size_t cols = static_cast<size_t>(Ip) * es;
+  for (int64_t r = 0; r < E * H; ++r)
+    std::memcpy(dst + static_cast<size_t>(r) * cols, src + static_cast<size_t>(r * I + i0) * es, cols);
+  x.gate_up = gu;
+  x.down = dn;
+  x.gate_up_parts.clear();  // they name the unsplit rows (online FP8 only, which TP refuses)
+  x.down_parts.clear();
+}
+
 // Online FP8 of the experts (vLLM's Fp8MoEMethod on an unquantized checkpoint): per expert,
 // one scale over its merged gate/up rows and one over its down rows, each amax / 448, the
 // bytes QuantFp8Static's (QuantizeFp8Online). Replaces the host weights with F8E4M3 ones.
@@ -136,18 +165,30 @@ void QuantizeExpertsOnline(const vt::Queue& host, MoeHostWeights& x) {
 
 }  // namespace
 
-SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& p, const MoeShape& shape) {
+SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& p, const MoeShape& shape,
+                                    const TensorParallel& tp) {
   const Checkpoint& ckpt = *lc.checkpoint;
   SparseMoeBlock m;
   m.s_ = shape;
-  const int64_t E = shape.num_experts, H = shape.hidden, I = shape.intermediate;
+  const int64_t E = shape.num_experts, H = shape.hidden;
+  int64_t I = shape.intermediate;
+  const int N = tp.size;
+  if (N > 1) {
+    VT_CHECK(I % N == 0, "tensor parallelism: moe_intermediate_size ", I, " of '", p, "experts' cannot be split over ",
+             N, " ranks");
+    VT_CHECK(shape.shared_intermediate % N == 0, "tensor parallelism: shared_expert_intermediate_size ",
+             shape.shared_intermediate, " of '", p, "shared_expert' cannot be split over ", N, " ranks");
+    VT_CHECK(lc.quant->method != QuantMethod::kFp8Online, "tensor parallelism: the experts of '", p,
+             "' cannot be split with online FP8 (--quantization fp8): its per-token activation scales span each "
+             "expert's whole intermediate row");
+  }
   const std::string router = p + "gate.weight";
   if (ckpt.Has(router) && ckpt.Info(router).dtype == vt::DType::kF8E4M3)
     ThrowLoadError(ckpt.FileOf(router), ": tensor '", router,
                    "' is FP8; the MoE router is kept unquantized (list it in exclude_modules / ignore)");
   m.router_ = LoadFloatWeight(ckpt, router, {E, H}, lc.device);
   if (shape.shared_intermediate > 0) {
-    m.shared_ = GatedMlp::Load(lc, p + "shared_expert.", H, shape.shared_intermediate);
+    m.shared_ = GatedMlp::Load(lc, p + "shared_expert.", H, shape.shared_intermediate, tp);
     const std::string gate = p + "shared_expert_gate.weight";
     if (ckpt.Has(gate) && ckpt.Info(gate).dtype == vt::DType::kF8E4M3)
       ThrowLoadError(ckpt.FileOf(gate), ": tensor '", gate,
@@ -163,6 +204,10 @@ SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& 
     ReadFusedExperts(ckpt, p, shape, x);
   } else {
     ReadPerExpert(lc, p, shape, m, x);
+  }
+  if (N > 1) {
+    SliceExperts(x, E, H, I, tp);
+    I = m.s_.intermediate = tp.Part(I);
   }
   if (lc.quant->method == QuantMethod::kFp8Online && lc.quant->IsQuantized(first)) {
     QuantizeExpertsOnline(*lc.host_queue, x);

@@ -31,6 +31,17 @@
 // expert) SiLU-mul row with its own scale). The router and the shared expert's gate stay as
 // stored; the shared expert's projections are linears, quantized like any other.
 //
+// Tensor parallelism (vLLM's FusedMoE without expert parallelism): every rank keeps all E
+// experts but only its block of each expert's intermediate dimension, i0 = rank * I / N: gate
+// and up rows [i0, i0 + I/N) and the same columns of down; the stacked weights are then
+// [E * 2I/N, H] and [E * H, I/N]. The router and the shared expert's gate are replicated (every
+// rank routes and gates identically); the shared expert is split as a dense GatedMlp. Forward's
+// `out` is then this rank's part of the sum the caller all-reduces: the sigmoid gate is a
+// per-token factor common to every rank, so Σ_r (moe_r + g·shared_r) = moe + g·shared. FP8
+// scales are the unsplit block's (each expert's requantized gate/up and its input scales are
+// taken over whole experts before slicing), so each rank's FP8 bytes are the unsplit ones.
+// Online FP8 is refused: its down input is scaled per token over the whole intermediate row.
+//
 // Calibration (`vtllm quantize`, a LinearInputObserver in the context): each call shows the
 // observer every routed expert's input amax (LinearInputObserver::ObserveExperts).
 #pragma once
@@ -54,10 +65,13 @@ struct MoeShape {
 class SparseMoeBlock {
  public:
   SparseMoeBlock() = default;
-  // Loads `prefix`gate and `prefix`experts.*, e.g. prefix "model.layers.3.mlp.".
-  static SparseMoeBlock Load(const LinearContext& lc, const std::string& prefix, const MoeShape& shape);
+  // Loads `prefix`gate and `prefix`experts.*, e.g. prefix "model.layers.3.mlp."; with
+  // tp.size > 1 this rank's block of every expert (see above).
+  static SparseMoeBlock Load(const LinearContext& lc, const std::string& prefix, const MoeShape& shape,
+                             const TensorParallel& tp = {});
 
-  // x: the normed input [T, H] (F32 or BF16, the activation dtype); out: [T, H].
+  // x: the normed input [T, H] (F32 or BF16, the activation dtype); out: [T, H] (with tensor
+  // parallelism this rank's partial sum).
   void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, ActivationBuffers& buffers) const;
 
   bool fp8() const { return fp8_; }
@@ -74,7 +88,7 @@ class SparseMoeBlock {
     return 3 * s_.hidden * s_.intermediate * static_cast<int64_t>(vt::DTypeSize(w_down_.dtype()));
   }
 
-  MoeShape s_;
+  MoeShape s_;  // intermediate: this rank's part of each expert's
   bool fp8_ = false, per_token_ = false;
   vt::Tensor router_;            // [E, H]
   GatedMlp shared_;               // when s_.shared_intermediate > 0

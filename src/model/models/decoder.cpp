@@ -143,6 +143,7 @@ class Decoder final : public CausalLM {
       if (L.ff.sparse) {  // the router reads the normed activations; FP8 experts quantize them
         vt::RmsNorm(q, normed, attn_out, L.post_norm, eps_, &residual);
         L.ff.Forward(q, normed, hidden, fuse_quant_, buffers_);
+        if (comm_) comm_->AllReduceSum(q, hidden);  // each rank's block of every expert (and shared expert)
         continue;
       }
       const Tensor mlp_in = NormInto(q, L.ff.mlp.gate_up(), attn_out, L.post_norm, &residual, normed, T);

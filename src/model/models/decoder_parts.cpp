@@ -42,12 +42,12 @@ FeedForward FeedForward::Load(const LinearContext& lc, const std::string& prefix
   FeedForward f;
   f.sparse = cfg.IsSparseLayer(layer);
   if (f.sparse) {
-    VT_CHECK(tp.size == 1, cfg.architecture, ": a mixture-of-experts layer cannot be split for tensor parallelism");
     f.moe = SparseMoeBlock::Load(lc, prefix,
                                  {.hidden = cfg.hidden_size, .intermediate = cfg.moe_intermediate_size,
                                   .num_experts = cfg.num_experts, .top_k = cfg.num_experts_per_tok,
                                   .norm_topk_prob = cfg.norm_topk_prob,
-                                  .shared_intermediate = cfg.shared_expert_intermediate_size});
+                                  .shared_intermediate = cfg.shared_expert_intermediate_size},
+                                 tp);
   } else {
     f.mlp = GatedMlp::Load(lc, prefix, cfg.hidden_size, cfg.intermediate_size, tp);
   }

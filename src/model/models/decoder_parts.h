@@ -33,8 +33,9 @@ struct FeedForward {
   GatedMlp mlp;
   SparseMoeBlock moe;
 
-  // Loads `prefix` (e.g. "model.layers.3.mlp."); a dense MLP keeps this rank's shard (a
-  // sparse block is not split: the model refuses tensor parallelism for MoE).
+  // Loads `prefix` (e.g. "model.layers.3.mlp."), this rank's shard of it: a dense MLP's block
+  // of the intermediate size, or a sparse block's block of each expert's (SparseMoeBlock).
+  // Either way Forward's `out` is this rank's part of the sum the caller all-reduces.
   static FeedForward Load(const LinearContext& lc, const std::string& prefix, const ModelConfig& cfg, int64_t layer,
                           const TensorParallel& tp = {});
   // x: the normed input (for a dense MLP F8E4M3 when its gate_up takes quantized input);
