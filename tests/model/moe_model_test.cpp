@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <random>
@@ -183,6 +184,49 @@ void CheckLayer(const std::string& format) {
 TEST(MoeModel, Bf16SparseLayerMatchesTheDenseFloat64Definition) { CheckLayer("bf16"); }
 TEST(MoeModel, ModelOptFp8SparseLayerMatchesVllmsMergedScales) { CheckLayer("fp8-modelopt"); }
 TEST(MoeModel, CompressedTensorsFp8SparseLayerMatchesVllmsMergedScales) { CheckLayer("fp8-compressed-tensors"); }
+
+// Static FP8 experts take their input quantized by the RMSNorm before the block (one fused
+// op, RmsNormQuantFp8, writing the normed activations for the router and their e4m3 codes):
+// the block gives the same bytes with those codes as when it quantizes the input itself, and
+// a BF16 forward runs no separate QuantFp8Static for the experts (one per layer is left:
+// o_proj's input).
+TEST(MoeModel, StaticFp8ExpertsTakeTheFusedNormsQuantization) {
+  TempDir dir;
+  MakeMoeCheckpoint(dir, "fp8-modelopt");
+  const ModelConfig cfg = ModelConfig::FromDir(dir.path());
+  const QuantConfig quant = QuantConfig::FromDir(dir.path());
+  const Checkpoint ckpt = Checkpoint::Open(dir.path());
+  const vt::Queue q = vt::Queue::Cpu(2);
+  LinearContext lc{&ckpt, &quant, vt::Device::Cpu(), &q};
+  const SparseMoeBlock moe = SparseMoeBlock::Load(
+      lc, "model.layers.1.mlp.",
+      {cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts, cfg.num_experts_per_tok, cfg.norm_topk_prob});
+  ASSERT_TRUE(moe.takes_quantized_input());
+  const int64_t T = 7, H = cfg.hidden_size;
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  vt::Tensor x = vt::Tensor::Empty({T, H}, vt::DType::kBF16);
+  for (int64_t i = 0; i < T * H; ++i) x.data_as<uint16_t>()[i] = vt::FloatToBf16(nd(rng));
+  const vt::Tensor x8 = vt::Tensor::Empty({T, H}, vt::DType::kF8E4M3);
+  vt::QuantFp8Static(q, x8, x, moe.input_scale());
+  ActivationBuffers buf;
+  const vt::Tensor own = vt::Tensor::Empty({T, H}, vt::DType::kBF16), given = vt::Tensor::Empty({T, H}, vt::DType::kBF16);
+  moe.Forward(q, x, own, buf);
+  moe.Forward(q, x, given, buf, &x8);
+  EXPECT_EQ(std::memcmp(own.data(), given.data(), own.nbytes()), 0);
+
+  auto model = Model::Load(dir.path(), {.device = vt::Device::Cpu(), .dtype = vt::DType::kBF16, .cpu_threads = 2,
+                                        .progress = false});
+  KvCache cache = model->MakeKvCache(32, 16);
+  SequenceKv seq;
+  const int64_t quant0 = vt::DispatchCount(vt::OpId::kQuantFp8Static, vt::DeviceType::kCPU);
+  const int64_t fused0 = vt::DispatchCount(vt::OpId::kRmsNormQuantFp8, vt::DeviceType::kCPU);
+  const std::vector<int32_t> prompt = {3, 17, 200, 5, 99};
+  const std::vector<int64_t> pos = {0, 1, 2, 3, 4};
+  model->Forward(prompt, pos, {&cache, &seq}, true);
+  EXPECT_EQ(vt::DispatchCount(vt::OpId::kQuantFp8Static, vt::DeviceType::kCPU) - quant0, cfg.num_hidden_layers);
+  EXPECT_EQ(vt::DispatchCount(vt::OpId::kRmsNormQuantFp8, vt::DeviceType::kCPU) - fused0, 2 * cfg.num_hidden_layers);
+}
 
 TEST(MoeModel, EveryFormatLoadsAndGivesFiniteLogits) {
   for (const std::string format : {"bf16", "fp8-modelopt", "fp8-compressed-tensors"}) {

@@ -370,8 +370,8 @@ void SparseMoeBlock::ObserveExpertInputs(const vt::Queue& q, const vt::Tensor& x
   observer_->ObserveExperts(prefix_, tokens, gate_up_amax, down_amax);
 }
 
-void SparseMoeBlock::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out,
-                             ActivationBuffers& buf) const {
+void SparseMoeBlock::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, ActivationBuffers& buf,
+                             const vt::Tensor* given_x8) const {
   const int64_t T = x.dim(0), E = s_.num_experts, k = s_.top_k;
   const vt::Tensor logits = buf.Get(kSlotRouterLogits, T, E, vt::DType::kF32);
   const vt::Tensor ids = buf.Get(kSlotTopKIds, T, k, vt::DType::kI32);
@@ -387,8 +387,8 @@ void SparseMoeBlock::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::
     vt::QuantFp8PerTokenGroup(q, x8, xs, x, s_.hidden, 0.0f, vt::kFp8PerTokenScaleFloor);
     vt::MoeExpertsFp8PerToken(q, out, x8, xs, ids, weights, w_gate_up_, alpha_gate_up_, w_down_, alpha_down_);
   } else {
-    const vt::Tensor x8 = buf.Get(kSlotX8, T, s_.hidden, vt::DType::kF8E4M3);
-    vt::QuantFp8Static(q, x8, x, gate_up_input_scale_);
+    const vt::Tensor x8 = given_x8 != nullptr ? *given_x8 : buf.Get(kSlotX8, T, s_.hidden, vt::DType::kF8E4M3);
+    if (given_x8 == nullptr) vt::QuantFp8Static(q, x8, x, gate_up_input_scale_);
     vt::MoeExpertsFp8(q, out, x8, ids, weights, w_gate_up_, alpha_gate_up_, w_down_, down_input_scale_, alpha_down_);
   }
   if (s_.shared_intermediate == 0) return;

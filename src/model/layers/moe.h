@@ -71,8 +71,13 @@ class SparseMoeBlock {
                              const TensorParallel& tp = {});
 
   // x: the normed input [T, H] (F32 or BF16, the activation dtype); out: [T, H] (with tensor
-  // parallelism this rank's partial sum).
-  void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, ActivationBuffers& buffers) const;
+  // parallelism this rank's partial sum). x8: for static FP8 experts (takes_quantized_input),
+  // x already quantized with input_scale() (QuantFp8Static's bytes, e.g. from the fused
+  // RMSNorm that made x); without it Forward quantizes x itself.
+  void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, ActivationBuffers& buffers,
+               const vt::Tensor* x8 = nullptr) const;
+  bool takes_quantized_input() const { return fp8_ && !per_token_; }
+  float input_scale() const { return gate_up_input_scale_; }
 
   bool fp8() const { return fp8_; }
   // FP8 experts with per-token activation scales (online FP8), not static ones.

@@ -141,8 +141,15 @@ class Decoder final : public CausalLM {
                      rope_cache_, attn_out, buffers_);
       if (comm_) comm_->AllReduceSum(q, attn_out);  // row-parallel o_proj: the ranks' parts summed
       if (L.ff.sparse) {  // the router reads the normed activations; FP8 experts quantize them
-        vt::RmsNorm(q, normed, attn_out, L.post_norm, eps_, &residual);
-        L.ff.Forward(q, normed, hidden, fuse_quant_, buffers_);
+        const SparseMoeBlock& moe = L.ff.moe;
+        if (moe.takes_quantized_input() && fuse_quant_) {  // the quantization fused with the norm
+          const Tensor x8 = buffers_.Get(kSlotX8, T, H_, DType::kF8E4M3);
+          vt::RmsNormQuantFp8(q, x8, attn_out, L.post_norm, eps_, moe.input_scale(), &residual, &normed);
+          moe.Forward(q, normed, hidden, buffers_, &x8);
+        } else {
+          vt::RmsNorm(q, normed, attn_out, L.post_norm, eps_, &residual);
+          L.ff.Forward(q, normed, hidden, fuse_quant_, buffers_);
+        }
         if (comm_) comm_->AllReduceSum(q, hidden);  // each rank's block of every expert (and shared expert)
         continue;
       }
