@@ -56,10 +56,9 @@ std::map<std::string, std::vector<int32_t>> RunRequests(Engine& e) {
   return out;
 }
 
-TEST(EngineTensorParallel, TwoRanksGiveTheUnsplitEnginesGreedyTokens) {
-  Engine whole(Config(1, vt::DType::kF32));
-  Engine split(Config(2, vt::DType::kF32));
-  ASSERT_EQ(split.model().tensor_parallel_size(), 2);
+// The split engine gives the unsplit one's greedy tokens for RunRequests' six requests, and
+// its steps ran split: the ranks met in collectives (2 per layer and 2 per step).
+void ExpectSplitGivesWholesTokens(Engine& whole, Engine& split) {
   const auto want = RunRequests(whole);
   const auto got = RunRequests(split);
   ASSERT_EQ(want.size(), 6u);
@@ -67,10 +66,16 @@ TEST(EngineTensorParallel, TwoRanksGiveTheUnsplitEnginesGreedyTokens) {
     EXPECT_EQ(tokens.size(), 10u) << id;
     EXPECT_EQ(got.at(id), tokens) << id;
   }
-  // The steps ran split: the ranks met in collectives (2 per layer and 2 per step).
   const model::Model& m = split.model();
   EXPECT_GE(m.communicator()->num_collectives(), 10 * (2 * m.config().num_hidden_layers + 2));
   EXPECT_EQ(m.rank(1).communicator()->num_collectives(), m.communicator()->num_collectives());
+}
+
+TEST(EngineTensorParallel, TwoRanksGiveTheUnsplitEnginesGreedyTokens) {
+  Engine whole(Config(1, vt::DType::kF32));
+  Engine split(Config(2, vt::DType::kF32));
+  ASSERT_EQ(split.model().tensor_parallel_size(), 2);
+  ExpectSplitGivesWholesTokens(whole, split);
   EXPECT_EQ(whole.model().communicator(), nullptr);
 }
 
@@ -84,16 +89,7 @@ TEST(EngineTensorParallel, MixtureOfExpertsModelsGiveTheUnsplitEnginesGreedyToke
     Engine whole(Config(1, vt::DType::kF32, dir));
     Engine split(Config(2, vt::DType::kF32, dir));
     ASSERT_GT(split.model().config().num_experts, 0);
-    const auto want = RunRequests(whole);
-    const auto got = RunRequests(split);
-    ASSERT_EQ(want.size(), 6u);
-    for (const auto& [id, tokens] : want) {
-      EXPECT_EQ(tokens.size(), 10u) << id;
-      EXPECT_EQ(got.at(id), tokens) << id;
-    }
-    const model::Model& m = split.model();
-    EXPECT_GE(m.communicator()->num_collectives(), 10 * (2 * m.config().num_hidden_layers + 2));
-    EXPECT_EQ(m.rank(1).communicator()->num_collectives(), m.communicator()->num_collectives());
+    ExpectSplitGivesWholesTokens(whole, split);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 #include <random>
 
@@ -140,20 +141,35 @@ void LayerRef(const Checkpoint& c, const ModelConfig& cfg, const std::vector<flo
   }
 }
 
+// The checkpoint in dir and its layer 1 (sparse) block loaded on its own on the CPU.
+struct LayerOne {
+  ModelConfig cfg;
+  QuantConfig quant;
+  Checkpoint ckpt;
+  SparseMoeBlock moe;
+};
+std::unique_ptr<LayerOne> LoadLayerOne(const TempDir& dir, const vt::Queue& q) {
+  auto l = std::unique_ptr<LayerOne>(new LayerOne{ModelConfig::FromDir(dir.path()), QuantConfig::FromDir(dir.path()),
+                                                  Checkpoint::Open(dir.path()), {}});
+  LinearContext lc{&l->ckpt, &l->quant, vt::Device::Cpu(), &q};
+  const ModelConfig& cfg = l->cfg;
+  l->moe = SparseMoeBlock::Load(
+      lc, "model.layers.1.mlp.",
+      {cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts, cfg.num_experts_per_tok, cfg.norm_topk_prob});
+  return l;
+}
+
 // Layer 1 (sparse) loaded on its own, run with F32 activations, against LayerRef.
 void CheckLayer(const std::string& format) {
   TempDir dir;
   MakeMoeCheckpoint(dir, format);
-  const ModelConfig cfg = ModelConfig::FromDir(dir.path());
+  const vt::Queue q = vt::Queue::Cpu(2);
+  const auto layer = LoadLayerOne(dir, q);
+  const ModelConfig& cfg = layer->cfg;
+  const Checkpoint& ckpt = layer->ckpt;
+  const SparseMoeBlock& moe = layer->moe;
   ASSERT_FALSE(cfg.IsSparseLayer(0));
   ASSERT_TRUE(cfg.IsSparseLayer(1));
-  const QuantConfig quant = QuantConfig::FromDir(dir.path());
-  const Checkpoint ckpt = Checkpoint::Open(dir.path());
-  const vt::Queue q = vt::Queue::Cpu(2);
-  LinearContext lc{&ckpt, &quant, vt::Device::Cpu(), &q};
-  const SparseMoeBlock moe = SparseMoeBlock::Load(
-      lc, "model.layers.1.mlp.",
-      {cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts, cfg.num_experts_per_tok, cfg.norm_topk_prob});
   EXPECT_EQ(moe.fp8(), format != "bf16");
   const int64_t T = 13, H = cfg.hidden_size;
   std::mt19937 rng(3);
@@ -193,14 +209,10 @@ TEST(MoeModel, CompressedTensorsFp8SparseLayerMatchesVllmsMergedScales) { CheckL
 TEST(MoeModel, StaticFp8ExpertsTakeTheFusedNormsQuantization) {
   TempDir dir;
   MakeMoeCheckpoint(dir, "fp8-modelopt");
-  const ModelConfig cfg = ModelConfig::FromDir(dir.path());
-  const QuantConfig quant = QuantConfig::FromDir(dir.path());
-  const Checkpoint ckpt = Checkpoint::Open(dir.path());
   const vt::Queue q = vt::Queue::Cpu(2);
-  LinearContext lc{&ckpt, &quant, vt::Device::Cpu(), &q};
-  const SparseMoeBlock moe = SparseMoeBlock::Load(
-      lc, "model.layers.1.mlp.",
-      {cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts, cfg.num_experts_per_tok, cfg.norm_topk_prob});
+  const auto layer = LoadLayerOne(dir, q);
+  const ModelConfig& cfg = layer->cfg;
+  const SparseMoeBlock& moe = layer->moe;
   ASSERT_TRUE(moe.takes_quantized_input());
   const int64_t T = 7, H = cfg.hidden_size;
   std::mt19937 rng(4);
