@@ -148,8 +148,7 @@ void MatmulCuda(const Queue& q, const Tensor& out, const Tensor& a, const Tensor
   };
   if (K == 0) return naive();
   if (a.dtype() == DType::kBF16 && b.dtype() == DType::kBF16) {
-    if ((out.dtype() == DType::kF32 || out.dtype() == DType::kBF16) && Bf16GemvFits(a, b))
-      return MatmulBf16Gemv(q, out, a, b, bias);
+    if (Bf16GemvFits(out, a, b)) return MatmulBf16Gemv(q, out, a, b, bias);
     // BF16 x BF16 with f32 accumulation writes BF16 or F32 directly.
     if (WithBias(q, out, bias, [&](void* d, cudaDataType_t dt) {
           return LtGemm(cq, CUDA_R_16BF, CUBLAS_COMPUTE_32F, b.data(), a.data(), d, dt, M, N, K, 1.0f);

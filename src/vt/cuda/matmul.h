@@ -43,11 +43,11 @@ void MatmulFp8Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Ten
 bool GemvFits(const Tensor& a, const Tensor& b);
 // BF16 Matmul (vt::Matmul of BF16 a and b) for M = 1 by the same kernel, rows of 8-value
 // vectors: Matmul takes it instead of cuBLASLt when Bf16GemvFits (M = 1, both BF16,
-// kBf16GemvMinK <= K <= kBf16GemvMaxK, K % 8 == 0, 16-byte aligned; not with
-// VT_CUDA_BF16_GEMV=0). f32 accumulation in a fixed order, out F32 or BF16, optional bias.
+// kBf16GemvMinK <= K <= kBf16GemvMaxK, K % 8 == 0, 16-byte aligned, out F32 or BF16; not
+// with VT_CUDA_BF16_GEMV=0). f32 accumulation in a fixed order, optional bias.
 inline constexpr int64_t kBf16GemvMinK = 512;
 inline constexpr int64_t kBf16GemvMaxK = 8192;
-bool Bf16GemvFits(const Tensor& a, const Tensor& b);
+bool Bf16GemvFits(const Tensor& out, const Tensor& a, const Tensor& b);
 void MatmulBf16Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias);
 // How many products MatmulBf16Gemv ran (all queues): lets tests prove which kernel ran.
 int64_t Bf16GemvLaunches();

@@ -269,10 +269,10 @@ bool GemvFits(const Tensor& a, const Tensor& b) {
          Aligned16(b);
 }
 
-bool Bf16GemvFits(const Tensor& a, const Tensor& b) {
+bool Bf16GemvFits(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int64_t M = a.dim(0), N = b.dim(0), K = b.dim(1);
-  return Bf16GemvOn() && M == 1 && a.dtype() == DType::kBF16 && b.dtype() == DType::kBF16 && K % 8 == 0 &&
-         K >= kBf16GemvMinK && K <= kBf16GemvMaxK && N < (int64_t{1} << 30) && Aligned16(a) && Aligned16(b);
+  return Bf16GemvOn() && M == 1 && a.dtype() == DType::kBF16 && b.dtype() == DType::kBF16 &&
+         (out.dtype() == DType::kF32 || out.dtype() == DType::kBF16) && K % 8 == 0 && K >= kBf16GemvMinK && K <= kBf16GemvMaxK && N < (int64_t{1} << 30) && Aligned16(a) && Aligned16(b);
 }
 
 GemvLaunch GemvLaunchFor(const Tensor& b) { return b.read_only() ? kGemvReadOnlyLaunch : kGemvDefaultLaunch; }
@@ -288,8 +288,8 @@ void MatmulFp8Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Ten
 
 void MatmulBf16Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias) {
   if (a.dim(0) * b.dim(0) == 0) return;
-  VT_CHECK(Bf16GemvFits(a, b) && (out.dtype() == DType::kF32 || out.dtype() == DType::kBF16),
-           "internal: MatmulBf16Gemv of ", a.Describe(), " and ", b.Describe(), " into ", out.Describe());
+  VT_CHECK(Bf16GemvFits(out, a, b), "internal: MatmulBf16Gemv of ", a.Describe(), " and ", b.Describe(), " into ",
+           out.Describe());
   CudaQueue& cq = Cuda(q);
   DeviceGuard guard(cq.device.index);
   ChooseVariant<Bf16Rows>(b.dim(1) / 8).launch(cq, out, a, b, 1.0f, bias, GemvLaunchFor(b));

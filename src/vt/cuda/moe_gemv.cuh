@@ -29,7 +29,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "vt/cuda/device_error.cuh"
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/fp8_stream.cuh"
 #include "vt/cuda/kernels.h"
