@@ -12,6 +12,7 @@
 #include "vt/detail/numerics.h"
 #include "vt/error.h"
 #include "vt/ops/cast.h"
+#include "vt/ops/fused.h"
 #include "vt/ops/matmul.h"
 #include "vt/ops/quant.h"
 #include "vt/prepared.h"
@@ -182,6 +183,16 @@ class Fp8StaticLinearMethod final : public LinearMethod {
   }
   bool takes_quantized_input() const override { return true; }
   float input_scale() const override { return input_scale_; }
+  bool ApplyQuantizing(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x8, const vt::Tensor& x,
+                       const vt::Tensor* bias) override {
+    vt::QuantMatmulFp8(q, out, x8, x, input_scale_, weight_, input_scale_ * weight_scale_, bias);
+    return true;
+  }
+  bool ApplySiluMulQuant(const vt::Queue& q, const vt::Tensor& x8, const vt::Tensor& gate_up, const vt::Tensor& out8,
+                         float input_scale) override {
+    vt::MatmulFp8SiluMulQuantFp8(q, out8, gate_up, x8, weight_, input_scale_ * weight_scale_, input_scale);
+    return true;
+  }
   int64_t weight_bytes() const override { return static_cast<int64_t>(weight_.nbytes()); }
   bool weight_bytes_released() const override { return released_ || pages_dropped_; }
   const char* name() const override { return "fp8-static"; }
@@ -501,6 +512,9 @@ void Linear::ApplyShards(const vt::Queue& q, const vt::Tensor& x, std::span<cons
       ++StepBufferGeneration();
     }
     input = quantized_.Slice(0, 0, T);
+    if (outs.size() == 1 && observer_ == nullptr &&
+        method_->ApplyQuantizing(q, outs[0], input, x, bias_.defined() ? &bias_ : nullptr))
+      return;
     vt::QuantFp8Static(q, input, x, method_->input_scale());
   }
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -510,6 +524,22 @@ void Linear::ApplyShards(const vt::Queue& q, const vt::Tensor& x, std::span<cons
     if (bias_.defined()) b = (n0 == 0 && n1 == bias_.dim(0)) ? bias_ : bias_.Slice(0, n0, n1);
     method_->Apply(q, outs[i], input, n0, n1, bias_.defined() ? &b : nullptr);
   }
+}
+
+bool Linear::ApplySiluMulQuant(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& gate_up,
+                               const vt::Tensor& out8, float input_scale) const {
+  if (!method_->takes_quantized_input() || bias_.defined() || observer_ != nullptr) return false;
+  vt::Tensor x8 = x;
+  if (x.dtype() != vt::DType::kF8E4M3) {
+    const int64_t T = x.dim(0);
+    if (!quantized_.defined() || quantized_.dim(0) < T) {
+      quantized_ = vt::Tensor::Empty({T, in_features_}, vt::DType::kF8E4M3, q.device());
+      ++StepBufferGeneration();
+    }
+    x8 = quantized_.Slice(0, 0, T);
+    vt::QuantFp8Static(q, x8, x, method_->input_scale());
+  }
+  return method_->ApplySiluMulQuant(q, x8, gate_up, out8, input_scale);
 }
 
 }  // namespace vtllm::model

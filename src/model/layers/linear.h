@@ -115,6 +115,20 @@ class LinearMethod {
                      const vt::Tensor* bias) = 0;
   virtual bool takes_quantized_input() const { return false; }
   virtual float input_scale() const { return 1.0f; }
+  // For a method with takes_quantized_input(): QuantFp8Static of x with input_scale() and
+  // the whole weight's product as one op, x8 [T, K] receiving the FP8 activation. Returns
+  // false when the method has none (the caller then quantizes and calls Apply).
+  virtual bool ApplyQuantizing(const vt::Queue& /*q*/, const vt::Tensor& /*out*/, const vt::Tensor& /*x8*/,
+                               const vt::Tensor& /*x*/, const vt::Tensor* /*bias*/) {
+    return false;
+  }
+  // For a method with takes_quantized_input() whose weight is [gate | up]: the whole
+  // weight's product of the FP8 x8 into BF16 gate_up and SiluMulQuantFp8 of it into out8 as
+  // one op. Returns false when the method has none.
+  virtual bool ApplySiluMulQuant(const vt::Queue& /*q*/, const vt::Tensor& /*x8*/, const vt::Tensor& /*gate_up*/,
+                                 const vt::Tensor& /*out8*/, float /*input_scale*/) {
+    return false;
+  }
   virtual int64_t weight_bytes() const = 0;
   // The weight's own bytes were freed (or, borrowed from the checkpoint's mapping, their
   // pages handed back): its kernels read a copy laid out for them.
@@ -167,6 +181,11 @@ class Linear {
   void Apply(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out) const;
   // outs[i]: [T, N_i] of shard i, each contiguous (one input quantization for all).
   void ApplyShards(const vt::Queue& q, const vt::Tensor& x, std::span<const vt::Tensor> outs) const;
+  // A [gate | up] linear without bias: gate_up = x · Wᵀ (BF16 [T, 2I]) and out8 =
+  // SiluMulQuantFp8(gate_up, input_scale) as one op, x quantized first unless it is FP8.
+  // Returns false (having done nothing) when the linear's method has no such op.
+  bool ApplySiluMulQuant(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& gate_up, const vt::Tensor& out8,
+                         float input_scale) const;
 
   bool takes_quantized_input() const { return method_->takes_quantized_input(); }
   float input_scale() const { return method_->input_scale(); }

@@ -2,8 +2,11 @@
 // quantized in the same pass, byte-identical to FusedChainComposite (BF16 intermediate,
 // then QuantFp8Static with the reciprocal formed once in f32).
 #include "vt/cuda/kernels.h"
+#include "vt/cuda/matmul.h"
 #include "vt/cuda/rows.h"
 #include "vt/ops/fused.h"
+#include "vt/ops/matmul.h"
+#include "vt/ops/quant.h"
 
 namespace vt::cuda {
 
@@ -30,12 +33,36 @@ void SiluMulQuantFp8Cuda(const Queue& q, const Tensor& out, const Tensor& x, flo
                 out.data_as<uint8_t>(), 1.0f / input_scale);
 }
 
+#ifdef VT_CUDA_FP8
+// One row (decode) whose product the GEMV takes: the quantizing step inside the GEMV's
+// activation load, or SiLU-mul and quantization in its epilogue (matmul_gemv.cu).
+// Otherwise the two ops in sequence.
+void QuantMatmulFp8Cuda(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x, float input_scale,
+                        const Tensor& b, float alpha, const Tensor* bias) {
+  if (QuantGemvFits(x, x8, b)) return MatmulFp8GemvQuantizing(q, out, x8, x, input_scale, b, alpha, bias);
+  QuantFp8Static(q, x8, x, input_scale);
+  MatmulFp8(q, out, x8, b, alpha, bias);
+}
+
+void MatmulFp8SiluMulQuantFp8Cuda(const Queue& q, const Tensor& out8, const Tensor& gate_up, const Tensor& x8,
+                                  const Tensor& w_gate_up, float alpha, float input_scale) {
+  if (SiluGemvFits(x8, w_gate_up))
+    return MatmulFp8GemvSiluMulQuant(q, out8, gate_up, x8, w_gate_up, alpha, input_scale);
+  MatmulFp8(q, gate_up, x8, w_gate_up, alpha);
+  SiluMulQuantFp8(q, out8, gate_up, input_scale);
+}
+#endif
+
 }  // namespace
 
 void RegisterFusedKernels() {
   Register<OpId::kRmsNormQuantFp8>(DeviceType::kCUDA, &RmsNormQuantFp8Cuda);
   Register<OpId::kRmsNormGatedQuantFp8>(DeviceType::kCUDA, &RmsNormGatedQuantFp8Cuda);
   Register<OpId::kSiluMulQuantFp8>(DeviceType::kCUDA, &SiluMulQuantFp8Cuda);
+#ifdef VT_CUDA_FP8
+  Register<OpId::kQuantMatmulFp8>(DeviceType::kCUDA, &QuantMatmulFp8Cuda);
+  Register<OpId::kMatmulFp8SiluMulQuantFp8>(DeviceType::kCUDA, &MatmulFp8SiluMulQuantFp8Cuda);
+#endif
 }
 
 }  // namespace vt::cuda

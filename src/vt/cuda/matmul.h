@@ -48,6 +48,24 @@ bool GemvFits(const Tensor& a, const Tensor& b);
 inline constexpr int64_t kBf16GemvMinK = 512;
 inline constexpr int64_t kBf16GemvMaxK = 8192;
 bool Bf16GemvFits(const Tensor& out, const Tensor& a, const Tensor& b);
+
+// The FP8 GEMV with QuantMatmulFp8's quantizing step (QuantFp8Static of the BF16 row x) in
+// its activation load: every CTA quantizes the row as QuantFp8Static's kernel does, CTA 0
+// also writes the codes to x8, and the product is the GEMV's (so both outputs equal the two
+// kernels' in sequence byte for byte). Needs GemvFits(x8, b) and a 16-byte aligned BF16 x.
+bool QuantGemvFits(const Tensor& x, const Tensor& x8, const Tensor& b);
+void MatmulFp8GemvQuantizing(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x,
+                             float input_scale, const Tensor& b, float alpha, const Tensor* bias);
+// How many products MatmulFp8GemvQuantizing ran (all queues).
+int64_t QuantizingGemvLaunches();
+// MatmulFp8SiluMulQuantFp8 of one row by the GEMV: each CTA takes gate rows i and their up
+// rows I + i together, writes the two products rounded to BF16 into gate_up and code i of
+// SiluMulQuantFp8 of them into out8 (the products are the GEMV's, so the bytes equal
+// MatmulFp8 into BF16 and SiluMulQuantFp8 in sequence). Needs GemvFits(x8, w_gate_up).
+bool SiluGemvFits(const Tensor& x8, const Tensor& w_gate_up);
+void MatmulFp8GemvSiluMulQuant(const Queue& q, const Tensor& out8, const Tensor& gate_up, const Tensor& x8,
+                               const Tensor& w_gate_up, float alpha, float input_scale);
+int64_t SiluMulQuantGemvLaunches();
 void MatmulBf16Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias);
 // How many products MatmulBf16Gemv ran (all queues): lets tests prove which kernel ran.
 int64_t Bf16GemvLaunches();

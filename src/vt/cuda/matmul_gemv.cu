@@ -55,16 +55,116 @@ struct Bf16Rows {
   }
 };
 
-template <int T, int U, int RB>
-__device__ __forceinline__ void LoadGroup(uint4 (&w)[U][RB], const uint8_t* __restrict__ b, int g, int r1, int tid,
-                                          int kv, size_t row_bytes) {
+// Where the activation row comes from (GemvAct): the policies below widen thread t's
+// vectors of it to floats, Rows::kElems values per 16-byte weight vector.
+struct GemvAct {
+  const void* a;  // ActCodes: the row in b's element type; the others: the unquantized BF16 row
+  uint8_t* a8;    // the quantizing policies: where CTA 0 writes the e4m3 codes it makes
+  float inv;      // the quantizing policies: 1 / input_scale, formed once on the host
+  int k;          // the row's length in elements (the product's K)
+};
+
+// The row holds values of b's element type: widened exactly.
+template <typename Rows>
+struct ActCodes {
+  __device__ __forceinline__ static void Load(const GemvAct& p, int v, bool, float (&f)[Rows::kElems]) {
+    Rows::Decode(__ldg(static_cast<const uint4*>(p.a) + v), f);
+  }
+};
+
+// Vector v's 16 codes from its two 8-value halves, the codes stored when `write`, widened.
+__device__ __forceinline__ void StoreAndWiden(const GemvAct& p, int v, bool write, uint2 lo, uint2 hi,
+                                              float (&f)[16]) {
+  const uint4 codes = make_uint4(lo.x, lo.y, hi.x, hi.y);
+  if (write) reinterpret_cast<uint4*>(p.a8)[v] = codes;
+  Fp8x16ToFloat(codes, f);
+}
+
+// QuantFp8Static of a BF16 row x inside the load: QuantFp8VecKernel's arithmetic
+// (QuantizePack8; rounding a BF16 value to BF16 is the identity).
+struct ActQuant {
+  __device__ __forceinline__ static void Load(const GemvAct& p, int v, bool write, float (&f)[16]) {
+    const uint4* x = static_cast<const uint4*>(p.a);
+    float x0[8], x1[8];
+    Unpack8(__ldg(x + 2 * v), DType::kBF16, x0);
+    Unpack8(__ldg(x + 2 * v + 1), DType::kBF16, x1);
+    StoreAndWiden(p, v, write, QuantizePack8(x0, DType::kBF16, p.inv), QuantizePack8(x1, DType::kBF16, p.inv), f);
+  }
+};
+
+// Where the products go (GemvOut) and which weight rows a CTA takes: OutRows writes row n's
+// alpha * sum (+ bias) rounded to od at out[n]; OutSiluMulQuant takes b as [gate | up] (2I
+// rows) in pairs, gate row i with up row I + i, and writes e4m3 code i of
+// SiluMulQuantFp8 of the two products rounded to BF16 (so MatmulFp8 into BF16 then
+// SiluMulQuantFp8, byte for byte: SiluMulKernel's arithmetic).
+struct GemvOut {
+  void* out;  // OutSiluMulQuant: the BF16 [gate | up] products
+  DType od;
+  const void* bias;
+  DType bd;
+  float alpha;
+  float inv;      // OutSiluMulQuant: 1 / input_scale of the codes
+  uint8_t* out8;  // OutSiluMulQuant: the codes
+};
+
+struct OutRows {
+  static constexpr bool kPairs = false;
+  template <int RB>
+  __device__ __forceinline__ static void Store(const GemvOut& o, const float (&s)[RB], int tid, int g, int u1, int) {
+    if (g + tid >= u1) return;
+    float v = o.alpha * s[tid];
+    if (o.bias != nullptr) v = v + LoadAny(o.bias, o.bd, g + tid);
+    if (o.od == DType::kF32)
+      static_cast<float*>(o.out)[g + tid] = v;
+    else
+      static_cast<uint16_t*>(o.out)[g + tid] = FloatToBf16(v);
+  }
+};
+
+struct OutSiluMulQuant {
+  static constexpr bool kPairs = true;
+  template <int RB>
+  __device__ __forceinline__ static void Store(const GemvOut& o, const float (&s)[RB], int tid, int g, int u1,
+                                               int half_rows) {
+    constexpr int kHalf = RB / 2;
+    if (tid >= kHalf || g + tid >= u1) return;
+    const uint16_t gate16 = FloatToBf16(o.alpha * s[tid]), up16 = FloatToBf16(o.alpha * s[tid + kHalf]);
+    uint16_t* gate_up = static_cast<uint16_t*>(o.out);
+    gate_up[g + tid] = gate16;
+    gate_up[half_rows + g + tid] = up16;
+    const float y = numerics::Silu(Bf16ToFloat(gate16)) * Bf16ToFloat(up16);
+    o.out8[g + tid] = QuantizeFp8KeepNan(RoundAny(DType::kBF16, y), o.inv);
+  }
+};
+
+// Weight row of slot r of the group starting at unit g: rows g.. (OutRows), or gate rows
+// g, g+1, .. then their up rows I + g, .. (pairs; I = half the rows).
+template <typename Out, int RB>
+__device__ __forceinline__ int RowOfSlot(int g, int r, int half_rows) {
+  if constexpr (Out::kPairs)
+    return r < RB / 2 ? g + r : half_rows + g + r - RB / 2;
+  else
+    return g + r;
+}
+template <typename Out, int RB>
+__device__ __forceinline__ bool SlotValid(int g, int r, int u1) {
+  if constexpr (Out::kPairs)
+    return g + r % (RB / 2) < u1;
+  else
+    return g + r < u1;
+}
+
+template <typename Out, int T, int U, int RB>
+__device__ __forceinline__ void LoadGroup(uint4 (&w)[U][RB], const uint8_t* __restrict__ b, int g, int u1, int tid,
+                                          int kv, size_t row_bytes, int half_rows) {
 #pragma unroll
   for (int u = 0; u < U; ++u)
 #pragma unroll
     for (int r = 0; r < RB; ++r) {
       const int v = tid + u * T;
-      w[u][r] = (g + r < r1 && v < kv)
-                    ? LoadStream16(b + static_cast<size_t>(g + r) * row_bytes + static_cast<size_t>(v) * 16)
+      const size_t row = static_cast<size_t>(RowOfSlot<Out, RB>(g, r, half_rows));
+      w[u][r] = (SlotValid<Out, RB>(g, r, u1) && v < kv)
+                    ? LoadStream16(b + row * row_bytes + static_cast<size_t>(v) * 16)
                     : make_uint4(0, 0, 0, 0);
     }
 }
@@ -77,18 +177,20 @@ constexpr int MinCtasPerSm(int threads, int vectors) { return vectors == 1 && th
 
 // Launch modes (GemvLaunch): overlap 0/1, prefetch_bytes of L2 prefetch, early 0/1. K in
 // elements of Rows.
-template <typename Rows, int T, int U, int RB>
+// A CTA owns the units [r0, r1): rows of b, or (Out::kPairs) gate/up row pairs.
+template <typename Rows, typename Act, typename Out, int T, int U, int RB>
 __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
-    GemvKernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ b, void* __restrict__ out, DType od,
-               const void* __restrict__ bias, DType bd, float alpha, int N, int K, int overlap,
+    GemvKernel(const GemvAct act, const uint8_t* __restrict__ b, const GemvOut o, int N, int K, int overlap,
                uint32_t prefetch_bytes, int early) {
   constexpr int kWarps = T / 32, kE = Rows::kElems;
+  constexpr int kStep = Out::kPairs ? RB / 2 : RB;  // units per group of RB rows
   __shared__ float part[2][kWarps][RB];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int kv = K / kE;
   const size_t row_bytes = static_cast<size_t>(kv) * 16;
-  const int r0 = static_cast<int>(static_cast<int64_t>(N) * blockIdx.x / gridDim.x);
-  const int r1 = static_cast<int>(static_cast<int64_t>(N) * (blockIdx.x + 1) / gridDim.x);
+  const int units = Out::kPairs ? N / 2 : N, half_rows = N / 2;
+  const int r0 = static_cast<int>(static_cast<int64_t>(units) * blockIdx.x / gridDim.x);
+  const int r1 = static_cast<int>(static_cast<int64_t>(units) * (blockIdx.x + 1) / gridDim.x);
   if (r0 >= r1) return;  // uniform across the CTA
 
   uint4 cur[U][RB], nxt[U][RB];
@@ -109,7 +211,7 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
                      : "memory");
     }
     if (early) {
-      LoadGroup<T, U, RB>(cur, b, r0, r1, tid, kv, row_bytes);
+      LoadGroup<Out, T, U, RB>(cur, b, r0, r1, tid, kv, row_bytes, half_rows);
       loaded = true;
     }
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -117,13 +219,13 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
   }
 #endif
 
-  if (!loaded) LoadGroup<T, U, RB>(cur, b, r0, r1, tid, kv, row_bytes);
+  if (!loaded) LoadGroup<Out, T, U, RB>(cur, b, r0, r1, tid, kv, row_bytes, half_rows);
   float af[U][kE];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int v = tid + u * T;
     if (v < kv) {
-      Rows::Decode(__ldg(reinterpret_cast<const uint4*>(a) + v), af[u]);
+      Act::Load(act, v, blockIdx.x == 0, af[u]);
     } else {
 #pragma unroll
       for (int j = 0; j < kE; ++j) af[u][j] = 0.0f;
@@ -131,8 +233,8 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
   }
 
   int buf = 0;
-  for (int g = r0; g < r1; g += RB) {
-    if (g + RB < r1) LoadGroup<T, U, RB>(nxt, b, g + RB, r1, tid, kv, row_bytes);
+  for (int g = r0; g < r1; g += kStep) {
+    if (g + kStep < r1) LoadGroup<Out, T, U, RB>(nxt, b, g + kStep, r1, tid, kv, row_bytes, half_rows);
     float acc[RB];
 #pragma unroll
     for (int r = 0; r < RB; ++r) acc[r] = 0.0f;
@@ -155,16 +257,16 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
     // One barrier per group: part is double-buffered, so the next group's writes go to the
     // other half while this group's sums are read.
     __syncthreads();
-    if (tid < RB && g + tid < r1) {
-      float s = part[buf][0][tid];
+    if (tid < RB) {
+      float sums[RB];
 #pragma unroll
-      for (int w = 1; w < kWarps; ++w) s = s + part[buf][w][tid];
-      float v = alpha * s;
-      if (bias != nullptr) v = v + LoadAny(bias, bd, g + tid);
-      if (od == DType::kF32)
-        static_cast<float*>(out)[g + tid] = v;
-      else
-        static_cast<uint16_t*>(out)[g + tid] = FloatToBf16(v);
+      for (int r = 0; r < RB; ++r) {
+        float t = part[buf][0][r];
+#pragma unroll
+        for (int w = 1; w < kWarps; ++w) t = t + part[buf][w][r];
+        sums[r] = t;
+      }
+      Out::template Store<RB>(o, sums, tid, g, r1, half_rows);
     }
     buf ^= 1;
 #pragma unroll
@@ -176,26 +278,27 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
 
 std::atomic<int64_t> g_early_load_launches{0};
 std::atomic<int64_t> g_bf16_launches{0};
+std::atomic<int64_t> g_quantizing_launches{0};
+std::atomic<int64_t> g_silu_launches{0};
 
-template <typename Rows, int T, int U, int RB>
+template <typename Rows, typename Act, typename Out, int T, int U, int RB>
 int ResidentCtas() {
   static const int n = [] {
     int blocks = 0;
-    VT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, GemvKernel<Rows, T, U, RB>, T, 0));
+    VT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, GemvKernel<Rows, Act, Out, T, U, RB>, T, 0));
     return std::max(blocks, 1);
   }();
   return n;
 }
 
-template <typename Rows, int T, int U, int RB>
-void Launch(CudaQueue& cq, const Tensor& out, const Tensor& a, const Tensor& b, float alpha, const Tensor* bias,
-            GemvLaunch how) {
+template <typename Rows, typename Act, typename Out, int T, int U, int RB>
+void Launch(CudaQueue& cq, const GemvOut& o, const GemvAct& act, const Tensor& b, GemvLaunch how) {
   const int N = static_cast<int>(b.dim(0)), K = static_cast<int>(b.dim(1));
   const uint32_t group_bytes = static_cast<uint32_t>(RB * b.dim(1) * static_cast<int64_t>(DTypeSize(b.dtype())));
   // One wave, but no CTA with fewer rows than a group: every resident CTA slot streams,
   // which keeps more loads in flight than leaving room for the next kernel's CTAs to start
   // and prefetch early (bench/kernel_notes.md, GEMV grid size).
-  const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * ResidentCtas<Rows, T, U, RB>();
+  const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * ResidentCtas<Rows, Act, Out, T, U, RB>();
   const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wave, N / RB)));
   const bool overlap = how.overlap && OverlappedLaunches(cq);
   cudaLaunchConfig_t cfg{};
@@ -208,10 +311,8 @@ void Launch(CudaQueue& cq, const Tensor& out, const Tensor& a, const Tensor& b, 
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = overlap ? 1 : 0;
-  VT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, GemvKernel<Rows, T, U, RB>, static_cast<const uint8_t*>(a.data()),
-                                   static_cast<const uint8_t*>(b.data()), out.data(), out.dtype(),
-                                   bias ? bias->data() : nullptr, bias ? bias->dtype() : DType::kF32, alpha, N, K,
-                                   overlap ? 1 : 0,
+  VT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, GemvKernel<Rows, Act, Out, T, U, RB>, act,
+                                   static_cast<const uint8_t*>(b.data()), o, N, K, overlap ? 1 : 0,
                                    overlap && how.l2_prefetch > 0 ? std::max<uint32_t>(how.l2_prefetch, group_bytes)
                                                                   : 0u,
                                    overlap && how.early_weight_loads ? 1 : 0));
@@ -221,7 +322,7 @@ void Launch(CudaQueue& cq, const Tensor& out, const Tensor& a, const Tensor& b, 
 
 struct Variant {
   int threads, vectors, rows;
-  void (*launch)(CudaQueue&, const Tensor&, const Tensor&, const Tensor&, float, const Tensor*, GemvLaunch);
+  void (*launch)(CudaQueue&, const GemvOut&, const GemvAct&, const Tensor&, GemvLaunch);
 };
 
 // The instantiated tunings: threads per CTA, 16-byte vectors per thread and row (so rows of
@@ -230,24 +331,32 @@ struct Variant {
 // per thread rather than several up to 768 threads, and groups of 4 rows, within the
 // 64-register budget of MinCtasPerSm. bench/kernel_notes.md has the measurements behind
 // each rule (made with FP8 rows; the BF16 rows take the same tunings).
-template <typename Rows, int T, int U, int RB>
+template <typename Rows, typename Act, typename Out, int T, int U, int RB>
 constexpr Variant V() {
-  return {T, U, RB, &Launch<Rows, T, U, RB>};
+  return {T, U, RB, &Launch<Rows, Act, Out, T, U, RB>};
 }
 
-template <typename Rows>
+template <typename Rows, typename Act = ActCodes<Rows>, typename Out = OutRows>
 constexpr Variant kVariants[] = {
-    V<Rows, 64, 1, 4>(),  V<Rows, 128, 1, 4>(), V<Rows, 192, 1, 4>(), V<Rows, 256, 1, 4>(),
-    V<Rows, 512, 1, 4>(), V<Rows, 768, 1, 4>(), V<Rows, 512, 2, 4>(),
+    V<Rows, Act, Out, 64, 1, 4>(),  V<Rows, Act, Out, 128, 1, 4>(), V<Rows, Act, Out, 192, 1, 4>(),
+    V<Rows, Act, Out, 256, 1, 4>(), V<Rows, Act, Out, 512, 1, 4>(), V<Rows, Act, Out, 768, 1, 4>(),
+    V<Rows, Act, Out, 512, 2, 4>(),
 };
 
 // The tuning for rows of kv vectors: the fewest threads x vectors that cover the row (in
-// the order above).
-template <typename Rows>
+// the order above). The same for every activation and output policy, so a row's sum is
+// the same whichever policies run it.
+template <typename Rows, typename Act = ActCodes<Rows>, typename Out = OutRows>
 const Variant& ChooseVariant(int64_t kv) {
-  for (const Variant& v : kVariants<Rows>)
+  for (const Variant& v : kVariants<Rows, Act, Out>)
     if (kv <= int64_t{v.threads} * v.vectors) return v;
-  return kVariants<Rows>[std::size(kVariants<Rows>) - 1];
+  return kVariants<Rows, Act, Out>[std::size(kVariants<Rows, Act, Out>) - 1];
+}
+
+GemvAct CodesOf(const Tensor& a) { return {a.data(), nullptr, 1.0f, static_cast<int>(a.dim(1))}; }
+GemvOut RowsTo(const Tensor& out, float alpha, const Tensor* bias) {
+  return {out.data(), out.dtype(), bias ? bias->data() : nullptr, bias ? bias->dtype() : DType::kF32, alpha, 1.0f,
+          nullptr};
 }
 
 bool Aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }
@@ -292,7 +401,7 @@ void MatmulBf16Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Te
            out.Describe());
   CudaQueue& cq = Cuda(q);
   DeviceGuard guard(cq.device.index);
-  ChooseVariant<Bf16Rows>(b.dim(1) / 8).launch(cq, out, a, b, 1.0f, bias, GemvLaunchFor(b));
+  ChooseVariant<Bf16Rows>(b.dim(1) / 8).launch(cq, RowsTo(out, 1.0f, bias), CodesOf(a), b, GemvLaunchFor(b));
   g_bf16_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -316,8 +425,55 @@ bool MatmulFp8GemvVariant(const Queue& q, const Tensor& out, const Tensor& a, co
   const Variant& v = variant < 0 ? ChooseVariant<Fp8Rows>(b.dim(1) / 16) : kVariants<Fp8Rows>[variant];
   if (b.dim(1) > int64_t{16} * v.threads * v.vectors) return false;
   DeviceGuard guard(cq.device.index);
-  v.launch(cq, out, a, b, alpha, bias, how);
+  v.launch(cq, RowsTo(out, alpha, bias), CodesOf(a), b, how);
   return true;
 }
+
+bool QuantGemvFits(const Tensor& x, const Tensor& x8, const Tensor& b) {
+  // VT_CUDA_QUANT_GEMV=0 runs the two kernels instead (read once; for A/B runs).
+  static const bool on = [] {
+    const char* v = std::getenv("VT_CUDA_QUANT_GEMV");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on && x.dtype() == DType::kBF16 && Aligned16(x) && GemvFits(x8, b);
+}
+
+void MatmulFp8GemvQuantizing(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x,
+                             float input_scale, const Tensor& b, float alpha, const Tensor* bias) {
+  VT_CHECK(QuantGemvFits(x, x8, b), "internal: MatmulFp8GemvQuantizing of ", x.Describe(), " and ", b.Describe());
+  if (b.dim(0) == 0) return;
+  CudaQueue& cq = Cuda(q);
+  DeviceGuard guard(cq.device.index);
+  const GemvAct act{x.data(), x8.data_as<uint8_t>(), 1.0f / input_scale, static_cast<int>(b.dim(1))};
+  ChooseVariant<Fp8Rows, ActQuant>(b.dim(1) / 16).launch(cq, RowsTo(out, alpha, bias), act, b, GemvLaunchFor(b));
+  g_quantizing_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t QuantizingGemvLaunches() { return g_quantizing_launches.load(std::memory_order_relaxed); }
+
+bool SiluGemvFits(const Tensor& x8, const Tensor& w_gate_up) {
+  // VT_CUDA_SILU_GEMV=0 runs the GEMV into BF16 and SiluMulQuantFp8 instead (for A/B runs).
+  static const bool on = [] {
+    const char* v = std::getenv("VT_CUDA_SILU_GEMV");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on && w_gate_up.dim(0) % 2 == 0 && GemvFits(x8, w_gate_up);
+}
+
+void MatmulFp8GemvSiluMulQuant(const Queue& q, const Tensor& out8, const Tensor& gate_up, const Tensor& x8,
+                               const Tensor& w_gate_up, float alpha, float input_scale) {
+  VT_CHECK(SiluGemvFits(x8, w_gate_up), "internal: MatmulFp8GemvSiluMulQuant of ", x8.Describe(), " and ",
+           w_gate_up.Describe());
+  if (w_gate_up.dim(0) == 0) return;
+  CudaQueue& cq = Cuda(q);
+  DeviceGuard guard(cq.device.index);
+  const GemvOut o{gate_up.data(), DType::kBF16, nullptr, DType::kF32, alpha, 1.0f / input_scale,
+                  out8.data_as<uint8_t>()};
+  ChooseVariant<Fp8Rows, ActCodes<Fp8Rows>, OutSiluMulQuant>(w_gate_up.dim(1) / 16)
+      .launch(cq, o, CodesOf(x8), w_gate_up, GemvLaunchFor(w_gate_up));
+  g_silu_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t SiluMulQuantGemvLaunches() { return g_silu_launches.load(std::memory_order_relaxed); }
 
 }  // namespace vt::cuda

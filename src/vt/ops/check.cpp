@@ -47,4 +47,19 @@ void Finite(std::string_view op, std::string_view arg, float value) {
   VT_CHECK(std::isfinite(value), op, ": ", arg, " must be finite, got ", value);
 }
 
+void MatmulShapes(std::string_view op, const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b,
+                  const Tensor* bias) {
+  NDim(op, "a", a, 2);
+  NDim(op, "b", b, 2);
+  NDim(op, "out", out, 2);
+  VT_CHECK(b.dim(1) == a.dim(1), op, ": b is ", b.Describe(), " but a has K=", a.dim(1), " (a is ", a.Describe(),
+           ")");
+  ShapeIs(op, "out", out, {a.dim(0), b.dim(0)});
+  Output(op, q, "out", out, {DType::kBF16, DType::kF32});
+  if (bias != nullptr) {
+    Operand(op, q, "bias", *bias, {DType::kF32, DType::kBF16});
+    ShapeIs(op, "bias", *bias, {b.dim(0)});
+  }
+}
+
 }  // namespace vt::check

@@ -44,6 +44,11 @@ inline void Output(std::string_view op, const Queue& q, std::string_view arg, co
   Writable(op, arg, t);
 }
 
+// The shapes of out = a · bᵀ (+ bias): a [M, K], b [N, K], out [M, N] BF16 or F32 (written),
+// bias [N] F32 or BF16.
+void MatmulShapes(std::string_view op, const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b,
+                  const Tensor* bias);
+
 inline constexpr std::initializer_list<DType> kFloat16Or32 = {DType::kF32, DType::kBF16, DType::kF16};
 
 }  // namespace vt::check

@@ -1,6 +1,7 @@
 #include "vt/ops/fused.h"
 
 #include "vt/ops/activation.h"
+#include "vt/ops/matmul.h"
 #include "vt/ops/check.h"
 #include "vt/ops/norm.h"
 #include "vt/ops/quant.h"
@@ -90,6 +91,49 @@ void SiluMulQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, float i
   check::ShapeIs(op, "out", out, half);
   check::PositiveFinite(op, "input_scale", input_scale);
   Kernel<OpId::kSiluMulQuantFp8>(q.device().type)(q, out, x, input_scale);
+}
+
+namespace {
+
+// QuantMatmulFp8: x [M, K] -> x8 [M, K] -> out [M, N].
+void CheckQuantMatmul(std::string_view op, const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x,
+                      float input_scale, const Tensor& b, float alpha, const Tensor* bias) {
+  check::Operand(op, q, "x", x, check::kFloat16Or32);
+  check::Output(op, q, "x8", x8, {DType::kF8E4M3});
+  check::Operand(op, q, "b", b, {DType::kF8E4M3});
+  check::NDim(op, "x", x, 2);
+  check::NDim(op, "x8", x8, 2);
+  check::ShapeIs(op, "x", x, x8.shape());
+  check::MatmulShapes(op, q, out, x8, b, bias);
+  check::PositiveFinite(op, "input_scale", input_scale);
+  check::Finite(op, "alpha", alpha);
+}
+
+}  // namespace
+
+void QuantMatmulFp8(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x, float input_scale,
+                    const Tensor& b, float alpha, const Tensor* bias) {
+  CheckQuantMatmul("QuantMatmulFp8", q, out, x8, x, input_scale, b, alpha, bias);
+  Kernel<OpId::kQuantMatmulFp8>(q.device().type)(q, out, x8, x, input_scale, b, alpha, bias);
+}
+
+void MatmulFp8SiluMulQuantFp8(const Queue& q, const Tensor& out8, const Tensor& gate_up, const Tensor& x8,
+                              const Tensor& w_gate_up, float alpha, float input_scale) {
+  constexpr std::string_view op = "MatmulFp8SiluMulQuantFp8";
+  check::Operand(op, q, "x8", x8, {DType::kF8E4M3});
+  check::Operand(op, q, "w_gate_up", w_gate_up, {DType::kF8E4M3});
+  check::Output(op, q, "out8", out8, {DType::kF8E4M3});
+  check::NDim(op, "x8", x8, 2);
+  check::NDim(op, "w_gate_up", w_gate_up, 2);
+  check::NDim(op, "out8", out8, 2);
+  VT_CHECK(w_gate_up.dim(1) == x8.dim(1) && w_gate_up.dim(0) % 2 == 0, op, ": w_gate_up is ", w_gate_up.Describe(),
+           " but x8 is ", x8.Describe(), "; w_gate_up must be [2I, K] with K = ", x8.dim(1));
+  check::ShapeIs(op, "out8", out8, {x8.dim(0), w_gate_up.dim(0) / 2});
+  check::Output(op, q, "gate_up", gate_up, {DType::kBF16});
+  check::ShapeIs(op, "gate_up", gate_up, {x8.dim(0), w_gate_up.dim(0)});
+  check::Finite(op, "alpha", alpha);
+  check::PositiveFinite(op, "input_scale", input_scale);
+  Kernel<OpId::kMatmulFp8SiluMulQuantFp8>(q.device().type)(q, out8, gate_up, x8, w_gate_up, alpha, input_scale);
 }
 
 }  // namespace vt
