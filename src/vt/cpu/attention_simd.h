@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cmath>
+#include <vector>
 
 #include "vt/cpu/attention_kernels.h"
 #include "vt/cpu/simd_vec.h"
@@ -75,12 +76,12 @@ void AttendBlock(const float* q, const float* k, const float* v, int64_t valid, 
 }
 
 // kLanes cache elements from element i of a row, as the f32 the definition reads: F32,
-// BF16 and F16 exactly; e4m3 codes as KvCacheDequantizeFp8 (the exact value, then one IEEE
-// multiply by the scale).
+// BF16 and F16 exactly; e4m3 codes as KvCacheDequantizeFp8 (scale256 = 2^8·scale, finite:
+// the value times 2^-8, then one IEEE multiply, the same float).
 template <DType kD>
-VT_INLINE V LoadCache(const void* row, int64_t i, V scale) {
+VT_INLINE V LoadCache(const void* row, int64_t i, V scale256) {
   if constexpr (kD == DType::kF8E4M3)
-    return Mul(DecodeFp8(LoadU8(static_cast<const uint8_t*>(row) + i)), scale);
+    return Mul(DecodeFp8Over256(static_cast<const uint8_t*>(row) + i), scale256);
   else
     return Load(row, kD, i);
 }
@@ -166,11 +167,13 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
   for (; i0 + kLanes <= D; i0 += kLanes) AccumulateValues<kD, NH, 1>(v, stride_bytes, v_scale, s, n, D, acc, i0);
 }
 
+void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale);
+
 template <DType kD>
 void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, float k_scale,
                   float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l) {
   const int64_t stride_bytes = stride * static_cast<int64_t>(DTypeSize(kD));
-  const V ks = Set1(k_scale), vs = Set1(v_scale);
+  const V ks = Set1(k_scale * 256.0f), vs = Set1(v_scale * 256.0f);  // read by LoadCache<kF8E4M3> only
   for (int64_t j = 0; j < valid; j += kKeysPerPass) {
     const int64_t n = valid - j < kKeysPerPass ? valid - j : kKeysPerPass;
     const char* kp = static_cast<const char*>(k) + j * stride_bytes;
@@ -194,9 +197,19 @@ void AttendRows(const float* q, int64_t heads, const void* k, const void* v, int
     case DType::kF32: return AttendRowsAs<DType::kF32>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
     case DType::kBF16: return AttendRowsAs<DType::kBF16>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
     case DType::kF16: return AttendRowsAs<DType::kF16>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
-    default:
-      return AttendRowsAs<DType::kF8E4M3>(q, heads, k, v, stride, k_scale, v_scale, valid, D, acc, m, l);
+    default: break;
   }
+  if (k_scale < 0x1p120f && v_scale < 0x1p120f)  // 2^8·scale finite (any real model's scales)
+    return AttendRowsAs<DType::kF8E4M3>(q, heads, k, v, stride, k_scale, v_scale, valid, D, acc, m, l);
+  // Else the rows widened to f32 first by CacheToF32's exact decode.
+  thread_local std::vector<float> kf, vf;
+  kf.resize(static_cast<size_t>(valid * D));
+  vf.resize(static_cast<size_t>(valid * D));
+  for (int64_t j = 0; j < valid; ++j) {
+    CacheToF32(&kf[j * D], static_cast<const uint8_t*>(k) + j * stride, dtype, D, k_scale);
+    CacheToF32(&vf[j * D], static_cast<const uint8_t*>(v) + j * stride, dtype, D, v_scale);
+  }
+  AttendRowsAs<DType::kF32>(q, heads, kf.data(), vf.data(), D, 1.0f, 1.0f, valid, D, acc, m, l);
 }
 
 void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale) {
@@ -204,6 +217,10 @@ void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale
     const auto* p = static_cast<const uint8_t*>(src);
     const V s = Set1(scale);
     int64_t i = 0;
+    if (scale < 0x1p120f) {  // 2^8·scale finite: the faster decode, the same floats
+      const V s256 = Set1(scale * 256.0f);
+      for (; i + kLanes <= n; i += kLanes) StoreF32(dst + i, Mul(DecodeFp8Over256(p + i), s256));
+    }
     for (; i + kLanes <= n; i += kLanes) StoreF32(dst + i, Mul(DecodeFp8(LoadU8(p + i)), s));
     if (i < n) {
       const int c = static_cast<int>(n - i);

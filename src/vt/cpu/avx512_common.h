@@ -1,5 +1,5 @@
-// Helpers of the kernel files compiled with AVX-512 (matmul/gemm_avx512.cpp, matmul/gemm_amx.cpp),
-// and only for them: fp8 (e4m3fn) -> BF16 decoding in registers, lane masks. Internal linkage on
+// Helpers of the kernel files compiled with AVX-512 (matmul/gemm_avx512.cpp, matmul/gemm_amx.cpp,
+// and through simd_vec.h the *_avx512.cpp vector kernels), and only for them: fp8 (e4m3fn) -> BF16 decoding in registers, lane masks. Internal linkage on
 // purpose, as in matmul/local.h: each ISA file gets its own copy. Include it first.
 #pragma once
 
@@ -76,6 +76,17 @@ struct Fp8ToBf16Lut {
     w1 = _mm512_unpackhi_epi8(lo, hi);
   }
 };
+
+// 16 fp8 codes -> 16 halves equal to value * 2^-8 (the fp8 -> f16 trick of
+// matmul/gemm_avx512.cpp: sign-extend, shift left by 7, clear bit 14; NaN codes become a
+// half NaN). Also the attention kernels' fp8 decode (simd_vec.h, DecodeFp8Over256).
+inline __m256i Fp8ToHalf16(__m128i x) {
+  const __m256i s = _mm256_cvtepi8_epi16(x);
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(s, 7), _mm256_set1_epi16(static_cast<int16_t>(0xBF80)));
+  const __mmask16 nan =
+      _mm_cmpeq_epi8_mask(_mm_or_si128(x, _mm_set1_epi8(static_cast<char>(0x80))), _mm_set1_epi8(-1));
+  return _mm256_mask_mov_epi16(h, nan, _mm256_set1_epi16(0x7E00));
+}
 
 // Masks of the first `left` lanes (none when left <= 0: padding past the row end).
 inline __mmask32 Mask32(int64_t left) {

@@ -31,15 +31,6 @@ constexpr int64_t kPrefetchBytes = 1024;
 // the time and a panel only adds a write and a re-read.
 constexpr int64_t kStreamMaxMBf16 = 16;
 
-// 16 fp8 codes -> 16 halves equal to value * 2^-8.
-inline __m256i Fp8ToHalf16(__m128i x) {
-  const __m256i s = _mm256_cvtepi8_epi16(x);
-  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(s, 7), _mm256_set1_epi16(static_cast<int16_t>(0xBF80)));
-  const __mmask16 nan =
-      _mm_cmpeq_epi8_mask(_mm_or_si128(x, _mm_set1_epi8(static_cast<char>(0x80))), _mm_set1_epi8(-1));
-  return _mm256_mask_mov_epi16(h, nan, _mm256_set1_epi16(0x7E00));
-}
-
 inline __mmask16 Mask16(int64_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xFFFF) : left <= 0 ? 0 : static_cast<__mmask16>((1u << left) - 1);
 }
