@@ -25,7 +25,7 @@
 // them from memory as a model's forward pass does. Figures are medians of repeated runs
 // (the fp8 and BF16 calls alternated, so all medians see the same machine state).
 //
-//   vt_kernels_bench [--quick] [--threads N] [--isa LEVEL]   (LEVEL: a vt::CpuIsaLevels name:
+//   vt_kernels_bench [--quick] [--threads N] [--cpu-time] [--isa LEVEL]   (LEVEL: a vt::CpuIsaLevels name:
 //                                                           scalar|avx2|avx512|avx512bf16|amx on
 //                                                           x86-64, scalar|neon|neonbf16 on aarch64)
 //                    [--fp8-decode half|f32-bits]   (the avx2/avx512 levels' fp8 stream decode;
@@ -37,6 +37,7 @@
 // prefill GEMM's multiply, against BFDOT's).
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -73,6 +74,16 @@ struct Options {
 };
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// --cpu-time: TimeMedians counts the process's CPU time instead of the wall clock. With
+// --threads 1 (the caller runs the work) that is the work's own time, unaffected by the
+// time other programs hold the cores: on a machine shared with builds, far steadier.
+bool g_cpu_time = false;
+double CpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 std::string Fixed1(double v) {
   char b[32];
@@ -111,8 +122,9 @@ std::vector<double> TimeMedians(const std::vector<std::function<void(int)>>& fns
   for (int rep = 1; static_cast<int>(t[0].size()) < min_reps || Seconds(start, Clock::now()) < min_seconds; ++rep) {
     for (size_t i = 0; i < fns.size(); ++i) {
       const auto t0 = Clock::now();
+      const double c0 = g_cpu_time ? CpuSeconds() : 0.0;
       fns[i](rep);
-      t[i].push_back(Seconds(t0, Clock::now()));
+      t[i].push_back(g_cpu_time ? CpuSeconds() - c0 : Seconds(t0, Clock::now()));
     }
     if (t[0].size() >= 200) break;
   }
@@ -506,7 +518,9 @@ int main(int argc, char** argv) {
   Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--quick") {
+    if (arg == "--cpu-time") {
+      g_cpu_time = true;
+    } else if (arg == "--quick") {
       opt.quick = true;
     } else if (arg == "--only" && i + 1 < argc) {
       opt.only = argv[++i];
@@ -543,7 +557,7 @@ int main(int argc, char** argv) {
                                                          : vt::cpu::matmul::Fp8StreamDecode::kF32Bits);
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--quick] [--threads N] [--isa LEVEL] "
+                   "usage: %s [--quick] [--threads N] [--cpu-time] [--isa LEVEL] "
                    "[--fp8-decode half|f32-bits] [--only projections|block-fp8|attention|prefill-attention]\n",
                    argv[0]);
       return 2;
