@@ -75,13 +75,13 @@ void AttendBlock(const float* q, const float* k, const float* v, int64_t valid, 
   }
 }
 
-// kLanes cache elements from element i of a row, as the f32 the definition reads: F32,
-// BF16 and F16 exactly; e4m3 codes as KvCacheDequantizeFp8 (scale256 = 2^8·scale, finite:
-// the value times 2^-8, then one IEEE multiply, the same float).
+// kLanes cache elements from element i of a row: F32, BF16 and F16 exactly; e4m3 codes as
+// their exact values times 2^-8 (the 2^8·scale of the definition's KvCacheDequantizeFp8 is
+// folded into the queries and the softmax weights instead, AttendRowsAs).
 template <DType kD>
-VT_INLINE V LoadCache(const void* row, int64_t i, V scale256) {
+VT_INLINE V LoadCache(const void* row, int64_t i) {
   if constexpr (kD == DType::kF8E4M3)
-    return Mul(DecodeFp8Over256(static_cast<const uint8_t*>(row) + i), scale256);
+    return DecodeFp8Over256(static_cast<const uint8_t*>(row) + i);
   else
     return Load(row, kD, i);
 }
@@ -89,7 +89,7 @@ VT_INLINE V LoadCache(const void* row, int64_t i, V scale256) {
 // acc[t·D + i0 ..] += Σ_j s[t][j] · v_j[i0 ..] over NV vectors of each of NH heads, keys
 // in order (the value half of AttendPass).
 template <DType kD, int NH, int NV>
-VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, V v_scale, const float (*s)[kKeysPerPass],
+VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, const float (*s)[kKeysPerPass],
                                 int64_t n, int64_t D, float* acc, int64_t i0) {
   V a[NH][NV];
   for (int t = 0; t < NH; ++t)
@@ -97,7 +97,7 @@ VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, V v_scale, 
   for (int64_t j = 0; j < n; ++j) {
     const char* vj = v + j * stride_bytes;
     V x[NV];
-    for (int u = 0; u < NV; ++u) x[u] = LoadCache<kD>(vj, i0 + u * kLanes, v_scale);
+    for (int u = 0; u < NV; ++u) x[u] = LoadCache<kD>(vj, i0 + u * kLanes);
     for (int t = 0; t < NH; ++t) {
       const V p = Set1(s[t][j]);
       for (int u = 0; u < NV; ++u) a[t][u] = Fma(p, x[u], a[t][u]);
@@ -108,10 +108,12 @@ VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, V v_scale, 
 }
 
 // One pass of at most kKeysPerPass keys for NH query heads (q + t·D, acc + t·D, m[t], l[t]
-// for t < NH), each key and value row read from the cache once for all NH heads.
+// for t < NH), each key and value row read from the cache once for all NH heads. The
+// softmax weights are multiplied by v_mul before they weight the value rows (an F8E4M3
+// cache's 2^8·v_scale; 1 otherwise, and then not multiplied).
 template <DType kD, int NH>
-void AttendPass(const float* q, const char* k, const char* v, int64_t stride_bytes, V k_scale, V v_scale,
-                int64_t n, int64_t D, float* acc, float* m, float* l) {
+void AttendPass(const float* q, const char* k, const char* v, int64_t stride_bytes, float v_mul, int64_t n,
+                int64_t D, float* acc, float* m, float* l) {
   alignas(64) float s[NH][kKeysPerPass];
   float bm[NH];
   for (int t = 0; t < NH; ++t) bm[t] = -INFINITY;
@@ -123,14 +125,14 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
     for (int t = 0; t < NH; ++t) a0[t] = a1[t] = Zero();
     int64_t i = 0;
     for (; i + 2 * kLanes <= D; i += 2 * kLanes) {
-      const V x0 = LoadCache<kD>(kj, i, k_scale), x1 = LoadCache<kD>(kj, i + kLanes, k_scale);
+      const V x0 = LoadCache<kD>(kj, i), x1 = LoadCache<kD>(kj, i + kLanes);
       for (int t = 0; t < NH; ++t) {
         a0[t] = Fma(LoadF32(q + t * D + i), x0, a0[t]);
         a1[t] = Fma(LoadF32(q + t * D + i + kLanes), x1, a1[t]);
       }
     }
     if (i < D) {
-      const V x0 = LoadCache<kD>(kj, i, k_scale);
+      const V x0 = LoadCache<kD>(kj, i);
       for (int t = 0; t < NH; ++t) a0[t] = Fma(LoadF32(q + t * D + i), x0, a0[t]);
     }
     for (int t = 0; t < NH; ++t) {
@@ -155,6 +157,13 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
       StoreN(s[t], DType::kF32, j, Exp(Sub(LoadN(s[t], DType::kF32, j, c), mv)), c);
     }
     for (int64_t j = 0; j < n; ++j) l[t] += s[t][j];
+    if constexpr (kD == DType::kF8E4M3) {
+      const V vm = Set1(v_mul);
+      for (int64_t j = 0; j < n; j += kLanes) {
+        const int c = n - j < kLanes ? static_cast<int>(n - j) : kLanes;
+        StoreN(s[t], DType::kF32, j, Mul(LoadN(s[t], DType::kF32, j, c), vm), c);
+      }
+    }
   }
   // acc stays in registers across the keys, a few vectors of each head at a time (fewer
   // with more heads where the registers are few): whole groups of kAccVectors, then single
@@ -163,8 +172,8 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
   constexpr int kAccVectors = (kLanes == 8 && NH > 2) ? 2 : 4;
   int64_t i0 = 0;
   for (; i0 + kAccVectors * kLanes <= D; i0 += kAccVectors * kLanes)
-    AccumulateValues<kD, NH, kAccVectors>(v, stride_bytes, v_scale, s, n, D, acc, i0);
-  for (; i0 + kLanes <= D; i0 += kLanes) AccumulateValues<kD, NH, 1>(v, stride_bytes, v_scale, s, n, D, acc, i0);
+    AccumulateValues<kD, NH, kAccVectors>(v, stride_bytes, s, n, D, acc, i0);
+  for (; i0 + kLanes <= D; i0 += kLanes) AccumulateValues<kD, NH, 1>(v, stride_bytes, s, n, D, acc, i0);
 }
 
 void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale);
@@ -173,7 +182,19 @@ template <DType kD>
 void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, float k_scale,
                   float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l) {
   const int64_t stride_bytes = stride * static_cast<int64_t>(DTypeSize(kD));
-  const V ks = Set1(k_scale * 256.0f), vs = Set1(v_scale * 256.0f);  // read by LoadCache<kF8E4M3> only
+  // An F8E4M3 cache's rows come as value·2^-8 (LoadCache): the queries are multiplied by
+  // 2^8·k_scale here and the softmax weights by 2^8·v_scale (AttendPass), in place of one
+  // multiply per cache element. (The products then round in another order than the
+  // definition's, within the op's accuracy bound.)
+  float v_mul = 1.0f;
+  if constexpr (kD == DType::kF8E4M3) {
+    thread_local std::vector<float> qs;
+    qs.resize(static_cast<size_t>(heads * D));
+    const V ks = Set1(k_scale * 256.0f);
+    for (int64_t i = 0; i < heads * D; i += kLanes) StoreF32(&qs[i], Mul(LoadF32(q + i), ks));
+    q = qs.data();
+    v_mul = v_scale * 256.0f;
+  }
   for (int64_t j = 0; j < valid; j += kKeysPerPass) {
     const int64_t n = valid - j < kKeysPerPass ? valid - j : kKeysPerPass;
     const char* kp = static_cast<const char*>(k) + j * stride_bytes;
@@ -182,10 +203,10 @@ void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, i
       const float* qh = q + h * D;
       float* ah = acc + h * D;
       switch (heads - h < kHeadTile ? heads - h : kHeadTile) {
-        case 1: AttendPass<kD, 1>(qh, kp, vp, stride_bytes, ks, vs, n, D, ah, m + h, l + h); break;
-        case 2: AttendPass<kD, 2>(qh, kp, vp, stride_bytes, ks, vs, n, D, ah, m + h, l + h); break;
-        case 3: AttendPass<kD, 3>(qh, kp, vp, stride_bytes, ks, vs, n, D, ah, m + h, l + h); break;
-        default: AttendPass<kD, 4>(qh, kp, vp, stride_bytes, ks, vs, n, D, ah, m + h, l + h); break;
+        case 1: AttendPass<kD, 1>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
+        case 2: AttendPass<kD, 2>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
+        case 3: AttendPass<kD, 3>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
+        default: AttendPass<kD, 4>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
       }
     }
   }
