@@ -88,6 +88,18 @@ inline __m256i Fp8ToHalf16(__m128i x) {
   return _mm256_mask_mov_epi16(h, nan, _mm256_set1_epi16(0x7E00));
 }
 
+// Sums of the 16 lanes of each of a0..a3, as [sum a0, sum a1, sum a2, sum a3] (also the
+// attention kernels' four-key scores, simd_vec.h SumLanes4).
+inline __m128 Hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  const __m512 t0 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+  const __m512 t1 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+  const __m512d d0 = _mm512_castps_pd(t0), d1 = _mm512_castps_pd(t1);
+  const __m512 u = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(d0, d1)),
+                                 _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d1)));
+  const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(u), _mm512_extractf32x8_ps(u, 1));
+  return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+}
+
 // Masks of the first `left` lanes (none when left <= 0: padding past the row end).
 inline __mmask32 Mask32(int64_t left) {
   return left >= 32 ? ~__mmask32{0} : left <= 0 ? 0 : ((__mmask32{1} << left) - 1);

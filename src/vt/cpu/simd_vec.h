@@ -411,6 +411,19 @@ VT_INLINE V DecodeFp8(VI c) {
   return AsF(OrI(mag, Sll<24>(AndI(c, Set1I(0x80)))));
 }
 
+// The lane sums of a0..a3 into out[0..3] (AVX-512: one transposing reduction, the matmul
+// kernels' Hsum4; elsewhere SumLanes of each).
+VT_INLINE void SumLanes4(V a0, V a1, V a2, V a3, float* out) {
+#if defined(__AVX512F__)
+  _mm_storeu_ps(out, matmul::Hsum4(a0, a1, a2, a3));
+#else
+  out[0] = SumLanes(a0);
+  out[1] = SumLanes(a1);
+  out[2] = SumLanes(a2);
+  out[3] = SumLanes(a3);
+#endif
+}
+
 // kLanes fp8 codes at p -> their exact values times 2^-8 (exact: the smallest subnormal
 // becomes 2^-17), NaN codes a NaN (sign not kept). On x86 by the matmul kernels' fp8 -> f16
 // trick and the converter instruction, about a third of DecodeFp8's instructions; times
