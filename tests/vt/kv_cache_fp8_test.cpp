@@ -50,14 +50,16 @@ TEST(KvCacheFp8, QuantizerBytesMatchTheDefinition) {
       const Tensor k = vt_test::MakeTensor(x, {T, width}, d);
       std::vector<float> xv(x.rbegin(), x.rend());
       const Tensor v = vt_test::MakeTensor(xv, {T, width}, d);
+      // Every ISA level: the vector levels quantize with their kernel set's quantizer.
+      for (vt::CpuIsa isa : vt_test::IsaLevels())
       for (int threads : {1, 3}) {
-        const auto [kb, vb] = WriteFp8(vt::Queue::Cpu(threads), k, v, ks, vs);
+        const auto [kb, vb] = WriteFp8(vt_test::QueueFor(isa, threads), k, v, ks, vs);
         int bad = 0;
         for (int64_t i = 0; i < T * width && bad < 5; ++i) {
           const uint8_t wk = vt_kvfp8::QuantRef(vt_test::ValueAt(k, i), ks);
           const uint8_t wv = vt_kvfp8::QuantRef(vt_test::ValueAt(v, i), vs);
           if (kb[i] != wk || vb[i] != wv)
-            ADD_FAILURE() << vt::DTypeName(d) << " scale " << ks << " element " << i << ": key "
+            ADD_FAILURE() << vt::CpuIsaName(isa) << " " << vt::DTypeName(d) << " scale " << ks << " element " << i << ": key "
                           << vt_test::ValueAt(k, i) << " -> " << int(kb[i]) << " want " << int(wk) << ", value "
                           << vt_test::ValueAt(v, i) << " -> " << int(vb[i]) << " want " << int(wv) << (++bad, "");
           ++checked;

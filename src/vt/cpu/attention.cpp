@@ -532,9 +532,21 @@ void KvCacheWriteCpu(const Queue& q, const Tensor& key, const Tensor& value, con
     const int64_t width = key.dim(1);
     auto* kc = static_cast<uint8_t*>(key_cache.data());
     auto* vc = static_cast<uint8_t*>(value_cache.data());
+    // The kernel set's vector quantizer where there is one (any row width: D = 0 asks for
+    // the set whatever the lane count) and the rows are F32/BF16/F16; the same bytes.
+    auto wide = [](DType d) { return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16; };
+    const attention::KernelSet* ks = wide(key.dtype()) && wide(value.dtype()) ? attention::ForIsa(Cpu(q).isa, 0) : nullptr;
+    const size_t kes = DTypeSize(key.dtype()), ves = DTypeSize(value.dtype());
     Cpu(q).pool.ParallelFor(T, 8, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         if (slots[t] < 0) continue;
+        if (ks != nullptr) {
+          ks->quantize_to_cache(kc + slots[t] * width, static_cast<const char*>(key.data()) + t * width * kes,
+                                key.dtype(), width, k_scale);
+          ks->quantize_to_cache(vc + slots[t] * width, static_cast<const char*>(value.data()) + t * width * ves,
+                                value.dtype(), width, v_scale);
+          continue;
+        }
         for (int64_t i = 0; i < width; ++i) {
           kc[slots[t] * width + i] = KvCacheQuantizeFp8(LoadFloat(key.data(), key.dtype(), t * width + i), k_scale);
           vc[slots[t] * width + i] =

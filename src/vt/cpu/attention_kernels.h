@@ -41,6 +41,9 @@ struct KernelSet {
   // ⌈n / 32⌉·32 rows: rows past n are read and their scores unused (any bits).
   void (*attend_tile)(const float* qt, int64_t ldq, const float* pos, int64_t q0, int64_t q1, const float* k,
                       const float* v, int64_t n, int64_t tok0, int64_t D, float* acc, float* m, float* l);
+  // n elements of `dtype` (F32, BF16, F16) -> KvCacheQuantizeFp8(x, scale) codes, the
+  // definition's bytes (KvCacheWrite into an F8E4M3 cache).
+  void (*quantize_to_cache)(uint8_t* dst, const void* src, DType dtype, int64_t n, float scale);
 };
 
 #if defined(VT_CPU_X86)

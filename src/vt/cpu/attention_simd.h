@@ -280,5 +280,19 @@ void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale
   }
 }
 
+// n elements of `dtype` (F32, BF16, F16) at src -> KvCacheQuantizeFp8(x, scale) at dst:
+// x / scale (an IEEE division, as the definition), clamped to [-448, 448] with NaN kept
+// (the operand order of Min and Max), rounded to e4m3fn: the definition's bytes.
+void QuantizeToCache(uint8_t* dst, const void* src, DType dtype, int64_t n, float scale) {
+  const V s = Set1(scale), hi = Set1(448.0f), lo = Set1(-448.0f);
+  auto quantize = [&](V x) VT_ALWAYS_INLINE { return FloatToFp8Bits(Max(lo, Min(hi, Div(x, s)))); };
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) StoreFp8N(dst, i, quantize(Load(src, dtype, i)), kLanes);
+  if (i < n) {
+    const int c = static_cast<int>(n - i);
+    StoreFp8N(dst, i, quantize(LoadN(src, dtype, i, c)), c);
+  }
+}
+
 }  // namespace
 }  // namespace vt::cpu::VT_SIMD_NS
