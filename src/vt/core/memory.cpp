@@ -16,14 +16,16 @@
 namespace vt::detail {
 
 namespace {
-// Host tensors of 64 MiB and more (a large KV cache's layers, the biggest weights) are
+// Host tensors of 8 MiB and more (a KV cache's layers, the biggest weights, a long prompt's
+// activations) are
 // 2 MiB-aligned and asked to be backed by transparent huge pages (MADV_HUGEPAGE: the VMs
 // this project runs on have THP in "madvise" mode). A decode step reads the paged KV cache
 // in scattered 16-token blocks; on 4 KiB pages each block's rows cost page walks, and
-// huge pages measured 6-20% faster decode attention (bench/README.md, 2026-12-04). Not
-// below 64 MiB: smaller tensors are mostly a step's activations, allocated and freed each
-// step, where huge pages were not measured.
-constexpr size_t kHuge = size_t{2} << 20, kHugeMin = size_t{64} << 20;
+// huge pages measured 6-20% faster decode attention (bench/README.md, 2026-12-04). (A
+// profile of the 16-sequence engine run showed more page clearing than before, 0.5% -> 4-5%
+// of the samples, but all of it under the matmul's PackWeights, which maps its own huge
+// pages at load.)
+constexpr size_t kHuge = size_t{2} << 20, kHugeMin = size_t{8} << 20;
 [[noreturn, maybe_unused]] void ThrowNoCuda(const char* what) {
   throw Error(StrCat(what, ": vtllm was built without CUDA (configure with -DVT_CUDA=ON)"));
 }
