@@ -17,9 +17,8 @@ namespace vt::detail {
 
 namespace {
 // Host tensors of 8 MiB and more (a KV cache's layers, the biggest weights, a long prompt's
-// activations) are
-// 2 MiB-aligned and asked to be backed by transparent huge pages (MADV_HUGEPAGE: the VMs
-// this project runs on have THP in "madvise" mode). A decode step reads the paged KV cache
+// activations) are 2 MiB-aligned and asked to be backed by transparent huge pages
+// (MADV_HUGEPAGE: the VMs this project runs on have THP in "madvise" mode). A decode step reads the paged KV cache
 // in scattered 16-token blocks; on 4 KiB pages each block's rows cost page walks, and
 // huge pages measured 6-20% faster decode attention (bench/README.md, 2026-12-04). (A
 // profile of the 16-sequence engine run showed more page clearing than before, 0.5% -> 4-5%
