@@ -16,7 +16,10 @@
 // a long context is cut into several pieces, so that one sequence fills the pool, and
 // their softmax states are combined after. An F8E4M3 cache is read through the kernel
 // set's vector decode, or where there is none through a 256-entry table per call, entry b
-// = KvCacheDequantizeFp8(b, scale): every path reads the same f32 keys and values.
+// = KvCacheDequantizeFp8(b, scale): every widening path reads the same f32 keys and values
+// (the in-place decode kernel folds the scales into the queries and the softmax weights,
+// the same math rounded in another order). KvCacheWrite into an F8E4M3 cache quantizes with
+// the kernel set's vector quantizer where there is one (the definition's bytes).
 #include <algorithm>
 #include <atomic>
 #include <cmath>

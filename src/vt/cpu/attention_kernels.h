@@ -25,7 +25,8 @@ struct KernelSet {
   // head h: s_j = q·k_j; m' = max(m[h], max_j s_j); acc + h·D and l[h] scaled by
   // e^(m[h] - m'); p_j = e^(s_j - m'); l[h] += Σ p_j; acc += Σ p_j·v_j (in j order);
   // m[h] = m'. Each key and value row is read once for up to four heads. (Decode steps,
-  // reading the cache in place.)
+  // reading the cache in place.) F8E4M3: the kernel may apply the scales to the queries and
+  // to the p_j instead of to each element (the same math, rounded in another order).
   void (*attend_rows)(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, DType dtype,
                       float k_scale, float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l);
   // n cache elements of `dtype` -> f32, the same floats attend_rows reads (F8E4M3: the
