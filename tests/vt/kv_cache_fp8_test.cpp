@@ -50,14 +50,16 @@ TEST(KvCacheFp8, QuantizerBytesMatchTheDefinition) {
       const Tensor k = vt_test::MakeTensor(x, {T, width}, d);
       std::vector<float> xv(x.rbegin(), x.rend());
       const Tensor v = vt_test::MakeTensor(xv, {T, width}, d);
+      // Every ISA level: the vector levels quantize with their kernel set's quantizer.
+      for (vt::CpuIsa isa : vt_test::IsaLevels())
       for (int threads : {1, 3}) {
-        const auto [kb, vb] = WriteFp8(vt::Queue::Cpu(threads), k, v, ks, vs);
+        const auto [kb, vb] = WriteFp8(vt_test::QueueFor(isa, threads), k, v, ks, vs);
         int bad = 0;
         for (int64_t i = 0; i < T * width && bad < 5; ++i) {
           const uint8_t wk = vt_kvfp8::QuantRef(vt_test::ValueAt(k, i), ks);
           const uint8_t wv = vt_kvfp8::QuantRef(vt_test::ValueAt(v, i), vs);
           if (kb[i] != wk || vb[i] != wv)
-            ADD_FAILURE() << vt::DTypeName(d) << " scale " << ks << " element " << i << ": key "
+            ADD_FAILURE() << vt::CpuIsaName(isa) << " " << vt::DTypeName(d) << " scale " << ks << " element " << i << ": key "
                           << vt_test::ValueAt(k, i) << " -> " << int(kb[i]) << " want " << int(wk) << ", value "
                           << vt_test::ValueAt(v, i) << " -> " << int(vb[i]) << " want " << int(wv) << (++bad, "");
           ++checked;
@@ -280,7 +282,9 @@ TEST(KvCacheFp8, VectorWideningEqualsTheDefinition) {
     const vt::cpu::attention::KernelSet* ks = vt::cpu::attention::ForIsa(isa, 128);
     if (ks == nullptr) continue;
     ++sets;
-    for (float scale : {1.0f, 0.0371f, 3.7f, 1.0f / 448.0f})
+    // 1e-30: products in the f32 subnormals; 2^121: past the 2^8-scaled decode's range (the
+    // exact one then; large codes overflow to infinity, as the definition's do).
+    for (float scale : {1.0f, 0.0371f, 3.7f, 1.0f / 448.0f, 1e-30f, 0x1p121f})
       for (int64_t n : {int64_t{256}, int64_t{256 + 37}, int64_t{5}}) {
         std::vector<float> got(static_cast<size_t>(n), -1.0f);
         ks->cache_to_f32(got.data(), codes.data(), DType::kF8E4M3, n, scale);
@@ -294,6 +298,64 @@ TEST(KvCacheFp8, VectorWideningEqualsTheDefinition) {
       }
   }
   // Every vector level of this processor has the widening (x86 CI machines have AVX2).
+  if (vt::DetectCpuIsa() != vt::CpuIsa::kScalar) {
+    EXPECT_GT(sets, 0);
+  }
+}
+
+// A decode step reads the F8E4M3 cache in place (attend_rows: its own decode of the codes,
+// as value·2^-8, with 2^8·k_scale folded into the queries and 2^8·v_scale into the softmax
+// weights): within f32 rounding (a few ulps of the state) of attend_rows over the same rows
+// widened first by cache_to_f32 (the definition's floats), at ordinary scales and at a key
+// scale past the range of the 2^8-scaled decode (2^121: attend_rows then widens the rows
+// itself, bit for bit). Codes of every sign, subnormals and zeros; 13 keys, twice (a second
+// block's call with a running state). A decode that misread a code or dropped a scale is off
+// by far more.
+TEST(KvCacheFp8, AttendRowsInPlaceEqualsTheWidenedRows) {
+  constexpr int64_t D = 128, heads = 3, valid = 13, stride = 2 * D;  // two KV heads per slot
+  std::mt19937 rng(11);
+  std::vector<uint8_t> k(static_cast<size_t>(valid * stride)), v(k.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = static_cast<uint8_t>(rng() % 0x60) | static_cast<uint8_t>(rng() % 2 ? 0x80 : 0);  // |value| < 16
+    v[i] = static_cast<uint8_t>(rng() % 0x7F) | static_cast<uint8_t>(rng() % 2 ? 0x80 : 0);  // no NaN
+  }
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  int sets = 0;
+  for (vt::CpuIsa isa : vt::CpuIsaLevels()) {
+    if (isa == vt::CpuIsa::kScalar || isa > vt::DetectCpuIsa()) continue;
+    const vt::cpu::attention::KernelSet* ks = vt::cpu::attention::ForIsa(isa, D);
+    if (ks == nullptr) continue;
+    ++sets;
+    for (auto [k_scale, v_scale] : {std::pair{0.0371f, 1.0f / 128}, std::pair{3.7f, 0.02f}, std::pair{0x1p121f, 0.5f}}) {
+      std::vector<float> q(static_cast<size_t>(heads * D));
+      for (float& x : q) x = nd(rng) * 0.3f / (k_scale > 1e30f ? k_scale : 1.0f);
+      std::vector<float> kf(static_cast<size_t>(valid * D)), vf(kf.size());
+      for (int64_t j = 0; j < valid; ++j) {
+        ks->cache_to_f32(&kf[j * D], &k[j * stride], DType::kF8E4M3, D, k_scale);
+        ks->cache_to_f32(&vf[j * D], &v[j * stride], DType::kF8E4M3, D, v_scale);
+      }
+      std::vector<float> acc8(static_cast<size_t>(heads * D), 0.0f), acc32 = acc8;
+      std::vector<float> m8(heads, -INFINITY), m32 = m8, l8(heads, 0.0f), l32 = l8;
+      // Twice over the keys (a second block's call with a running state).
+      for (int rep = 0; rep < 2; ++rep) {
+        ks->attend_rows(q.data(), heads, k.data(), v.data(), stride, DType::kF8E4M3, k_scale, v_scale, valid, D,
+                        acc8.data(), m8.data(), l8.data());
+        ks->attend_rows(q.data(), heads, kf.data(), vf.data(), D, DType::kF32, 1.0f, 1.0f, valid, D, acc32.data(),
+                        m32.data(), l32.data());
+      }
+      const std::string where = std::string(ks->name) + " k_scale " + std::to_string(k_scale);
+      const bool exact = k_scale > 1e30f;
+      for (int64_t h = 0; h < heads; ++h) {
+        ASSERT_TRUE(std::isfinite(l8[h]) && l8[h] > 0.0f) << where;
+        EXPECT_NEAR(m8[h], m32[h], exact ? 0.0f : 1e-5f * (1.0f + std::fabs(m32[h]))) << where << " head " << h;
+        EXPECT_NEAR(l8[h], l32[h], exact ? 0.0f : 1e-5f * l32[h]) << where << " head " << h;
+        float amax = 0.0f;
+        for (int64_t i = 0; i < D; ++i) amax = std::max(amax, std::fabs(acc32[h * D + i]));
+        for (int64_t i = 0; i < D; ++i)
+          ASSERT_NEAR(acc8[h * D + i], acc32[h * D + i], exact ? 0.0f : 1e-5f * amax) << where << " head " << h << " " << i;
+      }
+    }
+  }
   if (vt::DetectCpuIsa() != vt::CpuIsa::kScalar) {
     EXPECT_GT(sets, 0);
   }

@@ -6,7 +6,8 @@ namespace vt::cpu::attention {
 
 const KernelSet* Avx512Kernels() {
   static constexpr KernelSet kSet = {"avx512", avx512::kLanes, &avx512::AttendBlock, &avx512::AttendRows,
-                                     &avx512::CacheToF32, &avx512::AttendTile};
+                                     &avx512::CacheToF32, &avx512::AttendTile,
+                                     &avx512::QuantizeToCache};
   return &kSet;
 }
 

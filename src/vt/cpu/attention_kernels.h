@@ -25,7 +25,8 @@ struct KernelSet {
   // head h: s_j = q·k_j; m' = max(m[h], max_j s_j); acc + h·D and l[h] scaled by
   // e^(m[h] - m'); p_j = e^(s_j - m'); l[h] += Σ p_j; acc += Σ p_j·v_j (in j order);
   // m[h] = m'. Each key and value row is read once for up to four heads. (Decode steps,
-  // reading the cache in place.)
+  // reading the cache in place.) F8E4M3: the kernel may apply the scales to the queries and
+  // to the p_j instead of to each element (the same math, rounded in another order).
   void (*attend_rows)(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, DType dtype,
                       float k_scale, float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l);
   // n cache elements of `dtype` -> f32, the same floats attend_rows reads (F8E4M3: the
@@ -41,6 +42,9 @@ struct KernelSet {
   // ⌈n / 32⌉·32 rows: rows past n are read and their scores unused (any bits).
   void (*attend_tile)(const float* qt, int64_t ldq, const float* pos, int64_t q0, int64_t q1, const float* k,
                       const float* v, int64_t n, int64_t tok0, int64_t D, float* acc, float* m, float* l);
+  // n elements of `dtype` (F32, BF16, F16) -> KvCacheQuantizeFp8(x, scale) codes, the
+  // definition's bytes (KvCacheWrite into an F8E4M3 cache).
+  void (*quantize_to_cache)(uint8_t* dst, const void* src, DType dtype, int64_t n, float scale);
 };
 
 #if defined(VT_CPU_X86)

@@ -7,7 +7,8 @@ namespace vt::cpu::attention {
 
 const KernelSet* NeonKernels() {
   static constexpr KernelSet kSet = {"neon", neon::kLanes, &neon::AttendBlock, &neon::AttendRows,
-                                     &neon::CacheToF32, &neon::AttendTile};
+                                     &neon::CacheToF32, &neon::AttendTile,
+                                     &neon::QuantizeToCache};
   return &kSet;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cmath>
+#include <vector>
 
 #include "vt/cpu/attention_kernels.h"
 #include "vt/cpu/simd_vec.h"
@@ -74,13 +75,13 @@ void AttendBlock(const float* q, const float* k, const float* v, int64_t valid, 
   }
 }
 
-// kLanes cache elements from element i of a row, as the f32 the definition reads: F32,
-// BF16 and F16 exactly; e4m3 codes as KvCacheDequantizeFp8 (the exact value, then one IEEE
-// multiply by the scale).
+// kLanes cache elements from element i of a row: F32, BF16 and F16 exactly; e4m3 codes as
+// their exact values times 2^-8 (the 2^8·scale of the definition's KvCacheDequantizeFp8 is
+// folded into the queries and the softmax weights instead, AttendRowsAs).
 template <DType kD>
-VT_INLINE V LoadCache(const void* row, int64_t i, V scale) {
+VT_INLINE V LoadCache(const void* row, int64_t i) {
   if constexpr (kD == DType::kF8E4M3)
-    return Mul(DecodeFp8(LoadU8(static_cast<const uint8_t*>(row) + i)), scale);
+    return DecodeFp8Over256(static_cast<const uint8_t*>(row) + i);
   else
     return Load(row, kD, i);
 }
@@ -88,7 +89,7 @@ VT_INLINE V LoadCache(const void* row, int64_t i, V scale) {
 // acc[t·D + i0 ..] += Σ_j s[t][j] · v_j[i0 ..] over NV vectors of each of NH heads, keys
 // in order (the value half of AttendPass).
 template <DType kD, int NH, int NV>
-VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, V v_scale, const float (*s)[kKeysPerPass],
+VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, const float (*s)[kKeysPerPass],
                                 int64_t n, int64_t D, float* acc, int64_t i0) {
   V a[NH][NV];
   for (int t = 0; t < NH; ++t)
@@ -96,7 +97,7 @@ VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, V v_scale, 
   for (int64_t j = 0; j < n; ++j) {
     const char* vj = v + j * stride_bytes;
     V x[NV];
-    for (int u = 0; u < NV; ++u) x[u] = LoadCache<kD>(vj, i0 + u * kLanes, v_scale);
+    for (int u = 0; u < NV; ++u) x[u] = LoadCache<kD>(vj, i0 + u * kLanes);
     for (int t = 0; t < NH; ++t) {
       const V p = Set1(s[t][j]);
       for (int u = 0; u < NV; ++u) a[t][u] = Fma(p, x[u], a[t][u]);
@@ -107,14 +108,39 @@ VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, V v_scale, 
 }
 
 // One pass of at most kKeysPerPass keys for NH query heads (q + t·D, acc + t·D, m[t], l[t]
-// for t < NH), each key and value row read from the cache once for all NH heads.
+// for t < NH), each key and value row read from the cache once for all NH heads. The
+// softmax weights are multiplied by v_mul before they weight the value rows (an F8E4M3
+// cache's 2^8·v_scale; 1 otherwise, and then not multiplied).
 template <DType kD, int NH>
-void AttendPass(const float* q, const char* k, const char* v, int64_t stride_bytes, V k_scale, V v_scale,
-                int64_t n, int64_t D, float* acc, float* m, float* l) {
+void AttendPass(const float* q, const char* k, const char* v, int64_t stride_bytes, float v_mul, int64_t n,
+                int64_t D, float* acc, float* m, float* l) {
   alignas(64) float s[NH][kKeysPerPass];
   float bm[NH];
   for (int t = 0; t < NH; ++t) bm[t] = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) {
+  int64_t j = 0;
+  // With 32 vector registers (AVX-512; up to 16 sums live): four keys at a time, each
+  // head's four sums reduced together (SumLanes4), a third of the reduction instructions
+  // of one key at a time; the four rows' loads are independent.
+  if constexpr (kLanes == 16) {
+    for (; j + 4 <= n; j += 4) {
+      V a[NH][4];
+      for (int t = 0; t < NH; ++t)
+        for (int u = 0; u < 4; ++u) a[t][u] = Zero();
+      for (int64_t i = 0; i < D; i += kLanes) {
+        V x[4];
+        for (int u = 0; u < 4; ++u) x[u] = LoadCache<kD>(k + (j + u) * stride_bytes, i);
+        for (int t = 0; t < NH; ++t) {
+          const V qv = LoadF32(q + t * D + i);
+          for (int u = 0; u < 4; ++u) a[t][u] = Fma(qv, x[u], a[t][u]);
+        }
+      }
+      for (int t = 0; t < NH; ++t) {
+        SumLanes4(a[t][0], a[t][1], a[t][2], a[t][3], &s[t][j]);
+        for (int u = 0; u < 4; ++u) bm[t] = s[t][j + u] > bm[t] ? s[t][j + u] : bm[t];
+      }
+    }
+  }
+  for (; j < n; ++j) {
     const char* kj = k + j * stride_bytes;
     // Two sums per head, over the even and the odd vectors of the row, as one head alone
     // needs to keep its multiply-adds from waiting on each other.
@@ -122,14 +148,14 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
     for (int t = 0; t < NH; ++t) a0[t] = a1[t] = Zero();
     int64_t i = 0;
     for (; i + 2 * kLanes <= D; i += 2 * kLanes) {
-      const V x0 = LoadCache<kD>(kj, i, k_scale), x1 = LoadCache<kD>(kj, i + kLanes, k_scale);
+      const V x0 = LoadCache<kD>(kj, i), x1 = LoadCache<kD>(kj, i + kLanes);
       for (int t = 0; t < NH; ++t) {
         a0[t] = Fma(LoadF32(q + t * D + i), x0, a0[t]);
         a1[t] = Fma(LoadF32(q + t * D + i + kLanes), x1, a1[t]);
       }
     }
     if (i < D) {
-      const V x0 = LoadCache<kD>(kj, i, k_scale);
+      const V x0 = LoadCache<kD>(kj, i);
       for (int t = 0; t < NH; ++t) a0[t] = Fma(LoadF32(q + t * D + i), x0, a0[t]);
     }
     for (int t = 0; t < NH; ++t) {
@@ -154,6 +180,13 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
       StoreN(s[t], DType::kF32, j, Exp(Sub(LoadN(s[t], DType::kF32, j, c), mv)), c);
     }
     for (int64_t j = 0; j < n; ++j) l[t] += s[t][j];
+    if constexpr (kD == DType::kF8E4M3) {
+      const V vm = Set1(v_mul);
+      for (int64_t j = 0; j < n; j += kLanes) {
+        const int c = n - j < kLanes ? static_cast<int>(n - j) : kLanes;
+        StoreN(s[t], DType::kF32, j, Mul(LoadN(s[t], DType::kF32, j, c), vm), c);
+      }
+    }
   }
   // acc stays in registers across the keys, a few vectors of each head at a time (fewer
   // with more heads where the registers are few): whole groups of kAccVectors, then single
@@ -162,15 +195,29 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
   constexpr int kAccVectors = (kLanes == 8 && NH > 2) ? 2 : 4;
   int64_t i0 = 0;
   for (; i0 + kAccVectors * kLanes <= D; i0 += kAccVectors * kLanes)
-    AccumulateValues<kD, NH, kAccVectors>(v, stride_bytes, v_scale, s, n, D, acc, i0);
-  for (; i0 + kLanes <= D; i0 += kLanes) AccumulateValues<kD, NH, 1>(v, stride_bytes, v_scale, s, n, D, acc, i0);
+    AccumulateValues<kD, NH, kAccVectors>(v, stride_bytes, s, n, D, acc, i0);
+  for (; i0 + kLanes <= D; i0 += kLanes) AccumulateValues<kD, NH, 1>(v, stride_bytes, s, n, D, acc, i0);
 }
+
+void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale);
 
 template <DType kD>
 void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, float k_scale,
                   float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l) {
   const int64_t stride_bytes = stride * static_cast<int64_t>(DTypeSize(kD));
-  const V ks = Set1(k_scale), vs = Set1(v_scale);
+  // An F8E4M3 cache's rows come as value·2^-8 (LoadCache): the queries are multiplied by
+  // 2^8·k_scale here and the softmax weights by 2^8·v_scale (AttendPass), in place of one
+  // multiply per cache element. (The products then round in another order than the
+  // definition's, within the op's accuracy bound.)
+  float v_mul = 1.0f;
+  if constexpr (kD == DType::kF8E4M3) {
+    thread_local std::vector<float> qs;
+    qs.resize(static_cast<size_t>(heads * D));
+    const V ks = Set1(k_scale * 256.0f);
+    for (int64_t i = 0; i < heads * D; i += kLanes) StoreF32(&qs[i], Mul(LoadF32(q + i), ks));
+    q = qs.data();
+    v_mul = v_scale * 256.0f;
+  }
   for (int64_t j = 0; j < valid; j += kKeysPerPass) {
     const int64_t n = valid - j < kKeysPerPass ? valid - j : kKeysPerPass;
     const char* kp = static_cast<const char*>(k) + j * stride_bytes;
@@ -179,10 +226,10 @@ void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, i
       const float* qh = q + h * D;
       float* ah = acc + h * D;
       switch (heads - h < kHeadTile ? heads - h : kHeadTile) {
-        case 1: AttendPass<kD, 1>(qh, kp, vp, stride_bytes, ks, vs, n, D, ah, m + h, l + h); break;
-        case 2: AttendPass<kD, 2>(qh, kp, vp, stride_bytes, ks, vs, n, D, ah, m + h, l + h); break;
-        case 3: AttendPass<kD, 3>(qh, kp, vp, stride_bytes, ks, vs, n, D, ah, m + h, l + h); break;
-        default: AttendPass<kD, 4>(qh, kp, vp, stride_bytes, ks, vs, n, D, ah, m + h, l + h); break;
+        case 1: AttendPass<kD, 1>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
+        case 2: AttendPass<kD, 2>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
+        case 3: AttendPass<kD, 3>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
+        default: AttendPass<kD, 4>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
       }
     }
   }
@@ -194,9 +241,19 @@ void AttendRows(const float* q, int64_t heads, const void* k, const void* v, int
     case DType::kF32: return AttendRowsAs<DType::kF32>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
     case DType::kBF16: return AttendRowsAs<DType::kBF16>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
     case DType::kF16: return AttendRowsAs<DType::kF16>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
-    default:
-      return AttendRowsAs<DType::kF8E4M3>(q, heads, k, v, stride, k_scale, v_scale, valid, D, acc, m, l);
+    default: break;
   }
+  if (k_scale < 0x1p120f && v_scale < 0x1p120f)  // 2^8·scale finite (any real model's scales)
+    return AttendRowsAs<DType::kF8E4M3>(q, heads, k, v, stride, k_scale, v_scale, valid, D, acc, m, l);
+  // Else the rows widened to f32 first by CacheToF32's exact decode.
+  thread_local std::vector<float> kf, vf;
+  kf.resize(static_cast<size_t>(valid * D));
+  vf.resize(static_cast<size_t>(valid * D));
+  for (int64_t j = 0; j < valid; ++j) {
+    CacheToF32(&kf[j * D], static_cast<const uint8_t*>(k) + j * stride, dtype, D, k_scale);
+    CacheToF32(&vf[j * D], static_cast<const uint8_t*>(v) + j * stride, dtype, D, v_scale);
+  }
+  AttendRowsAs<DType::kF32>(q, heads, kf.data(), vf.data(), D, 1.0f, 1.0f, valid, D, acc, m, l);
 }
 
 void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale) {
@@ -204,6 +261,10 @@ void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale
     const auto* p = static_cast<const uint8_t*>(src);
     const V s = Set1(scale);
     int64_t i = 0;
+    if (scale < 0x1p120f) {  // 2^8·scale finite: the faster decode, the same floats
+      const V s256 = Set1(scale * 256.0f);
+      for (; i + kLanes <= n; i += kLanes) StoreF32(dst + i, Mul(DecodeFp8Over256(p + i), s256));
+    }
     for (; i + kLanes <= n; i += kLanes) StoreF32(dst + i, Mul(DecodeFp8(LoadU8(p + i)), s));
     if (i < n) {
       const int c = static_cast<int>(n - i);
@@ -216,6 +277,20 @@ void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale
   if (i < n) {
     const int c = static_cast<int>(n - i);
     StoreN(dst, DType::kF32, i, LoadN(src, dtype, i, c), c);
+  }
+}
+
+// n elements of `dtype` (F32, BF16, F16) at src -> KvCacheQuantizeFp8(x, scale) at dst:
+// x / scale (an IEEE division, as the definition), clamped to [-448, 448] with NaN kept
+// (the operand order of Min and Max), rounded to e4m3fn: the definition's bytes.
+void QuantizeToCache(uint8_t* dst, const void* src, DType dtype, int64_t n, float scale) {
+  const V s = Set1(scale), hi = Set1(448.0f), lo = Set1(-448.0f);
+  auto quantize = [&](V x) VT_ALWAYS_INLINE { return FloatToFp8Bits(Max(lo, Min(hi, Div(x, s)))); };
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) StoreFp8N(dst, i, quantize(Load(src, dtype, i)), kLanes);
+  if (i < n) {
+    const int c = static_cast<int>(n - i);
+    StoreFp8N(dst, i, quantize(LoadN(src, dtype, i, c)), c);
   }
 }
 

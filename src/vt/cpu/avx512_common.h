@@ -1,5 +1,5 @@
-// Helpers of the kernel files compiled with AVX-512 (matmul/gemm_avx512.cpp, matmul/gemm_amx.cpp),
-// and only for them: fp8 (e4m3fn) -> BF16 decoding in registers, lane masks. Internal linkage on
+// Helpers of the kernel files compiled with AVX-512 (matmul/gemm_avx512.cpp, matmul/gemm_amx.cpp,
+// and through simd_vec.h the *_avx512.cpp vector kernels), and only for them: fp8 (e4m3fn) -> BF16 decoding in registers, lane masks. Internal linkage on
 // purpose, as in matmul/local.h: each ISA file gets its own copy. Include it first.
 #pragma once
 
@@ -76,6 +76,29 @@ struct Fp8ToBf16Lut {
     w1 = _mm512_unpackhi_epi8(lo, hi);
   }
 };
+
+// 16 fp8 codes -> 16 halves equal to value * 2^-8 (the fp8 -> f16 trick of
+// matmul/gemm_avx512.cpp: sign-extend, shift left by 7, clear bit 14; NaN codes become a
+// half NaN). Also the attention kernels' fp8 decode (simd_vec.h, DecodeFp8Over256).
+inline __m256i Fp8ToHalf16(__m128i x) {
+  const __m256i s = _mm256_cvtepi8_epi16(x);
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(s, 7), _mm256_set1_epi16(static_cast<int16_t>(0xBF80)));
+  const __mmask16 nan =
+      _mm_cmpeq_epi8_mask(_mm_or_si128(x, _mm_set1_epi8(static_cast<char>(0x80))), _mm_set1_epi8(-1));
+  return _mm256_mask_mov_epi16(h, nan, _mm256_set1_epi16(0x7E00));
+}
+
+// Sums of the 16 lanes of each of a0..a3, as [sum a0, sum a1, sum a2, sum a3] (also the
+// attention kernels' four-key scores, simd_vec.h SumLanes4).
+inline __m128 Hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  const __m512 t0 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+  const __m512 t1 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+  const __m512d d0 = _mm512_castps_pd(t0), d1 = _mm512_castps_pd(t1);
+  const __m512 u = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(d0, d1)),
+                                 _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d1)));
+  const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(u), _mm512_extractf32x8_ps(u, 1));
+  return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+}
 
 // Masks of the first `left` lanes (none when left <= 0: padding past the row end).
 inline __mmask32 Mask32(int64_t left) {

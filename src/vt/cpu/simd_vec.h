@@ -24,6 +24,12 @@
 #else
 #include <immintrin.h>
 #endif
+// The matmul kernels' fp8 -> f16 decodes (DecodeFp8Over256 below).
+#if defined(__AVX512F__)
+#include "vt/cpu/avx512_common.h"
+#elif defined(__AVX2__)
+#include "vt/cpu/matmul/fp8_decode_avx2.h"
+#endif
 
 #include <cstdint>
 #include <cstring>
@@ -403,6 +409,36 @@ VT_INLINE V DecodeFp8(VI c) {
   VI mag = SelectI(LtI(e, Set1I(1)), subnormal, normal);
   mag = SelectI(GeI(AndI(c, Set1I(0x7F)), Set1I(0x7F)), Set1I(0x7FC00000), mag);
   return AsF(OrI(mag, Sll<24>(AndI(c, Set1I(0x80)))));
+}
+
+// The lane sums of a0..a3 into out[0..3] (AVX-512: one transposing reduction, the matmul
+// kernels' Hsum4; elsewhere SumLanes of each).
+VT_INLINE void SumLanes4(V a0, V a1, V a2, V a3, float* out) {
+#if defined(__AVX512F__)
+  _mm_storeu_ps(out, matmul::Hsum4(a0, a1, a2, a3));
+#else
+  out[0] = SumLanes(a0);
+  out[1] = SumLanes(a1);
+  out[2] = SumLanes(a2);
+  out[3] = SumLanes(a3);
+#endif
+}
+
+// kLanes fp8 codes at p -> their exact values times 2^-8 (exact: the smallest subnormal
+// becomes 2^-17), NaN codes a NaN (sign not kept). On x86 by the matmul kernels' fp8 -> f16
+// trick and the converter instruction, about a third of DecodeFp8's instructions; times
+// 2^8·scale in f32 this is KvCacheDequantizeFp8(code, scale) bit for bit (the product of
+// the same reals, rounded once) wherever 2^8·scale is finite.
+VT_INLINE V DecodeFp8Over256(const uint8_t* p) {
+#if defined(__AVX512F__)
+  return _mm512_cvtph_ps(matmul::Fp8ToHalf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#elif defined(__AVX2__)
+  __m256 w0, w1;
+  matmul::Fp8ToF32x16<true>(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), w0, w1);
+  return w0;
+#else
+  return Mul(DecodeFp8(LoadU8(p)), Set1(0x1p-8f));
+#endif
 }
 
 // n (<= kLanes) fp8 codes at element i, decoded; missing lanes read as code 0 (+0).
