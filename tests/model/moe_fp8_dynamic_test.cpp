@@ -1,0 +1,454 @@
+// Block FP8 (`quant_method: fp8`, weight_block_size, dynamic activations: the Qwen3-*-A3B-FP8
+// releases) and compressed-tensors per-channel/per-token FP8 routed experts, on the CPU. The
+// test quantizes qwen3-moe-tiny (H = 64, I = 48, 8 experts, top 2; layers 1 and 3 sparse) in
+// each format, every projection but the routers' and lm_head, with block sizes that end
+// partway through I (so an expert's gate and up rows keep separate scale rows) or H, and
+// checks: layer 1's sparse block against a float64 emulation of the format computed here from
+// the stored fp8 bytes and scales (router in float64, x and each SiLU-mul row quantized per
+// token and group with the format's floors, the e4m3 grid by enumeration), independent of the
+// vt op; a token's bytes alone and in a batch; the whole model's loading and what it runs;
+// tensor parallelism; and the load errors for a missing, mis-shaped, zero or NaN scale.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <random>
+
+#include "checkpoint_edit.h"
+#include "fp8_reference_forward.h"
+#include "loader_test_util.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/layers/moe.h"
+#include "model/model.h"
+#include "model/quant_config.h"
+#include "model_oracle.h"
+#include "vt/registry.h"
+#include "vt/vt.h"
+
+namespace vtllm::model {
+namespace {
+
+const std::string kMoe = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3-moe-tiny";
+
+// Block [bn, bk], or per-channel when bn is 0.
+struct Format {
+  int64_t bn = 0, bk = 0;
+  bool block() const { return bn > 0; }
+  std::string Name() const {
+    return block() ? "block [" + std::to_string(bn) + ", " + std::to_string(bk) + "]" : std::string("channel/token");
+  }
+};
+
+bool Quantized(const std::string& name) {
+  return name.find("proj.weight") != std::string::npos && name.size() > 7 &&
+         name.compare(name.size() - 7, 7, ".weight") == 0;
+}
+
+// Edits applied to one scale tensor while writing the copy.
+struct ScaleEdit {
+  std::string name;        // the scale tensor to change
+  int rows = 0;            // rows more (or fewer)
+  bool drop = false;       // not written
+  float value = 1.0f;      // != 1: element 0 set to it (0, NaN)
+};
+
+// A copy of qwen3-moe-tiny in format f: per block (or row) s = f32(amax / 448) (1 for zeros),
+// codes e4m3(w / s). Scales F32, or BF16 (then the codes are made with the BF16 scale).
+std::string QuantizedCopy(const testing::TempDir& tmp, const Format& f, const ScaleEdit& edit = {},
+                          bool bf16_scales = false) {
+  const std::string dir = tmp.Sub("q");
+  testing::EditedCopy(kMoe, dir, [&](const std::string& n, const vt::Tensor& t, SafetensorsWriter& w,
+                                     std::vector<std::vector<char>>& keep) {
+    if (!Quantized(n)) return w.Add(n, t);
+    const int64_t N = t.dim(0), K = t.dim(1);
+    const int64_t bn = f.block() ? f.bn : 1, bk = f.block() ? f.bk : K;
+    const int64_t nb = (N + bn - 1) / bn, kb = (K + bk - 1) / bk;
+    keep.emplace_back(static_cast<size_t>(N * K));
+    uint8_t* q = reinterpret_cast<uint8_t*>(keep.back().data());
+    std::vector<float> s(static_cast<size_t>(nb * kb), 1.0f);
+    for (int64_t bi = 0; bi < nb; ++bi)
+      for (int64_t bj = 0; bj < kb; ++bj) {
+        float amax = 0.0f;
+        for (int64_t r = bi * bn; r < std::min(N, (bi + 1) * bn); ++r)
+          for (int64_t k = bj * bk; k < std::min(K, (bj + 1) * bk); ++k)
+            amax = std::max(amax, std::fabs(vt::Bf16ToFloat(t.data_as<uint16_t>()[r * K + k])));
+        float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
+        if (bf16_scales) sc = vt::Bf16ToFloat(vt::FloatToBf16(sc));
+        s[bi * kb + bj] = sc;
+        for (int64_t r = bi * bn; r < std::min(N, (bi + 1) * bn); ++r)
+          for (int64_t k = bj * bk; k < std::min(K, (bj + 1) * bk); ++k)
+            q[r * K + k] = testing::E4m3Code(vt::Bf16ToFloat(t.data_as<uint16_t>()[r * K + k]) / sc);
+      }
+    const std::string base = n.substr(0, n.size() - 7);
+    const std::string sname = base + (f.block() ? ".weight_scale_inv" : ".weight_scale");
+    w.Add(n, vt::DType::kF8E4M3, t.shape(), q);
+    int64_t rows = nb;
+    if (sname == edit.name) {
+      if (edit.drop) return;
+      rows += edit.rows;
+      s.resize(static_cast<size_t>(rows * kb), 1.0f);
+      if (edit.value != 1.0f) s[0] = edit.value;
+    }
+    if (bf16_scales) {
+      keep.emplace_back(s.size() * 2);
+      auto* b = reinterpret_cast<uint16_t*>(keep.back().data());
+      for (size_t i = 0; i < s.size(); ++i) b[i] = vt::FloatToBf16(s[i]);
+      w.Add(sname, vt::DType::kBF16, {rows, kb}, b);
+    } else {
+      keep.emplace_back(s.size() * sizeof(float));
+      std::memcpy(keep.back().data(), s.data(), s.size() * sizeof(float));
+      w.Add(sname, vt::DType::kF32, {rows, kb}, keep.back().data());
+    }
+  });
+  std::ifstream in(kMoe + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  if (f.block()) {
+    cfg["quantization_config"] = {{"quant_method", "fp8"},
+                                  {"activation_scheme", "dynamic"},
+                                  {"fmt", "e4m3"},
+                                  {"weight_block_size", {f.bn, f.bk}},
+                                  {"modules_to_not_convert", {"lm_head"}}};
+  } else {
+    const nlohmann::json fp8 = {{"type", "float"}, {"num_bits", 8}, {"symmetric", true}};
+    nlohmann::json wq = fp8, aq = fp8;
+    wq["strategy"] = "channel";
+    wq["dynamic"] = false;
+    aq["strategy"] = "token";
+    aq["dynamic"] = true;
+    cfg["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"format", "float-quantized"},
+        {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", wq}, {"input_activations", aq}}}}},
+        {"ignore", {"lm_head", "re:.*mlp\\.gate$"}}};
+  }
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  return dir;
+}
+
+std::string Expert(int64_t layer, int64_t e, const char* proj) {
+  return "model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(e) + "." + proj;
+}
+
+// The format's activation quantization of one row, group by group: codes' values times scale.
+std::vector<double> QuantizeRow(const std::vector<double>& x, int64_t G, const Format& f) {
+  std::vector<double> q(x.size());
+  const int64_t K = static_cast<int64_t>(x.size());
+  for (int64_t c0 = 0; c0 < K; c0 += G) {
+    const int64_t c1 = std::min(K, c0 + G);
+    float amax = 0.0f;
+    for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(static_cast<float>(x[c])));
+    const float s = f.block() ? std::max(amax, 1e-10f) / 448.0f
+                              : std::max(amax / 448.0f, static_cast<float>(1.0 / (448.0 * 512.0)));
+    for (int64_t c = c0; c < c1; ++c)
+      q[c] = testing::E4m3(static_cast<float>(static_cast<float>(x[c]) / s)) * double(s);
+  }
+  return q;
+}
+
+// One weight dequantized as stored: code times its (row block, column group) scale.
+std::vector<double> Dequantized(const Checkpoint& c, const std::string& prefix, const Format& f) {
+  const vt::Tensor w = c.Get(prefix + ".weight");
+  const vt::Tensor s = c.Get(prefix + (f.block() ? ".weight_scale_inv" : ".weight_scale"));
+  const int64_t N = w.dim(0), K = w.dim(1), bn = f.block() ? f.bn : 1, bk = f.block() ? f.bk : K;
+  const int64_t kb = s.dim(1);
+  std::vector<double> v(static_cast<size_t>(N * K));
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t si = (r / bn) * kb + k / bk;
+      const double sc = s.dtype() == vt::DType::kF32 ? s.data_as<float>()[si] : vt::Bf16ToFloat(s.data_as<uint16_t>()[si]);
+      v[r * K + k] = testing::E4m3Decode(w.data_as<uint8_t>()[r * K + k]) * sc;
+    }
+  return v;
+}
+
+// Layer `layer`'s MoE MLP of x [T, H] in float64 from the stored bytes (F32 activations: g,
+// u and Silu(g)·u rounded to f32 as the op rounds them). mag: Σ_j |w_j| Σ_i |a_i · w_down[h, i]|.
+void LayerRef(const Checkpoint& c, const ModelConfig& cfg, const Format& f, int64_t layer, const std::vector<float>& x,
+              int64_t T, std::vector<double>& out, std::vector<double>& mag) {
+  const int64_t H = cfg.hidden_size, E = cfg.num_experts, k = cfg.num_experts_per_tok, I = cfg.moe_intermediate_size;
+  const vt::Tensor gate = c.Get("model.layers." + std::to_string(layer) + ".mlp.gate.weight");
+  std::vector<std::vector<double>> wg(E), wu(E), wd(E);
+  for (int64_t e = 0; e < E; ++e) {
+    wg[e] = Dequantized(c, Expert(layer, e, "gate_proj"), f);
+    wu[e] = Dequantized(c, Expert(layer, e, "up_proj"), f);
+    wd[e] = Dequantized(c, Expert(layer, e, "down_proj"), f);
+  }
+  const int64_t Gh = f.block() ? f.bk : H, Gi = f.block() ? f.bk : I;
+  out.assign(static_cast<size_t>(T * H), 0.0);
+  mag.assign(out.size(), 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> xt(x.begin() + t * H, x.begin() + (t + 1) * H), p(E);
+    double mx = -1e300, sum = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      double l = 0;
+      for (int64_t h = 0; h < H; ++h) l += xt[h] * vt::Bf16ToFloat(gate.data_as<uint16_t>()[e * H + h]);
+      p[e] = l;
+      mx = std::max(mx, l);
+    }
+    for (double& v : p) sum += (v = std::exp(v - mx));
+    for (double& v : p) v /= sum;
+    std::vector<int64_t> order(E);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    double top = 0;
+    for (int64_t j = 0; j < k; ++j) top += p[order[j]];
+    const std::vector<double> xq = QuantizeRow(xt, Gh, f);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = order[j];
+      const double w = cfg.norm_topk_prob ? p[e] / top : p[e];
+      std::vector<double> a(I);
+      for (int64_t i = 0; i < I; ++i) {
+        double g = 0, u = 0;
+        for (int64_t h = 0; h < H; ++h) {
+          g += xq[h] * wg[e][i * H + h];
+          u += xq[h] * wu[e][i * H + h];
+        }
+        const float gf = static_cast<float>(g), uf = static_cast<float>(u);
+        a[i] = static_cast<float>(gf / (1.0 + std::exp(-double(gf))) * uf);
+      }
+      const std::vector<double> aq = QuantizeRow(a, Gi, f);
+      for (int64_t h = 0; h < H; ++h) {
+        double s = 0, m = 0;
+        for (int64_t i = 0; i < I; ++i) {
+          s += aq[i] * wd[e][h * I + i];
+          m += std::fabs(a[i] * wd[e][h * I + i]);
+        }
+        out[t * H + h] += w * s;
+        mag[t * H + h] += w * m;
+      }
+    }
+  }
+}
+
+struct Layer {
+  ModelConfig cfg;
+  QuantConfig quant;
+  Checkpoint ckpt;
+  SparseMoeBlock moe;
+};
+std::unique_ptr<Layer> LoadLayer(const std::string& dir, const vt::Queue& q, int64_t layer,
+                                 const TensorParallel& tp = {}) {
+  auto l = std::unique_ptr<Layer>(
+      new Layer{ModelConfig::FromDir(dir), QuantConfig::FromDir(dir), Checkpoint::Open(dir), {}});
+  LinearContext lc{&l->ckpt, &l->quant, vt::Device::Cpu(), &q};
+  const ModelConfig& cfg = l->cfg;
+  l->moe = SparseMoeBlock::Load(
+      lc, "model.layers." + std::to_string(layer) + ".mlp.",
+      {cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts, cfg.num_experts_per_tok, cfg.norm_topk_prob}, tp);
+  return l;
+}
+
+std::vector<float> RandomRows(int64_t T, int64_t H, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(T * H));
+  for (float& v : x) v = nd(rng);
+  return x;
+}
+
+// The sparse layers against LayerRef with F32 activations: the same rounding points, so an
+// e4m3fn code moves by a step only where a sum lands next to a boundary: a few elements
+// within 2^-5 of their magnitude, every other within 1e-4.
+void CheckLayers(const Format& f, bool bf16_scales = false) {
+  SCOPED_TRACE(f.Name() + (bf16_scales ? " BF16 scales" : ""));
+  testing::TempDir tmp;
+  const std::string dir = QuantizedCopy(tmp, f, {}, bf16_scales);
+  const vt::Queue q = vt::Queue::Cpu(2);
+  for (int64_t layer : {1, 3}) {
+    const auto l = LoadLayer(dir, q, layer);
+    ASSERT_TRUE(l->moe.fp8() && l->moe.fp8_group_scaled() && !l->moe.takes_quantized_input());
+    const int64_t T = 13, H = l->cfg.hidden_size;
+    const std::vector<float> x = RandomRows(T, H, static_cast<uint32_t>(3 + layer));
+    ActivationBuffers buf;
+    vt::Tensor out = vt::Tensor::Empty({T, H}, vt::DType::kF32);
+    const int64_t before = vt::DispatchCount(vt::OpId::kMoeExpertsFp8GroupScaled, vt::DeviceType::kCPU);
+    l->moe.Forward(q, vt::Tensor::FromHost(x.data(), {T, H}, vt::DType::kF32), out, buf);
+    EXPECT_EQ(vt::DispatchCount(vt::OpId::kMoeExpertsFp8GroupScaled, vt::DeviceType::kCPU) - before, 1);
+    std::vector<double> want, mag;
+    LayerRef(l->ckpt, l->cfg, f, layer, x, T, want, mag);
+    int64_t loose = 0, bad = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < T * H; ++i) {
+      const double err = std::fabs(out.data_as<float>()[i] - want[i]);
+      worst = std::max(worst, err / (mag[i] + 1e-30));
+      loose += err > 1e-4 * mag[i] + 1e-7;
+      if (err > 0x1p-5 * mag[i] + 1e-7 && bad++ < 5)
+        ADD_FAILURE() << "layer " << layer << " output " << i << ": " << out.data_as<float>()[i] << " vs " << want[i]
+                      << " (magnitude " << mag[i] << ")";
+    }
+    std::printf("[%s layer %lld] vs float64 emulation: worst %.3g of the magnitude, %lld of %lld beyond 1e-4\n",
+                f.Name().c_str(), static_cast<long long>(layer), worst, static_cast<long long>(loose),
+                static_cast<long long>(T * H));
+    EXPECT_EQ(bad, 0);
+    EXPECT_LE(loose, T * H / 50) << "layer " << layer << ": outputs off by more than summation order";
+  }
+}
+
+// [32, 32]: H = 64 two whole groups, I = 48 one and a half blocks (gate rows 32..47 and up
+// rows 0..15 would share a block of the merged rows; each keeps its own).
+TEST(MoeFp8Dynamic, Block32SparseLayersMatchTheFloat64Emulation) { CheckLayers({32, 32}); }
+// [16, 24]: I = 48 whole 16-row blocks, H = 64 and I = 48 in groups of 24 (a partial one in H).
+TEST(MoeFp8Dynamic, Block16x24SparseLayersMatchTheFloat64Emulation) { CheckLayers({16, 24}); }
+// BF16 weight_scale_inv (as some releases store them), widened to f32.
+TEST(MoeFp8Dynamic, Bf16BlockScalesMatchTheFloat64Emulation) { CheckLayers({32, 32}, true); }
+TEST(MoeFp8Dynamic, ChannelTokenSparseLayersMatchTheFloat64Emulation) { CheckLayers({}); }
+
+// A token's output bytes alone are its bytes in a batch of other tokens (shared experts,
+// repeats, any order), BF16 and F32 activations, both formats.
+TEST(MoeFp8Dynamic, ATokensBytesAloneAndInABatchAreEqual) {
+  for (const Format& f : {Format{32, 32}, Format{}}) {
+    SCOPED_TRACE(f.Name());
+    testing::TempDir tmp;
+    const std::string dir = QuantizedCopy(tmp, f);
+    const vt::Queue q = vt::Queue::Cpu(2);
+    const auto l = LoadLayer(dir, q, 1);
+    const int64_t H = l->cfg.hidden_size, P = 9;
+    const std::vector<float> pool = RandomRows(P, H, 11);
+    const std::vector<int64_t> batch = {4, 0, 7, 4, 2, 8, 1, 3, 6, 5, 0, 2};
+    for (vt::DType act : {vt::DType::kF32, vt::DType::kBF16}) {
+      auto run = [&](const std::vector<int64_t>& tokens) {
+        const int64_t T = static_cast<int64_t>(tokens.size());
+        vt::Tensor x = vt::Tensor::Empty({T, H}, act);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t h = 0; h < H; ++h) {
+            const float v = pool[tokens[t] * H + h];
+            if (act == vt::DType::kF32)
+              x.data_as<float>()[t * H + h] = v;
+            else
+              x.data_as<uint16_t>()[t * H + h] = vt::FloatToBf16(v);
+          }
+        ActivationBuffers buf;
+        vt::Tensor out = vt::Tensor::Empty({T, H}, act);
+        l->moe.Forward(q, x, out, buf);
+        return out;
+      };
+      const vt::Tensor all = run(batch);
+      const size_t row = static_cast<size_t>(H) * vt::DTypeSize(act);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        const vt::Tensor alone = run({batch[i]});
+        EXPECT_EQ(std::memcmp(static_cast<const char*>(all.data()) + i * row, alone.data(), row), 0)
+            << vt::DTypeName(act) << ": token " << batch[i] << " at " << i;
+      }
+    }
+  }
+}
+
+// The whole model loads in each format with its routed experts on the group-scaled op (once
+// per sparse layer and forward, never the static or BF16 expert ops), gives finite logits,
+// and counts the experts' scales in its weight bytes.
+TEST(MoeFp8Dynamic, ModelLoadsAndRunsTheGroupScaledExperts) {
+  for (const Format& f : {Format{32, 32}, Format{}}) {
+    SCOPED_TRACE(f.Name());
+    testing::TempDir tmp;
+    const std::string dir = QuantizedCopy(tmp, f);
+    auto model = Model::Load(dir, testing::CpuOptions(vt::DType::kBF16));
+    ASSERT_EQ(model->quant().method, f.block() ? QuantMethod::kFp8Block : QuantMethod::kFp8ChannelToken);
+    const int64_t gs = vt::DispatchCount(vt::OpId::kMoeExpertsFp8GroupScaled, vt::DeviceType::kCPU);
+    const int64_t st = vt::DispatchCount(vt::OpId::kMoeExpertsFp8, vt::DeviceType::kCPU);
+    const int64_t plain = vt::DispatchCount(vt::OpId::kMoeExperts, vt::DeviceType::kCPU);
+    const std::vector<float> logits = testing::PromptLogits(*model, {5, 77, 300, 12});
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_EQ(vt::DispatchCount(vt::OpId::kMoeExpertsFp8GroupScaled, vt::DeviceType::kCPU) - gs, 2);
+    EXPECT_EQ(vt::DispatchCount(vt::OpId::kMoeExpertsFp8, vt::DeviceType::kCPU), st);
+    EXPECT_EQ(vt::DispatchCount(vt::OpId::kMoeExperts, vt::DeviceType::kCPU), plain);
+    // A sparse block's bytes: the router's, and per expert its fp8 weights and its scales.
+    const auto l = LoadLayer(dir, vt::Queue::Cpu(1), 1);
+    const int64_t H = 64, I = 48, E = 8, k = 2;
+    const int64_t bn = f.block() ? f.bn : 1;
+    const int64_t nI = (I + bn - 1) / bn, nH = (H + bn - 1) / bn;
+    const int64_t GH = f.block() ? (H + f.bk - 1) / f.bk : 1, GI = f.block() ? (I + f.bk - 1) / f.bk : 1;
+    const int64_t expert = 3 * H * I + 4 * (2 * nI * GH + nH * GI);
+    EXPECT_EQ(l->moe.weight_bytes(), E * H * 2 + E * expert);
+    EXPECT_EQ(l->moe.active_weight_bytes(), E * H * 2 + k * expert);
+  }
+}
+
+// Tensor parallelism: block FP8 whose per-rank intermediate part is whole blocks (I / 2 = 24,
+// blocks [24, 24]) splits, and the ranks' partial sums add up to the whole block's output
+// (the same groups of the down input, so equal up to the f32 order of the final sum); a part
+// that is not whole blocks ([32, 32]) and per-channel experts are refused by name.
+TEST(MoeFp8Dynamic, TensorParallelBlocksSplitOrAreRefused) {
+  const vt::Queue q = vt::Queue::Cpu(2);
+  {
+    testing::TempDir tmp;
+    const std::string dir = QuantizedCopy(tmp, {24, 24});
+    const auto whole = LoadLayer(dir, q, 1);
+    const int64_t T = 6, H = 64;
+    const std::vector<float> x = RandomRows(T, H, 21);
+    const vt::Tensor xt = vt::Tensor::FromHost(x.data(), {T, H}, vt::DType::kF32);
+    ActivationBuffers buf;
+    vt::Tensor want = vt::Tensor::Empty({T, H}, vt::DType::kF32), part = vt::Tensor::Empty({T, H}, vt::DType::kF32);
+    whole->moe.Forward(q, xt, want, buf);
+    std::vector<double> sum(static_cast<size_t>(T * H), 0.0);
+    for (int rank = 0; rank < 2; ++rank) {
+      const auto r = LoadLayer(dir, q, 1, {rank, 2});
+      r->moe.Forward(q, xt, part, buf);
+      for (int64_t i = 0; i < T * H; ++i) sum[i] += part.data_as<float>()[i];
+    }
+    for (int64_t i = 0; i < T * H; ++i)
+      EXPECT_NEAR(sum[i], want.data_as<float>()[i], 1e-5 * (1 + std::fabs(want.data_as<float>()[i]))) << i;
+  }
+  {
+    testing::TempDir tmp;
+    const std::string dir = QuantizedCopy(tmp, {32, 32});
+    testing::ExpectLoadError([&] { LoadLayer(dir, q, 1, {1, 2}); },
+                             {"model.layers.1.mlp.experts", "24 rows per rank", "[32, 32]"});
+  }
+  {
+    testing::TempDir tmp;
+    const std::string dir = QuantizedCopy(tmp, {});
+    testing::ExpectLoadError([&] { LoadLayer(dir, q, 1, {0, 2}); }, {"model.layers.1.mlp.", "per-channel"});
+  }
+}
+
+// A missing, mis-shaped, zero or NaN expert scale is a load error naming the tensor.
+TEST(MoeFp8Dynamic, BadExpertScalesAreLoadErrorsNamingTheTensor) {
+  const std::string up = Expert(1, 3, "up_proj");
+  const vt::Queue q = vt::Queue::Cpu(1);
+  auto expect = [&](const Format& f, const ScaleEdit& edit, const std::vector<std::string>& needles) {
+    testing::TempDir tmp;
+    const std::string dir = QuantizedCopy(tmp, f, edit);
+    testing::ExpectLoadError([&] { LoadLayer(dir, q, 1); }, needles);
+  };
+  const std::string inv = up + ".weight_scale_inv", ch = up + ".weight_scale";
+  expect({32, 32}, {inv, 0, true, 1.0f}, {inv, "missing"});
+  expect({32, 32}, {inv, 1, false, 1.0f}, {inv, "[3, 2]", "expected [2, 2]"});
+  expect({32, 32}, {inv, 0, false, 0.0f}, {inv, "finite and > 0"});
+  expect({32, 32}, {inv, 0, false, NAN}, {inv, "finite and > 0"});
+  expect({}, {ch, -1, false, 1.0f}, {ch, "[47, 1]", "expected [48, 1]"});
+  expect({}, {ch, 0, true, 1.0f}, {ch, "missing"});
+}
+
+// An FP8 expert stored in the fused layout is refused by name (no release stores block-FP8
+// experts fused; their scales would have no defined name).
+TEST(MoeFp8Dynamic, FusedFp8ExpertsAreRefusedByName) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.Sub("f");
+  testing::EditedCopy(kMoe, dir, [&](const std::string& n, const vt::Tensor& t, SafetensorsWriter& w,
+                                     std::vector<std::vector<char>>& keep) {
+    if (n.find("layers.1.mlp.experts.") == std::string::npos) return w.Add(n, t);
+    if (n != Expert(1, 0, "gate_proj") + ".weight") return;
+    keep.emplace_back(static_cast<size_t>(8 * 96 * 64), 0);
+    w.Add("model.layers.1.mlp.experts.gate_up_proj", vt::DType::kF8E4M3, {8, 96, 64}, keep.back().data());
+    keep.emplace_back(static_cast<size_t>(8 * 64 * 48), 0);
+    w.Add("model.layers.1.mlp.experts.down_proj", vt::DType::kF8E4M3, {8, 64, 48}, keep.back().data());
+  });
+  std::ifstream in(kMoe + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  cfg["quantization_config"] = {{"quant_method", "fp8"},
+                                {"activation_scheme", "dynamic"},
+                                {"weight_block_size", {32, 32}},
+                                {"modules_to_not_convert", {"lm_head"}}};
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  const vt::Queue q = vt::Queue::Cpu(1);
+  testing::ExpectLoadError([&] { LoadLayer(dir, q, 1); },
+                           {"model.layers.1.mlp.experts.gate_up_proj", "FP8", "fused layout"});
+}
+
+}  // namespace
+}  // namespace vtllm::model
