@@ -82,6 +82,26 @@ std::vector<double> Dequantized(const Checkpoint& c, const std::string& prefix, 
   return v;
 }
 
+// Expert e of a fused block-FP8 layer dequantized as stored: gate_up_proj [E, 2I, H] with
+// gate_up_proj_scale_inv [E, ceil(2I/bn), ceil(H/bk)] over the merged rows (row n reads block
+// n / bn, so up row i reads block (I + i) / bn), down_proj likewise.
+void FusedDequantized(const Checkpoint& c, int64_t layer, int64_t e, const Format& f, int64_t I,
+                      std::vector<double>& wg, std::vector<double>& wu, std::vector<double>& wd) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".mlp.experts.";
+  auto deq = [&](const std::string& name, std::vector<double>& lo, std::vector<double>* hi) {
+    const vt::Tensor w = c.Get(p + name), s = c.Get(p + name + "_scale_inv");
+    const int64_t N = w.dim(1), K = w.dim(2), nb = s.dim(1), kb = s.dim(2);
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t k = 0; k < K; ++k) {
+        const double v = testing::E4m3Decode(w.data_as<uint8_t>()[(e * N + r) * K + k]) *
+                         s.data_as<float>()[(e * nb + r / f.bn) * kb + k / f.bk];
+        (hi != nullptr && r >= I ? *hi : lo).push_back(v);
+      }
+  };
+  deq("gate_up_proj", wg, &wu);
+  deq("down_proj", wd, nullptr);
+}
+
 // Layer `layer`'s MoE MLP of x [T, H] in float64 from the stored bytes (F32 activations: g,
 // u and Silu(g)·u rounded to f32 as the op rounds them). mag: Σ_j |w_j| Σ_i |a_i · w_down[h, i]|.
 void LayerRef(const Checkpoint& c, const ModelConfig& cfg, const Format& f, int64_t layer, const std::vector<float>& x,
@@ -89,7 +109,12 @@ void LayerRef(const Checkpoint& c, const ModelConfig& cfg, const Format& f, int6
   const int64_t H = cfg.hidden_size, E = cfg.num_experts, k = cfg.num_experts_per_tok, I = cfg.moe_intermediate_size;
   const vt::Tensor gate = c.Get("model.layers." + std::to_string(layer) + ".mlp.gate.weight");
   std::vector<std::vector<double>> wg(E), wu(E), wd(E);
+  const bool fused = c.Has("model.layers." + std::to_string(layer) + ".mlp.experts.gate_up_proj");
   for (int64_t e = 0; e < E; ++e) {
+    if (fused) {
+      FusedDequantized(c, layer, e, f, I, wg[e], wu[e], wd[e]);
+      continue;
+    }
     wg[e] = Dequantized(c, Expert(layer, e, "gate_proj"), f);
     wu[e] = Dequantized(c, Expert(layer, e, "up_proj"), f);
     wd[e] = Dequantized(c, Expert(layer, e, "down_proj"), f);
@@ -340,28 +365,93 @@ TEST(MoeFp8Dynamic, BadExpertScalesAreLoadErrorsNamingTheTensor) {
   expect({}, {ch, 0, true, 1.0f}, {ch, "missing"});
 }
 
-// An FP8 expert stored in the fused layout is refused by name (no release stores block-FP8
-// experts fused; their scales would have no defined name).
-TEST(MoeFp8Dynamic, FusedFp8ExpertsAreRefusedByName) {
-  testing::TempDir tmp;
-  const std::string dir = tmp.Sub("f");
-  testing::EditedCopy(kMoe, dir, [&](const std::string& n, const vt::Tensor& t, SafetensorsWriter& w,
-                                     std::vector<std::vector<char>>& keep) {
-    if (n.find("layers.1.mlp.experts.") == std::string::npos) return w.Add(n, t);
-    if (n != Expert(1, 0, "gate_proj") + ".weight") return;
-    keep.emplace_back(static_cast<size_t>(8 * 96 * 64), 0);
-    w.Add("model.layers.1.mlp.experts.gate_up_proj", vt::DType::kF8E4M3, {8, 96, 64}, keep.back().data());
-    keep.emplace_back(static_cast<size_t>(8 * 64 * 48), 0);
-    w.Add("model.layers.1.mlp.experts.down_proj", vt::DType::kF8E4M3, {8, 64, 48}, keep.back().data());
+// A copy of QuantizedCopy(f)'s checkpoint whose routed experts are stored fused (transformers
+// 5's fine-grained FP8 experts): per sparse layer `experts.gate_up_proj` [E, 2I, H] and
+// `experts.down_proj` [E, H, I] F8E4M3, quantized here from the BF16 fixture with blocks over
+// the merged 2I rows, and their `_scale_inv` [E, ceil(2I/bn), ceil(H/bk)] / [E, ceil(H/bn),
+// ceil(I/bk)] F32. channel: the per-channel config with FP8 fused tensors (no scales).
+std::string FusedCopy(const testing::TempDir& tmp, const Format& f) {
+  const std::string per_expert = QuantizedCopy(tmp, f), dir = tmp.Sub("fused");
+  const Checkpoint bf16 = Checkpoint::Open(kMoe);
+  const int64_t E = 8, H = 64, I = 48;
+  testing::EditedCopy(per_expert, dir, [&](const std::string& n, const vt::Tensor& t, SafetensorsWriter& w,
+                                           std::vector<std::vector<char>>& keep) {
+    if (n.find(".mlp.experts.") == std::string::npos) return w.Add(n, t);
+    const std::string trigger = ".mlp.experts.0.gate_proj.weight";
+    if (n.size() < trigger.size() || n.compare(n.size() - trigger.size(), trigger.size(), trigger) != 0)
+      return;  // the other expert tensors: written fused below
+    const size_t at = n.size() - trigger.size();
+    const std::string layer = n.substr(0, at);  // "model.layers.L"
+    auto quantize = [&](const std::string& name, int64_t N, int64_t K, auto row) {  // row(e, r) -> BF16 bits
+      const int64_t bn = f.block() ? f.bn : 1, bk = f.block() ? f.bk : K;
+      const int64_t nb = (N + bn - 1) / bn, kb = (K + bk - 1) / bk;
+      keep.emplace_back(static_cast<size_t>(E * N * K));
+      uint8_t* q = reinterpret_cast<uint8_t*>(keep.back().data());
+      keep.emplace_back(static_cast<size_t>(E * nb * kb) * sizeof(float));
+      float* s = reinterpret_cast<float*>(keep.back().data());
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t bi = 0; bi < nb; ++bi)
+          for (int64_t bj = 0; bj < kb; ++bj) {
+            float amax = 0.0f;
+            for (int64_t r = bi * bn; r < std::min(N, (bi + 1) * bn); ++r)
+              for (int64_t k = bj * bk; k < std::min(K, (bj + 1) * bk); ++k)
+                amax = std::max(amax, std::fabs(vt::Bf16ToFloat(row(e, r)[k])));
+            const float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
+            s[(e * nb + bi) * kb + bj] = sc;
+            for (int64_t r = bi * bn; r < std::min(N, (bi + 1) * bn); ++r)
+              for (int64_t k = bj * bk; k < std::min(K, (bj + 1) * bk); ++k)
+                q[(e * N + r) * K + k] = testing::E4m3Code(vt::Bf16ToFloat(row(e, r)[k]) / sc);
+          }
+      w.Add(layer + ".mlp.experts." + name, vt::DType::kF8E4M3, {E, N, K}, q);
+      if (f.block()) w.Add(layer + ".mlp.experts." + name + "_scale_inv", vt::DType::kF32, {E, nb, kb}, s);
+    };
+    std::vector<vt::Tensor> g, u, d;
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = layer + ".mlp.experts." + std::to_string(e) + ".";
+      g.push_back(bf16.Get(x + "gate_proj.weight"));
+      u.push_back(bf16.Get(x + "up_proj.weight"));
+      d.push_back(bf16.Get(x + "down_proj.weight"));
+    }
+    quantize("gate_up_proj", 2 * I, H, [&](int64_t e, int64_t r) {
+      return (r < I ? g[e] : u[e]).data_as<uint16_t>() + (r % I) * H;
+    });
+    quantize("down_proj", H, I, [&](int64_t e, int64_t r) { return d[e].data_as<uint16_t>() + r * I; });
   });
-  std::ifstream in(kMoe + "/config.json");
-  nlohmann::json cfg = nlohmann::json::parse(in);
-  cfg["quantization_config"] = {{"quant_method", "fp8"},
-                                {"activation_scheme", "dynamic"},
-                                {"weight_block_size", {32, 32}},
-                                {"modules_to_not_convert", {"lm_head"}}};
-  std::ofstream(dir + "/config.json") << cfg.dump(2);
-  const vt::Queue q = vt::Queue::Cpu(1);
+  return dir;
+}
+
+// Fused block-FP8 experts load and match the float64 emulation of the fused layout: [32, 32]
+// puts gate rows 32..47 and up rows 0..15 in one block of the merged rows (per-row scales),
+// [16, 16] keeps whole blocks. Fused per-channel FP8 experts are refused by name.
+TEST(MoeFp8Dynamic, FusedBlockFp8ExpertsMatchTheEmulationAndFusedChannelIsRefused) {
+  const vt::Queue q = vt::Queue::Cpu(2);
+  for (const Format& f : {Format{32, 32}, Format{16, 16}}) {
+    SCOPED_TRACE(f.Name() + " fused");
+    testing::TempDir tmp;
+    const std::string dir = FusedCopy(tmp, f);
+    const auto l = LoadLayer(dir, q, 1);
+    ASSERT_TRUE(l->moe.fp8_group_scaled());
+    const int64_t T = 11, H = 64;
+    const std::vector<float> x = RandomRows(T, H, 31);
+    ActivationBuffers buf;
+    vt::Tensor out = vt::Tensor::Empty({T, H}, vt::DType::kF32);
+    l->moe.Forward(q, vt::Tensor::FromHost(x.data(), {T, H}, vt::DType::kF32), out, buf);
+    std::vector<double> want, mag;
+    LayerRef(l->ckpt, l->cfg, f, 1, x, T, want, mag);
+    int64_t loose = 0, bad = 0;
+    for (int64_t i = 0; i < T * H; ++i) {
+      const double err = std::fabs(out.data_as<float>()[i] - want[i]);
+      loose += err > 1e-4 * mag[i] + 1e-7;
+      if (err > 0x1p-5 * mag[i] + 1e-7 && bad++ < 5)
+        ADD_FAILURE() << "output " << i << ": " << out.data_as<float>()[i] << " vs " << want[i];
+    }
+    EXPECT_EQ(bad, 0);
+    EXPECT_LE(loose, T * H / 50);
+    auto model = Model::Load(dir, testing::CpuOptions(vt::DType::kBF16));
+    for (float v : testing::PromptLogits(*model, {5, 77, 300, 12})) ASSERT_TRUE(std::isfinite(v));
+  }
+  testing::TempDir tmp;
+  const std::string dir = FusedCopy(tmp, {});
   testing::ExpectLoadError([&] { LoadLayer(dir, q, 1); },
                            {"model.layers.1.mlp.experts.gate_up_proj", "FP8", "fused layout"});
 }

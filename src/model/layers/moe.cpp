@@ -88,7 +88,8 @@ vt::Tensor FusedExpertTensor(const Checkpoint& ckpt, const std::string& name, co
   if (info.dtype == vt::DType::kF8E4M3)
     ThrowLoadError(ckpt.FileOf(name), ": tensor '", name,
                    "' is FP8: FP8 experts are supported per expert (experts.E.{gate,up,down}_proj.weight with "
-                   "their weight_scale / input_scale, or weight_scale_inv for block FP8), not in the fused layout");
+                   "their weight_scale / input_scale, or weight_scale_inv for block FP8) and, for block FP8 only, in the "
+                   "fused layout with experts.gate_up_proj_scale_inv / experts.down_proj_scale_inv");
   const vt::DType dt = info.dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
   return ckpt.GetAs(name, dt, want);
 }
@@ -205,6 +206,10 @@ SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& 
   if (!fused && (qm == QuantMethod::kFp8Block || qm == QuantMethod::kFp8ChannelToken) &&
       ckpt.Info(first + ".weight").dtype == vt::DType::kF8E4M3) {
     LoadGroupScaled(lc, p, tp, m);
+    return m;
+  }
+  if (fused && qm == QuantMethod::kFp8Block && ckpt.Info(p + "experts.gate_up_proj").dtype == vt::DType::kF8E4M3) {
+    LoadGroupScaledFused(lc, p, tp, m);
     return m;
   }
   if (fused) {

@@ -41,11 +41,15 @@
 // (MoeExpertsFp8GroupScaled's layout; per-channel as bn = 1 with one group per row). The
 // activations are quantized at run time as the dense linears of the format quantize theirs
 // (QuantFp8PerTokenGroup, G = bk or the whole row), and each (token, expert) SiLU-mul row
-// likewise inside the op. The fused layout (`experts.gate_up_proj` F8E4M3) is refused with an
-// error naming the tensor (no released checkpoint stores block-FP8 experts fused). Tensor
+// likewise inside the op (the fused layout: below). Tensor
 // parallelism: block FP8 when this rank's part of I is a whole number of bn rows and of bk
 // columns (vLLM refuses the other splits as well); per-channel is refused, as online FP8 is
 // (its down input's per-token scale spans the whole intermediate row).
+// Block FP8 experts in transformers 5's fused layout (its fine-grained FP8 experts:
+// `experts.gate_up_proj` / `experts.down_proj` F8E4M3 with `experts.gate_up_proj_scale_inv`
+// [E, ceil(2I/bn), ceil(H/bk)] over the merged rows and `experts.down_proj_scale_inv`) load
+// too (per-row scales where gate and up share a block); fused per-channel FP8 experts have no
+// defined scale names and are refused by name.
 //
 // Tensor parallelism (vLLM's FusedMoE without expert parallelism): every rank keeps all E
 // experts but only its block of each expert's intermediate dimension, i0 = rank * I / N: gate
@@ -109,6 +113,8 @@ class SparseMoeBlock {
   // Block / per-channel FP8 experts (moe_group_scaled.cpp): reads, slices (tp) and places them.
   static void LoadGroupScaled(const LinearContext& lc, const std::string& prefix, const TensorParallel& tp,
                               SparseMoeBlock& m);
+  static void LoadGroupScaledFused(const LinearContext& lc, const std::string& prefix, const TensorParallel& tp,
+                                   SparseMoeBlock& m);
   void ForwardGroupScaled(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, const vt::Tensor& ids,
                           const vt::Tensor& weights, ActivationBuffers& buffers) const;
   void ObserveExpertInputs(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& ids) const;
