@@ -230,6 +230,9 @@ mutate_moe_gs_down_input_not_quantized_per_group() {
 mutate_moe_gs_model_up_gets_gate_scales() {
   edit src/model/layers/moe_group_scaled.cpp 's/ReadWeightScales\(ckpt, \*n, \*n \+ scale_suffix, nI, GHs\)/ReadWeightScales(ckpt, (void(n), g), g + scale_suffix, nI, GHs)/'
 }
+mutate_moe_gs_fused_up_own_blocks() {
+  edit src/model/layers/moe_group_scaled.cpp 's/const int64_t r = \(half \* I \+ i\) \/ bn;/const int64_t r = (half * CeilDiv(I, bn) * bn + i) \/ bn;/'
+}
 mutate_server_tool_args_no_holdback() {
   edit src/server/output_parsers.cpp "s/\(IsSpace\(body\[end - 1\]\) \|\| body\[end - 1\] == '\}'\)\) --end;/(IsSpace(body[end - 1]))) --end;/"
 }
@@ -285,7 +288,7 @@ ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_
 MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped moe_sigmoid_sign
                moe_fp8_x_scale_ignored moe_fp8_down_scale_per_expert_batch moe_online_down_gets_gate_up_scale
                moe_gs_group_scale_dropped moe_gs_up_reads_gate_scales moe_gs_x_scales_of_another_token
-               moe_gs_down_input_not_quantized_per_group moe_gs_model_up_gets_gate_scales)
+               moe_gs_down_input_not_quantized_per_group moe_gs_model_up_gets_gate_scales moe_gs_fused_up_own_blocks)
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
 case "${ONLY:-}" in
