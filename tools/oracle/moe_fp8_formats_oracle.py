@@ -110,7 +110,7 @@ def check_emulation_close(ref, emu_block, li, gen, H):
     got = emu_block(x).reshape(-1, H).double()
     rel = float((got - want).norm() / want.norm())
     log(f"  layer {li}: emulated block vs unquantized, relative L2 {rel:.3g}")
-    assert 0 < rel < 0.1, f"the emulated block is {rel} from the unquantized one"
+    assert 0 < rel < 0.25, f"the emulated block is {rel} from the unquantized one"
 
 
 def fixture(name, out_root, ref_bf16_dir, model, prompts, quantize_one, emu_cls, qconfig, suffix, gen):
