@@ -456,5 +456,36 @@ TEST(MoeFp8Dynamic, FusedBlockFp8ExpertsMatchTheEmulationAndFusedChannelIsRefuse
                            {"model.layers.1.mlp.experts.gate_up_proj", "FP8", "fused layout"});
 }
 
+// Fused block-FP8 experts split over two ranks (I / 2 = 24 whole groups of bk): [24, 24] keeps
+// whole blocks, [32, 8] takes per-row scales (gate and up share a merged-row block); the
+// ranks' partial sums add up to the whole block's output. [16, 16] (24 columns of down per
+// rank, not a multiple of 16) is refused by name.
+TEST(MoeFp8Dynamic, FusedBlockFp8ExpertsSplitOverRanks) {
+  const vt::Queue q = vt::Queue::Cpu(2);
+  for (const Format& f : {Format{24, 24}, Format{32, 8}}) {
+    SCOPED_TRACE(f.Name() + " fused, 2 ranks");
+    testing::TempDir tmp;
+    const std::string dir = FusedCopy(tmp, f);
+    const auto whole = LoadLayer(dir, q, 1);
+    const int64_t T = 6, H = 64;
+    const std::vector<float> x = RandomRows(T, H, 41);
+    const vt::Tensor xt = vt::Tensor::FromHost(x.data(), {T, H}, vt::DType::kF32);
+    ActivationBuffers buf;
+    vt::Tensor want = vt::Tensor::Empty({T, H}, vt::DType::kF32), part = vt::Tensor::Empty({T, H}, vt::DType::kF32);
+    whole->moe.Forward(q, xt, want, buf);
+    std::vector<double> sum(static_cast<size_t>(T * H), 0.0);
+    for (int rank = 0; rank < 2; ++rank) {
+      const auto r = LoadLayer(dir, q, 1, {rank, 2});
+      r->moe.Forward(q, xt, part, buf);
+      for (int64_t i = 0; i < T * H; ++i) sum[i] += part.data_as<float>()[i];
+    }
+    for (int64_t i = 0; i < T * H; ++i)
+      EXPECT_NEAR(sum[i], want.data_as<float>()[i], 1e-5 * (1 + std::fabs(want.data_as<float>()[i]))) << i;
+  }
+  testing::TempDir tmp;
+  const std::string dir = FusedCopy(tmp, {16, 16});
+  testing::ExpectLoadError([&] { LoadLayer(dir, q, 1, {0, 2}); }, {"model.layers.1.mlp.experts", "24 columns"});
+}
+
 }  // namespace
 }  // namespace vtllm::model
