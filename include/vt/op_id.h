@@ -39,6 +39,7 @@ namespace vt {
   X(kMoeExperts, "MoeExperts")                 \
   X(kMoeExpertsFp8, "MoeExpertsFp8")         \
   X(kMoeExpertsFp8PerToken, "MoeExpertsFp8PerToken") \
+  X(kMoeExpertsFp8GroupScaled, "MoeExpertsFp8GroupScaled") \
   X(kCausalConv1d, "CausalConv1d")           \
   X(kGatedDeltaRule, "GatedDeltaRule")
 

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
+#include "model/moe_fp8_dynamic_copy.h"
 #include "vt/cuda/kernels.h"  // KvCacheFp8Launches
 #include "vt/vt.h"
 
@@ -251,6 +252,36 @@ TEST(ModelCuda, OnlineFp8MoeMatchesCpu) {
     ExpectGreedyMatchesCpu(*cpu, *gpu, dir, act, prompts, 12, tol);
     EXPECT_GT(vt::DispatchCount(vt::OpId::kMoeExpertsFp8PerToken, vt::DeviceType::kCUDA), before)
         << "no CUDA per-token expert kernel ran";
+  }
+}
+
+// Block FP8 ([32, 32]: moe_intermediate_size 48 ends partway through a block, so each
+// expert's gate and up keep their own scale rows) and per-channel FP8 of the MoE fixture, every
+// projection and routed expert quantized: the same bytes on both backends, the activations
+// quantized per token (and group) on each; prompt logits within the dynamic formats'
+// tolerance, greedy tokens equal up to a CPU near-tie, and the CUDA group-scaled expert kernel
+// ran (its dispatch and its launch counter).
+TEST(ModelCuda, BlockAndChannelFp8MoeMatchesCpu) {
+  REQUIRE_CUDA();
+  const std::string src = FixturesDir() + "/models/qwen3-moe-tiny";
+  const auto prompts = Prompts(FixturesDir() + "/oracles/qwen3-tiny/reference.json");
+  ASSERT_FALSE(prompts.empty());
+  for (const testing::MoeFp8Format& f : {testing::MoeFp8Format{32, 32}, testing::MoeFp8Format{}}) {
+    testing::TempDir tmp;
+    const std::string dir = testing::QuantizedMoeCopy(src, tmp, f);
+    for (vt::DType act : {vt::DType::kBF16, vt::DType::kF32}) {
+      LoadOptions o{.device = vt::Device::Cpu(), .dtype = act, .cpu_threads = 2, .progress = false};
+      auto cpu = Model::Load(dir, o);
+      o.device = vt::Device::Cuda(0);
+      auto gpu = Model::Load(dir, o);
+      const int64_t before = vt::DispatchCount(vt::OpId::kMoeExpertsFp8GroupScaled, vt::DeviceType::kCUDA);
+      const int64_t launches = vt::cuda::MoeGroupScaledLaunches();
+      Tol tol = TolFor(act);
+      if (act == vt::DType::kBF16) tol.logits = 0.3;  // as the other dynamic formats
+      ExpectGreedyMatchesCpu(*cpu, *gpu, dir, act, prompts, 12, tol);
+      EXPECT_GT(vt::DispatchCount(vt::OpId::kMoeExpertsFp8GroupScaled, vt::DeviceType::kCUDA), before) << f.Name();
+      EXPECT_GT(vt::cuda::MoeGroupScaledLaunches(), launches) << f.Name();
+    }
   }
 }
 

@@ -79,6 +79,7 @@ std::vector<OpCase> MoeTopKRoutingCases();
 std::vector<OpCase> MoeExpertsCases();
 std::vector<OpCase> MoeExpertsFp8Cases();
 std::vector<OpCase> MoeExpertsFp8PerTokenCases();
+std::vector<OpCase> MoeExpertsFp8GroupScaledCases();
 std::vector<OpCase> CausalConv1dCases();
 std::vector<OpCase> GatedDeltaRuleCases();
 

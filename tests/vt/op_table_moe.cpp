@@ -14,6 +14,7 @@
 #include "op_table.h"
 #include "vt/detail/numerics.h"
 #include "vt/ops/moe.h"
+#include "vt/ops/quant.h"
 
 namespace vt_table {
 
@@ -250,6 +251,83 @@ std::vector<OpCase> MoeExpertsFp8PerTokenCases() {
         vt::Tensor w13 = in[4], w2 = in[6];
         if (prepared) PrepareExperts(q, w13, w2, E, I, H);
         vt::MoeExpertsFp8PerToken(q, out[0], in[0], in[1], in[2], in[3], w13, in[5], w2, in[7]);
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+// Block-wise and per-channel scales (MoeExpertsFp8GroupScaled): block shapes whose I and H
+// end partway through a block (so an expert's gate and up rows have their own scale rows),
+// k = 1 and k = 8, 1 and 40 tokens, the expert width of Qwen3-30B-A3B; per-channel with one
+// group per row and the per-token floors. Token 0 of the second case is all zeros (its down
+// inputs take the floors). The magnitudes are those of the dequantized operands (code times
+// its scales); the tolerance is MoeExpertsFp8's 2^-5 share: an e4m3fn step of one down input
+// dwarfs MatmulFp8GroupScaled's 4·K·FLT_EPSILON bound on each product.
+std::vector<OpCase> MoeExpertsFp8GroupScaledCases() {
+  struct GroupCase {
+    MoeShape s;
+    int64_t bn, bk;  // bn 1 and bk 0: per-channel (bk = max(H, I))
+  };
+  const GroupCase kCases[] = {{{1, 64, 40, 8, 2}, 16, 16},       {{5, 48, 24, 6, 3}, 32, 16},
+                              {{1, 200, 192, 8, 1}, 128, 128},   {{40, 256, 192, 8, 8}, 128, 128},
+                              {{2, 1024, 768, 9, 8}, 128, 128},  {{3, 24, 16, 5, 5}, 1, 0},
+                              {{40, 200, 192, 8, 8}, 1, 0},      {{1, 64, 40, 8, 1}, 1, 0}};
+  std::vector<OpCase> cases;
+  std::mt19937 rng(80);
+  uint32_t seed = 2100;
+  int case_index = 0;
+  for (const GroupCase& gc : kCases) {
+    const MoeShape& s = gc.s;
+    const bool channel = gc.bk == 0, zero_token = case_index++ == 1;
+    const int64_t bn = gc.bn, bk = channel ? std::max(s.H, s.I) : gc.bk;
+    const int64_t nI = (s.I + bn - 1) / bn, nH = (s.H + bn - 1) / bn, GH = (s.H + bk - 1) / bk,
+                  GI = (s.I + bk - 1) / bk;
+    const float amax_floor = channel ? 0.0f : vt::kFp8BlockAmaxFloor;
+    const float scale_floor = channel ? vt::kFp8PerTokenScaleFloor : 0.0f;
+    for (DType act : {DType::kF32, DType::kBF16}) {
+      std::vector<int32_t> ids;
+      std::vector<float> w, s13, s2, sx;
+      RandomRouting(s, rng, ids, w);
+      for (int64_t i = 0; i < s.E * 2 * nI * GH; ++i)
+        s13.push_back(std::uniform_real_distribution<float>(0.5f, 2.0f)(rng) / float(s.H));
+      for (int64_t i = 0; i < s.E * nH * GI; ++i)
+        s2.push_back(std::uniform_real_distribution<float>(0.5f, 2.0f)(rng) / float(s.I));
+      for (int64_t i = 0; i < s.T * GH; ++i) sx.push_back(std::uniform_real_distribution<float>(0.25f, 4.0f)(rng));
+      std::vector<uint8_t> x_codes = Fp8Codes(s.T * s.H, ++seed);
+      if (zero_token) std::fill(x_codes.begin(), x_codes.begin() + s.H, uint8_t{0});
+      const std::vector<uint8_t> c13 = Fp8Codes(s.E * 2 * s.I * s.H, ++seed), c2 = Fp8Codes(s.E * s.H * s.I, ++seed);
+      // The values the codes stand for, each times its scales (for the magnitudes).
+      std::vector<float> xv, v13, v2;
+      for (int64_t i = 0; i < s.T * s.H; ++i)
+        xv.push_back(vt::Fp8E4M3ToFloat(x_codes[i]) * sx[(i / s.H) * GH + (i % s.H) / bk]);
+      for (int64_t r = 0; r < s.E * 2 * s.I; ++r) {
+        const int64_t e = r / (2 * s.I), n = r % (2 * s.I);
+        const int64_t srow = e * 2 * nI + (n < s.I ? n / bn : nI + (n - s.I) / bn);
+        for (int64_t c = 0; c < s.H; ++c) v13.push_back(vt::Fp8E4M3ToFloat(c13[r * s.H + c]) * s13[srow * GH + c / bk]);
+      }
+      for (int64_t r = 0; r < s.E * s.H; ++r) {
+        const int64_t srow = (r / s.H) * nH + (r % s.H) / bn;
+        for (int64_t c = 0; c < s.I; ++c) v2.push_back(vt::Fp8E4M3ToFloat(c2[r * s.I + c]) * s2[srow * GI + c / bk]);
+      }
+      OpCase c{vt::StrCat(s.T, " tokens H=", s.H, " I=", s.I, " E=", s.E, " k=", s.k,
+                          channel ? " per-channel" : vt::StrCat(" blocks ", bn, "x", bk), " out ", vt::DTypeName(act),
+                          zero_token ? " token 0 zero" : ""),
+               {HostOf(x_codes, {s.T, s.H}, DType::kF8E4M3), HostOf(sx, {s.T, GH}, DType::kF32),
+                HostOf(ids, {s.T, s.k}, DType::kI32), HostOf(w, {s.T, s.k}, DType::kF32),
+                HostOf(c13, {s.E * 2 * s.I, s.H}, DType::kF8E4M3), HostOf(s13, {s.E * 2 * nI, GH}, DType::kF32),
+                HostOf(c2, {s.E * s.H, s.I}, DType::kF8E4M3), HostOf(s2, {s.E * nH, GI}, DType::kF32)},
+               {Filled({s.T, s.H}, act)},
+               nullptr,
+               ShareOfMagnitude(ExpertMagnitudes(s, HostOf(xv, {s.T, s.H}, DType::kF32), ids, w,
+                                                 HostOf(v13, {s.E * 2 * s.I, s.H}, DType::kF32),
+                                                 HostOf(v2, {s.E * s.H, s.I}, DType::kF32), {}, {}),
+                                0x1p-5, act),
+               nullptr};
+      c.run = [bn, bk, amax_floor, scale_floor](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::MoeExpertsFp8GroupScaled(q, out[0], in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], bn, bk,
+                                     amax_floor, scale_floor);
       };
       cases.push_back(std::move(c));
     }

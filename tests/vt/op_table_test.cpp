@@ -160,6 +160,7 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kMoeExperts: return MoeExpertsCases();
     case OpId::kMoeExpertsFp8: return MoeExpertsFp8Cases();
     case OpId::kMoeExpertsFp8PerToken: return MoeExpertsFp8PerTokenCases();
+    case OpId::kMoeExpertsFp8GroupScaled: return MoeExpertsFp8GroupScaledCases();
     case OpId::kCausalConv1d: return CausalConv1dCases();
     case OpId::kGatedDeltaRule: return GatedDeltaRuleCases();
     case OpId::kCount: break;

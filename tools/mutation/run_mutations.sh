@@ -40,7 +40,7 @@ TOUCHED+=(src/vt/cpu/sampling.cpp src/vt/cpu/sampling_reference.cpp src/engine/s
 TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache_manager.cpp
           src/engine/output_processor.cpp src/vt/cuda/activation.cu src/model/layers/moe.cpp src/vt/cpu/moe.cpp
           src/server/output_parsers.cpp src/engine/structured_output_mask.cpp
-          include/vt/ops/attention.h src/model/layers/attention.cpp)
+          include/vt/ops/attention.h src/model/layers/attention.cpp src/model/layers/moe_group_scaled.cpp)
 
 restore() {
   for f in "${TOUCHED[@]}"; do cp "$PRISTINE/$f" "$SRC/$f"; done
@@ -207,6 +207,32 @@ mutate_moe_fp8_down_scale_per_expert_batch() {
 mutate_moe_online_down_gets_gate_up_scale() {
   edit src/model/layers/moe.cpp 's/a2\[e\] = m\.per_token_ \? x\.scale_down\[e\]/a2[e] = m.per_token_ ? x.scale_gate_up[e]/'
 }
+# Block / per-channel FP8 experts (MoeExpertsFp8GroupScaled and the model's loading of them;
+# each keeps every variable used, so that they also build with -Werror):
+# a group's weight scale dropped (the scalar reference, which every ISA's tests compare
+# with); the up rows reading the gate's scale rows (they are separate blocks when I is not a
+# multiple of the block); the x scales of another token (the kernel); the down input not
+# quantized per token and group (scale 1); the model giving up the gate's weight_scale_inv.
+mutate_moe_gs_group_scale_dropped() {
+  edit src/vt/cpu/reference.cpp 's/      acc \+= s \* sa\[g\] \* sw\[g\];/      acc += s * sa[g] * (sw[g] * 0.0f + 1.0f);/'
+}
+mutate_moe_gs_up_reads_gate_scales() {
+  edit src/vt/cpu/moe.cpp 's/su = s_gate_up\.Slice\(0, e \* 2 \* nI \+ nI, \(e \+ 1\) \* 2 \* nI\)/su = s_gate_up.Slice(0, e * 2 * nI, e * 2 * nI + nI)/'
+  edit src/vt/cpu/reference.cpp 's/\(n < I \? n \/ block_n : nI \+ \(n - I\) \/ block_n\)/(n < I ? n \/ block_n : (n - I) \/ block_n)/'
+}
+mutate_moe_gs_x_scales_of_another_token() {
+  edit src/vt/cpu/moe.cpp 's/sx \+ tokens\[r\] \* GH,/sx + (r + 0 * tokens[r]) * GH,/'
+}
+mutate_moe_gs_down_input_not_quantized_per_group() {
+  edit src/vt/cpu/moe.cpp 's/    QuantFp8PerTokenGroup\(q, a8n, san, an, block_k, amax_floor, scale_floor\);/    QuantFp8Static(q, a8n, an, 1.0f);\n    for (int64_t i = 0; i < n * GI; ++i) san.data_as<float>()[i] = 1.0f;/'
+  edit src/vt/cpu/reference.cpp 's/sa\[g\] = Fp8GroupScale\(amax, amax_floor, scale_floor\);/sa[g] = 1.0f + 0.0f * Fp8GroupScale(amax, amax_floor, scale_floor);/'
+}
+mutate_moe_gs_model_up_gets_gate_scales() {
+  edit src/model/layers/moe_group_scaled.cpp 's/ReadWeightScales\(ckpt, \*n, \*n \+ scale_suffix, nI, GHs\)/ReadWeightScales(ckpt, (void(n), g), g + scale_suffix, nI, GHs)/'
+}
+mutate_moe_gs_fused_up_own_blocks() {
+  edit src/model/layers/moe_group_scaled.cpp 's/const int64_t r = \(half \* I \+ i\) \/ bn;/const int64_t r = (half * CeilDiv(I, bn) * bn + i) \/ bn;/'
+}
 mutate_server_tool_args_no_holdback() {
   edit src/server/output_parsers.cpp "s/\(IsSpace\(body\[end - 1\]\) \|\| body\[end - 1\] == '\}'\)\) --end;/(IsSpace(body[end - 1]))) --end;/"
 }
@@ -233,7 +259,7 @@ run_tests() {
   local name="$1" log="$SCRATCH/$1.log"
   local bins=(vt_tests)
   [[ $name == baseline || $name == sampler_* || $name == engine_* ]] && bins+=(engine_tests)
-  [[ $name == baseline || $name == moe_shared_* || $name == moe_fp8_* || $name == moe_online_* || $name == kv_* ]] &&
+  [[ $name == baseline || $name == moe_shared_* || $name == moe_fp8_* || $name == moe_online_* || $name == moe_gs_model_* || $name == kv_* ]] &&
     bins+=(model_tests)
   [[ $name == baseline || $name == server_* ]] && bins+=(server_tests)
   if ! ninja -C "$BUILD" -j"$JOBS" "${bins[@]}" >"$log" 2>&1; then
@@ -260,7 +286,9 @@ ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_
                   engine_free_in_table_order engine_stop_no_holdback engine_grammar_eos_early
                   engine_grammar_mask_ignored)
 MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped moe_sigmoid_sign
-               moe_fp8_x_scale_ignored moe_fp8_down_scale_per_expert_batch moe_online_down_gets_gate_up_scale)
+               moe_fp8_x_scale_ignored moe_fp8_down_scale_per_expert_batch moe_online_down_gets_gate_up_scale
+               moe_gs_group_scale_dropped moe_gs_up_reads_gate_scales moe_gs_x_scales_of_another_token
+               moe_gs_down_input_not_quantized_per_group moe_gs_model_up_gets_gate_scales moe_gs_fused_up_own_blocks)
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
 case "${ONLY:-}" in

@@ -84,8 +84,8 @@ vt::Tensor ShardWeight(const Checkpoint& ckpt, const LinearShard& s, vt::DType d
   return ckpt.GetAs(name, dtype, {s.stored_rows, in_features}).Slice(0, s.row_offset, s.row_offset + s.out_features);
 }
 
-// The FP8 weight scales `scale` of the stored weight `prefix`.weight, [rows, cols] F32 or BF16
-// as stored, widened to f32; each must be finite and > 0.
+}  // namespace
+
 std::vector<float> ReadWeightScales(const Checkpoint& ckpt, const std::string& prefix, const std::string& scale,
                                     int64_t rows, int64_t cols) {
   if (!ckpt.Has(scale))
@@ -102,6 +102,8 @@ std::vector<float> ReadWeightScales(const Checkpoint& ckpt, const std::string& p
   }
   return f;
 }
+
+namespace {
 
 class UnquantizedLinearMethod final : public LinearMethod {
  public:

@@ -142,6 +142,12 @@ std::unique_ptr<LinearMethod> MakeUnquantizedLinearMethod();
 // the weight requantized to the max of the shards' weight scales.
 std::unique_ptr<LinearMethod> MakeFp8StaticLinearMethod();
 
+// The FP8 weight scales `scale` of the stored weight `prefix`.weight, [rows, cols] F32 or BF16
+// as stored, widened to f32: a LoadError naming the tensor when it is missing or of another
+// shape or dtype, or when a scale is not finite and > 0.
+std::vector<float> ReadWeightScales(const Checkpoint& ckpt, const std::string& prefix, const std::string& scale,
+                                    int64_t rows, int64_t cols);
+
 // The requantization vLLM applies when merging FP8 shards: each byte decoded, multiplied by
 // its shard's scale in f32, and quantized with `new_scale` exactly as QuantFp8Static does
 // (multiply by 1/new_scale formed once, clamp, RNE). Bytes whose scale already equals

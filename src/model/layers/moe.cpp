@@ -87,8 +87,9 @@ vt::Tensor FusedExpertTensor(const Checkpoint& ckpt, const std::string& name, co
                    vt::ShapeToString(want), " (", meaning, ")");
   if (info.dtype == vt::DType::kF8E4M3)
     ThrowLoadError(ckpt.FileOf(name), ": tensor '", name,
-                   "' is FP8: FP8 experts are supported per expert (experts.E.{gate,up,down}_proj with their "
-                   "weight_scale / input_scale), not yet in the fused layout");
+                   "' is FP8: FP8 experts are supported per expert (experts.E.{gate,up,down}_proj.weight with "
+                   "their weight_scale / input_scale, or weight_scale_inv for block FP8) and, for block FP8 only, in the "
+                   "fused layout with experts.gate_up_proj_scale_inv / experts.down_proj_scale_inv");
   const vt::DType dt = info.dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
   return ckpt.GetAs(name, dt, want);
 }
@@ -200,7 +201,18 @@ SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& 
 
   MoeHostWeights x;
   const std::string first = ExpertPrefix(p, 0, "gate_proj");
-  if (FusedExperts(ckpt, p, E)) {
+  const bool fused = FusedExperts(ckpt, p, E);
+  const QuantMethod qm = lc.quant->method;
+  if (!fused && (qm == QuantMethod::kFp8Block || qm == QuantMethod::kFp8ChannelToken) &&
+      ckpt.Info(first + ".weight").dtype == vt::DType::kF8E4M3) {
+    LoadGroupScaled(lc, p, tp, m);
+    return m;
+  }
+  if (fused && qm == QuantMethod::kFp8Block && ckpt.Info(p + "experts.gate_up_proj").dtype == vt::DType::kF8E4M3) {
+    LoadGroupScaledFused(lc, p, tp, m);
+    return m;
+  }
+  if (fused) {
     ReadFusedExperts(ckpt, p, shape, x);
   } else {
     ReadPerExpert(lc, p, shape, m, x);
@@ -381,6 +393,8 @@ void SparseMoeBlock::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::
   if (observer_ != nullptr) ObserveExpertInputs(q, x, ids);
   if (!fp8_) {
     vt::MoeExperts(q, out, x, ids, weights, w_gate_up_, w_down_);
+  } else if (group_scaled_) {
+    ForwardGroupScaled(q, x, out, ids, weights, buf);
   } else if (per_token_) {
     const vt::Tensor x8 = buf.Get(kSlotX8, T, s_.hidden, vt::DType::kF8E4M3);
     const vt::Tensor xs = buf.Get(kSlotX8Scales, T, 1, vt::DType::kF32);

@@ -31,6 +31,26 @@
 // expert) SiLU-mul row with its own scale). The router and the shared expert's gate stay as
 // stored; the shared expert's projections are linears, quantized like any other.
 //
+// Block FP8 (`quant_method: fp8`, `weight_block_size: [bn, bk]`, dynamic activations: the
+// Qwen3-*-A3B-FP8 releases; vLLM's Fp8MoEMethod with block_quant) and compressed-tensors
+// per-channel weights with dynamic per-token activations (vLLM's
+// CompressedTensorsW8A8Fp8MoEMethod): per expert, `{gate,up,down}_proj.weight` F8E4M3 with
+// `weight_scale_inv` [ceil(N/bn), ceil(K/bk)] (block) or `weight_scale` [N, 1] (per channel),
+// F32 or BF16, each finite and > 0. Nothing is requantized: the stacked scales keep each
+// expert's gate scale rows then its up scale rows, then its down scale rows
+// (MoeExpertsFp8GroupScaled's layout; per-channel as bn = 1 with one group per row). The
+// activations are quantized at run time as the dense linears of the format quantize theirs
+// (QuantFp8PerTokenGroup, G = bk or the whole row), and each (token, expert) SiLU-mul row
+// likewise inside the op (the fused layout: below). Tensor
+// parallelism: block FP8 when this rank's part of I is a whole number of bn rows and of bk
+// columns (vLLM refuses the other splits as well); per-channel is refused, as online FP8 is
+// (its down input's per-token scale spans the whole intermediate row).
+// Block FP8 experts in transformers 5's fused layout (its fine-grained FP8 experts:
+// `experts.gate_up_proj` / `experts.down_proj` F8E4M3 with `experts.gate_up_proj_scale_inv`
+// [E, ceil(2I/bn), ceil(H/bk)] over the merged rows and `experts.down_proj_scale_inv`) load
+// too (per-row scales where gate and up share a block); fused per-channel FP8 experts have no
+// defined scale names and are refused by name.
+//
 // Tensor parallelism (vLLM's FusedMoE without expert parallelism): every rank keeps all E
 // experts but only its block of each expert's intermediate dimension, i0 = rank * I / N: gate
 // and up rows [i0, i0 + I/N) and the same columns of down; the stacked weights are then
@@ -76,25 +96,40 @@ class SparseMoeBlock {
   // RMSNorm that made x); without it Forward quantizes x itself.
   void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, ActivationBuffers& buffers,
                const vt::Tensor* x8 = nullptr) const;
-  bool takes_quantized_input() const { return fp8_ && !per_token_; }
+  bool takes_quantized_input() const { return fp8_ && !per_token_ && !group_scaled_; }
   float input_scale() const { return gate_up_input_scale_; }
 
   bool fp8() const { return fp8_; }
   // FP8 experts with per-token activation scales (online FP8), not static ones.
   bool fp8_per_token() const { return per_token_; }
+  // FP8 experts with block or per-channel weight scales and per-token(-group) activations.
+  bool fp8_group_scaled() const { return group_scaled_; }
   int64_t weight_bytes() const;         // router and every expert
   int64_t active_weight_bytes() const;  // what one token reads: the router and top_k experts
 
  private:
   static void ReadPerExpert(const LinearContext& lc, const std::string& prefix, const MoeShape& shape,
                             SparseMoeBlock& m, MoeHostWeights& out);
+  // Block / per-channel FP8 experts (moe_group_scaled.cpp): reads, slices (tp) and places them.
+  static void LoadGroupScaled(const LinearContext& lc, const std::string& prefix, const TensorParallel& tp,
+                              SparseMoeBlock& m);
+  static void LoadGroupScaledFused(const LinearContext& lc, const std::string& prefix, const TensorParallel& tp,
+                                   SparseMoeBlock& m);
+  void ForwardGroupScaled(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, const vt::Tensor& ids,
+                          const vt::Tensor& weights, ActivationBuffers& buffers) const;
   void ObserveExpertInputs(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& ids) const;
+  // One expert's weight bytes, with its share of the block / per-channel scales.
   int64_t ExpertBytes() const {
-    return 3 * s_.hidden * s_.intermediate * static_cast<int64_t>(vt::DTypeSize(w_down_.dtype()));
+    const int64_t scales = group_scaled_ ? static_cast<int64_t>(s_gate_up_.nbytes() + s_down_.nbytes()) / s_.num_experts : 0;
+    return 3 * s_.hidden * s_.intermediate * static_cast<int64_t>(vt::DTypeSize(w_down_.dtype())) + scales;
   }
 
   MoeShape s_;  // intermediate: this rank's part of each expert's
-  bool fp8_ = false, per_token_ = false;
+  bool fp8_ = false, per_token_ = false, group_scaled_ = false;
+  // Group-scaled FP8: MoeExpertsFp8GroupScaled's scales and blocks, and the activations' floors.
+  vt::Tensor s_gate_up_, s_down_;
+  int64_t block_n_ = 0, block_k_ = 0;
+  float amax_floor_ = 0.0f, scale_floor_ = 0.0f;
   vt::Tensor router_;            // [E, H]
   GatedMlp shared_;               // when s_.shared_intermediate > 0
   vt::Tensor shared_gate_;        // [1, H]

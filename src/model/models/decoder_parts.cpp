@@ -35,6 +35,10 @@ std::vector<vt::OpId> MoeBlockOps(const QuantConfig& quant) {
     ops.push_back(OpId::kQuantFp8PerTokenGroup);
     ops.push_back(OpId::kMoeExpertsFp8PerToken);
   }
+  if (quant.method == QuantMethod::kFp8Block || quant.method == QuantMethod::kFp8ChannelToken) {
+    ops.push_back(OpId::kQuantFp8PerTokenGroup);  // block / per-channel experts, activations per token (group)
+    ops.push_back(OpId::kMoeExpertsFp8GroupScaled);
+  }
   ops.push_back(OpId::kSigmoidGatedAdd);  // the shared expert's gate, where there is one
   return ops;
 }

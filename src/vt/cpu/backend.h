@@ -36,7 +36,7 @@ void RegisterEmbeddingKernels();
 void RegisterRopeKernels();
 void RegisterAttentionKernels();  // KvCacheWrite, PagedAttention
 void RegisterSamplingKernels();
-void RegisterMoeKernels();  // MoeTopKRouting, MoeExperts, MoeExpertsFp8, MoeExpertsFp8PerToken
+void RegisterMoeKernels();  // MoeTopKRouting, MoeExperts, MoeExpertsFp8(PerToken, GroupScaled)
 void RegisterGdnKernels();  // CausalConv1d, GatedDeltaRule
 
 }  // namespace vt::cpu

@@ -225,6 +225,61 @@ void MoeExpertsFp8PerTokenCpu(const Queue& q, const Tensor& out, const Tensor& x
   });
 }
 
+// Block / per-channel FP8 experts: each row (a token's x row, a (token, slot) pair's down
+// input) goes through the CPU MatmulFp8GroupScaled kernel as a product of one row (that
+// kernel takes another path, and so other f32 sums, for more rows: a decode step's four-row
+// streams), so a token's bytes are its batch-1 bytes; the expert's gate rows and up rows are
+// two products, each with its own scale rows (they do not share blocks when I is not a
+// multiple of block_n). The SiLU-mul and the per-token-group quantizer work row by row.
+// Each expert's weight is read once per row (no multi-row GEMM here yet: prefill-sized calls
+// are slower than they could be).
+void MoeExpertsFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x_scales,
+                                 const Tensor& ids, const Tensor& weights, const Tensor& w_gate_up,
+                                 const Tensor& s_gate_up, const Tensor& w_down, const Tensor& s_down, int64_t block_n,
+                                 int64_t block_k, float amax_floor, float scale_floor) {
+  const int64_t T = x8.dim(0), H = x8.dim(1), I = w_down.dim(1), E = w_gate_up.dim(0) / (2 * I);
+  if (Cpu(q).isa == CpuIsa::kScalar) {
+    Cpu(q).pool.ParallelFor(T, 1, [&](int64_t t0, int64_t t1) {
+      ref::MoeExpertsFp8GroupScaled(out, x8, x_scales, ids, weights, w_gate_up, s_gate_up, w_down, s_down, block_n,
+                                    block_k, amax_floor, scale_floor, t0, t1);
+    });
+    return;
+  }
+  const int64_t nI = (I + block_n - 1) / block_n, nH = (H + block_n - 1) / block_n;
+  const int64_t GH = x_scales.dim(1), GI = s_down.dim(1);
+  const DType act = out.dtype();
+  const auto gemm = Kernel<OpId::kMatmulFp8GroupScaled>(DeviceType::kCPU);
+  Tensor xsc, gu, a, a8, sa;
+  auto setup = [&](int64_t most) {
+    xsc = Tensor::Empty({most, GH}, DType::kF32);
+    gu = Tensor::Empty({most, 2 * I}, act);
+    a = Tensor::Empty({most, I}, act);
+    a8 = Tensor::Empty({most, I}, DType::kF8E4M3);
+    sa = Tensor::Empty({most, GI}, DType::kF32);
+  };
+  const float* sx = x_scales.data_as<float>();
+  RunExperts(q, out, x8, ids, weights, E, "MoeExpertsFp8GroupScaled", setup,
+             [&](int64_t e, const Tensor& xs, const Tensor& ys, std::span<const int64_t> tokens) {
+    const int64_t n = xs.dim(0);
+    const Tensor gun = gu.Slice(0, 0, n), an = a.Slice(0, 0, n), a8n = a8.Slice(0, 0, n), san = sa.Slice(0, 0, n);
+    for (int64_t r = 0; r < n; ++r)
+      std::memcpy(xsc.data_as<float>() + r * GH, sx + tokens[r] * GH, static_cast<size_t>(GH) * sizeof(float));
+    const Tensor wg = w_gate_up.Slice(0, e * 2 * I, e * 2 * I + I), wu = w_gate_up.Slice(0, e * 2 * I + I, (e + 1) * 2 * I);
+    const Tensor sg = s_gate_up.Slice(0, e * 2 * nI, e * 2 * nI + nI), su = s_gate_up.Slice(0, e * 2 * nI + nI, (e + 1) * 2 * nI);
+    const Tensor wd = w_down.Slice(0, e * H, (e + 1) * H), sd = s_down.Slice(0, e * nH, (e + 1) * nH);
+    for (int64_t r = 0; r < n; ++r) {
+      const Tensor xr = xs.Slice(0, r, r + 1), sr = xsc.Slice(0, r, r + 1);
+      const Tensor halves = gun.Slice(0, r, r + 1).View({2, I});  // the row's gate outputs, then its up outputs
+      gemm(q, halves.Slice(0, 0, 1), xr, sr, wg, sg, block_n, block_k, nullptr);
+      gemm(q, halves.Slice(0, 1, 2), xr, sr, wu, su, block_n, block_k, nullptr);
+    }
+    SiluMul(q, an, gun);
+    QuantFp8PerTokenGroup(q, a8n, san, an, block_k, amax_floor, scale_floor);
+    for (int64_t r = 0; r < n; ++r)
+      gemm(q, ys.Slice(0, r, r + 1), a8n.Slice(0, r, r + 1), san.Slice(0, r, r + 1), wd, sd, block_n, block_k, nullptr);
+  });
+}
+
 }  // namespace
 
 void RegisterMoeKernels() {
@@ -232,6 +287,7 @@ void RegisterMoeKernels() {
   Register<OpId::kMoeExperts>(DeviceType::kCPU, &MoeExpertsCpu);
   Register<OpId::kMoeExpertsFp8>(DeviceType::kCPU, &MoeExpertsFp8Cpu);
   Register<OpId::kMoeExpertsFp8PerToken>(DeviceType::kCPU, &MoeExpertsFp8PerTokenCpu);
+  Register<OpId::kMoeExpertsFp8GroupScaled>(DeviceType::kCPU, &MoeExpertsFp8GroupScaledCpu);
 }
 
 }  // namespace vt::cpu

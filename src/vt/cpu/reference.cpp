@@ -379,4 +379,56 @@ void MoeExpertsFp8PerToken(const Tensor& out, const Tensor& x8, const Tensor& x_
   }
 }
 
+void MoeExpertsFp8GroupScaled(const Tensor& out, const Tensor& x8, const Tensor& x_scales, const Tensor& ids,
+                              const Tensor& weights, const Tensor& w_gate_up, const Tensor& s_gate_up,
+                              const Tensor& w_down, const Tensor& s_down, int64_t block_n, int64_t block_k,
+                              float amax_floor, float scale_floor, int64_t t0, int64_t t1) {
+  const int64_t H = x8.dim(1), I = w_down.dim(1), E = w_gate_up.dim(0) / (2 * I);
+  const int64_t nI = (I + block_n - 1) / block_n, nH = (H + block_n - 1) / block_n;
+  const int64_t GH = (H + block_k - 1) / block_k, GI = (I + block_k - 1) / block_k;
+  const DType act = out.dtype();
+  const auto* px = x8.data_as<uint8_t>();
+  const auto* p13 = w_gate_up.data_as<uint8_t>();
+  const auto* p2 = w_down.data_as<uint8_t>();
+  const float* sx = x_scales.data_as<float>();
+  const float* s13 = s_gate_up.data_as<float>();
+  const float* s2 = s_down.data_as<float>();
+  // Σ_g (Σ_{c in g} a[c]·w[c]) · sa[g] · sw[g], groups of block_k of K columns.
+  auto product = [&](auto a_at, const uint8_t* w, int64_t K, const float* sa, const float* sw, int64_t G) {
+    float acc = 0.0f;
+    for (int64_t g = 0; g < G; ++g) {
+      float s = 0.0f;
+      for (int64_t c = g * block_k; c < std::min(K, (g + 1) * block_k); ++c) s += a_at(c) * Fp8E4M3ToFloat(w[c]);
+      acc += s * sa[g] * sw[g];
+    }
+    return acc;
+  };
+  std::vector<float> sa(static_cast<size_t>(GI));  // the scales of the (token, slot) row `act` quantized last
+  for (int64_t t = t0; t < t1; ++t) {
+    ExpertsOfToken(
+        out, ids, weights, t, E, I, "MoeExpertsFp8GroupScaled",
+        [&](int64_t e, int64_t n) {
+          // gate row n < I reads scale row n / bn of the expert's gate rows; up row I + i reads nI + i / bn
+          const int64_t srow = e * 2 * nI + (n < I ? n / block_n : nI + (n - I) / block_n);
+          return RoundTo(act, product([&](int64_t c) { return Fp8E4M3ToFloat(px[t * H + c]); },
+                                      p13 + (e * 2 * I + n) * H, H, sx + t * GH, s13 + srow * GH, GH));
+        },
+        [&](std::vector<float>& a) {
+          for (float& v : a) v = RoundTo(act, v);
+          for (int64_t g = 0; g < GI; ++g) {
+            const int64_t c0 = g * block_k, c1 = std::min(I, c0 + block_k);
+            float amax = 0.0f;
+            for (int64_t c = c0; c < c1; ++c)
+              if (std::fabs(a[c]) > amax) amax = std::fabs(a[c]);  // NaN fails the comparison: left out
+            sa[g] = Fp8GroupScale(amax, amax_floor, scale_floor);
+            for (int64_t c = c0; c < c1; ++c) a[c] = Fp8E4M3ToFloat(Fp8QuantizeDiv(a[c], sa[g]));
+          }
+        },
+        [&](int64_t e, const std::vector<float>& a, int64_t h) {
+          return product([&](int64_t c) { return a[c]; }, p2 + (e * H + h) * I, I, sa.data(),
+                         s2 + (e * nH + h / block_n) * GI, GI);
+        });
+  }
+}
+
 }  // namespace vt::cpu::ref

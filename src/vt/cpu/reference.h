@@ -51,6 +51,10 @@ void MoeExpertsFp8(const Tensor& out, const Tensor& x8, const Tensor& ids, const
 void MoeExpertsFp8PerToken(const Tensor& out, const Tensor& x8, const Tensor& x_scales, const Tensor& ids,
                            const Tensor& weights, const Tensor& w_gate_up, const Tensor& w_scale_gate_up,
                            const Tensor& w_down, const Tensor& w_scale_down, int64_t t0, int64_t t1);
+void MoeExpertsFp8GroupScaled(const Tensor& out, const Tensor& x8, const Tensor& x_scales, const Tensor& ids,
+                              const Tensor& weights, const Tensor& w_gate_up, const Tensor& s_gate_up,
+                              const Tensor& w_down, const Tensor& s_down, int64_t block_n, int64_t block_k,
+                              float amax_floor, float scale_floor, int64_t t0, int64_t t1);
 
 // The Gated DeltaNet ops (vt/ops/gdn.h; cpu/gdn_reference.cpp). Like the routing, these
 // scalar loops are also the CPU kernels (cpu/gdn.cpp runs them in parallel). The batch

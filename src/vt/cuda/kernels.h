@@ -47,6 +47,9 @@ void CountQkNormRopeFp8Launch();
 void RegisterMoeKernels();         // moe.cu: MoeTopKRouting, MoeExperts, MoeExpertsFp8(PerToken)
 // How many FP8 expert calls took the few-token down GEMV (moe_gemv.cuh; all queues).
 int64_t MoeGemvLaunches();
+void RegisterMoeGroupScaledKernels();  // moe_group_scaled.cu: MoeExpertsFp8GroupScaled
+// Calls of MoeExpertsFp8GroupScaled that ran its CUDA kernels (all queues).
+int64_t MoeGroupScaledLaunches();
 void RegisterGdnKernels();         // gdn.cu: CausalConv1d, GatedDeltaRule
 
 // Element storage tags for templated kernels: the value type in memory and exact

@@ -416,6 +416,7 @@ void RegisterKernels() {
   RegisterAttentionKernels();
   RegisterSamplingKernels();
   RegisterMoeKernels();
+  RegisterMoeGroupScaledKernels();
   RegisterGdnKernels();
 }
 

@@ -104,4 +104,37 @@ void MoeExpertsFp8PerToken(const Queue& q, const Tensor& out, const Tensor& x8, 
                                                          w_scale_gate_up, w_down, w_scale_down);
 }
 
+void MoeExpertsFp8GroupScaled(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x_scales,
+                              const Tensor& ids, const Tensor& weights, const Tensor& w_gate_up,
+                              const Tensor& s_gate_up, const Tensor& w_down, const Tensor& s_down, int64_t block_n,
+                              int64_t block_k, float amax_floor, float scale_floor) {
+  constexpr std::string_view op = "MoeExpertsFp8GroupScaled";
+  check::Operand(op, q, "x8", x8, {DType::kF8E4M3});
+  check::Operand(op, q, "w_gate_up", w_gate_up, {DType::kF8E4M3});
+  check::Operand(op, q, "w_down", w_down, {DType::kF8E4M3});
+  const int64_t E = CheckExperts(op, q, out, x8, ids, weights, w_gate_up, w_down);
+  VT_CHECK(block_n >= 1 && block_k >= 1, op, ": block_n and block_k must be >= 1, got ", block_n, " and ", block_k);
+  check::Finite(op, "amax_floor", amax_floor);
+  check::Finite(op, "scale_floor", scale_floor);
+  VT_CHECK(amax_floor >= 0.0f && scale_floor >= 0.0f && (amax_floor > 0.0f || scale_floor > 0.0f), op,
+           ": amax_floor and scale_floor must be >= 0 and not both 0, got ", amax_floor, " and ", scale_floor);
+  const int64_t T = x8.dim(0), H = x8.dim(1), I = w_down.dim(1);
+  auto ceil = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  const int64_t nI = ceil(I, block_n), nH = ceil(H, block_n), GH = ceil(H, block_k), GI = ceil(I, block_k);
+  check::Operand(op, q, "x_scales", x_scales, {DType::kF32});
+  check::ShapeIs(op, "x_scales", x_scales, {T, GH});
+  check::Operand(op, q, "s_gate_up", s_gate_up, {DType::kF32});
+  VT_CHECK(s_gate_up.ndim() == 2 && s_gate_up.dim(0) == E * 2 * nI && s_gate_up.dim(1) == GH, op, ": s_gate_up is ",
+           s_gate_up.Describe(), " but must be [E * 2 * ceil(I/block_n), ceil(H/block_k)] = [", E * 2 * nI, ", ", GH,
+           "] (per expert ", nI, " gate scale rows then ", nI, " up scale rows; E=", E, ", I=", I, ", H=", H,
+           ", block_n=", block_n, ", block_k=", block_k, ")");
+  check::Operand(op, q, "s_down", s_down, {DType::kF32});
+  VT_CHECK(s_down.ndim() == 2 && s_down.dim(0) == E * nH && s_down.dim(1) == GI, op, ": s_down is ",
+           s_down.Describe(), " but must be [E * ceil(H/block_n), ceil(I/block_k)] = [", E * nH, ", ", GI,
+           "] (E=", E, ", H=", H, ", I=", I, ", block_n=", block_n, ", block_k=", block_k, ")");
+  Kernel<OpId::kMoeExpertsFp8GroupScaled>(q.device().type)(q, out, x8, x_scales, ids, weights, w_gate_up, s_gate_up,
+                                                            w_down, s_down, block_n, block_k, amax_floor,
+                                                            scale_floor);
+}
+
 }  // namespace vt
