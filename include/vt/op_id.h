@@ -23,7 +23,6 @@ namespace vt {
   X(kRmsNormQuantFp8, "RmsNormQuantFp8")       \
   X(kRmsNormGatedQuantFp8, "RmsNormGatedQuantFp8") \
   X(kSiluMulQuantFp8, "SiluMulQuantFp8")       \
-  X(kQuantMatmulFp8, "QuantMatmulFp8")         \
   X(kMatmulFp8SiluMulQuantFp8, "MatmulFp8SiluMulQuantFp8") \
   X(kEmbedding, "Embedding")                   \
   X(kRotaryEmbedding, "RotaryEmbedding")       \

@@ -51,7 +51,10 @@ TEST(MoeFp8FormatsOracle, Bf16ActivationsAreCloseToTheEmulation) {
     REQUIRE_FIXTURE(dir);
     auto model = Model::Load(dir, testing::CpuOptions(vt::DType::kBF16));
     testing::CheckAgainstOracle(*model, dir,
-                                {.first_row = 0.4, .all_rows = 0.6, .greedy_to_near_tie = false, .greedy_min_agree = 0},
+                                // The static-FP8 MoE fixture's BF16 bounds: BF16 activations flip
+                                // routing and e4m3 codes (measured on the fixtures of 2026-12-04:
+                                // position 0 within 0.42, all within 1.83, greedy 2-20 of 20).
+                                {.first_row = 0.6, .all_rows = 2.5, .greedy_to_near_tie = false, .greedy_min_agree = 2},
                                 (dir.substr(dir.rfind('/') + 1) + " / bf16 act").c_str());
   }
 }

@@ -61,7 +61,6 @@ std::vector<OpCase> CastCases();
 std::vector<OpCase> RmsNormQuantFp8Cases();
 std::vector<OpCase> RmsNormGatedQuantFp8Cases();
 std::vector<OpCase> SiluMulQuantFp8Cases();
-std::vector<OpCase> QuantMatmulFp8Cases();
 std::vector<OpCase> MatmulFp8SiluMulQuantFp8Cases();
 std::vector<OpCase> MatmulFp8Cases();
 std::vector<OpCase> MatmulCases();

@@ -167,50 +167,6 @@ std::vector<OpCase> MatmulCases() {
   return cases;
 }
 
-// QuantMatmulFp8: outputs x8 (byte-exact against the scalar reference, the quantizers'
-// contract) and out (twice the MatmulFp8 bound over the x8 values), both byte-identical to
-// the two ops in sequence on the same backend (the definition). One-row shapes with K a
-// multiple of 16 from 1024 are the CUDA decode GEMV's, with a BF16 x (quantized inside its
-// load); the others, and F32 x, run the two kernels.
-std::vector<OpCase> QuantMatmulFp8Cases() {
-  const vt_test::Shape3 shapes[] = {{1, 37, 1024}, {1, 300, 3072}, {1, 19, 2048}, {3, 33, 1040}, {1, 5, 64}};
-  std::mt19937 rng(555);
-  std::vector<OpCase> cases;
-  uint32_t seed = 200;
-  const vt::Queue cpu = vt::Queue::Cpu(1);
-  for (const vt_test::Shape3& s : shapes) {
-    const vt::Tensor b = HostOf(vt_test::RandomFp8(s.N * s.K, rng), {s.N, s.K}, DType::kF8E4M3);
-    for (DType xd : {DType::kBF16, DType::kF32}) {
-      // Values past the e4m3 range at this scale (saturation) and below its subnormals.
-      const float scale = 0.0241f, alpha = 0.0031f;
-      const vt::Tensor x = Host(Normal(s.M * s.K, ++seed, 1.0f, 5.0f), {s.M, s.K}, xd);
-      const vt::Tensor x8 = vt::Tensor::Empty({s.M, s.K}, DType::kF8E4M3);
-      vt::QuantFp8Static(cpu, x8, x, scale);
-      const bool with_bias = xd == DType::kBF16;
-      const DType od = s.N % 2 == 1 ? DType::kBF16 : DType::kF32;
-      const std::vector<float> bias = with_bias ? Normal(s.N, ++seed, 0.5f) : std::vector<float>{};
-      TolFn bound = TwiceTheBound(Magnitudes(x8, b), bias, alpha, s.K, s.N, od);
-      OpCase c{vt::StrCat(s.M, "x", s.N, "x", s.K, " x ", vt::DTypeName(xd), " out ", vt::DTypeName(od),
-                          with_bias ? " bias" : ""),
-               {x, b},
-               {Filled({s.M, s.K}, DType::kF8E4M3), Filled({s.M, s.N}, od)},
-               nullptr,
-               [bound](size_t k, int64_t i, double want) { return k == 0 ? 0.0 : bound(k, i, want); },
-               nullptr};
-      if (with_bias) c.inputs.push_back(Host(bias, {s.N}, DType::kF32));
-      c.run = [scale, alpha](const vt::Queue& q, const Tensors& in, const Tensors& out) {
-        vt::QuantMatmulFp8(q, out[1], out[0], in[0], scale, in[1], alpha, in.size() > 2 ? &in[2] : nullptr);
-      };
-      c.definition = [scale, alpha](const vt::Queue& q, const Tensors& in, const Tensors& out) {
-        vt::QuantFp8Static(q, out[0], in[0], scale);
-        vt::MatmulFp8(q, out[1], out[0], in[1], alpha, in.size() > 2 ? &in[2] : nullptr);
-      };
-      cases.push_back(std::move(c));
-    }
-  }
-  return cases;
-}
-
 // MatmulFp8SiluMulQuantFp8: outputs gate_up (twice the MatmulFp8 bound) and out8 (within
 // one e4m3 step of the reference's codes where the two products differ, exact otherwise:
 // the codes follow the products), both byte-identical to MatmulFp8 into BF16 then

@@ -144,7 +144,6 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kRmsNormQuantFp8: return RmsNormQuantFp8Cases();
     case OpId::kRmsNormGatedQuantFp8: return RmsNormGatedQuantFp8Cases();
     case OpId::kSiluMulQuantFp8: return SiluMulQuantFp8Cases();
-    case OpId::kQuantMatmulFp8: return QuantMatmulFp8Cases();
     case OpId::kMatmulFp8SiluMulQuantFp8: return MatmulFp8SiluMulQuantFp8Cases();
     case OpId::kEmbedding: return EmbeddingCases();
     case OpId::kRotaryEmbedding: return RotaryEmbeddingCases();

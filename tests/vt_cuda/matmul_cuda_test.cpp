@@ -415,65 +415,31 @@ TEST(CudaMatmul, Bf16DecodeProductsRunTheGemvWithinBound) {
   EXPECT_EQ(vt::cuda::Bf16GemvLaunches(), mid);
 }
 
-// QuantMatmulFp8 of one BF16 row takes the GEMV with the quantizing step in its load, and
-// MatmulFp8SiluMulQuantFp8 of one row the GEMV with gate/up pairs and SiLU-mul + quantization
-// in its epilogue (each counted), for K across the GEMV's tunings up to the 8B down
-// projection; both give the bytes of the ops in sequence (every output), and the
-// activation codes equal the CPU quantizer's. Two rows, an F32 x or K outside the GEMV's
-// range run the ops in sequence instead (not counted) with the same bytes.
-TEST(CudaMatmul, FusedQuantizationInTheGemvGivesTheSequencesBytes) {
+// MatmulFp8SiluMulQuantFp8 of one row takes the GEMV with gate/up row pairs and SiLU-mul +
+// quantization in its epilogue (counted), for K across the GEMV's tunings up to the 8B down
+// projection's width and I from 1 up; it gives the bytes of MatmulFp8 into BF16 then
+// SiluMulQuantFp8 (both outputs), and its codes equal the CPU quantizer's of the same
+// products. Two rows or K outside the GEMV's range run the two ops instead (not counted),
+// with the same bytes.
+TEST(CudaMatmul, SiluMulQuantInTheGemvEpilogueGivesTheSequencesBytes) {
   VT_REQUIRE_CUDA();
   vt::Queue gpu = vt::Queue::Cuda(0);
   const vt::Queue cpu = vt::Queue::Cpu(1);
-  std::mt19937 rng(17);
   uint32_t seed = 40;
-  int quant_runs = 0, silu_runs = 0;
-  const int64_t quant_before = vt::cuda::QuantizingGemvLaunches(), silu_before = vt::cuda::SiluMulQuantGemvLaunches();
-  // Codes neither all saturated nor all zero: the comparisons see real codes.
-  auto expect_varied = [](const std::vector<uint8_t>& codes, const std::string& what) {
-    int64_t extreme = 0;
-    for (uint8_t c : codes) extreme += (c & 0x7F) == 0x7E || (c & 0x7F) == 0;
-    EXPECT_LT(extreme, static_cast<int64_t>(codes.size()) / 2 + 1) << what;
-  };
-  auto quant = [&](int64_t M, int64_t N, int64_t K, DType xd, bool expect_fused) {
-    const std::string what = vt::StrCat("QuantMatmulFp8 ", M, "x", N, "x", K, " x ", vt::DTypeName(xd));
-    const float scale = 0.0213f, alpha = 0.0047f;
-    // Spread over 2^-6 .. 2^6: saturated codes and subnormal ones.
-    std::vector<float> xv = vtt::Normal(static_cast<size_t>(M * K), ++seed, 1.0f);
-    for (size_t i = 0; i < xv.size(); ++i) xv[i] *= std::ldexp(1.0f, static_cast<int>(i % 13) - 6);
-    const vt::Tensor x_host = vtt::HostTensor(xv, xd, {M, K});
-    const vt::Tensor x = x_host.To(vtt::kCuda);
-    const vt::Tensor b = vt::Tensor::FromHost(RandomFp8(static_cast<size_t>(N * K), rng).data(), {N, K},
-                                              DType::kF8E4M3).To(vtt::kCuda);
-    const vt::Tensor bias = vtt::HostTensor(vtt::Normal(static_cast<size_t>(N), ++seed, 0.5f), DType::kF32, {N})
-                                .To(vtt::kCuda);
-    const DType od = N % 2 == 1 ? DType::kBF16 : DType::kF32;
-    const vt::Tensor x8 = vt::Tensor::Empty({M, K}, DType::kF8E4M3, vtt::kCuda);
-    const vt::Tensor out = vt::Tensor::Empty({M, N}, od, vtt::kCuda);
-    const vt::Tensor x8_two = vt::Tensor::Empty({M, K}, DType::kF8E4M3, vtt::kCuda);
-    const vt::Tensor out_two = vt::Tensor::Empty({M, N}, od, vtt::kCuda);
-    const vt::Tensor x8_cpu = vt::Tensor::Empty({M, K}, DType::kF8E4M3);
-    const int64_t launches = vt::cuda::QuantizingGemvLaunches();
-    vt::QuantMatmulFp8(gpu, out, x8, x, scale, b, alpha, &bias);
-    vt::QuantFp8Static(gpu, x8_two, x, scale);
-    vt::MatmulFp8(gpu, out_two, x8_two, b, alpha, &bias);
-    vt::QuantFp8Static(cpu, x8_cpu, x_host, scale);
-    gpu.Synchronize();
-    EXPECT_EQ(vt::cuda::QuantizingGemvLaunches() - launches, expect_fused ? 1 : 0) << what;
-    quant_runs += expect_fused ? 1 : 0;
-    EXPECT_EQ(vtt::Bytes(x8), vtt::Bytes(x8_two)) << what << ": codes";
-    EXPECT_EQ(vtt::Bytes(x8), vtt::Bytes(x8_cpu)) << what << ": codes against the CPU";
-    EXPECT_EQ(vtt::Bytes(out), vtt::Bytes(out_two)) << what << ": product";
-    expect_varied(vtt::Bytes(x8), what);
+  int fused_runs = 0;
+  const int64_t before = vt::cuda::SiluMulQuantGemvLaunches();
+  // e4m3 codes of n normal values (scale 1): products of order sqrt(K).
+  auto normal_codes = [&](int64_t rows, int64_t cols) {
+    const vt::Tensor v = vtt::HostTensor(vtt::Normal(static_cast<size_t>(rows * cols), ++seed), DType::kF32, {rows, cols});
+    const vt::Tensor c = vt::Tensor::Empty({rows, cols}, DType::kF8E4M3);
+    vt::QuantFp8Static(cpu, c, v, 1.0f);
+    return c.To(vtt::kCuda);
   };
   auto silu = [&](int64_t M, int64_t I, int64_t K, bool expect_fused) {
     const std::string what = vt::StrCat("MatmulFp8SiluMulQuantFp8 ", M, "x", 2 * I, "x", K);
     const float scale = 0.0173f;
-    const float alpha = 0.5f / std::sqrt(static_cast<float>(K));  // products of a few units
-    const vt::Tensor x8 = vt::Tensor::FromHost(RandomFp8(static_cast<size_t>(M * K), rng).data(), {M, K},
-                                               DType::kF8E4M3).To(vtt::kCuda);
-    const vt::Tensor w = vt::Tensor::FromHost(RandomFp8(static_cast<size_t>(2 * I * K), rng).data(), {2 * I, K},
-                                              DType::kF8E4M3).To(vtt::kCuda);
+    const float alpha = 2.0f / std::sqrt(static_cast<float>(K));  // products of a few units
+    const vt::Tensor x8 = normal_codes(M, K), w = normal_codes(2 * I, K);
     const vt::Tensor out8 = vt::Tensor::Empty({M, I}, DType::kF8E4M3, vtt::kCuda);
     const vt::Tensor gate_up = vt::Tensor::Empty({M, 2 * I}, DType::kBF16, vtt::kCuda);
     const vt::Tensor out8_two = vt::Tensor::Empty({M, I}, DType::kF8E4M3, vtt::kCuda);
@@ -486,27 +452,23 @@ TEST(CudaMatmul, FusedQuantizationInTheGemvGivesTheSequencesBytes) {
     gpu.Synchronize();
     vt::SiluMulQuantFp8(cpu, out8_cpu, gate_up.To(vt::Device::Cpu()), scale);
     EXPECT_EQ(vt::cuda::SiluMulQuantGemvLaunches() - launches, expect_fused ? 1 : 0) << what;
-    silu_runs += expect_fused ? 1 : 0;
+    fused_runs += expect_fused ? 1 : 0;
     EXPECT_EQ(vtt::Bytes(gate_up), vtt::Bytes(gate_up_two)) << what << ": products";
     EXPECT_EQ(vtt::Bytes(out8), vtt::Bytes(out8_two)) << what << ": codes";
     EXPECT_EQ(vtt::Bytes(out8), vtt::Bytes(out8_cpu)) << what << ": codes against the CPU's of the same products";
-    expect_varied(vtt::Bytes(out8), what);
+    // Codes neither mostly saturated nor mostly zero: the comparisons see real codes.
+    const std::vector<uint8_t> codes = vtt::Bytes(out8);
+    int64_t extreme = 0;
+    for (uint8_t c : codes) extreme += (c & 0x7F) == 0x7E || (c & 0x7F) == 0;
+    EXPECT_LE(extreme, static_cast<int64_t>(codes.size()) / 4 + 1) << what;
   };
-  for (int64_t K : {int64_t{1024}, int64_t{2048}, int64_t{3072}, int64_t{4096}, int64_t{12288}, int64_t{16384}}) {
-    for (int64_t N : {int64_t{1}, int64_t{264}, int64_t{4100}}) quant(1, N, K, DType::kBF16, true);
+  for (int64_t K : {int64_t{1024}, int64_t{2048}, int64_t{3072}, int64_t{4096}, int64_t{12288}, int64_t{16384}})
     for (int64_t I : {int64_t{1}, int64_t{3}, int64_t{130}, int64_t{3072}}) silu(1, I, K, true);
-  }
-  quant(2, 64, 2048, DType::kBF16, false);
-  quant(1, 64, 2048, DType::kF32, false);
-  quant(1, 64, 1008, DType::kBF16, false);
-  quant(1, 64, 16400, DType::kBF16, false);
   silu(2, 64, 2048, false);
   silu(1, 64, 1008, false);
   silu(1, 64, 16400, false);
-  EXPECT_EQ(vt::cuda::QuantizingGemvLaunches() - quant_before, quant_runs);
-  EXPECT_EQ(vt::cuda::SiluMulQuantGemvLaunches() - silu_before, silu_runs);
-  EXPECT_EQ(quant_runs, 18);
-  EXPECT_EQ(silu_runs, 24);
+  EXPECT_EQ(vt::cuda::SiluMulQuantGemvLaunches() - before, fused_runs);
+  EXPECT_EQ(fused_runs, 24);
 }
 
 }  // namespace

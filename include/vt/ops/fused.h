@@ -51,16 +51,6 @@ void RmsNormGatedQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, co
 // SiluMul -> BF16 -> QuantFp8Static.
 void SiluMulQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, float input_scale);
 
-// A static-FP8 linear fed by an unquantized activation (o_proj after attention), as one op:
-// its definition is the two ops in sequence on the same backend, and both outputs are
-// byte-identical to theirs:
-//   x8  = QuantFp8Static(x, input_scale)         x: [M, K] F32/BF16/F16, x8: [M, K] F8E4M3
-//   out = MatmulFp8(x8, b, alpha, bias)
-// So a backend may quantize inside the product's activation load and still write x8,
-// which the caller may read or ignore.
-void QuantMatmulFp8(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x, float input_scale,
-                    const Tensor& b, float alpha, const Tensor* bias = nullptr);
-
 // The gate/up projection of a static-FP8 SwiGLU MLP and the down projection's input
 // quantization, as one op. x8: [M, K] F8E4M3; w_gate_up: [2I, K] F8E4M3 (gate rows, then up
 // rows); gate_up: [M, 2I] BF16; out8: [M, I] F8E4M3. Its definition, and its bytes:
@@ -84,11 +74,6 @@ struct OpTraits<OpId::kRmsNormGatedQuantFp8> {
 template <>
 struct OpTraits<OpId::kSiluMulQuantFp8> {
   using Fn = void(const Queue& q, const Tensor& out, const Tensor& x, float input_scale);
-};
-template <>
-struct OpTraits<OpId::kQuantMatmulFp8> {
-  using Fn = void(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x, float input_scale,
-                  const Tensor& b, float alpha, const Tensor* bias);
 };
 template <>
 struct OpTraits<OpId::kMatmulFp8SiluMulQuantFp8> {

@@ -185,11 +185,6 @@ class Fp8StaticLinearMethod final : public LinearMethod {
   }
   bool takes_quantized_input() const override { return true; }
   float input_scale() const override { return input_scale_; }
-  bool ApplyQuantizing(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x8, const vt::Tensor& x,
-                       const vt::Tensor* bias) override {
-    vt::QuantMatmulFp8(q, out, x8, x, input_scale_, weight_, input_scale_ * weight_scale_, bias);
-    return true;
-  }
   bool ApplySiluMulQuant(const vt::Queue& q, const vt::Tensor& x8, const vt::Tensor& gate_up, const vt::Tensor& out8,
                          float input_scale) override {
     vt::MatmulFp8SiluMulQuantFp8(q, out8, gate_up, x8, weight_, input_scale_ * weight_scale_, input_scale);
@@ -514,9 +509,6 @@ void Linear::ApplyShards(const vt::Queue& q, const vt::Tensor& x, std::span<cons
       ++StepBufferGeneration();
     }
     input = quantized_.Slice(0, 0, T);
-    if (outs.size() == 1 && observer_ == nullptr &&
-        method_->ApplyQuantizing(q, outs[0], input, x, bias_.defined() ? &bias_ : nullptr))
-      return;
     vt::QuantFp8Static(q, input, x, method_->input_scale());
   }
   for (size_t i = 0; i < outs.size(); ++i) {

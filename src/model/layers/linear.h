@@ -115,13 +115,6 @@ class LinearMethod {
                      const vt::Tensor* bias) = 0;
   virtual bool takes_quantized_input() const { return false; }
   virtual float input_scale() const { return 1.0f; }
-  // For a method with takes_quantized_input(): QuantFp8Static of x with input_scale() and
-  // the whole weight's product as one op, x8 [T, K] receiving the FP8 activation. Returns
-  // false when the method has none (the caller then quantizes and calls Apply).
-  virtual bool ApplyQuantizing(const vt::Queue& /*q*/, const vt::Tensor& /*out*/, const vt::Tensor& /*x8*/,
-                               const vt::Tensor& /*x*/, const vt::Tensor* /*bias*/) {
-    return false;
-  }
   // For a method with takes_quantized_input() whose weight is [gate | up]: the whole
   // weight's product of the FP8 x8 into BF16 gate_up and SiluMulQuantFp8 of it into out8 as
   // one op. Returns false when the method has none.

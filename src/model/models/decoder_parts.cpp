@@ -21,7 +21,6 @@ std::vector<vt::OpId> LinearOps(const QuantConfig& quant) {
   if (quant.method == QuantMethod::kFp8Static) {
     ops.push_back(OpId::kMatmulFp8);
     ops.push_back(OpId::kQuantFp8Static);
-    ops.push_back(OpId::kQuantMatmulFp8);
     ops.push_back(OpId::kMatmulFp8SiluMulQuantFp8);
   }
   return ops;

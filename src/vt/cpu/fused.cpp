@@ -7,7 +7,6 @@
 #include "vt/cpu/reference.h"
 #include "vt/ops/fused.h"
 #include "vt/ops/matmul.h"
-#include "vt/ops/quant.h"
 
 namespace vt::cpu {
 
@@ -97,14 +96,8 @@ void SiluMulQuantFp8Cpu(const Queue& q, const Tensor& out, const Tensor& x, floa
   });
 }
 
-// The quantizing step and the product in sequence (the ops' definition), each on this
-// queue's level.
-void QuantMatmulFp8Cpu(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x, float input_scale,
-                       const Tensor& b, float alpha, const Tensor* bias) {
-  QuantFp8Static(q, x8, x, input_scale);
-  MatmulFp8(q, out, x8, b, alpha, bias);
-}
-
+// The product into BF16, then SiLU-mul and quantization (the op's definition), each on
+// this queue's level.
 void MatmulFp8SiluMulQuantFp8Cpu(const Queue& q, const Tensor& out8, const Tensor& gate_up, const Tensor& x8,
                                  const Tensor& w_gate_up, float alpha, float input_scale) {
   MatmulFp8(q, gate_up, x8, w_gate_up, alpha);
@@ -117,7 +110,6 @@ void RegisterFusedKernels() {
   Register<OpId::kRmsNormQuantFp8>(DeviceType::kCPU, &RmsNormQuantFp8Cpu);
   Register<OpId::kRmsNormGatedQuantFp8>(DeviceType::kCPU, &RmsNormGatedQuantFp8Cpu);
   Register<OpId::kSiluMulQuantFp8>(DeviceType::kCPU, &SiluMulQuantFp8Cpu);
-  Register<OpId::kQuantMatmulFp8>(DeviceType::kCPU, &QuantMatmulFp8Cpu);
   Register<OpId::kMatmulFp8SiluMulQuantFp8>(DeviceType::kCPU, &MatmulFp8SiluMulQuantFp8Cpu);
 }
 

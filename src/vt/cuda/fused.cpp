@@ -6,7 +6,6 @@
 #include "vt/cuda/rows.h"
 #include "vt/ops/fused.h"
 #include "vt/ops/matmul.h"
-#include "vt/ops/quant.h"
 
 namespace vt::cuda {
 
@@ -34,16 +33,8 @@ void SiluMulQuantFp8Cuda(const Queue& q, const Tensor& out, const Tensor& x, flo
 }
 
 #ifdef VT_CUDA_FP8
-// One row (decode) whose product the GEMV takes: the quantizing step inside the GEMV's
-// activation load, or SiLU-mul and quantization in its epilogue (matmul_gemv.cu).
-// Otherwise the two ops in sequence.
-void QuantMatmulFp8Cuda(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x, float input_scale,
-                        const Tensor& b, float alpha, const Tensor* bias) {
-  if (QuantGemvFits(x, x8, b)) return MatmulFp8GemvQuantizing(q, out, x8, x, input_scale, b, alpha, bias);
-  QuantFp8Static(q, x8, x, input_scale);
-  MatmulFp8(q, out, x8, b, alpha, bias);
-}
-
+// One row (decode) whose product the GEMV takes: SiLU-mul and quantization in the GEMV's
+// epilogue (matmul_gemv.cu). Otherwise the two ops in sequence.
 void MatmulFp8SiluMulQuantFp8Cuda(const Queue& q, const Tensor& out8, const Tensor& gate_up, const Tensor& x8,
                                   const Tensor& w_gate_up, float alpha, float input_scale) {
   if (SiluGemvFits(x8, w_gate_up))
@@ -60,7 +51,6 @@ void RegisterFusedKernels() {
   Register<OpId::kRmsNormGatedQuantFp8>(DeviceType::kCUDA, &RmsNormGatedQuantFp8Cuda);
   Register<OpId::kSiluMulQuantFp8>(DeviceType::kCUDA, &SiluMulQuantFp8Cuda);
 #ifdef VT_CUDA_FP8
-  Register<OpId::kQuantMatmulFp8>(DeviceType::kCUDA, &QuantMatmulFp8Cuda);
   Register<OpId::kMatmulFp8SiluMulQuantFp8>(DeviceType::kCUDA, &MatmulFp8SiluMulQuantFp8Cuda);
 #endif
 }

@@ -49,15 +49,6 @@ inline constexpr int64_t kBf16GemvMinK = 512;
 inline constexpr int64_t kBf16GemvMaxK = 8192;
 bool Bf16GemvFits(const Tensor& out, const Tensor& a, const Tensor& b);
 
-// The FP8 GEMV with QuantMatmulFp8's quantizing step (QuantFp8Static of the BF16 row x) in
-// its activation load: every CTA quantizes the row as QuantFp8Static's kernel does, CTA 0
-// also writes the codes to x8, and the product is the GEMV's (so both outputs equal the two
-// kernels' in sequence byte for byte). Needs GemvFits(x8, b) and a 16-byte aligned BF16 x.
-bool QuantGemvFits(const Tensor& x, const Tensor& x8, const Tensor& b);
-void MatmulFp8GemvQuantizing(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x,
-                             float input_scale, const Tensor& b, float alpha, const Tensor* bias);
-// How many products MatmulFp8GemvQuantizing ran (all queues).
-int64_t QuantizingGemvLaunches();
 // MatmulFp8SiluMulQuantFp8 of one row by the GEMV: each CTA takes gate rows i and their up
 // rows I + i together, writes the two products rounded to BF16 into gate_up and code i of
 // SiluMulQuantFp8 of them into out8 (the products are the GEMV's, so the bytes equal

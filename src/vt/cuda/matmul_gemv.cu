@@ -55,13 +55,10 @@ struct Bf16Rows {
   }
 };
 
-// Where the activation row comes from (GemvAct): the policies below widen thread t's
-// vectors of it to floats, Rows::kElems values per 16-byte weight vector.
+// The activation row (GemvAct) and how thread t's vectors of it widen to floats, Rows::kElems
+// values per 16-byte weight vector (one policy today; the kernel takes it as a parameter).
 struct GemvAct {
-  const void* a;  // ActCodes: the row in b's element type; the others: the unquantized BF16 row
-  uint8_t* a8;    // the quantizing policies: where CTA 0 writes the e4m3 codes it makes
-  float inv;      // the quantizing policies: 1 / input_scale, formed once on the host
-  int k;          // the row's length in elements (the product's K)
+  const void* a;  // the row in b's element type
 };
 
 // The row holds values of b's element type: widened exactly.
@@ -69,26 +66,6 @@ template <typename Rows>
 struct ActCodes {
   __device__ __forceinline__ static void Load(const GemvAct& p, int v, bool, float (&f)[Rows::kElems]) {
     Rows::Decode(__ldg(static_cast<const uint4*>(p.a) + v), f);
-  }
-};
-
-// Vector v's 16 codes from its two 8-value halves, the codes stored when `write`, widened.
-__device__ __forceinline__ void StoreAndWiden(const GemvAct& p, int v, bool write, uint2 lo, uint2 hi,
-                                              float (&f)[16]) {
-  const uint4 codes = make_uint4(lo.x, lo.y, hi.x, hi.y);
-  if (write) reinterpret_cast<uint4*>(p.a8)[v] = codes;
-  Fp8x16ToFloat(codes, f);
-}
-
-// QuantFp8Static of a BF16 row x inside the load: QuantFp8VecKernel's arithmetic
-// (QuantizePack8; rounding a BF16 value to BF16 is the identity).
-struct ActQuant {
-  __device__ __forceinline__ static void Load(const GemvAct& p, int v, bool write, float (&f)[16]) {
-    const uint4* x = static_cast<const uint4*>(p.a);
-    float x0[8], x1[8];
-    Unpack8(__ldg(x + 2 * v), DType::kBF16, x0);
-    Unpack8(__ldg(x + 2 * v + 1), DType::kBF16, x1);
-    StoreAndWiden(p, v, write, QuantizePack8(x0, DType::kBF16, p.inv), QuantizePack8(x1, DType::kBF16, p.inv), f);
   }
 };
 
@@ -278,7 +255,6 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
 
 std::atomic<int64_t> g_early_load_launches{0};
 std::atomic<int64_t> g_bf16_launches{0};
-std::atomic<int64_t> g_quantizing_launches{0};
 std::atomic<int64_t> g_silu_launches{0};
 
 template <typename Rows, typename Act, typename Out, int T, int U, int RB>
@@ -353,7 +329,7 @@ const Variant& ChooseVariant(int64_t kv) {
   return kVariants<Rows, Act, Out>[std::size(kVariants<Rows, Act, Out>) - 1];
 }
 
-GemvAct CodesOf(const Tensor& a) { return {a.data(), nullptr, 1.0f, static_cast<int>(a.dim(1))}; }
+GemvAct CodesOf(const Tensor& a) { return {a.data()}; }
 GemvOut RowsTo(const Tensor& out, float alpha, const Tensor* bias) {
   return {out.data(), out.dtype(), bias ? bias->data() : nullptr, bias ? bias->dtype() : DType::kF32, alpha, 1.0f,
           nullptr};
@@ -428,28 +404,6 @@ bool MatmulFp8GemvVariant(const Queue& q, const Tensor& out, const Tensor& a, co
   v.launch(cq, RowsTo(out, alpha, bias), CodesOf(a), b, how);
   return true;
 }
-
-bool QuantGemvFits(const Tensor& x, const Tensor& x8, const Tensor& b) {
-  // VT_CUDA_QUANT_GEMV=0 runs the two kernels instead (read once; for A/B runs).
-  static const bool on = [] {
-    const char* v = std::getenv("VT_CUDA_QUANT_GEMV");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
-  return on && x.dtype() == DType::kBF16 && Aligned16(x) && GemvFits(x8, b);
-}
-
-void MatmulFp8GemvQuantizing(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x,
-                             float input_scale, const Tensor& b, float alpha, const Tensor* bias) {
-  VT_CHECK(QuantGemvFits(x, x8, b), "internal: MatmulFp8GemvQuantizing of ", x.Describe(), " and ", b.Describe());
-  if (b.dim(0) == 0) return;
-  CudaQueue& cq = Cuda(q);
-  DeviceGuard guard(cq.device.index);
-  const GemvAct act{x.data(), x8.data_as<uint8_t>(), 1.0f / input_scale, static_cast<int>(b.dim(1))};
-  ChooseVariant<Fp8Rows, ActQuant>(b.dim(1) / 16).launch(cq, RowsTo(out, alpha, bias), act, b, GemvLaunchFor(b));
-  g_quantizing_launches.fetch_add(1, std::memory_order_relaxed);
-}
-
-int64_t QuantizingGemvLaunches() { return g_quantizing_launches.load(std::memory_order_relaxed); }
 
 bool SiluGemvFits(const Tensor& x8, const Tensor& w_gate_up) {
   // VT_CUDA_SILU_GEMV=0 runs the GEMV into BF16 and SiluMulQuantFp8 instead (for A/B runs).

@@ -93,30 +93,6 @@ void SiluMulQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, float i
   Kernel<OpId::kSiluMulQuantFp8>(q.device().type)(q, out, x, input_scale);
 }
 
-namespace {
-
-// QuantMatmulFp8: x [M, K] -> x8 [M, K] -> out [M, N].
-void CheckQuantMatmul(std::string_view op, const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x,
-                      float input_scale, const Tensor& b, float alpha, const Tensor* bias) {
-  check::Operand(op, q, "x", x, check::kFloat16Or32);
-  check::Output(op, q, "x8", x8, {DType::kF8E4M3});
-  check::Operand(op, q, "b", b, {DType::kF8E4M3});
-  check::NDim(op, "x", x, 2);
-  check::NDim(op, "x8", x8, 2);
-  check::ShapeIs(op, "x", x, x8.shape());
-  check::MatmulShapes(op, q, out, x8, b, bias);
-  check::PositiveFinite(op, "input_scale", input_scale);
-  check::Finite(op, "alpha", alpha);
-}
-
-}  // namespace
-
-void QuantMatmulFp8(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x, float input_scale,
-                    const Tensor& b, float alpha, const Tensor* bias) {
-  CheckQuantMatmul("QuantMatmulFp8", q, out, x8, x, input_scale, b, alpha, bias);
-  Kernel<OpId::kQuantMatmulFp8>(q.device().type)(q, out, x8, x, input_scale, b, alpha, bias);
-}
-
 void MatmulFp8SiluMulQuantFp8(const Queue& q, const Tensor& out8, const Tensor& gate_up, const Tensor& x8,
                               const Tensor& w_gate_up, float alpha, float input_scale) {
   constexpr std::string_view op = "MatmulFp8SiluMulQuantFp8";
