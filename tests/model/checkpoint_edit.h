@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/safetensors_writer.h"
@@ -106,6 +108,29 @@ inline std::vector<std::vector<int32_t>> CalibrationWindows(int64_t vocab, uint6
     w.push_back(ids);
   }
   return w;
+}
+
+// The quantization_config of a dynamic FP8 checkpoint: block FP8 (`quant_method: fp8`,
+// blocks [bn, bk], `not_converted` kept unquantized) when bn > 0, else compressed-tensors
+// per-channel weights with dynamic per-token activations (`ignore` kept unquantized).
+inline nlohmann::json DynamicFp8QuantConfig(int64_t bn, int64_t bk, const std::vector<std::string>& not_converted,
+                                            const std::vector<std::string>& ignore) {
+  if (bn > 0)
+    return {{"quant_method", "fp8"},
+            {"activation_scheme", "dynamic"},
+            {"fmt", "e4m3"},
+            {"weight_block_size", {bn, bk}},
+            {"modules_to_not_convert", not_converted}};
+  const nlohmann::json fp8 = {{"type", "float"}, {"num_bits", 8}, {"symmetric", true}};
+  nlohmann::json wq = fp8, aq = fp8;
+  wq["strategy"] = "channel";
+  wq["dynamic"] = false;
+  aq["strategy"] = "token";
+  aq["dynamic"] = true;
+  return {{"quant_method", "compressed-tensors"},
+          {"format", "float-quantized"},
+          {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", wq}, {"input_activations", aq}}}}},
+          {"ignore", ignore}};
 }
 
 }  // namespace vtllm::model::testing

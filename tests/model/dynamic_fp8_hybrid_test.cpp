@@ -30,8 +30,9 @@ struct Format {
   bool block() const { return bn > 0; }
 };
 
-// The projections quantized: decoder linears, the routed experts aside (their ops take static
-// per-tensor FP8 only), as are the routers, the shared expert's gate and lm_head.
+// The projections quantized: decoder linears. The routed experts stay unquantized here (the
+// MoeFp8Dynamic tests cover block and per-channel experts), as do the routers, the shared
+// expert's gate and lm_head.
 bool Quantized(const std::string& name) {
   return name.find("proj") != std::string::npos && name.size() > 7 &&
          name.compare(name.size() - 7, 7, ".weight") == 0 && name.find(".experts.") == std::string::npos;
@@ -71,25 +72,9 @@ std::string QuantizedCopy(const std::string& src, const testing::TempDir& tmp, c
   });
   std::ifstream in(src + "/config.json");
   nlohmann::json cfg = nlohmann::json::parse(in);
-  if (f.block()) {
-    cfg["quantization_config"] = {{"quant_method", "fp8"},
-                                  {"activation_scheme", "dynamic"},
-                                  {"fmt", "e4m3"},
-                                  {"weight_block_size", {f.bn, f.bk}},
-                                  {"modules_to_not_convert", {"lm_head", "mlp.experts", "shared_expert_gate"}}};
-  } else {
-    const nlohmann::json fp8 = {{"type", "float"}, {"num_bits", 8}, {"symmetric", true}};
-    nlohmann::json wq = fp8, aq = fp8;
-    wq["strategy"] = "channel";
-    wq["dynamic"] = false;
-    aq["strategy"] = "token";
-    aq["dynamic"] = true;
-    cfg["quantization_config"] = {
-        {"quant_method", "compressed-tensors"},
-        {"format", "float-quantized"},
-        {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", wq}, {"input_activations", aq}}}}},
-        {"ignore", {"lm_head", "re:.*mlp\\.experts\\..*", "re:.*mlp\\.gate$", "re:.*shared_expert_gate$"}}};
-  }
+  cfg["quantization_config"] =
+      testing::DynamicFp8QuantConfig(f.bn, f.bk, {"lm_head", "mlp.experts", "shared_expert_gate"},
+                                     {"lm_head", "re:.*mlp\\.experts\\..*", "re:.*mlp\\.gate$", "re:.*shared_expert_gate$"});
   std::ofstream(dir + "/config.json") << cfg.dump(2);
   return dir;
 }

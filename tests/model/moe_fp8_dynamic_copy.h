@@ -90,25 +90,9 @@ inline std::string QuantizedMoeCopy(const std::string& src, const TempDir& tmp, 
   });
   std::ifstream in(src + "/config.json");
   nlohmann::json cfg = nlohmann::json::parse(in);
-  if (f.block()) {
-    cfg["quantization_config"] = {{"quant_method", "fp8"},
-                                  {"activation_scheme", "dynamic"},
-                                  {"fmt", "e4m3"},
-                                  {"weight_block_size", {f.bn, f.bk}},
-                                  {"modules_to_not_convert", {"lm_head"}}};
-  } else {
-    const nlohmann::json fp8 = {{"type", "float"}, {"num_bits", 8}, {"symmetric", true}};
-    nlohmann::json wq = fp8, aq = fp8;
-    wq["strategy"] = "channel";
-    wq["dynamic"] = false;
-    aq["strategy"] = "token";
-    aq["dynamic"] = true;
-    cfg["quantization_config"] = {
-        {"quant_method", "compressed-tensors"},
-        {"format", "float-quantized"},
-        {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", wq}, {"input_activations", aq}}}}},
-        {"ignore", {"lm_head", "re:.*mlp\\.gate$"}}};
-  }
+  cfg["quantization_config"] =
+      testing::DynamicFp8QuantConfig(f.bn, f.bk, {"lm_head"},
+                                     {"lm_head", "re:.*mlp\\.gate$"});
   std::ofstream(dir + "/config.json") << cfg.dump(2);
   return dir;
 }

@@ -232,6 +232,26 @@ void CheckLayers(const Format& f, bool bf16_scales = false) {
 
 // [32, 32]: H = 64 two whole groups, I = 48 one and a half blocks (gate rows 32..47 and up
 // rows 0..15 would share a block of the merged rows; each keeps its own).
+// Layer 1's MoE block of `dir` split over two tensor-parallel ranks: the ranks' outputs add
+// up to the whole block's (the all-reduce's sum).
+void ExpectRanksSumToTheWholeBlock(const vt::Queue& q, const std::string& dir, uint32_t seed) {
+  const auto whole = LoadLayer(dir, q, 1);
+  const int64_t T = 6, H = 64;
+  const std::vector<float> x = RandomRows(T, H, seed);
+  const vt::Tensor xt = vt::Tensor::FromHost(x.data(), {T, H}, vt::DType::kF32);
+  ActivationBuffers buf;
+  vt::Tensor want = vt::Tensor::Empty({T, H}, vt::DType::kF32), part = vt::Tensor::Empty({T, H}, vt::DType::kF32);
+  whole->moe.Forward(q, xt, want, buf);
+  std::vector<double> sum(static_cast<size_t>(T * H), 0.0);
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto r = LoadLayer(dir, q, 1, {rank, 2});
+    r->moe.Forward(q, xt, part, buf);
+    for (int64_t i = 0; i < T * H; ++i) sum[i] += part.data_as<float>()[i];
+  }
+  for (int64_t i = 0; i < T * H; ++i)
+    EXPECT_NEAR(sum[i], want.data_as<float>()[i], 1e-5 * (1 + std::fabs(want.data_as<float>()[i]))) << i;
+}
+
 TEST(MoeFp8Dynamic, Block32SparseLayersMatchTheFloat64Emulation) { CheckLayers({32, 32}); }
 // [16, 24]: I = 48 whole 16-row blocks, H = 64 and I = 48 in groups of 24 (a partial one in H).
 TEST(MoeFp8Dynamic, Block16x24SparseLayersMatchTheFloat64Emulation) { CheckLayers({16, 24}); }
@@ -318,21 +338,7 @@ TEST(MoeFp8Dynamic, TensorParallelBlocksSplitOrAreRefused) {
   {
     testing::TempDir tmp;
     const std::string dir = QuantizedCopy(tmp, {24, 24});
-    const auto whole = LoadLayer(dir, q, 1);
-    const int64_t T = 6, H = 64;
-    const std::vector<float> x = RandomRows(T, H, 21);
-    const vt::Tensor xt = vt::Tensor::FromHost(x.data(), {T, H}, vt::DType::kF32);
-    ActivationBuffers buf;
-    vt::Tensor want = vt::Tensor::Empty({T, H}, vt::DType::kF32), part = vt::Tensor::Empty({T, H}, vt::DType::kF32);
-    whole->moe.Forward(q, xt, want, buf);
-    std::vector<double> sum(static_cast<size_t>(T * H), 0.0);
-    for (int rank = 0; rank < 2; ++rank) {
-      const auto r = LoadLayer(dir, q, 1, {rank, 2});
-      r->moe.Forward(q, xt, part, buf);
-      for (int64_t i = 0; i < T * H; ++i) sum[i] += part.data_as<float>()[i];
-    }
-    for (int64_t i = 0; i < T * H; ++i)
-      EXPECT_NEAR(sum[i], want.data_as<float>()[i], 1e-5 * (1 + std::fabs(want.data_as<float>()[i]))) << i;
+    ExpectRanksSumToTheWholeBlock(q, dir, 21);
   }
   {
     testing::TempDir tmp;
@@ -466,21 +472,7 @@ TEST(MoeFp8Dynamic, FusedBlockFp8ExpertsSplitOverRanks) {
     SCOPED_TRACE(f.Name() + " fused, 2 ranks");
     testing::TempDir tmp;
     const std::string dir = FusedCopy(tmp, f);
-    const auto whole = LoadLayer(dir, q, 1);
-    const int64_t T = 6, H = 64;
-    const std::vector<float> x = RandomRows(T, H, 41);
-    const vt::Tensor xt = vt::Tensor::FromHost(x.data(), {T, H}, vt::DType::kF32);
-    ActivationBuffers buf;
-    vt::Tensor want = vt::Tensor::Empty({T, H}, vt::DType::kF32), part = vt::Tensor::Empty({T, H}, vt::DType::kF32);
-    whole->moe.Forward(q, xt, want, buf);
-    std::vector<double> sum(static_cast<size_t>(T * H), 0.0);
-    for (int rank = 0; rank < 2; ++rank) {
-      const auto r = LoadLayer(dir, q, 1, {rank, 2});
-      r->moe.Forward(q, xt, part, buf);
-      for (int64_t i = 0; i < T * H; ++i) sum[i] += part.data_as<float>()[i];
-    }
-    for (int64_t i = 0; i < T * H; ++i)
-      EXPECT_NEAR(sum[i], want.data_as<float>()[i], 1e-5 * (1 + std::fabs(want.data_as<float>()[i]))) << i;
+    ExpectRanksSumToTheWholeBlock(q, dir, 41);
   }
   testing::TempDir tmp;
   const std::string dir = FusedCopy(tmp, {16, 16});
