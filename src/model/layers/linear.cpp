@@ -492,6 +492,18 @@ int64_t Linear::weight_bytes() const {
   return method_->weight_bytes() + (bias_.defined() ? static_cast<int64_t>(bias_.nbytes()) : 0);
 }
 
+vt::Tensor Linear::QuantizedInput(const vt::Queue& q, const vt::Tensor& x) const {
+  if (x.dtype() == vt::DType::kF8E4M3) return x;
+  const int64_t T = x.dim(0);
+  if (!quantized_.defined() || quantized_.dim(0) < T) {
+    quantized_ = vt::Tensor::Empty({T, in_features_}, vt::DType::kF8E4M3, q.device());
+    ++StepBufferGeneration();
+  }
+  const vt::Tensor x8 = quantized_.Slice(0, 0, T);
+  vt::QuantFp8Static(q, x8, x, method_->input_scale());
+  return x8;
+}
+
 void Linear::Apply(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out) const {
   ApplyShards(q, x, std::span<const vt::Tensor>(&out, 1));
 }
@@ -501,16 +513,7 @@ void Linear::ApplyShards(const vt::Queue& q, const vt::Tensor& x, std::span<cons
   VT_CHECK(outs.size() == 1 || outs.size() == num_shards, "linear: ", outs.size(), " outputs for ", num_shards,
            " shards");
   if (observer_) observer_->Observe(q, prefixes_, x);
-  vt::Tensor input = x;
-  if (method_->takes_quantized_input() && x.dtype() != vt::DType::kF8E4M3) {
-    const int64_t T = x.dim(0);
-    if (!quantized_.defined() || quantized_.dim(0) < T) {
-      quantized_ = vt::Tensor::Empty({T, in_features_}, vt::DType::kF8E4M3, q.device());
-      ++StepBufferGeneration();
-    }
-    input = quantized_.Slice(0, 0, T);
-    vt::QuantFp8Static(q, input, x, method_->input_scale());
-  }
+  const vt::Tensor input = method_->takes_quantized_input() ? QuantizedInput(q, x) : x;
   for (size_t i = 0; i < outs.size(); ++i) {
     const int64_t n0 = outs.size() == 1 ? 0 : offsets_[i];
     const int64_t n1 = outs.size() == 1 ? offsets_.back() : offsets_[i + 1];
@@ -523,17 +526,7 @@ void Linear::ApplyShards(const vt::Queue& q, const vt::Tensor& x, std::span<cons
 bool Linear::ApplySiluMulQuant(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& gate_up,
                                const vt::Tensor& out8, float input_scale) const {
   if (!method_->takes_quantized_input() || bias_.defined() || observer_ != nullptr) return false;
-  vt::Tensor x8 = x;
-  if (x.dtype() != vt::DType::kF8E4M3) {
-    const int64_t T = x.dim(0);
-    if (!quantized_.defined() || quantized_.dim(0) < T) {
-      quantized_ = vt::Tensor::Empty({T, in_features_}, vt::DType::kF8E4M3, q.device());
-      ++StepBufferGeneration();
-    }
-    x8 = quantized_.Slice(0, 0, T);
-    vt::QuantFp8Static(q, x8, x, method_->input_scale());
-  }
-  return method_->ApplySiluMulQuant(q, x8, gate_up, out8, input_scale);
+  return method_->ApplySiluMulQuant(q, QuantizedInput(q, x), gate_up, out8, input_scale);
 }
 
 }  // namespace vtllm::model

@@ -197,6 +197,10 @@ class Linear {
   const char* method_name() const { return method_->name(); }
 
  private:
+  // x itself when it is FP8, else QuantFp8Static of it with the method's input scale in the
+  // scratch quantized_ (grown when a step outgrows it).
+  vt::Tensor QuantizedInput(const vt::Queue& q, const vt::Tensor& x) const;
+
   std::shared_ptr<LinearMethod> method_;
   std::vector<int64_t> offsets_;  // shard i is columns [offsets_[i], offsets_[i+1])
   int64_t in_features_ = 0;
