@@ -2,7 +2,8 @@
 // real shapes (config.json, generation_config.json, model.safetensors), in BF16, static
 // per-tensor FP8 W8A8 in the ModelOpt or compressed-tensors spelling, or block FP8 with
 // dynamic activations (the official Qwen3-*-FP8 layout: 128 x 128 weight blocks, each with
-// its weight_scale_inv; dense presets only). For benchmarks and loader tests; the weights
+// its weight_scale_inv; dense and MoE presets, whose experts are block FP8 too and whose
+// routers stay BF16, as in Qwen3-30B-A3B-FP8). For benchmarks and loader tests; the weights
 // mean nothing.
 //
 //   make_random_checkpoint --out DIR
@@ -369,8 +370,6 @@ int main(int argc, char** argv) {
     if (p.is_hybrid() && format == "fp8-block")
       throw vt::Error("make_random_checkpoint: --preset " + preset_name +
                       " is not written in fp8-block (its fused in_proj_qkvz is split by rows at load)");
-    if (p.moe.experts > 0 && format == "fp8-block")
-      throw vt::Error("make_random_checkpoint: --format fp8-block is written for dense presets only");
     std::erase_if(p.moe.mlp_only_layers, [&](int64_t l) { return l >= p.layers; });
     ::mkdir(out_dir.c_str(), 0755);
     struct stat st;

@@ -9,6 +9,7 @@
 #include "loader_test_util.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/model.h"
 #include "model/quant_config.h"
 #include "model/safetensors_writer.h"
 
@@ -259,6 +260,28 @@ TEST(Checkpoint, RandomCheckpointGeneratorBlockFp8) {
   }
   EXPECT_NEAR(std::sqrt(sum2 / w.numel()), 0.02, 0.002);
   c.GetAs("model.layers.0.self_attn.q_proj.weight_scale_inv", vt::DType::kF32, {1, 1});
+}
+
+// --format fp8-block of a MoE preset: the experts block FP8 as well (weight_scale_inv per
+// expert projection), the router BF16 without scales (the loader keeps it as stored); the
+// checkpoint loads with its experts as block FP8.
+TEST(Checkpoint, RandomCheckpointGeneratorBlockFp8Moe) {
+  const std::string tool = std::string(VTLLM_BINARY_DIR) + "/tools/make_random_checkpoint";
+  TempDir tmp;
+  const std::string cmd = tool + " --out " + tmp.path() +
+                          " --preset qwen3-moe-tiny --seed 5 --threads 2 --format fp8-block 2>/dev/null";
+  ASSERT_EQ(std::system((VTLLM_TOOL_RUNNER + cmd).c_str()), 0) << cmd;
+  const QuantConfig q = QuantConfig::FromDir(tmp.path());
+  EXPECT_EQ(q.method, QuantMethod::kFp8Block);
+  const Checkpoint c = Checkpoint::Open(tmp.path());
+  EXPECT_EQ(c.Info("model.layers.1.mlp.gate.weight").dtype, vt::DType::kBF16);
+  const std::string expert = "model.layers.1.mlp.experts.3.down_proj";
+  EXPECT_TRUE(q.IsQuantized(expert));
+  EXPECT_EQ(c.Info(expert + ".weight").dtype, vt::DType::kF8E4M3);
+  EXPECT_TRUE(c.Has(expert + ".weight_scale_inv"));
+  const auto model =
+      Model::Load(tmp.path(), {.device = vt::Device::Cpu(), .dtype = vt::DType::kF32, .cpu_threads = 2, .progress = false});
+  EXPECT_EQ(model->quant().method, QuantMethod::kFp8Block);
 }
 
 }  // namespace
