@@ -7,7 +7,9 @@
 
 #include <cfloat>
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -110,6 +112,21 @@ int CheckWithinBound(const std::vector<float>& got, int64_t N, Want want, Bound 
                     << ", bound " << tol;
   }
   return bad;
+}
+
+// Random MoE routing of T tokens: each token's k distinct experts of E (a shuffle), and a
+// weight in [0.1, 1) each, appended to ids and weights ([T, k] row-major).
+inline void RandomRouting(int64_t T, int64_t E, int64_t k, std::mt19937& rng, std::vector<int32_t>& ids,
+                          std::vector<float>& weights) {
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> all(static_cast<size_t>(E));
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    for (int64_t j = 0; j < k; ++j) {
+      ids.push_back(all[j]);
+      weights.push_back(std::uniform_real_distribution<float>(0.1f, 1.0f)(rng));
+    }
+  }
 }
 
 }  // namespace vt_test

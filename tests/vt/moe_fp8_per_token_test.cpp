@@ -69,15 +69,7 @@ Case MakeCase(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, uint32_t se
     c.ws13.push_back(std::uniform_real_distribution<float>(0.5f, 2.0f)(rng) / std::sqrt(float(H)));
     c.ws2.push_back(std::uniform_real_distribution<float>(0.5f, 2.0f)(rng) / std::sqrt(float(I)));
   }
-  for (int64_t t = 0; t < T; ++t) {
-    std::vector<int32_t> all(static_cast<size_t>(E));
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), rng);
-    for (int64_t j = 0; j < k; ++j) {
-      c.ids.push_back(all[j]);
-      c.weights.push_back(std::uniform_real_distribution<float>(0.1f, 1.0f)(rng));
-    }
-  }
+  vt_test::RandomRouting(T, E, k, rng, c.ids, c.weights);
   return c;
 }
 
