@@ -1,13 +1,14 @@
 // MatmulFp8GroupScaled against a float64 reference of the same fp8 values and scales, on
 // every CPU ISA level: |out - ref| <= 4·K·FLT_EPSILON·Σ_k|a·b·s_a·s_b| plus one rounding of
 // out's dtype (vt/ops/matmul.h). Block-wise (128 x 128) and per-channel/per-token scales,
-// N and K not multiples of 128 (nor of 16), M = 1..5 (the AVX2 rows stream the weight for
-// up to 4 rows of a) and 33 (decoded once); the x86 levels are checked to have taken the
-// AVX2 rows, and at M = 1 (a decode step) to have taken the weight rows four at a time
+// N and K not multiples of 128 (nor of 16), M = 1..5 and 33 (the weight rows decoded in
+// registers for one row of a, once into a buffer for more); the AVX2 and AVX-512 F32
+// levels are checked to have taken the AVX2 rows, and at M = 1 (a decode step) to have taken the weight rows four at a time
 // with each of the two fp8 decodes in turn (Fp8StreamDecode), subnormal weights under a
-// caller's denormals-are-zero included. A weight row holding a NaN code gives NaN there and nothing else changes. The
-// quantizer and the GEMM together: a block-quantized product is close to the unquantized
-// one.
+// caller's denormals-are-zero included; the AVX-512 BF16 levels to have taken their own
+// rows. A weight row holding a NaN code gives NaN there and nothing else changes. A row's
+// bytes do not depend on the other rows of a. The quantizer and the GEMM together: a
+// block-quantized product is close to the unquantized one.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -48,6 +49,19 @@ Problem Make(int64_t M, int64_t N, int64_t K, int64_t bn, int64_t bk, uint32_t s
   return p;
 }
 
+// The rows a level's queue runs (matmul/fp8_group_scaled.cpp): AVX-512 BF16 where the
+// processor has AVX512-VBMI, AVX2 on the other x86 SIMD levels, else portable.
+enum class Kernel { kPortable, kAvx2, kAvx512 };
+Kernel KernelFor(vt::CpuIsa isa) {
+#if defined(__x86_64__)
+  if (isa >= vt::CpuIsa::kAvx512Bf16 && isa <= vt::CpuIsa::kAmx && __builtin_cpu_supports("avx512vbmi"))
+    return Kernel::kAvx512;
+  if (isa >= vt::CpuIsa::kAvx2 && isa <= vt::CpuIsa::kAmx) return Kernel::kAvx2;
+#endif
+  (void)isa;
+  return Kernel::kPortable;
+}
+
 void Check(const Problem& p, DType od, bool with_bias) {
   const int64_t G = (p.K + p.bk - 1) / p.bk, NB = (p.N + p.bn - 1) / p.bn;
   std::vector<double> ref(static_cast<size_t>(p.M * p.N)), mag(ref.size());
@@ -85,15 +99,16 @@ void Check(const Problem& p, DType od, bool with_bias) {
                               static_cast<int>(decode)));
       vt::Queue q = vt_test::QueueFor(isa);
       vt::Tensor out = vt::Tensor::Empty({p.M, p.N}, od);
-      const int64_t avx2_before = mm::Fp8GroupScaledAvx2Calls();
+      const int64_t avx2_before = mm::Fp8GroupScaledAvx2Calls(), avx512_before = mm::Fp8GroupScaledAvx512Calls();
       const int64_t bits_before = mm::Fp8GroupScaledRows4(true), half_before = mm::Fp8GroupScaledRows4(false);
       vt::MatmulFp8GroupScaled(q, out, a, sa, b, sb, p.bn, p.bk, with_bias ? &bias : nullptr);
-      const bool x86_simd = isa >= vt::CpuIsa::kAvx2 && isa <= vt::CpuIsa::kAmx;
-      EXPECT_EQ(mm::Fp8GroupScaledAvx2Calls() - avx2_before, x86_simd ? 1 : 0);
+      const Kernel want = KernelFor(isa);
+      EXPECT_EQ(mm::Fp8GroupScaledAvx2Calls() - avx2_before, want == Kernel::kAvx2 ? 1 : 0);
+      EXPECT_EQ(mm::Fp8GroupScaledAvx512Calls() - avx512_before, want == Kernel::kAvx512 ? 1 : 0);
       // At most two threads, each taking its rows four at a time and at most 3 one by one.
       const int64_t rows4_bits = mm::Fp8GroupScaledRows4(true) - bits_before;
       const int64_t rows4_half = mm::Fp8GroupScaledRows4(false) - half_before;
-      if (x86_simd && p.M == 1) {
+      if (want == Kernel::kAvx2 && p.M == 1) {
         if (p.N >= 8) {
           EXPECT_GE(bits ? rows4_bits : rows4_half, p.N - 6);
         }
@@ -232,6 +247,76 @@ TEST(MatmulFp8GroupScaled, DecodeStepKeepsSubnormalWeightsUnderDaz) {
   _mm_setcsr(csr);
 }
 #endif
+
+// A row of a gets the same bytes in a product of any number of rows as alone (M = 1), on
+// every level and, on the AVX2 ones, with each fp8 decode: the MoE experts multiply all of
+// an expert's tokens at once on that promise (cpu/moe.cpp). Block scales with K and N not
+// multiples of the block (nor of the kernels' steps), blocks narrower than a step, and
+// per-channel scales; a weight row holding a NaN code (on AVX2 its three partners of a
+// decode step's four rows then take the one-row path). Rows of a are repeated in other
+// positions, F32 and BF16 outputs, with a bias.
+TEST(MatmulFp8GroupScaled, ARowsBytesInAnyProductAreItsBytesAlone) {
+  namespace mm = vt::cpu::matmul;
+  struct RestoreAuto {
+    ~RestoreAuto() { mm::SetFp8StreamDecode(mm::Fp8StreamDecode::kAuto); }
+  } restore;
+  struct S {
+    int64_t N, K, bn, bk;
+    bool nan;
+  };
+  const S shapes[] = {{300, 1000, 128, 128, false}, {131, 300, 16, 32, true}, {70, 520, 1, 520, false},
+                      {45, 200, 128, 128, true}};
+  uint32_t seed = 300;
+  for (const S& s : shapes) {
+    Problem pool = Make(40, s.N, s.K, s.bn, s.bk, ++seed);
+    if (s.nan) pool.b[9 * s.K + s.K / 2] = 0x7F;  // row 9
+    const int64_t G = (s.K + s.bk - 1) / s.bk, NB = (s.N + s.bn - 1) / s.bn;
+    const vt::Tensor b = vt::Tensor::FromHost(pool.b.data(), {s.N, s.K}, DType::kF8E4M3);
+    const vt::Tensor sb = vt::Tensor::FromHost(pool.sb.data(), {NB, G}, DType::kF32);
+    const vt::Tensor bias = vt::Tensor::FromHost(pool.bias.data(), {s.N}, DType::kF32);
+    // The product of rows `rows` of the pool's a.
+    auto run = [&](const vt::Queue& q, const std::vector<int64_t>& rows, DType od) {
+      std::vector<uint8_t> a;
+      std::vector<float> sa;
+      for (int64_t r : rows) {
+        a.insert(a.end(), pool.a.begin() + r * s.K, pool.a.begin() + (r + 1) * s.K);
+        sa.insert(sa.end(), pool.sa.begin() + r * G, pool.sa.begin() + (r + 1) * G);
+      }
+      const int64_t M = static_cast<int64_t>(rows.size());
+      vt::Tensor out = vt::Tensor::Empty({M, s.N}, od);
+      vt::MatmulFp8GroupScaled(q, out, vt::Tensor::FromHost(a.data(), {M, s.K}, DType::kF8E4M3),
+                               vt::Tensor::FromHost(sa.data(), {M, G}, DType::kF32), b, sb, s.bn, s.bk,
+                               od == DType::kBF16 ? &bias : nullptr);
+      return vt_test::BytesOf(out);
+    };
+    std::mt19937 rng(seed);
+    for (vt::CpuIsa isa : vt_test::IsaLevels()) {
+      const bool avx2 = KernelFor(isa) == Kernel::kAvx2;
+      for (mm::Fp8StreamDecode decode :
+           avx2 ? std::vector{mm::Fp8StreamDecode::kHalf, mm::Fp8StreamDecode::kF32Bits}
+                : std::vector{mm::Fp8StreamDecode::kAuto}) {
+        mm::SetFp8StreamDecode(decode);
+        const vt::Queue q = vt_test::QueueFor(isa);
+        for (DType od : {DType::kF32, DType::kBF16}) {
+          const size_t row = static_cast<size_t>(s.N) * vt::DTypeSize(od);
+          for (int64_t M : {2, 3, 5, 17, 40}) {
+            std::vector<int64_t> rows;
+            for (int64_t i = 0; i < M; ++i) rows.push_back(static_cast<int64_t>(rng() % pool.M));
+            const std::vector<uint8_t> got = run(q, rows, od);
+            for (int64_t i = 0; i < M; ++i) {
+              const std::vector<uint8_t> alone = run(q, {rows[i]}, od);
+              const std::vector<uint8_t> in_product(got.begin() + i * row, got.begin() + (i + 1) * row);
+              EXPECT_EQ(vt_test::FirstDiff(alone, in_product), -1)
+                  << s.N << "x" << s.K << " blocks " << s.bn << "x" << s.bk << " on " << vt::CpuIsaName(isa)
+                  << " decode " << static_cast<int>(decode) << " " << vt::DTypeName(od) << ": row " << rows[i]
+                  << " at " << i << " of " << M;
+            }
+          }
+        }
+      }
+    }
+  }
+}
 
 TEST(MatmulFp8GroupScaled, RejectsBadScaleShapes) {
   vt::Queue q = vt::Queue::Cpu(1);

@@ -1,16 +1,25 @@
 // CPU MatmulFp8GroupScaled (vt/ops/matmul.h): block-wise and per-channel scaled fp8 GEMM.
 //
-// a is decoded to f32 once per call; the threads split the rows of b. On the x86 levels the
-// weight rows go to matmul/fp8_group_scaled_avx2.cpp (decoded in registers and streamed
-// into the FMAs, so at M = 1 the weight is read exactly once, at the memory's rate; a decode
-// step takes four rows at a time from four sequential streams, all against one row of a
-// laid out for the fp8 decode in use, each group's sums times that row's block scale). The
-// portable path (ARM, and rows holding a NaN code) decodes the row once (a 256-entry
-// table) and multiplies it with every row of a: within a group of K the dot product runs
-// in 8 independent f32 partial sums, the groups' sums scaled and added in ascending order.
-// The scalar ISA level runs the plain reference (cpu/reference.cpp).
+// a is laid out once per call for the kernel in use, with each group of K padded to the
+// kernel's step, and every (row of a, block of rows of b, group) pair's scale s_a · s_b is
+// formed once; the threads split the rows of b and each writes its f32 sums, then rounds
+// them (bias added) into out. The kernels:
+//  - AVX-512 BF16 levels (with AVX512-VBMI): matmul/fp8_group_scaled_avx512.cpp (the fp8
+//    table into vdpbf16ps);
+//  - AVX2 and AVX-512 F32 levels: matmul/fp8_group_scaled_avx2.cpp (either fp8 decode of
+//    Fp8StreamDecode into FMAs), and the portable rows below for weight rows holding a NaN
+//    code;
+//  - the portable rows (ARM): each weight row decoded once (a 256-entry table) and
+//    multiplied with every row of a: within a group of K the dot product runs in 8
+//    independent f32 partial sums, the groups' sums scaled and added in ascending order;
+//  - the scalar level: the plain reference (cpu/reference.cpp).
+// On each level a row of a gets the same sums whatever M is (the kernels' headers say
+// why), which the MoE experts rely on to multiply all of an expert's tokens at once
+// (cpu/moe.cpp). Decode steps stream each weight row once, from four sequential streams per
+// thread (matmul/local.h's quarters); more rows of a decode each weight row once for all.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <vector>
 
 #if defined(VT_CPU_X86)
@@ -27,7 +36,7 @@ namespace vt::cpu {
 
 namespace {
 
-std::atomic<int64_t> g_avx2_calls{0}, g_rows4_bits{0}, g_rows4_half{0};
+std::atomic<int64_t> g_avx2_calls{0}, g_avx512_calls{0}, g_rows4_bits{0}, g_rows4_half{0};
 
 struct Fp8Table {
   float v[256];
@@ -40,6 +49,23 @@ const Fp8Table& Table() {
   return t;
 }
 
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Per-thread scratch that only grows, so that decode steps do not fault pages in.
+template <typename T>
+T* Grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+std::vector<float>& ARows() {
+  thread_local std::vector<float> v;
+  return v;
+}
+std::vector<float>& ScaleTable() {
+  thread_local std::vector<float> v;
+  return v;
+}
+
 float Dot8(const float* x, const float* y, int64_t n) {
   float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t k = 0;
@@ -49,11 +75,73 @@ float Dot8(const float* x, const float* y, int64_t n) {
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+// The portable sums of weight row n against every row of a: c[m * ldc] for m < M. a as f32
+// values (af, K apart), or where af is null as its codes, decoded here row by row into arow.
+void PortableRow(const float* af, const uint8_t* a8, int64_t M, int64_t K, const uint8_t* br, const float* sa,
+                 int64_t G, const float* sbr, int64_t block_k, float* brow, float* arow, float* c, int64_t ldc) {
+  const float* lut = Table().v;
+  for (int64_t k = 0; k < K; ++k) brow[k] = lut[br[k]];
+  for (int64_t m = 0; m < M; ++m) {
+    const float* ar = af != nullptr ? af + m * K : arow;
+    if (af == nullptr)
+      for (int64_t k = 0; k < K; ++k) arow[k] = lut[a8[m * K + k]];
+    float acc = 0.0f;
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t k0 = g * block_k, len = std::min(K, k0 + block_k) - k0;
+      acc += Dot8(ar + k0, brow + k0, len) * sa[m * G + g] * sbr[g];
+    }
+    c[m * ldc] = acc;
+  }
+}
+
+// out[m, n] = round(c[m * ldc + n - n0] (+ bias[n])) for rows m < M, columns [n0, n1).
+// Branch-free column loops (the compiler vectorizes them); no bias adds nothing (not even
+// +0, which would turn a -0 sum into +0).
+void StoreSums(const Tensor& out, const Tensor* bias, const float* c, int64_t ldc, int64_t M, int64_t n0,
+               int64_t n1, std::vector<float>& bias_f32) {
+  const int64_t N = out.dim(1), n = n1 - n0;
+  const float* bv = nullptr;
+  if (bias != nullptr) {
+    float* b = Grow(bias_f32, n);
+    for (int64_t j = 0; j < n; ++j) b[j] = LoadFloat(bias->data(), bias->dtype(), n0 + j);
+    bv = b;
+  }
+  for (int64_t m = 0; m < M; ++m) {
+    const float* cr = c + m * ldc;
+    if (out.dtype() == DType::kF32) {
+      float* d = out.data_as<float>() + m * N + n0;
+      if (bv != nullptr)
+        for (int64_t j = 0; j < n; ++j) d[j] = cr[j] + bv[j];
+      else
+        std::memcpy(d, cr, static_cast<size_t>(n) * sizeof(float));
+    } else {
+      uint16_t* d = out.data_as<uint16_t>() + m * N + n0;
+      if (bv != nullptr)
+        for (int64_t j = 0; j < n; ++j) d[j] = FloatToBf16(cr[j] + bv[j]);
+      else
+        for (int64_t j = 0; j < n; ++j) d[j] = FloatToBf16(cr[j]);
+    }
+  }
+}
+
+enum class Path { kPortable, kAvx2, kAvx512 };
+
+Path ChoosePath(CpuIsa isa) {
+#if defined(VT_CPU_X86)
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+  if (isa >= CpuIsa::kAvx512Bf16 && isa <= CpuIsa::kAmx && vbmi) return Path::kAvx512;
+  if (isa >= CpuIsa::kAvx2 && isa <= CpuIsa::kAmx) return Path::kAvx2;
+#else
+  (void)isa;
+#endif
+  return Path::kPortable;
+}
+
 void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales,
                              const Tensor& b, const Tensor& b_scales, int64_t block_n, int64_t block_k,
                              const Tensor* bias) {
   CpuQueue& cpu = Cpu(q);
-  const int64_t M = a.dim(0), N = b.dim(0), K = a.dim(1), G = a_scales.dim(1);
+  const int64_t M = a.dim(0), N = b.dim(0), K = a.dim(1), G = a_scales.dim(1), NB = b_scales.dim(0);
   if (M == 0 || N == 0) return;
   if (cpu.isa == CpuIsa::kScalar) {  // the scalar level runs the plain reference
     cpu.pool.ParallelFor(M, 1, [&](int64_t m0, int64_t m1) {
@@ -61,94 +149,93 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
     });
     return;
   }
+  const Path path = ChoosePath(cpu.isa);
   const float* lut = Table().v;
-  std::vector<float> af(static_cast<size_t>(M * K));
   const auto* pa = a.data_as<uint8_t>();
-  for (int64_t i = 0; i < M * K; ++i) af[i] = lut[pa[i]];
   const auto* pb = b.data_as<uint8_t>();
   const auto* sa = a_scales.data_as<float>();
   const auto* sb = b_scales.data_as<float>();
-  // Enough rows of b per hand-off to amortise it, few enough to spread a decode-sized N.
-  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K * M));
-#if defined(VT_CPU_X86)
-  const bool avx2 = cpu.isa >= CpuIsa::kAvx2 && cpu.isa <= CpuIsa::kAmx;
-  if (avx2) g_avx2_calls.fetch_add(1, std::memory_order_relaxed);
-  // A decode step (one row of a, whole 16-value steps in each group): a laid out once for
-  // the decode in use, and each block's group scales (s_a · s_b · 2^8, the decode's 2^-8 back).
-  const bool rows4 = avx2 && M == 1 && (block_k % 16 == 0 || G == 1);
-  const bool bits = rows4 && matmul::Fp8DecodeAsF32Bits();
-  std::vector<float> a4, s4;
-  if (rows4) {
-    const int64_t NB = b_scales.dim(0), kp = (K + 15) / 16 * 16;
-    a4.assign(static_cast<size_t>(kp), 0.0f);
-    if (bits)
-      matmul::PrepareStreamAF32Avx2(af.data(), K, 1, 0, 1, a4.data());
-    else
-      std::copy(af.begin(), af.end(), a4.begin());
-    s4.resize(static_cast<size_t>(NB * G));
-    for (int64_t i = 0; i < NB * G; ++i) s4[i] = sa[i % G] * sb[i] * 256.0f;
+  // f32 rows of a for the portable path.
+  std::vector<float> af;
+  if (path == Path::kPortable) {
+    af.resize(static_cast<size_t>(M * K));
+    for (int64_t i = 0; i < M * K; ++i) af[i] = lut[pa[i]];
   }
-#endif
-  // A row's result (bias added), rounded once into out.
-  auto store = [&](int64_t m, int64_t n, float acc) {
-    const float bv = bias != nullptr ? LoadFloat(bias->data(), bias->dtype(), n) : 0.0f;
-    StoreFloat(out.data(), out.dtype(), m * N + n, bias != nullptr ? acc + bv : acc);
-  };
-  cpu.pool.ParallelFor(N, grain, [&](int64_t n0, int64_t n1) {
-    std::vector<float> brow(static_cast<size_t>(K)), acc(static_cast<size_t>(std::max<int64_t>(M, 4)));
+  matmul::GroupScaledRows p{nullptr, 0, M, K, G, block_k, 0, pb, nullptr, NB, block_n};
 #if defined(VT_CPU_X86)
-    // A decode step: four rows at a time, one from each quarter of [n0, n1). Rows left
-    // over (or with a NaN code) go below.
-    std::vector<bool> finished;
-    if (rows4 && n1 - n0 >= 4) {
-      // IEEE arithmetic whatever this thread's MXCSR: with denormals-are-zero set, kF32Bits
-      // would count the subnormal weights as 0.
-      const unsigned csr = _mm_getcsr();
-      constexpr unsigned kDazFtz = 0x8040;
-      if (bits && (csr & kDazFtz) != 0) _mm_setcsr(csr & ~kDazFtz);
-      const int64_t quarter = (n1 - n0) / 4;
-      finished.assign(static_cast<size_t>(n1 - n0), false);
-      int64_t rows = 0;
-      for (int64_t i = 0; i < quarter; ++i) {
-        const uint8_t* bp[4];
-        const float* sc[4];
-        for (int j = 0; j < 4; ++j) {
-          const int64_t n = n0 + j * quarter + i;
-          bp[j] = pb + n * K;
-          sc[j] = s4.data() + (n / block_n) * G;
-        }
-        if (!matmul::Fp8Rows4GroupDotAvx2(a4.data(), K, G, block_k, bp, sc, bits, acc.data())) continue;
-        for (int j = 0; j < 4; ++j) {
-          const int64_t n = n0 + j * quarter + i;
-          store(0, n, acc[j]);
-          finished[static_cast<size_t>(n - n0)] = true;
-        }
-        rows += 4;
-      }
-      if (bits && (csr & kDazFtz) != 0) _mm_setcsr(csr);
-      (bits ? g_rows4_bits : g_rows4_half).fetch_add(rows, std::memory_order_relaxed);
-    }
-#endif
-    for (int64_t n = n0; n < n1; ++n) {
-      const uint8_t* br = pb + n * K;
-      const float* sbr = sb + (n / block_n) * G;
-      bool done = false;
-#if defined(VT_CPU_X86)
-      if (!finished.empty() && finished[static_cast<size_t>(n - n0)]) continue;
-      if (avx2) done = matmul::Fp8GroupScaledRowAvx2(af.data(), M, K, br, sa, G, sbr, block_k, brow.data(), acc.data());
-#endif
-      if (!done) {  // portable, or a row with a NaN code
-        for (int64_t k = 0; k < K; ++k) brow[k] = lut[br[k]];
-        for (int64_t m = 0; m < M; ++m) {
-          const float* ar = af.data() + m * K;
-          acc[m] = 0.0f;
-          for (int64_t g = 0; g < G; ++g) {
-            const int64_t k0 = g * block_k, len = std::min(K, k0 + block_k) - k0;
-            acc[m] += Dot8(ar + k0, brow.data() + k0, len) * sa[m * G + g] * sbr[g];
+  const bool bits = path == Path::kAvx2 && matmul::Fp8DecodeAsF32Bits();
+  if (path != Path::kPortable) {
+    const int64_t step = path == Path::kAvx512 ? 64 : 16;
+    p.gstride = RoundUp(std::min(block_k, K), step);
+    p.lda = G * p.gstride;
+    // a's rows (BF16 for AVX-512: half the floats' bytes) and the scale of every (row of a,
+    // block of b, group), times 2^8 for the AVX2 decodes' value * 2^-8.
+    float* ar = Grow(ARows(), M * p.lda);
+    if (path == Path::kAvx512) {
+      cpu.pool.ParallelFor(M, 16, [&](int64_t m0, int64_t m1) {
+        matmul::PackAGroupScaledAvx512(pa + m0 * K, K, m1 - m0, block_k, p.gstride, p.lda,
+                                       reinterpret_cast<uint16_t*>(ar) + m0 * p.lda);
+      });
+      g_avx512_calls.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      // kF32Bits: times 2^112 (the decode gives value * 2^-120), each step's even K offsets first.
+      const float mul = bits ? 0x1p112f : 1.0f;
+      std::fill(ar, ar + M * p.lda, 0.0f);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t g = 0; g < G; ++g) {
+          const int64_t k0 = g * block_k, len = std::min(K, k0 + block_k) - k0;
+          const uint8_t* src = pa + m * K + k0;
+          float* dst = ar + m * p.lda + g * p.gstride;
+          for (int64_t s = 0; s < len; ++s) {
+            const int64_t j = s % 16;
+            dst[bits ? s - j + (j % 2) * 8 + j / 2 : s] = lut[src[s]] * mul;
           }
         }
+      g_avx2_calls.fetch_add(1, std::memory_order_relaxed);
+    }
+    p.a = ar;
+    const float unscale = path == Path::kAvx2 ? 256.0f : 1.0f;
+    float* sc = Grow(ScaleTable(), M * NB * G);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t nb = 0; nb < NB; ++nb)
+        for (int64_t g = 0; g < G; ++g) sc[(m * NB + nb) * G + g] = sa[m * G + g] * sb[nb * G + g] * unscale;
+    p.scales = sc;
+  }
+#endif
+  // Up to 16 rows of a a thread takes its whole range at once (long weight streams); more
+  // go in pieces of columns whose f32 sums stay small.
+  const int64_t piece = M <= 16 ? N : std::max<int64_t>(matmul::kPanelRows, (64 << 10) / (4 * M) / 16 * 16);
+  cpu.pool.ParallelFor(N, 16, [&](int64_t n0, int64_t n1) {
+    thread_local std::vector<float> sums, wbuf, brow, arow, bias_f32;
+    thread_local std::vector<uint8_t> nan_rows;
+    for (int64_t c0 = n0; c0 < n1; c0 += piece) {
+      const int64_t c1 = std::min(n1, c0 + piece), ldc = c1 - c0;
+      float* c = Grow(sums, M * ldc);
+      bool portable = path == Path::kPortable;
+#if defined(VT_CPU_X86)
+      if (path == Path::kAvx512) {
+        matmul::GroupScaledSumsAvx512(p, c0, c1, Grow(wbuf, 2 * p.lda), c, ldc);
+      } else if (path == Path::kAvx2) {
+        // IEEE arithmetic whatever this thread's MXCSR: with denormals-are-zero set,
+        // kF32Bits would count the subnormal weights as 0.
+        const unsigned csr = _mm_getcsr();
+        constexpr unsigned kDazFtz = 0x8040;
+        if (bits && (csr & kDazFtz) != 0) _mm_setcsr(csr & ~kDazFtz);
+        uint8_t* nan = Grow(nan_rows, ldc);
+        const int64_t rows4 = matmul::GroupScaledSumsAvx2(p, bits, c0, c1, Grow(wbuf, p.lda), c, ldc, nan);
+        if (bits && (csr & kDazFtz) != 0) _mm_setcsr(csr);
+        (bits ? g_rows4_bits : g_rows4_half).fetch_add(rows4, std::memory_order_relaxed);
+        for (int64_t n = c0; n < c1; ++n)
+          if (nan[n - c0] != 0)
+            PortableRow(nullptr, pa, M, K, pb + n * K, sa, G, sb + (n / block_n) * G, block_k, Grow(brow, K),
+                        Grow(arow, K), c + (n - c0), ldc);
       }
-      for (int64_t m = 0; m < M; ++m) store(m, n, acc[m]);
+#endif
+      if (portable)
+        for (int64_t n = c0; n < c1; ++n)
+          PortableRow(af.data(), pa, M, K, pb + n * K, sa, G, sb + (n / block_n) * G, block_k, Grow(brow, K),
+                      nullptr, c + (n - c0), ldc);
+      StoreSums(out, bias, c, ldc, M, c0, c1, bias_f32);
     }
   });
 }
@@ -156,6 +243,7 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
 }  // namespace
 
 int64_t matmul::Fp8GroupScaledAvx2Calls() { return g_avx2_calls.load(std::memory_order_relaxed); }
+int64_t matmul::Fp8GroupScaledAvx512Calls() { return g_avx512_calls.load(std::memory_order_relaxed); }
 int64_t matmul::Fp8GroupScaledRows4(bool bits) {
   return (bits ? g_rows4_bits : g_rows4_half).load(std::memory_order_relaxed);
 }

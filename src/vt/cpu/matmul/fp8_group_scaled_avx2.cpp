@@ -1,15 +1,21 @@
 // AVX2 rows of MatmulFp8GroupScaled (block-wise and per-channel scaled fp8; the definition
 // is in vt/ops/matmul.h, the driver in matmul/fp8_group_scaled.cpp). fp8 codes are decoded
-// 16 at a time in registers (matmul/fp8_decode_avx2.h) and multiplied into 8-lane f32 sums;
-// each group's sums are scaled by s_a · s_b (times the decode's 2^8) and added into the
-// row's lanes, summed once at the end.
-//  - Fp8Rows4GroupDotAvx2, the decode step (one row of a): four weight rows share each load
-//    of a; the driver takes them from four quarters of its rows, so that each continues one
-//    of four sequential streams (the layout matmul/local.h describes for the static path).
-//    Either decode of Fp8StreamDecode, against a prepared for it.
-//  - Fp8GroupScaledRowAvx2, one weight row: up to kStreamRows rows of a the row is streamed
-//    through the FMAs as it is decoded (the half trick); more rows decode it once into f32.
-// A row holding a NaN code (the decodes make it finite) is reported, and the driver
+// 16 at a time in registers (matmul/fp8_decode_avx2.h, either Fp8StreamDecode) and
+// multiplied into 8-lane f32 sums.
+//
+// Every (row of a, weight row) pair gets the same operations in the same order, whatever
+// M is and whichever path below runs it, so a row's sums are those it gets alone:
+//   for each group g of K: acc = 0; for each 16-value step of the group (codes past the
+//   group's end are zero, as are a's values: a's rows are laid out per group, padded to
+//   whole steps, in the decode's order): acc = fma(a[0..7], w0, acc), then
+//   acc = fma(a[8..15], w1, acc); then row = fma(acc, s_a·s_b·2^8, row) (the 2^8 undoes the
+//   decode's scaling); at the end the row's 8 lanes are summed.
+// The paths differ only in where the decoded weights come from:
+//  - one row of a (a decode step): four weight rows decoded in registers, sharing each
+//    load of a, each continuing one of four sequential streams (matmul/local.h's quarters);
+//  - more rows of a (and the rows of a four whose codes hold a NaN): each weight row decoded
+//    once into a buffer (the same f32 values), then every row of a against it.
+// The decodes make NaN codes finite, so a row holding one is reported and the driver
 // computes it the portable way.
 #include <immintrin.h>
 
@@ -18,12 +24,13 @@
 
 #include "vt/cpu/matmul/fp8_decode_avx2.h"
 #include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/local.h"
 
 namespace vt::cpu::matmul {
 
 namespace {
 
-constexpr int kStreamRows = 4;
+constexpr int64_t kStep = 16;
 
 inline float Hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -31,161 +38,153 @@ inline float Hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-// MR rows of a (lda apart) against one weight row, streamed.
-template <int MR>
-bool StreamRow(const float* a, int64_t lda, int64_t K, const uint8_t* b, const float* sa, int64_t G,
-               const float* sbr, int64_t block_k, float* out) {
-  __m256 row[MR];
-  for (int i = 0; i < MR; ++i) row[i] = _mm256_setzero_ps();
+template <bool kBits>
+__attribute__((always_inline)) inline void Decode(__m128i x, __m256& w0, __m256& w1) {
+  if constexpr (kBits)
+    Fp8ToF32BitsX16<false>(x, w0, w1);
+  else
+    Fp8ToF32x16<false>(x, w0, w1);
+}
+
+// 16 codes of a row at k, zero past `left` of them.
+__attribute__((always_inline)) inline __m128i LoadCodes(const uint8_t* p, int64_t left) {
+  if (left >= kStep) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  alignas(16) uint8_t t[16] = {};
+  std::memcpy(t, p, static_cast<size_t>(left));
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(t));
+}
+
+// Accumulates the NaN codes' magnitude pattern (0x7F) seen in x.
+__attribute__((always_inline)) inline __m128i Seen(__m128i seen, __m128i x) {
+  return _mm_max_epu8(seen, _mm_and_si128(x, _mm_set1_epi8(0x7F)));
+}
+__attribute__((always_inline)) inline bool SawNan(__m128i seen) {
+  return _mm_movemask_epi8(_mm_cmpeq_epi8(seen, _mm_set1_epi8(0x7F))) != 0;
+}
+
+// Four weight rows b[j] against the one row of a, decoded in registers. false (out unset)
+// when a row holds a NaN code.
+template <bool kBits>
+bool Rows4(const GroupScaledRows& p, const uint8_t* const* b, const float* const* sc, float* out) {
+  const auto* a = static_cast<const float*>(p.a);
+  __m256 row[4], acc[4];
+  for (int j = 0; j < 4; ++j) row[j] = _mm256_setzero_ps();
   __m128i seen = _mm_setzero_si128();
-  for (int64_t g = 0; g < G; ++g) {
-    const int64_t k0 = g * block_k, k1 = std::min(K, k0 + block_k);
-    __m256 acc0[MR], acc1[MR];
-    for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
-    auto step = [&](const uint8_t* bp, const float* const* ap) __attribute__((always_inline)) {
-      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bp));
-      seen = _mm_max_epu8(seen, _mm_and_si128(x, _mm_set1_epi8(0x7F)));
-      __m256 w0, w1;
-      Fp8ToF32x16<false>(x, w0, w1);
-      for (int i = 0; i < MR; ++i) {
-        acc0[i] = _mm256_fmadd_ps(_mm256_loadu_ps(ap[i]), w0, acc0[i]);
-        acc1[i] = _mm256_fmadd_ps(_mm256_loadu_ps(ap[i] + 8), w1, acc1[i]);
+  for (int64_t g = 0; g < p.G; ++g) {
+    const int64_t k0 = g * p.block_k, len = std::min(p.K, k0 + p.block_k) - k0;
+    const float* ag = a + g * p.gstride;
+    for (int j = 0; j < 4; ++j) acc[j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < len; s += kStep) {
+      const __m256 a0 = _mm256_loadu_ps(ag + s), a1 = _mm256_loadu_ps(ag + s + 8);
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t* bp = b[j] + k0 + s;
+        // Each row continues a sequential stream (its quarter of the driver's rows).
+        if (((k0 + s) & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(bp) + kStreamPrefetch, _MM_HINT_T0);
+        const __m128i x = LoadCodes(bp, len - s);
+        seen = Seen(seen, x);
+        __m256 w0, w1;
+        Decode<kBits>(x, w0, w1);
+        acc[j] = _mm256_fmadd_ps(a0, w0, acc[j]);
+        acc[j] = _mm256_fmadd_ps(a1, w1, acc[j]);
       }
-    };
-    int64_t k = k0;
-    for (; k + 16 <= k1; k += 16) {
-      if ((k & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(b + k) + 1024, _MM_HINT_T0);
-      const float* ap[MR];
-      for (int i = 0; i < MR; ++i) ap[i] = a + i * lda + k;
-      step(b + k, ap);
     }
-    if (k < k1) {  // the group's tail through zero-padded copies
-      alignas(16) uint8_t bt[16] = {};
-      alignas(32) float at[MR][16] = {};
-      const float* ap[MR];
-      std::memcpy(bt, b + k, static_cast<size_t>(k1 - k));
-      for (int i = 0; i < MR; ++i) {
-        std::memcpy(at[i], a + i * lda + k, static_cast<size_t>(k1 - k) * sizeof(float));
-        ap[i] = at[i];
-      }
-      step(bt, ap);
-    }
-    for (int i = 0; i < MR; ++i)
-      row[i] = _mm256_fmadd_ps(_mm256_add_ps(acc0[i], acc1[i]), _mm256_set1_ps(sa[i * G + g] * sbr[g] * 256.0f), row[i]);
+    for (int j = 0; j < 4; ++j) row[j] = _mm256_fmadd_ps(acc[j], _mm256_set1_ps(sc[j][g]), row[j]);
   }
-  if (_mm_movemask_epi8(_mm_cmpeq_epi8(seen, _mm_set1_epi8(0x7F))) != 0) return false;
-  for (int i = 0; i < MR; ++i) out[i] = Hsum(row[i]);
+  if (SawNan(seen)) return false;
+  for (int j = 0; j < 4; ++j) out[j] = Hsum(row[j]);
   return true;
+}
+
+// One weight row against every row of a: decoded once into wbuf (G * gstride floats, the
+// steps as Rows4 decodes them), then rows of a four at a time. false (c unset) when the
+// row holds a NaN code.
+template <bool kBits>
+bool RowAllA(const GroupScaledRows& p, const uint8_t* b, int64_t n, float* wbuf, float* c, int64_t ldc) {
+  __m128i seen = _mm_setzero_si128();
+  for (int64_t g = 0; g < p.G; ++g) {
+    const int64_t k0 = g * p.block_k, len = std::min(p.K, k0 + p.block_k) - k0;
+    for (int64_t s = 0; s < len; s += kStep) {
+      if (((k0 + s) & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(b + k0 + s) + 1024, _MM_HINT_T0);
+      const __m128i x = LoadCodes(b + k0 + s, len - s);
+      seen = Seen(seen, x);
+      __m256 w0, w1;
+      Decode<kBits>(x, w0, w1);
+      _mm256_storeu_ps(wbuf + g * p.gstride + s, w0);
+      _mm256_storeu_ps(wbuf + g * p.gstride + s + 8, w1);
+    }
+  }
+  if (SawNan(seen)) return false;
+  const auto* a = static_cast<const float*>(p.a);
+  const int64_t nb = n / p.block_n;
+  auto rows = [&]<int MR>(int64_t m) __attribute__((always_inline)) {
+    __m256 row[MR], acc[MR];
+    const float* sc[MR];
+    for (int i = 0; i < MR; ++i) {
+      row[i] = _mm256_setzero_ps();
+      sc[i] = p.scales + ((m + i) * p.NB + nb) * p.G;
+    }
+    for (int64_t g = 0; g < p.G; ++g) {
+      const int64_t len = std::min(p.K, (g + 1) * p.block_k) - g * p.block_k;
+      const float* wg = wbuf + g * p.gstride;
+      for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+      for (int64_t s = 0; s < len; s += kStep) {
+        const __m256 w0 = _mm256_loadu_ps(wg + s), w1 = _mm256_loadu_ps(wg + s + 8);
+        for (int i = 0; i < MR; ++i) {
+          const float* ag = a + (m + i) * p.lda + g * p.gstride + s;
+          acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(ag), w0, acc[i]);
+          acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(ag + 8), w1, acc[i]);
+        }
+      }
+      for (int i = 0; i < MR; ++i) row[i] = _mm256_fmadd_ps(acc[i], _mm256_set1_ps(sc[i][g]), row[i]);
+    }
+    for (int i = 0; i < MR; ++i) c[(m + i) * ldc] = Hsum(row[i]);
+  };
+  int64_t m = 0;
+  for (; m + 4 <= p.M; m += 4) rows.template operator()<4>(m);
+  for (; m < p.M; ++m) rows.template operator()<1>(m);
+  return true;
+}
+
+template <bool kBits>
+int64_t Sums(const GroupScaledRows& p, int64_t n0, int64_t n1, float* wbuf, float* c, int64_t ldc, uint8_t* nan) {
+  int64_t rows4 = 0;
+  std::fill(nan, nan + (n1 - n0), uint8_t{0});
+  auto one = [&](int64_t n) {
+    if (!RowAllA<kBits>(p, p.b + n * p.K, n, wbuf, c + (n - n0), ldc)) nan[n - n0] = 1;
+  };
+  if (p.M != 1) {
+    for (int64_t n = n0; n < n1; ++n) one(n);
+    return 0;
+  }
+  // A decode step: four rows at a time, one from each quarter of [n0, n1); the rest, and a
+  // four with a NaN code, one by one.
+  const int64_t quarter = (n1 - n0) / 4;
+  for (int64_t i = 0; i < quarter; ++i) {
+    const uint8_t* bp[4];
+    const float* sc[4];
+    int64_t n[4];
+    for (int j = 0; j < 4; ++j) {
+      n[j] = n0 + j * quarter + i;
+      bp[j] = p.b + n[j] * p.K;
+      sc[j] = p.scales + (n[j] / p.block_n) * p.G;
+    }
+    float out[4];
+    if (Rows4<kBits>(p, bp, sc, out)) {
+      for (int j = 0; j < 4; ++j) c[n[j] - n0] = out[j];
+      rows4 += 4;
+    } else {
+      for (int j = 0; j < 4; ++j) one(n[j]);
+    }
+  }
+  for (int64_t n = n0 + 4 * quarter; n < n1; ++n) one(n);
+  return rows4;
 }
 
 }  // namespace
 
-bool Fp8Rows4GroupDotAvx2(const float* a, int64_t K, int64_t G, int64_t block_k, const uint8_t* const* b,
-                          const float* const* scale, bool bits, float* out) {
-  auto run = [&]<bool kBits>() __attribute__((always_inline)) {
-    __m256 row[4], acc[4];
-    for (int j = 0; j < 4; ++j) row[j] = _mm256_setzero_ps();
-    __m128i seen = _mm_setzero_si128();
-    auto step = [&](const float* ap, const uint8_t* const* bp) __attribute__((always_inline)) {
-      const __m256 a0 = _mm256_loadu_ps(ap), a1 = _mm256_loadu_ps(ap + 8);
-      for (int j = 0; j < 4; ++j) {
-        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bp[j]));
-        seen = _mm_max_epu8(seen, _mm_and_si128(x, _mm_set1_epi8(0x7F)));
-        __m256 w0, w1;
-        if constexpr (kBits)
-          Fp8ToF32BitsX16<false>(x, w0, w1);
-        else
-          Fp8ToF32x16<false>(x, w0, w1);
-        acc[j] = _mm256_fmadd_ps(a0, w0, acc[j]);
-        acc[j] = _mm256_fmadd_ps(a1, w1, acc[j]);
-      }
-    };
-    for (int64_t g = 0; g < G; ++g) {
-      const int64_t k0 = g * block_k, k1 = std::min(K, k0 + block_k);
-      for (int j = 0; j < 4; ++j) acc[j] = _mm256_setzero_ps();
-      int64_t k = k0;
-      for (; k + 16 <= k1; k += 16) {
-        const uint8_t* bp[4];
-        for (int j = 0; j < 4; ++j) {
-          bp[j] = b[j] + k;
-          // Each row continues a sequential stream (its quarter of the driver's rows).
-          if ((k & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(bp[j]) + 1536, _MM_HINT_T0);
-        }
-        step(a + k, bp);
-      }
-      if (k < k1) {  // K's tail (the last group): zero codes past K, a is zero-padded
-        alignas(16) uint8_t bt[4][16] = {};
-        const uint8_t* bp[4];
-        for (int j = 0; j < 4; ++j) {
-          std::memcpy(bt[j], b[j] + k, static_cast<size_t>(k1 - k));
-          bp[j] = bt[j];
-        }
-        step(a + k, bp);
-      }
-      for (int j = 0; j < 4; ++j) row[j] = _mm256_fmadd_ps(acc[j], _mm256_set1_ps(scale[j][g]), row[j]);
-    }
-    if (_mm_movemask_epi8(_mm_cmpeq_epi8(seen, _mm_set1_epi8(0x7F))) != 0) return false;
-    for (int j = 0; j < 4; ++j) out[j] = Hsum(row[j]);
-    return true;
-  };
-  return bits ? run.template operator()<true>() : run.template operator()<false>();
-}
-
-bool Fp8GroupScaledRowAvx2(const float* a, int64_t M, int64_t K, const uint8_t* b, const float* sa, int64_t G,
-                           const float* sbr, int64_t block_k, float* wbuf, float* out) {
-  if (M <= kStreamRows) {
-    switch (M) {
-      case 1: return StreamRow<1>(a, K, K, b, sa, G, sbr, block_k, out);
-      case 2: return StreamRow<2>(a, K, K, b, sa, G, sbr, block_k, out);
-      case 3: return StreamRow<3>(a, K, K, b, sa, G, sbr, block_k, out);
-      default: return StreamRow<4>(a, K, K, b, sa, G, sbr, block_k, out);
-    }
-  }
-  // Decode the row once (value * 2^-8), then each row of a against it.
-  __m128i seen = _mm_setzero_si128();
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k));
-    seen = _mm_max_epu8(seen, _mm_and_si128(x, _mm_set1_epi8(0x7F)));
-    __m256 w0, w1;
-    Fp8ToF32x16<false>(x, w0, w1);
-    _mm256_storeu_ps(wbuf + k, w0);
-    _mm256_storeu_ps(wbuf + k + 8, w1);
-  }
-  if (k < K) {
-    alignas(16) uint8_t bt[16] = {};
-    std::memcpy(bt, b + k, static_cast<size_t>(K - k));
-    const __m128i x = _mm_load_si128(reinterpret_cast<const __m128i*>(bt));
-    seen = _mm_max_epu8(seen, _mm_and_si128(x, _mm_set1_epi8(0x7F)));
-    alignas(32) float t[16];
-    __m256 w0, w1;
-    Fp8ToF32x16<false>(x, w0, w1);
-    _mm256_store_ps(t, w0);
-    _mm256_store_ps(t + 8, w1);
-    std::memcpy(wbuf + k, t, static_cast<size_t>(K - k) * sizeof(float));
-  }
-  if (_mm_movemask_epi8(_mm_cmpeq_epi8(seen, _mm_set1_epi8(0x7F))) != 0) return false;
-  for (int64_t m = 0; m < M; ++m) {
-    const float* ar = a + m * K;
-    __m256 row = _mm256_setzero_ps();
-    float tail = 0.0f;
-    for (int64_t g = 0; g < G; ++g) {
-      const int64_t k0 = g * block_k, k1 = std::min(K, k0 + block_k);
-      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-      int64_t j = k0;
-      for (; j + 16 <= k1; j += 16) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(ar + j), _mm256_loadu_ps(wbuf + j), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(ar + j + 8), _mm256_loadu_ps(wbuf + j + 8), acc1);
-      }
-      float t = 0.0f;
-      for (; j < k1; ++j) t += ar[j] * wbuf[j];
-      const float scale = sa[m * G + g] * sbr[g] * 256.0f;
-      row = _mm256_fmadd_ps(_mm256_add_ps(acc0, acc1), _mm256_set1_ps(scale), row);
-      tail += t * scale;
-    }
-    out[m] = Hsum(row) + tail;
-  }
-  return true;
+int64_t GroupScaledSumsAvx2(const GroupScaledRows& p, bool bits, int64_t n0, int64_t n1, float* wbuf, float* c,
+                            int64_t ldc, uint8_t* nan_rows) {
+  return bits ? Sums<true>(p, n0, n1, wbuf, c, ldc, nan_rows) : Sums<false>(p, n0, n1, wbuf, c, ldc, nan_rows);
 }
 
 }  // namespace vt::cpu::matmul

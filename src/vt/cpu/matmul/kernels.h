@@ -170,24 +170,42 @@ int64_t PackedCopiesMade();
 // Calls that streamed on the AMX tiles in this process (0 where they are not built).
 int64_t AmxStreamCalls();
 
-// One weight row of MatmulFp8GroupScaled on AVX2 (matmul/fp8_group_scaled_avx2.cpp, x86
-// builds only): out[m] = Σ_g (Σ_{k in g} a[m, k]·b[k]) · sa[m * G + g] · sbr[g] for the M
-// rows of a (f32 values, K apart), groups of block_k. wbuf: K floats of scratch. Returns
-// false, leaving out unset, when b holds a NaN code.
-bool Fp8GroupScaledRowAvx2(const float* a, int64_t M, int64_t K, const uint8_t* b, const float* sa, int64_t G,
-                           const float* sbr, int64_t block_k, float* wbuf, float* out);
-// Four fp8 weight rows b[j] against one row of a (K values, zero-padded to whole steps of
-// 16): out[j] = Σ_g (Σ_{k in g} a[k]·b[j][k]) · scale[j][g], groups of block_k (a multiple
-// of 16 unless G = 1). bits: the kF32Bits decode (value * 2^-120) against a laid out as
-// PrepareStreamAF32Avx2 lays it out (times 2^112, even K offsets of each step first);
-// otherwise the half trick (value * 2^-8) against a as it is. false, leaving out unset,
-// when a row holds a NaN code.
-bool Fp8Rows4GroupDotAvx2(const float* a, int64_t K, int64_t G, int64_t block_k, const uint8_t* const* b,
-                          const float* const* scale, bool bits, float* out);
-// Calls of MatmulFp8GroupScaled in this process that took the AVX2 rows; weight rows of
-// those that went four at a time through Fp8Rows4GroupDotAvx2 with the kF32Bits decode,
-// and with the half trick.
+// The operands of MatmulFp8GroupScaled's x86 rows (matmul/fp8_group_scaled_avx512.cpp,
+// matmul/fp8_group_scaled_avx2.cpp; the driver is matmul/fp8_group_scaled.cpp). a's rows
+// are laid out per group of K: group g's values start at g * gstride (gstride a multiple
+// of the kernel's step, zero from the group's end to it), in the order and format the
+// kernel's decode gives the weights in.
+struct GroupScaledRows {
+  const void* a;   // M rows, lda elements apart (lda = G * gstride)
+  int64_t lda, M, K, G, block_k, gstride;
+  const uint8_t* b;      // the weight's codes [N, K]
+  const float* scales;   // [M, NB, G]: s_a[m, g] · s_b[nb, g] (times the decode's unscale)
+  int64_t NB, block_n;   // weight row n reads scale row n / block_n
+};
+// Every kernel below gives row m of a and weight row n the same sums whatever M is and
+// whichever of its paths runs them (each file's header says how), so MoE experts may
+// multiply all their tokens at once (cpu/moe.cpp).
+
+// AVX-512 BF16 (with AVX512-VBMI): a's rows as BF16 in the fp8 table's order (64-value
+// steps), packed by PackAGroupScaledAvx512 (rows of fp8 codes [rows, K] into dst).
+// GroupScaledSumsAvx512 writes c[m * ldc + n - n0] = Σ_g (Σ_{k in g} a[m, k]·b[n, k]) ·
+// scales[m, n / block_n, g] for every m < M and n in [n0, n1); scratch: 4 * lda BF16.
+void PackAGroupScaledAvx512(const uint8_t* a, int64_t K, int64_t rows, int64_t block_k, int64_t gstride, int64_t lda,
+                            void* dst);
+void GroupScaledSumsAvx512(const GroupScaledRows& p, int64_t n0, int64_t n1, void* scratch, float* c, int64_t ldc);
+// AVX2: a's rows as f32 in 16-value steps, for the kF32Bits decode (`bits`) times 2^112 with
+// each step's even K offsets first, otherwise as they are; scales times 2^8. The same sums
+// into c, except for weight rows holding a NaN code: nan_rows[n - n0] = 1 and their sums
+// unset (the decodes make NaN finite; the driver computes those rows the portable way).
+// wbuf: lda floats of scratch. Returns the weight rows it took four at a time in registers
+// (a decode step, M = 1).
+int64_t GroupScaledSumsAvx2(const GroupScaledRows& p, bool bits, int64_t n0, int64_t n1, float* wbuf, float* c,
+                            int64_t ldc, uint8_t* nan_rows);
+// Calls of MatmulFp8GroupScaled in this process that took the AVX2 rows, and the AVX-512
+// ones; weight rows of AVX2 calls that went four at a time in registers with the kF32Bits
+// decode, and with the half trick.
 int64_t Fp8GroupScaledAvx2Calls();
+int64_t Fp8GroupScaledAvx512Calls();
 int64_t Fp8GroupScaledRows4(bool bits);
 
 // How the AVX2 streaming path (also the AVX-512 F32 set's) decodes fp8 weights:

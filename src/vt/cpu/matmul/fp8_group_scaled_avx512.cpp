@@ -1,0 +1,200 @@
+// AVX-512 BF16 rows of MatmulFp8GroupScaled (block-wise and per-channel scaled fp8; the
+// definition is in vt/ops/matmul.h, the driver in matmul/fp8_group_scaled.cpp). fp8 codes
+// are exact in BF16, so weight and activation codes go through the fp8 table
+// (Fp8ToBf16Lut: 64 codes, five instructions) into vdpbf16ps, whose products are exact in
+// f32 (as in the static path's BF16 set, matmul/gemm_avx512.cpp).
+//
+// Every (row of a, weight row) pair gets the same operations in the same order, whatever
+// M is and whichever path below runs it, so a row's sums are those it gets alone:
+//   for each group g of K: acc = 0; for each 64-value step of the group (the last one
+//   masked to the group's end; a's rows are laid out per group, padded to whole steps):
+//   acc = vdpbf16ps(acc, w[0..31], a[0..31]), then the same for values 32..63 (the table's
+//   order of K within the step, which a shares); then row = fma(acc, s_a·s_b, row);
+//   at the end the row's 16 lanes are summed (Hsum4, the same tree for each of its slots).
+// The paths differ only in where the decoded weights come from:
+//  - one row of a (a decode step): four weight rows decoded in registers, each continuing
+//    one of four sequential streams (the quarters of matmul/local.h), sharing each load of a;
+//  - more rows: four weight rows decoded once into a buffer (the same BF16 values, L1),
+//    then tiles of two rows of a by the four weight rows read it, so the weights come from
+//    memory once and are decoded once for all rows of a.
+// NaN codes decode to NaN (the table keeps them), so no row needs another path.
+#include "vt/cpu/avx512_common.h"  // first: intrinsics and their warning settings
+
+#include <algorithm>
+
+#include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/local.h"
+
+namespace vt::cpu::matmul {
+
+namespace {
+
+constexpr int64_t kStep = 64;  // K values per step: one 64-byte load of codes, two vdpbf16ps
+constexpr int kRowsA = 2;      // rows of a per tile on the buffered path
+
+// Where a tile's weights come from: NR rows of codes (rows `ldb` bytes apart), decoded in
+// registers; or NR decoded rows of the buffer (`lda` BF16 values apart, a's layout).
+struct FromCodes {
+  const uint8_t* b;
+  int64_t ldb, K;
+};
+struct FromBuffer {
+  const uint16_t* w;
+  int64_t lda;
+};
+
+template <int NR, bool kFull>
+__attribute__((target("avx512vbmi"), always_inline)) inline void LoadWeights(const Fp8ToBf16Lut& lut,
+                                                                           const FromCodes& src, int64_t k,
+                                                                           int64_t, __mmask64 mask,
+                                                                           __m512bh (&w)[NR][2]) {
+  for (int j = 0; j < NR; ++j) {
+    const uint8_t* p = src.b + j * src.ldb + k;
+    __m512i x;
+    if constexpr (kFull) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + PrefetchAhead(k, src.ldb, src.K, NR, 1)), _MM_HINT_T0);
+      x = _mm512_loadu_si512(p);
+    } else {
+      x = _mm512_maskz_loadu_epi8(mask, p);
+    }
+    __m512i w0, w1;
+    lut.Decode(x, w0, w1);
+    w[j][0] = reinterpret_cast<__m512bh>(w0);
+    w[j][1] = reinterpret_cast<__m512bh>(w1);
+  }
+}
+template <int NR, bool kFull>
+__attribute__((target("avx512vbmi"), always_inline)) inline void LoadWeights(const Fp8ToBf16Lut&,
+                                                                           const FromBuffer& src, int64_t,
+                                                                           int64_t at, __mmask64,
+                                                                           __m512bh (&w)[NR][2]) {
+  for (int j = 0; j < NR; ++j) {
+    w[j][0] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(src.w + j * src.lda + at));
+    w[j][1] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(src.w + j * src.lda + at + 32));
+  }
+}
+
+// c[i * ldc + j * cs] = Σ_g (Σ_{k in g} a[i, k]·w[j, k]) · sc[i * NR + j][g] for MR rows of
+// a (p.lda apart, from `a`) and NR weight rows from `src`.
+template <int MR, int NR, typename Src>
+__attribute__((target("avx512vbmi"), always_inline)) inline void Tile(const Fp8ToBf16Lut& lut,
+                                                                    const GroupScaledRows& p, const uint16_t* a,
+                                                                    const Src& src, const float* const* sc,
+                                                                    float* c, int64_t ldc, int64_t cs) {
+  __m512 row[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) row[i][j] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < p.G; ++g) {
+    const int64_t k0 = g * p.block_k, len = std::min(p.K, k0 + p.block_k) - k0, at0 = g * p.gstride;
+    __m512 acc[MR][NR];
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+    auto step = [&]<bool kFull>(int64_t s, __mmask64 mask) __attribute__((target("avx512vbmi"), always_inline)) {
+      __m512bh w[NR][2];
+      LoadWeights<NR, kFull>(lut, src, k0 + s, at0 + s, mask, w);
+      for (int i = 0; i < MR; ++i) {
+        const uint16_t* ar = a + i * p.lda + at0 + s;
+        const __m512bh a0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(ar));
+        const __m512bh a1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(ar + 32));
+        for (int j = 0; j < NR; ++j) {
+          acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][0], a0);
+          acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][1], a1);
+        }
+      }
+    };
+    int64_t s = 0;
+    for (; s + kStep <= len; s += kStep) step.template operator()<true>(s, 0);
+    if (s < len) step.template operator()<false>(s, Mask64(len - s));
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j)
+        row[i][j] = _mm512_fmadd_ps(acc[i][j], _mm512_set1_ps(sc[i * NR + j][g]), row[i][j]);
+  }
+  for (int i = 0; i < MR; ++i) {
+    __m512 r[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int j = 0; j < NR; ++j) r[j] = row[i][j];
+    alignas(16) float v[4];
+    _mm_store_ps(v, Hsum4(r[0], r[1], r[2], r[3]));
+    for (int j = 0; j < NR; ++j) c[i * ldc + j * cs] = v[j];
+  }
+}
+
+// The scale rows of rows [m, m + MR) of a against weight rows n[0..NR).
+template <int MR, int NR>
+__attribute__((always_inline)) inline void ScaleRows(const GroupScaledRows& p, int64_t m, const int64_t* n,
+                                                     const float* (&sc)[MR * NR]) {
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) sc[i * NR + j] = p.scales + ((m + i) * p.NB + n[j] / p.block_n) * p.G;
+}
+
+// The NR weight rows n[0..NR) (rows `ldb` bytes apart from b_rows) against every row of a.
+template <int NR>
+__attribute__((target("avx512vbmi"))) void Group(const Fp8ToBf16Lut& lut, const GroupScaledRows& p,
+                                                 const uint8_t* b_rows, int64_t ldb, const int64_t* n,
+                                                 uint16_t* buf, float* c, int64_t ldc, int64_t cs) {
+  const auto* a = static_cast<const uint16_t*>(p.a);
+  if (p.M == 1) {
+    const float* sc[NR];
+    ScaleRows<1, NR>(p, 0, n, sc);
+    Tile<1, NR>(lut, p, a, FromCodes{b_rows, ldb, p.K}, sc, c, ldc, cs);
+    return;
+  }
+  // Decode the rows once (masked steps as FromCodes loads them), then tiles of rows of a.
+  for (int j = 0; j < NR; ++j) {
+    const uint8_t* r = b_rows + j * ldb;
+    for (int64_t g = 0; g < p.G; ++g) {
+      const int64_t k0 = g * p.block_k, len = std::min(p.K, k0 + p.block_k) - k0;
+      uint16_t* d = buf + j * p.lda + g * p.gstride;
+      int64_t s = 0;
+      for (; s + kStep <= len; s += kStep) {
+        _mm_prefetch(reinterpret_cast<const char*>(r + k0 + s + PrefetchAhead(k0 + s, ldb, p.K, NR, 1)),
+                     _MM_HINT_T0);
+        lut(_mm512_loadu_si512(r + k0 + s), d + s);
+      }
+      if (s < len) lut(_mm512_maskz_loadu_epi8(Mask64(len - s), r + k0 + s), d + s);
+    }
+  }
+  const FromBuffer src{buf, p.lda};
+  int64_t m = 0;
+  for (; m + kRowsA <= p.M; m += kRowsA) {
+    const float* sc[kRowsA * NR];
+    ScaleRows<kRowsA, NR>(p, m, n, sc);
+    Tile<kRowsA, NR>(lut, p, a + m * p.lda, src, sc, c + m * ldc, ldc, cs);
+  }
+  for (; m < p.M; ++m) {
+    const float* sc[NR];
+    ScaleRows<1, NR>(p, m, n, sc);
+    Tile<1, NR>(lut, p, a + m * p.lda, src, sc, c + m * ldc, ldc, cs);
+  }
+}
+
+}  // namespace
+
+__attribute__((target("avx512vbmi"))) void PackAGroupScaledAvx512(const uint8_t* a, int64_t K, int64_t rows,
+                                                                  int64_t block_k, int64_t gstride, int64_t lda,
+                                                                  void* dst) {
+  const Fp8ToBf16Lut lut;
+  const int64_t G = (K + block_k - 1) / block_k;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t k0 = g * block_k, len = std::min(K, k0 + block_k) - k0;
+      uint16_t* d = static_cast<uint16_t*>(dst) + r * lda + g * gstride;
+      for (int64_t s = 0; s < gstride; s += kStep)
+        lut(_mm512_maskz_loadu_epi8(Mask64(len - s), a + r * K + k0 + s), d + s);
+    }
+}
+
+__attribute__((target("avx512vbmi"))) void GroupScaledSumsAvx512(const GroupScaledRows& p, int64_t n0, int64_t n1,
+                                                                 void* scratch, float* c, int64_t ldc) {
+  const Fp8ToBf16Lut lut;
+  auto* buf = static_cast<uint16_t*>(scratch);
+  const StreamGroups gs = GroupsFor(p.M, n1 - n0);
+  for (int64_t g = 0; g < gs.groups; ++g) {
+    const int64_t first = n0 + g * gs.first;
+    const int64_t n[kPanelRows] = {first, first + gs.stride, first + 2 * gs.stride, first + 3 * gs.stride};
+    Group<kPanelRows>(lut, p, p.b + first * p.K, gs.stride * p.K, n, buf, c + (first - n0), ldc, gs.stride);
+  }
+  for (int64_t r = n0 + kPanelRows * gs.groups; r < n1; ++r)
+    Group<1>(lut, p, p.b + r * p.K, p.K, &r, buf, c + (r - n0), ldc, 1);
+}
+
+}  // namespace vt::cpu::matmul
