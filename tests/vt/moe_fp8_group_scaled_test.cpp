@@ -13,9 +13,11 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "elementwise_test_util.h"
 #include "matmul_test_util.h"
+#include "vt/cpu/matmul/kernels.h"  // Fp8GroupScaledAvx2Calls
 #include "vt/detail/numerics.h"
 #include "vt/vt.h"
 
@@ -178,9 +180,23 @@ TEST(MoeExpertsFp8GroupScaled, MatchesTheFloat64EmulationOnEveryIsa) {
   }
 }
 
+// MatmulFp8GroupScaled calls of the CPU kernels that count them (the x86 SIMD levels).
+int64_t GemmCalls() {
+  return vt::cpu::matmul::Fp8GroupScaledAvx2Calls() + vt::cpu::matmul::Fp8GroupScaledAvx512Calls();
+}
+bool KernelCounted(vt::CpuIsa isa) {
+#if defined(__x86_64__)
+  return isa >= vt::CpuIsa::kAvx2 && isa <= vt::CpuIsa::kAmx;
+#else
+  (void)isa;
+  return false;
+#endif
+}
+
 // A token's bytes in any batch (shared experts, repeats, any order) are its bytes alone, on
 // every ISA level, for F32 and BF16 outputs, block and per-channel scales; batches of 2, 7
-// and 19 tokens (the CPU's group-scaled GEMM takes another path for more rows than one).
+// and 19 tokens. The CPU multiplies each chosen expert's tokens at once (so its weights are
+// read once), checked by counting the products.
 TEST(MoeExpertsFp8GroupScaled, ATokensBytesInAnyBatchAreItsBytesAloneOnEveryIsa) {
   for (const Format f : {Format{128, 128}, Format{1, 0}}) {
     const Case pool = MakeCase(10, 200, 136, 4, 2, f, 91);
@@ -211,7 +227,16 @@ TEST(MoeExpertsFp8GroupScaled, ATokensBytesInAnyBatchAreItsBytesAloneOnEveryIsa)
         std::vector<std::vector<uint8_t>> alone;
         for (int64_t t = 0; t < pool.T; ++t) alone.push_back(vt_test::BytesOf(RunOp(q, subset({t}), out)));
         for (const std::vector<int64_t>& b : batches) {
-          const std::vector<uint8_t> got = vt_test::BytesOf(RunOp(q, subset(b), out));
+          const Case c = subset(b);
+          const int64_t calls_before = GemmCalls();
+          const std::vector<uint8_t> got = vt_test::BytesOf(RunOp(q, c, out));
+          // Each chosen expert's tokens in one product per projection (gate and up as one
+          // where I is a multiple of the row block), however many tokens chose it.
+          if (isa != vt::CpuIsa::kScalar && KernelCounted(isa)) {
+            const int64_t experts = static_cast<int64_t>(std::set<int32_t>(c.ids.begin(), c.ids.end()).size());
+            EXPECT_EQ(GemmCalls() - calls_before, experts * (c.I % c.f.bn == 0 ? 2 : 3))
+                << Name(pool) << " " << vt::CpuIsaName(isa) << " batch of " << b.size();
+          }
           for (size_t i = 0; i < b.size(); ++i) {
             const std::vector<uint8_t> in_batch(got.begin() + i * row, got.begin() + (i + 1) * row);
             EXPECT_EQ(vt_test::FirstDiff(alone[b[i]], in_batch), -1)

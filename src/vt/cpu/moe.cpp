@@ -225,14 +225,13 @@ void MoeExpertsFp8PerTokenCpu(const Queue& q, const Tensor& out, const Tensor& x
   });
 }
 
-// Block / per-channel FP8 experts: each row (a token's x row, a (token, slot) pair's down
-// input) goes through the CPU MatmulFp8GroupScaled kernel as a product of one row (that
-// kernel takes another path, and so other f32 sums, for more rows: a decode step's four-row
-// streams), so a token's bytes are its batch-1 bytes; the expert's gate rows and up rows are
-// two products, each with its own scale rows (they do not share blocks when I is not a
-// multiple of block_n). The SiLU-mul and the per-token-group quantizer work row by row.
-// Each expert's weight is read once per row (no multi-row GEMM here yet: prefill-sized calls
-// are slower than they could be).
+// Block / per-channel FP8 experts: each expert's tokens go through the CPU
+// MatmulFp8GroupScaled kernel as one product per projection (its rows do not depend on the
+// other rows, matmul/fp8_group_scaled.cpp), so each chosen expert's weights are read once
+// per call and a token's bytes are its batch-1 bytes. The expert's gate and up rows are one
+// product where I is a multiple of block_n (their scale rows then follow each other as one
+// projection's would), else two, each with its own scale rows, copied into place. The
+// SiLU-mul and the per-token-group quantizer work row by row.
 void MoeExpertsFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x_scales,
                                  const Tensor& ids, const Tensor& weights, const Tensor& w_gate_up,
                                  const Tensor& s_gate_up, const Tensor& w_down, const Tensor& s_down, int64_t block_n,
@@ -248,11 +247,16 @@ void MoeExpertsFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor
   const int64_t nI = (I + block_n - 1) / block_n, nH = (H + block_n - 1) / block_n;
   const int64_t GH = x_scales.dim(1), GI = s_down.dim(1);
   const DType act = out.dtype();
+  const bool merged = I % block_n == 0;
   const auto gemm = Kernel<OpId::kMatmulFp8GroupScaled>(DeviceType::kCPU);
-  Tensor xsc, gu, a, a8, sa;
+  Tensor xsc, gu, g, u, a, a8, sa;
   auto setup = [&](int64_t most) {
     xsc = Tensor::Empty({most, GH}, DType::kF32);
     gu = Tensor::Empty({most, 2 * I}, act);
+    if (!merged) {
+      g = Tensor::Empty({most, I}, act);
+      u = Tensor::Empty({most, I}, act);
+    }
     a = Tensor::Empty({most, I}, act);
     a8 = Tensor::Empty({most, I}, DType::kF8E4M3);
     sa = Tensor::Empty({most, GI}, DType::kF32);
@@ -262,21 +266,29 @@ void MoeExpertsFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor
              [&](int64_t e, const Tensor& xs, const Tensor& ys, std::span<const int64_t> tokens) {
     const int64_t n = xs.dim(0);
     const Tensor gun = gu.Slice(0, 0, n), an = a.Slice(0, 0, n), a8n = a8.Slice(0, 0, n), san = sa.Slice(0, 0, n);
+    const Tensor xscn = xsc.Slice(0, 0, n);
     for (int64_t r = 0; r < n; ++r)
       std::memcpy(xsc.data_as<float>() + r * GH, sx + tokens[r] * GH, static_cast<size_t>(GH) * sizeof(float));
-    const Tensor wg = w_gate_up.Slice(0, e * 2 * I, e * 2 * I + I), wu = w_gate_up.Slice(0, e * 2 * I + I, (e + 1) * 2 * I);
-    const Tensor sg = s_gate_up.Slice(0, e * 2 * nI, e * 2 * nI + nI), su = s_gate_up.Slice(0, e * 2 * nI + nI, (e + 1) * 2 * nI);
-    const Tensor wd = w_down.Slice(0, e * H, (e + 1) * H), sd = s_down.Slice(0, e * nH, (e + 1) * nH);
-    for (int64_t r = 0; r < n; ++r) {
-      const Tensor xr = xs.Slice(0, r, r + 1), sr = xsc.Slice(0, r, r + 1);
-      const Tensor halves = gun.Slice(0, r, r + 1).View({2, I});  // the row's gate outputs, then its up outputs
-      gemm(q, halves.Slice(0, 0, 1), xr, sr, wg, sg, block_n, block_k, nullptr);
-      gemm(q, halves.Slice(0, 1, 2), xr, sr, wu, su, block_n, block_k, nullptr);
+    if (merged) {
+      gemm(q, gun, xs, xscn, w_gate_up.Slice(0, e * 2 * I, (e + 1) * 2 * I),
+           s_gate_up.Slice(0, e * 2 * nI, (e + 1) * 2 * nI), block_n, block_k, nullptr);
+    } else {
+      const Tensor gn = g.Slice(0, 0, n), un = u.Slice(0, 0, n);
+      gemm(q, gn, xs, xscn, w_gate_up.Slice(0, e * 2 * I, e * 2 * I + I),
+           s_gate_up.Slice(0, e * 2 * nI, e * 2 * nI + nI), block_n, block_k, nullptr);
+      gemm(q, un, xs, xscn, w_gate_up.Slice(0, e * 2 * I + I, (e + 1) * 2 * I),
+           s_gate_up.Slice(0, e * 2 * nI + nI, (e + 1) * 2 * nI), block_n, block_k, nullptr);
+      const size_t half = static_cast<size_t>(I) * DTypeSize(act);
+      for (int64_t r = 0; r < n; ++r) {  // each row: its gate outputs, then its up outputs
+        auto* dst = static_cast<std::byte*>(gun.data()) + 2 * r * half;
+        std::memcpy(dst, static_cast<const std::byte*>(gn.data()) + r * half, half);
+        std::memcpy(dst + half, static_cast<const std::byte*>(un.data()) + r * half, half);
+      }
     }
     SiluMul(q, an, gun);
     QuantFp8PerTokenGroup(q, a8n, san, an, block_k, amax_floor, scale_floor);
-    for (int64_t r = 0; r < n; ++r)
-      gemm(q, ys.Slice(0, r, r + 1), a8n.Slice(0, r, r + 1), san.Slice(0, r, r + 1), wd, sd, block_n, block_k, nullptr);
+    gemm(q, ys, a8n, san, w_down.Slice(0, e * H, (e + 1) * H), s_down.Slice(0, e * nH, (e + 1) * nH), block_n,
+         block_k, nullptr);
   });
 }
 
