@@ -19,6 +19,7 @@
 // thread (matmul/local.h's quarters); more rows of a decode each weight row once for all.
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -51,11 +52,14 @@ const Fp8Table& Table() {
 
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// Per-thread scratch that only grows, so that decode steps do not fault pages in.
+// Per-thread scratch that only grows, so that decode steps do not fault pages in; 64-byte
+// aligned (the kernels' 64-byte loads would otherwise each span two cache lines).
 template <typename T>
 T* Grow(std::vector<T>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-  return v.data();
+  constexpr int64_t kPad = 64 / sizeof(T);
+  if (static_cast<int64_t>(v.size()) < n + kPad) v.resize(static_cast<size_t>(n + kPad));
+  const auto p = reinterpret_cast<uintptr_t>(v.data());
+  return reinterpret_cast<T*>((p + 63) / 64 * 64);
 }
 std::vector<float>& ARows() {
   thread_local std::vector<float> v;
@@ -214,7 +218,8 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
       bool portable = path == Path::kPortable;
 #if defined(VT_CPU_X86)
       if (path == Path::kAvx512) {
-        matmul::GroupScaledSumsAvx512(p, c0, c1, Grow(wbuf, 2 * p.lda), c, ldc);
+        matmul::GroupScaledSumsAvx512(p, c0, c1, Grow(wbuf, matmul::GroupScaledScaleFloats(G) + 2 * p.lda), c,
+                                      ldc);
       } else if (path == Path::kAvx2) {
         // IEEE arithmetic whatever this thread's MXCSR: with denormals-are-zero set,
         // kF32Bits would count the subnormal weights as 0.

@@ -12,11 +12,11 @@
 //   order of K within the step, which a shares); then row = fma(acc, s_a·s_b, row);
 //   at the end the row's 16 lanes are summed (Hsum4, the same tree for each of its slots).
 // The paths differ only in where the decoded weights come from:
-//  - one row of a (a decode step): four weight rows decoded in registers, each continuing
+//  - up to 4 rows of a (decode steps): weight rows decoded in registers, each continuing
 //    one of four sequential streams (the quarters of matmul/local.h), sharing each load of a;
 //  - more rows: four weight rows decoded once into a buffer (the same BF16 values, L1),
-//    then tiles of two rows of a by the four weight rows read it, so the weights come from
-//    memory once and are decoded once for all rows of a.
+//    then tiles of 4 rows of a by 2 weight rows read it, so the weights come from memory
+//    once and are decoded once for all rows of a.
 // NaN codes decode to NaN (the table keeps them), so no row needs another path.
 #include "vt/cpu/avx512_common.h"  // first: intrinsics and their warning settings
 
@@ -30,7 +30,8 @@ namespace vt::cpu::matmul {
 namespace {
 
 constexpr int64_t kStep = 64;  // K values per step: one 64-byte load of codes, two vdpbf16ps
-constexpr int kRowsA = 2;      // rows of a per tile on the buffered path
+constexpr int kRowsA = 4;        // rows of a decoded against in registers
+constexpr int kBufferRowsA = 2;  // rows of a per tile on the buffered path
 
 // Where a tile's weights come from: NR rows of codes (rows `ldb` bytes apart), decoded in
 // registers; or NR decoded rows of the buffer (`lda` BF16 values apart, a's layout).
@@ -71,16 +72,17 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void LoadWeights(con
   for (int j = 0; j < NR; ++j) {
     w[j][0] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(src.w + j * src.lda + at));
     w[j][1] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(src.w + j * src.lda + at + 32));
+    asm("" : "+v"(w[j][0]), "+v"(w[j][1]));  // loaded once for every row of a (see Tile)
   }
 }
 
-// c[i * ldc + j * cs] = Σ_g (Σ_{k in g} a[i, k]·w[j, k]) · sc[i * NR + j][g] for MR rows of
-// a (p.lda apart, from `a`) and NR weight rows from `src`.
+// c[i * ldc + j * cs] = Σ_g (Σ_{k in g} a[i, k]·w[j, k]) · scl[g * MR * NR + i * NR + j] for
+// MR rows of a (p.lda apart, from `a`) and NR weight rows from `src`.
 template <int MR, int NR, typename Src>
 __attribute__((target("avx512vbmi"), always_inline)) inline void Tile(const Fp8ToBf16Lut& lut,
                                                                     const GroupScaledRows& p, const uint16_t* a,
-                                                                    const Src& src, const float* const* sc,
-                                                                    float* c, int64_t ldc, int64_t cs) {
+                                                                    const Src& src, const float* scl, float* c,
+                                                                    int64_t ldc, int64_t cs) {
   __m512 row[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) row[i][j] = _mm512_setzero_ps();
@@ -94,8 +96,10 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void Tile(const Fp8T
       LoadWeights<NR, kFull>(lut, src, k0 + s, at0 + s, mask, w);
       for (int i = 0; i < MR; ++i) {
         const uint16_t* ar = a + i * p.lda + at0 + s;
-        const __m512bh a0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(ar));
-        const __m512bh a1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(ar + 32));
+        __m512bh a0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(ar));
+        __m512bh a1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(ar + 32));
+        // In registers for all NR weight rows: left to itself, GCC loads them again for each.
+        asm("" : "+v"(a0), "+v"(a1));
         for (int j = 0; j < NR; ++j) {
           acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][0], a0);
           acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w[j][1], a1);
@@ -105,9 +109,9 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void Tile(const Fp8T
     int64_t s = 0;
     for (; s + kStep <= len; s += kStep) step.template operator()<true>(s, 0);
     if (s < len) step.template operator()<false>(s, Mask64(len - s));
+    const float* sg = scl + g * MR * NR;
     for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < NR; ++j)
-        row[i][j] = _mm512_fmadd_ps(acc[i][j], _mm512_set1_ps(sc[i * NR + j][g]), row[i][j]);
+      for (int j = 0; j < NR; ++j) row[i][j] = _mm512_fmadd_ps(acc[i][j], _mm512_set1_ps(sg[i * NR + j]), row[i][j]);
   }
   for (int i = 0; i < MR; ++i) {
     __m512 r[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -118,28 +122,44 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void Tile(const Fp8T
   }
 }
 
-// The scale rows of rows [m, m + MR) of a against weight rows n[0..NR).
-template <int MR, int NR>
-__attribute__((always_inline)) inline void ScaleRows(const GroupScaledRows& p, int64_t m, const int64_t* n,
-                                                     const float* (&sc)[MR * NR]) {
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) sc[i * NR + j] = p.scales + ((m + i) * p.NB + n[j] / p.block_n) * p.G;
+// Rows [m, m + mr) of a (mr <= 4) against the NR weight rows n[0..NR) from src: their scales
+// gathered into scl (G · mr · NR floats) in the order Tile reads them, then the tile.
+template <int NR, typename Src>
+__attribute__((target("avx512vbmi"))) void Rows(const Fp8ToBf16Lut& lut, const GroupScaledRows& p, int64_t m,
+                                                int64_t mr, const Src& src, const int64_t* n, float* scl, float* c,
+                                                int64_t ldc, int64_t cs) {
+  const float* sr[4 * NR];  // the scale rows, [m + i, n[j] / block_n]
+  for (int64_t i = 0; i < mr; ++i)
+    for (int j = 0; j < NR; ++j) sr[i * NR + j] = p.scales + ((m + i) * p.NB + n[j] / p.block_n) * p.G;
+  for (int64_t g = 0; g < p.G; ++g)
+    for (int64_t t = 0; t < mr * NR; ++t) scl[g * mr * NR + t] = sr[t][g];
+  const auto* a = static_cast<const uint16_t*>(p.a) + m * p.lda;
+  c += m * ldc;
+  switch (mr) {
+    case 1: return Tile<1, NR>(lut, p, a, src, scl, c, ldc, cs);
+    case 2: return Tile<2, NR>(lut, p, a, src, scl, c, ldc, cs);
+    case 3: return Tile<3, NR>(lut, p, a, src, scl, c, ldc, cs);
+    default: return Tile<4, NR>(lut, p, a, src, scl, c, ldc, cs);
+  }
 }
 
 // The NR weight rows n[0..NR) (rows `ldb` bytes apart from b_rows) against every row of a.
+// Up to 4 rows of a: decoded in registers, four weight rows per tile for one row of a, two
+// for more (with the rows' accumulators, the decoded weights and the table, a tile of 4 x 2
+// fills the 32 vector registers). More rows of a: the weight rows decoded once into buf,
+// then tiles of 4 rows of a by 2 weight rows read it.
 template <int NR>
 __attribute__((target("avx512vbmi"))) void Group(const Fp8ToBf16Lut& lut, const GroupScaledRows& p,
                                                  const uint8_t* b_rows, int64_t ldb, const int64_t* n,
-                                                 uint16_t* buf, float* c, int64_t ldc, int64_t cs) {
-  const auto* a = static_cast<const uint16_t*>(p.a);
-  if (p.M == 1) {
-    const float* sc[NR];
-    ScaleRows<1, NR>(p, 0, n, sc);
-    Tile<1, NR>(lut, p, a, FromCodes{b_rows, ldb, p.K}, sc, c, ldc, cs);
+                                                 float* scl, uint16_t* buf, float* c, int64_t ldc, int64_t cs) {
+  constexpr int kPair = NR == 1 ? 1 : 2;
+  if (p.M == 1) return Rows<NR>(lut, p, 0, 1, FromCodes{b_rows, ldb, p.K}, n, scl, c, ldc, cs);
+  if (p.M <= kRowsA) {
+    for (int j = 0; j < NR; j += kPair)
+      Rows<kPair>(lut, p, 0, p.M, FromCodes{b_rows + j * ldb, ldb, p.K}, n + j, scl, c + j * cs, ldc, cs);
     return;
   }
-  // Decode the rows once (masked steps as FromCodes loads them), then tiles of rows of a.
-  for (int j = 0; j < NR; ++j) {
+  for (int j = 0; j < NR; ++j) {  // masked steps as FromCodes loads them
     const uint8_t* r = b_rows + j * ldb;
     for (int64_t g = 0; g < p.G; ++g) {
       const int64_t k0 = g * p.block_k, len = std::min(p.K, k0 + p.block_k) - k0;
@@ -153,18 +173,8 @@ __attribute__((target("avx512vbmi"))) void Group(const Fp8ToBf16Lut& lut, const 
       if (s < len) lut(_mm512_maskz_loadu_epi8(Mask64(len - s), r + k0 + s), d + s);
     }
   }
-  const FromBuffer src{buf, p.lda};
-  int64_t m = 0;
-  for (; m + kRowsA <= p.M; m += kRowsA) {
-    const float* sc[kRowsA * NR];
-    ScaleRows<kRowsA, NR>(p, m, n, sc);
-    Tile<kRowsA, NR>(lut, p, a + m * p.lda, src, sc, c + m * ldc, ldc, cs);
-  }
-  for (; m < p.M; ++m) {
-    const float* sc[NR];
-    ScaleRows<1, NR>(p, m, n, sc);
-    Tile<1, NR>(lut, p, a + m * p.lda, src, sc, c + m * ldc, ldc, cs);
-  }
+  for (int64_t m = 0; m < p.M; m += kBufferRowsA)
+    Rows<NR>(lut, p, m, std::min<int64_t>(kBufferRowsA, p.M - m), FromBuffer{buf, p.lda}, n, scl, c, ldc, cs);
 }
 
 }  // namespace
@@ -186,15 +196,16 @@ __attribute__((target("avx512vbmi"))) void PackAGroupScaledAvx512(const uint8_t*
 __attribute__((target("avx512vbmi"))) void GroupScaledSumsAvx512(const GroupScaledRows& p, int64_t n0, int64_t n1,
                                                                  void* scratch, float* c, int64_t ldc) {
   const Fp8ToBf16Lut lut;
-  auto* buf = static_cast<uint16_t*>(scratch);
+  auto* scl = static_cast<float*>(scratch);
+  auto* buf = reinterpret_cast<uint16_t*>(scl + GroupScaledScaleFloats(p.G));
   const StreamGroups gs = GroupsFor(p.M, n1 - n0);
   for (int64_t g = 0; g < gs.groups; ++g) {
     const int64_t first = n0 + g * gs.first;
     const int64_t n[kPanelRows] = {first, first + gs.stride, first + 2 * gs.stride, first + 3 * gs.stride};
-    Group<kPanelRows>(lut, p, p.b + first * p.K, gs.stride * p.K, n, buf, c + (first - n0), ldc, gs.stride);
+    Group<kPanelRows>(lut, p, p.b + first * p.K, gs.stride * p.K, n, scl, buf, c + (first - n0), ldc, gs.stride);
   }
   for (int64_t r = n0 + kPanelRows * gs.groups; r < n1; ++r)
-    Group<1>(lut, p, p.b + r * p.K, p.K, &r, buf, c + (r - n0), ldc, 1);
+    Group<1>(lut, p, p.b + r * p.K, p.K, &r, scl, buf, c + (r - n0), ldc, 1);
 }
 
 }  // namespace vt::cpu::matmul

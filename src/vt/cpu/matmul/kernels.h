@@ -189,7 +189,9 @@ struct GroupScaledRows {
 // AVX-512 BF16 (with AVX512-VBMI): a's rows as BF16 in the fp8 table's order (64-value
 // steps), packed by PackAGroupScaledAvx512 (rows of fp8 codes [rows, K] into dst).
 // GroupScaledSumsAvx512 writes c[m * ldc + n - n0] = Σ_g (Σ_{k in g} a[m, k]·b[n, k]) ·
-// scales[m, n / block_n, g] for every m < M and n in [n0, n1); scratch: 4 * lda BF16.
+// scales[m, n / block_n, g] for every m < M and n in [n0, n1); scratch: GroupScaledScaleFloats(G)
+// floats, then 4 * lda BF16 (64-byte aligned).
+inline int64_t GroupScaledScaleFloats(int64_t G) { return (16 * G + 15) / 16 * 16; }
 void PackAGroupScaledAvx512(const uint8_t* a, int64_t K, int64_t rows, int64_t block_k, int64_t gstride, int64_t lda,
                             void* dst);
 void GroupScaledSumsAvx512(const GroupScaledRows& p, int64_t n0, int64_t n1, void* scratch, float* c, int64_t ldc);
