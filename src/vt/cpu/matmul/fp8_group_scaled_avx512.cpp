@@ -86,8 +86,11 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void Tile(const Fp8T
   __m512 row[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) row[i][j] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < p.G; ++g) {
-    const int64_t k0 = g * p.block_k, len = std::min(p.K, k0 + p.block_k) - k0, at0 = g * p.gstride;
+  // Group g: its steps, then the fold. kSteps > 0: a group of exactly kSteps whole steps
+  // (block_k = 64 kSteps), unrolled; 0: the group's length as it comes (the last group,
+  // or any block width), whole steps then a masked one.
+  auto group = [&]<int kSteps>(int64_t g) __attribute__((target("avx512vbmi"), always_inline)) {
+    const int64_t k0 = g * p.block_k, at0 = g * p.gstride;
     __m512 acc[MR][NR];
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -106,13 +109,22 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void Tile(const Fp8T
         }
       }
     };
-    int64_t s = 0;
-    for (; s + kStep <= len; s += kStep) step.template operator()<true>(s, 0);
-    if (s < len) step.template operator()<false>(s, Mask64(len - s));
+    if constexpr (kSteps > 0) {
+      for (int t = 0; t < kSteps; ++t) step.template operator()<true>(t * kStep, 0);
+    } else {
+      const int64_t len = std::min(p.K, k0 + p.block_k) - k0;
+      int64_t s = 0;
+      for (; s + kStep <= len; s += kStep) step.template operator()<true>(s, 0);
+      if (s < len) step.template operator()<false>(s, Mask64(len - s));
+    }
     const float* sg = scl + g * MR * NR;
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < NR; ++j) row[i][j] = _mm512_fmadd_ps(acc[i][j], _mm512_set1_ps(sg[i * NR + j]), row[i][j]);
-  }
+  };
+  int64_t g = 0;
+  if (p.block_k == 2 * kStep)  // block FP8's 128-column groups: all but a partial last one
+    for (; g < p.K / p.block_k; ++g) group.template operator()<2>(g);
+  for (; g < p.G; ++g) group.template operator()<0>(g);
   for (int i = 0; i < MR; ++i) {
     __m512 r[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int j = 0; j < NR; ++j) r[j] = row[i][j];
