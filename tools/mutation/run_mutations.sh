@@ -217,8 +217,21 @@ mutate_moe_gs_group_scale_dropped() {
   edit src/vt/cpu/reference.cpp 's/      acc \+= s \* sa\[g\] \* sw\[g\];/      acc += s * sa[g] * (sw[g] * 0.0f + 1.0f);/'
 }
 mutate_moe_gs_up_reads_gate_scales() {
-  edit src/vt/cpu/moe.cpp 's/su = s_gate_up\.Slice\(0, e \* 2 \* nI \+ nI, \(e \+ 1\) \* 2 \* nI\)/su = s_gate_up.Slice(0, e * 2 * nI, e * 2 * nI + nI)/'
+  edit src/vt/cpu/moe.cpp 's/s_gate_up\.Slice\(0, e \* 2 \* nI \+ nI, \(e \+ 1\) \* 2 \* nI\)/s_gate_up.Slice(0, e * 2 * nI, e * 2 * nI + nI)/'
   edit src/vt/cpu/reference.cpp 's/\(n < I \? n \/ block_n : nI \+ \(n - I\) \/ block_n\)/(n < I ? n \/ block_n : (n - I) \/ block_n)/'
+}
+# The group-scaled GEMM's x86 rows (matmul/fp8_group_scaled_*.cpp): every weight row of an
+# AVX-512 tile reading the first row's block scales (a decode step's four rows come from four
+# blocks); every group's sums scaled by the first group's scales; the AVX2 many-rows path adding a step's two halves in the other order (within the
+# accuracy bound: only the tests that a row's bytes do not depend on M catch it).
+mutate_gs_avx512_first_rows_scales() {
+  edit src/vt/cpu/matmul/fp8_group_scaled_avx512.cpp 's/n\[j\] \/ p\.block_n\) \* p\.G;/n[0] \/ p.block_n) * p.G + 0 * n[j];/'
+}
+mutate_gs_avx512_every_group_scaled_as_the_first() {
+  edit src/vt/cpu/matmul/fp8_group_scaled_avx512.cpp 's/const float\* sg = scl \+ g \* MR \* NR;/const float* sg = scl + 0 * g * MR * NR;/'
+}
+mutate_gs_avx2_many_rows_order() {
+  edit src/vt/cpu/matmul/fp8_group_scaled_avx2.cpp 's/(          acc\[i\] = _mm256_fmadd_ps\(_mm256_loadu_ps\(ag\), w0, acc\[i\]\);\n)(          acc\[i\] = _mm256_fmadd_ps\(_mm256_loadu_ps\(ag \+ 8\), w1, acc\[i\]\);\n)/$2$1/'
 }
 mutate_moe_gs_x_scales_of_another_token() {
   edit src/vt/cpu/moe.cpp 's/sx \+ tokens\[r\] \* GH,/sx + (r + 0 * tokens[r]) * GH,/'
@@ -288,7 +301,8 @@ ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_
 MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped moe_sigmoid_sign
                moe_fp8_x_scale_ignored moe_fp8_down_scale_per_expert_batch moe_online_down_gets_gate_up_scale
                moe_gs_group_scale_dropped moe_gs_up_reads_gate_scales moe_gs_x_scales_of_another_token
-               moe_gs_down_input_not_quantized_per_group moe_gs_model_up_gets_gate_scales moe_gs_fused_up_own_blocks)
+               moe_gs_down_input_not_quantized_per_group moe_gs_model_up_gets_gate_scales moe_gs_fused_up_own_blocks
+               gs_avx512_first_rows_scales gs_avx512_every_group_scaled_as_the_first gs_avx2_many_rows_order)
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
 case "${ONLY:-}" in
