@@ -5,7 +5,8 @@
 // of one expert go through it as one product of M = their number (x rows -> gate/up ->
 // SiLU-mul -> down), so each chosen expert's weights are read once per call. Those
 // products run as matmul::GemmRowsAsOne (matmul/rows.h), whose every row has the bytes of
-// a product of that row alone, and the SiLU-mul and quantizers work row by row; so a
+// a product of that row alone (block / per-channel FP8: the CPU MatmulFp8GroupScaled
+// kernel, whose rows are likewise), and the SiLU-mul and quantizers work row by row; so a
 // token's bytes are those it gets alone (batch 1), whichever tokens share its experts and
 // in whatever order. The weighted sum over a token's slots runs in f32 in slot order. On
 // the scalar level the dense reference loops run instead. MoeExpertsFp8PerToken takes the
