@@ -76,12 +76,21 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void LoadWeights(con
   }
 }
 
-// c[i * ldc + j * cs] = Σ_g (Σ_{k in g} a[i, k]·w[j, k]) · scl[g * MR * NR + i * NR + j] for
-// MR rows of a (p.lda apart, from `a`) and NR weight rows from `src`.
-template <int MR, int NR, typename Src>
+// A tile's scales s(i, j, g): gathered per tile, s = scl[g * MR * NR + i * NR + j]; or, where
+// the tile's weight rows share their row block (kShared), read from the table in place,
+// s = scl[i * ldi + g] for every j.
+template <bool kShared>
+struct TileScales {
+  const float* scl;
+  int64_t ldi;
+};
+
+// c[i * ldc + j * cs] = Σ_g (Σ_{k in g} a[i, k]·w[j, k]) · s(i, j, g) for MR rows of a (p.lda
+// apart, from `a`) and NR weight rows from `src`.
+template <int MR, int NR, typename Src, bool kShared>
 __attribute__((target("avx512vbmi"), always_inline)) inline void Tile(const Fp8ToBf16Lut& lut,
                                                                     const GroupScaledRows& p, const uint16_t* a,
-                                                                    const Src& src, const float* scl, float* c,
+                                                                    const Src& src, TileScales<kShared> sc, float* c,
                                                                     int64_t ldc, int64_t cs) {
   __m512 row[MR][NR];
   for (int i = 0; i < MR; ++i)
@@ -117,9 +126,11 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void Tile(const Fp8T
       for (; s + kStep <= len; s += kStep) step.template operator()<true>(s, 0);
       if (s < len) step.template operator()<false>(s, Mask64(len - s));
     }
-    const float* sg = scl + g * MR * NR;
     for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < NR; ++j) row[i][j] = _mm512_fmadd_ps(acc[i][j], _mm512_set1_ps(sg[i * NR + j]), row[i][j]);
+      for (int j = 0; j < NR; ++j) {
+        const float s = kShared ? sc.scl[i * sc.ldi + g] : sc.scl[g * MR * NR + i * NR + j];
+        row[i][j] = _mm512_fmadd_ps(acc[i][j], _mm512_set1_ps(s), row[i][j]);
+      }
   };
   int64_t g = 0;
   if (p.block_k == 2 * kStep)  // block FP8's 128-column groups: all but a partial last one
@@ -135,24 +146,30 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void Tile(const Fp8T
 }
 
 // Rows [m, m + mr) of a (mr <= 4) against the NR weight rows n[0..NR) from src: their scales
-// gathered into scl (G · mr · NR floats) in the order Tile reads them, then the tile.
+// read in place where the rows share a row block, else gathered into scl (G · mr · NR floats)
+// in the order Tile reads them; then the tile.
 template <int NR, typename Src>
 __attribute__((target("avx512vbmi"))) void Rows(const Fp8ToBf16Lut& lut, const GroupScaledRows& p, int64_t m,
                                                 int64_t mr, const Src& src, const int64_t* n, float* scl, float* c,
                                                 int64_t ldc, int64_t cs) {
+  const auto* a = static_cast<const uint16_t*>(p.a) + m * p.lda;
+  c += m * ldc;
+  auto run = [&](auto sc) __attribute__((target("avx512vbmi"), always_inline)) {
+    switch (mr) {
+      case 1: return Tile<1, NR>(lut, p, a, src, sc, c, ldc, cs);
+      case 2: return Tile<2, NR>(lut, p, a, src, sc, c, ldc, cs);
+      case 3: return Tile<3, NR>(lut, p, a, src, sc, c, ldc, cs);
+      default: return Tile<4, NR>(lut, p, a, src, sc, c, ldc, cs);
+    }
+  };
+  if (n[0] / p.block_n == n[NR - 1] / p.block_n)  // n ascends
+    return run(TileScales<true>{p.scales + (m * p.NB + n[0] / p.block_n) * p.G, p.NB * p.G});
   const float* sr[4 * NR];  // the scale rows, [m + i, n[j] / block_n]
   for (int64_t i = 0; i < mr; ++i)
     for (int j = 0; j < NR; ++j) sr[i * NR + j] = p.scales + ((m + i) * p.NB + n[j] / p.block_n) * p.G;
   for (int64_t g = 0; g < p.G; ++g)
     for (int64_t t = 0; t < mr * NR; ++t) scl[g * mr * NR + t] = sr[t][g];
-  const auto* a = static_cast<const uint16_t*>(p.a) + m * p.lda;
-  c += m * ldc;
-  switch (mr) {
-    case 1: return Tile<1, NR>(lut, p, a, src, scl, c, ldc, cs);
-    case 2: return Tile<2, NR>(lut, p, a, src, scl, c, ldc, cs);
-    case 3: return Tile<3, NR>(lut, p, a, src, scl, c, ldc, cs);
-    default: return Tile<4, NR>(lut, p, a, src, scl, c, ldc, cs);
-  }
+  run(TileScales<false>{scl, 0});
 }
 
 // The NR weight rows n[0..NR) (rows `ldb` bytes apart from b_rows) against every row of a.
