@@ -34,7 +34,8 @@ cmake -S "$SRC" -B "$BUILD" -G Ninja -DVTLLM_BENCH=OFF >"$SCRATCH/configure.log"
 
 # Files each mutation touches (relative to the tree); restored from the pristine copy
 # before the next mutation.
-TOUCHED=(include/vt/dtype.h include/vt/detail/numerics.h src/vt/cpu/reference.cpp src/vt/cpu/simd_vec.h)
+TOUCHED=(include/vt/dtype.h include/vt/detail/numerics.h src/vt/cpu/reference.cpp src/vt/cpu/simd_vec.h
+         include/vt/ops/quant.h src/vt/cpu/elementwise_simd.h)
 for f in "$SRC"/src/vt/cpu/matmul/*.cpp; do TOUCHED+=("${f#$SRC/}"); done
 TOUCHED+=(src/vt/cpu/sampling.cpp src/vt/cpu/sampling_reference.cpp src/engine/sampler.cpp)
 TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache_manager.cpp
@@ -66,6 +67,12 @@ mutate_scale_ignored() {
 mutate_divide() {
   edit src/vt/cpu/reference.cpp 's/numerics::QuantizeFp8\(LoadFloat\(x\.data\(\), x\.dtype\(\), i\), inv\)/numerics::QuantizeFp8(LoadFloat(x.data(), x.dtype(), i) \/ input_scale, 1.0f)/'
   edit src/vt/cpu/simd_vec.h 's/V v = Mul\(x, s\.inv\);/V v = Div(x, s.scale);/'
+}
+# QuantFp8PerTokenGroup multiplying by the reciprocal of its scale (the formats divide): the
+# definition's Fp8QuantizeDiv and the vector kernels (elementwise_simd.h).
+mutate_group_quant_reciprocal() {
+  edit include/vt/ops/quant.h 's/float v = x \/ s;/float v = x * (1.0f \/ s);/'
+  edit src/vt/cpu/elementwise_simd.h 's/        v = Div\(v, sv\);/        v = Mul(v, Set1(1.0f \/ s + 0.0f * FirstLane(sv)));/'
 }
 mutate_no_saturation() {
   edit include/vt/detail/numerics.h 's/\n\s*if \(v > kFp8E4M3Max\) v = kFp8E4M3Max;\n\s*if \(v < -kFp8E4M3Max\) v = -kFp8E4M3Max;//'
@@ -292,7 +299,7 @@ run_tests() {
   echo "$(( ran - passed ))|$passed|$names"
 }
 
-VT_MUTATIONS=(scale_ignored divide no_saturation truncate alpha_ignored packed_k_shift parts_c_stride epilogue_bf16_truncate no_denormal_guard)
+VT_MUTATIONS=(scale_ignored divide group_quant_reciprocal no_saturation truncate alpha_ignored packed_k_shift parts_c_stride epilogue_bf16_truncate no_denormal_guard)
 SAMPLER_MUTATIONS=(sampler_logprobs_after_processing sampler_penalties_before_bias sampler_temperature_before_penalties
                    sampler_top_p_before_top_k sampler_no_temperature sampler_greedy_last_tie sampler_repetition_sign)
 ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_last_token engine_preempt_first

@@ -8,7 +8,8 @@ namespace vt::cpu::elementwise {
 
 const KernelSet* Avx2Kernels() {
   static constexpr KernelSet kSet = {"avx2", &avx2::QuantFp8, &avx2::Cast, &avx2::RmsNormRows,
-                                     &avx2::RmsNormGatedRows, &avx2::SiluMulRows, &avx2::RopeRow};
+                                     &avx2::RmsNormGatedRows, &avx2::SiluMulRows, &avx2::RopeRow,
+                                     &avx2::QuantFp8Groups};
   return &kSet;
 }
 

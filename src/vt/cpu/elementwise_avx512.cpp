@@ -8,7 +8,8 @@ namespace vt::cpu::elementwise {
 
 const KernelSet* Avx512Kernels() {
   static constexpr KernelSet kSet = {"avx512", &avx512::QuantFp8, &avx512::Cast, &avx512::RmsNormRows,
-                                     &avx512::RmsNormGatedRows, &avx512::SiluMulRows, &avx512::RopeRow};
+                                     &avx512::RmsNormGatedRows, &avx512::SiluMulRows, &avx512::RopeRow,
+                                     &avx512::QuantFp8Groups};
   return &kSet;
 }
 

@@ -1,4 +1,4 @@
-// The vector kernels of the elementwise CPU ops (QuantFp8Static, Cast, RmsNorm,
+// The vector kernels of the elementwise CPU ops (QuantFp8Static, QuantFp8PerTokenGroup, Cast, RmsNorm,
 // RmsNormGated, SiluMul, RotaryEmbedding and the fused recipes), one set per ISA.
 //
 // The sets are compiled in files of their own (elementwise_avx512.cpp,
@@ -47,6 +47,10 @@ struct KernelSet {
   // RotaryEmbedding of one token's row x of `heads` heads of D elements (F32/BF16/F16), in
   // place: elements i and D/2 + i of each head rotated by cos c[i] and sin s[i], i < D/2.
   void (*rope_row)(void* x, DType x_dtype, int64_t heads, int64_t D, const float* c, const float* s);
+  // QuantFp8PerTokenGroup of rows [row0, row1) of x [*, K] (F32/BF16/F16) into out [*, K] and
+  // scales [*, G], groups of group_size columns, with the op's floors.
+  void (*quant_fp8_group)(const void* x, DType x_dtype, uint8_t* out, float* scales, int64_t K, int64_t G,
+                          int64_t group_size, float amax_floor, float scale_floor, int64_t row0, int64_t row1);
 };
 
 #if defined(VT_CPU_X86)

@@ -9,7 +9,8 @@ namespace vt::cpu::elementwise {
 
 const KernelSet* NeonKernels() {
   static constexpr KernelSet kSet = {"neon", &neon::QuantFp8, &neon::Cast, &neon::RmsNormRows,
-                                     &neon::RmsNormGatedRows, &neon::SiluMulRows, &neon::RopeRow};
+                                     &neon::RmsNormGatedRows, &neon::SiluMulRows, &neon::RopeRow,
+                                     &neon::QuantFp8Groups};
   return &kSet;
 }
 

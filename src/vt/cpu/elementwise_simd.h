@@ -56,6 +56,67 @@ void QuantFp8(const void* x, DType xd, uint8_t* out, int64_t begin, int64_t end,
   }
 }
 
+// ---- QuantFp8PerTokenGroup ----------------------------------------------------------------
+//
+// Per group: amax over the non-NaN magnitudes (Max(v, m) keeps m where v is NaN, on every
+// ISA; the max is exact in any order), s as Fp8GroupScale forms it (vt/ops/quant.h, written
+// out here: no inline function is shared with the portable code), then each element as
+// Fp8QuantizeDiv: x / s, clamped to ±448 (NaN passes the clamp and stays NaN with its sign),
+// e4m3fn RNE. A group whose s is +Inf (it holds an infinity) is done element by element:
+// there x / s is ±0, except ±Inf (saturate, ±448) and NaN (kept).
+template <DType D>
+void QuantGroupsOf(const void* x, uint8_t* out, float* scales, int64_t K, int64_t G, int64_t group_size,
+                   float amax_floor, float scale_floor, int64_t row0, int64_t row1) {
+  const VI abs_mask = Set1I(0x7FFFFFFF);
+  for (int64_t m = row0; m < row1; ++m)
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t end = (g + 1) * group_size < K ? (g + 1) * group_size : K;
+      const int64_t k0 = m * K + g * group_size, n = end - g * group_size;
+      V mx = Zero();
+      int64_t i = 0;
+      for (; i + kLanes <= n; i += kLanes) mx = Max(AsF(AndI(AsI(LoadAs<D>(x, k0 + i)), abs_mask)), mx);
+      if (i < n) mx = Max(AsF(AndI(AsI(LoadN(x, D, k0 + i, TailLanes(n - i))), abs_mask)), mx);
+      alignas(64) float lanes[kLanes];
+      StoreF32(lanes, mx);
+      float amax = 0.0f;
+      for (int l = 0; l < kLanes; ++l) amax = lanes[l] > amax ? lanes[l] : amax;
+      const float a = amax > amax_floor ? amax : amax_floor;
+      float s = a / 448.0f;
+      s = s > scale_floor ? s : scale_floor;
+      scales[m * G + g] = s;
+      uint8_t* o = out + k0;
+      if (!(s < __builtin_inff())) {
+        for (int64_t k = 0; k < n; ++k) {
+          const float v = FirstLane(LoadN(x, D, k0 + k, 1));
+          uint32_t bits;
+          std::memcpy(&bits, &v, 4);
+          const uint32_t mag = bits & 0x7FFFFFFFu;
+          o[k] = static_cast<uint8_t>(((bits >> 24) & 0x80u) | (mag > 0x7F800000u ? 0x7Fu : mag == 0x7F800000u ? 0x7Eu : 0u));
+        }
+        continue;
+      }
+      const V sv = Set1(s);
+      auto quantize = [&](V v) VT_ALWAYS_INLINE {
+        v = Div(v, sv);
+        v = Min(Set1(448.0f), v);
+        v = Max(Set1(-448.0f), v);
+        return FloatToFp8Bits(v);
+      };
+      for (i = 0; i + kLanes <= n; i += kLanes) StoreU8(o + i, quantize(LoadAs<D>(x, k0 + i)));
+      if (i < n) StoreFp8N(o, i, quantize(LoadN(x, D, k0 + i, TailLanes(n - i))), TailLanes(n - i));
+    }
+}
+
+void QuantFp8Groups(const void* x, DType xd, uint8_t* out, float* scales, int64_t K, int64_t G, int64_t group_size,
+                    float amax_floor, float scale_floor, int64_t row0, int64_t row1) {
+  switch (xd) {
+    case DType::kF32: return QuantGroupsOf<DType::kF32>(x, out, scales, K, G, group_size, amax_floor, scale_floor, row0, row1);
+    case DType::kBF16:
+      return QuantGroupsOf<DType::kBF16>(x, out, scales, K, G, group_size, amax_floor, scale_floor, row0, row1);
+    default: return QuantGroupsOf<DType::kF16>(x, out, scales, K, G, group_size, amax_floor, scale_floor, row0, row1);
+  }
+}
+
 // ---- Cast --------------------------------------------------------------------------------
 
 void Cast(const void* x, DType xd, void* out, DType od, int64_t begin, int64_t end) {

@@ -24,8 +24,9 @@ void QuantFp8StaticCpu(const Queue& q, const Tensor& out, const Tensor& x, float
       ref::QuantFp8Static(out, x, input_scale, b, e);
   });
 }
-// QuantFp8PerTokenGroup: rows in parallel; per group one pass for amax, one to quantize,
-// on the typed elements (the reference, which the scalar ISA level runs, goes through
+// QuantFp8PerTokenGroup: rows in parallel, by the queue's vector kernels (elementwise_simd.h)
+// where it has them, else here: per group one pass for amax, one to quantize, on the typed
+// elements (the reference, which the scalar ISA level runs, goes through
 // LoadFloat). The max of magnitudes is
 // exact in any order, so the scale is the same whatever the loop order.
 template <typename T, float (*Load)(T)>
@@ -66,6 +67,7 @@ void QuantFp8PerTokenGroupCpu(const Queue& q, const Tensor& out, const Tensor& s
   const int64_t M = x.dim(0), K = x.dim(1), G = scales.dim(1);
   if (M == 0 || K == 0) return;
   const int64_t grain = std::max<int64_t>(1, kGrain / K);
+  const elementwise::KernelSet* vec = cpu.isa == CpuIsa::kScalar ? nullptr : elementwise::ForIsa(cpu.isa);
   cpu.pool.ParallelFor(M, grain, [&](int64_t m0, int64_t m1) {
     if (cpu.isa == CpuIsa::kScalar) {  // the scalar level runs the plain reference
       ref::QuantFp8PerTokenGroup(out, scales, x, group_size, amax_floor, scale_floor, m0, m1);
@@ -73,6 +75,10 @@ void QuantFp8PerTokenGroupCpu(const Queue& q, const Tensor& out, const Tensor& s
     }
     auto* o = out.data_as<uint8_t>();
     auto* s = scales.data_as<float>();
+    if (vec != nullptr && (x.dtype() == DType::kF32 || x.dtype() == DType::kBF16 || x.dtype() == DType::kF16)) {
+      vec->quant_fp8_group(x.data(), x.dtype(), o, s, K, G, group_size, amax_floor, scale_floor, m0, m1);
+      return;
+    }
     switch (x.dtype()) {
       case DType::kF32:
         QuantGroupsRows<float, LoadF32>(x.data_as<float>(), o, s, K, G, group_size, amax_floor, scale_floor, m0, m1);
