@@ -235,7 +235,7 @@ mutate_gs_avx512_first_rows_scales() {
   edit src/vt/cpu/matmul/fp8_group_scaled_avx512.cpp 's/n\[j\] \/ p\.block_n\) \* p\.G;/n[0] \/ p.block_n) * p.G + 0 * n[j];/'
 }
 mutate_gs_avx512_every_group_scaled_as_the_first() {
-  edit src/vt/cpu/matmul/fp8_group_scaled_avx512.cpp 's/const float\* sg = scl \+ g \* MR \* NR;/const float* sg = scl + 0 * g * MR * NR;/'
+  edit src/vt/cpu/matmul/fp8_group_scaled_avx512.cpp 's/sc\.scl\[i \* sc\.ldi \+ g\] : sc\.scl\[g \* MR \* NR \+ i \* NR \+ j\]/sc.scl[i * sc.ldi + 0 * g] : sc.scl[0 * g * MR * NR + i * NR + j]/'
 }
 mutate_gs_avx2_many_rows_order() {
   edit src/vt/cpu/matmul/fp8_group_scaled_avx2.cpp 's/(          acc\[i\] = _mm256_fmadd_ps\(_mm256_loadu_ps\(ag\), w0, acc\[i\]\);\n)(          acc\[i\] = _mm256_fmadd_ps\(_mm256_loadu_ps\(ag \+ 8\), w1, acc\[i\]\);\n)/$2$1/'
