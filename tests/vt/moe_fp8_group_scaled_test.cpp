@@ -156,10 +156,12 @@ std::string Name(const Case& c) {
 // Same rounding points as the emulation (F32 out), only the order of the f32 sums differs:
 // a rare element whose g, u or a sits next to an e4m3fn boundary moves by a code step (2^-5
 // of its magnitude); the rest agree to 1e-4 of theirs. The shapes end partway through a
-// block in I (so gate and up have their own scale rows) and in H.
+// block in I (so gate and up have their own scale rows) and in H; 61 tokens give the experts
+// products of many rows.
 TEST(MoeExpertsFp8GroupScaled, MatchesTheFloat64EmulationOnEveryIsa) {
   const Case cases[] = {MakeCase(11, 200, 192, 6, 2, {128, 128}, 81), MakeCase(7, 72, 40, 5, 3, {16, 32}, 82),
-                        MakeCase(9, 72, 40, 6, 2, {1, 0}, 83), MakeCase(1, 136, 56, 4, 1, {16, 16}, 84)};
+                        MakeCase(9, 72, 40, 6, 2, {1, 0}, 83), MakeCase(1, 136, 56, 4, 1, {16, 16}, 84),
+                        MakeCase(61, 72, 40, 4, 2, {1, 0}, 85), MakeCase(61, 200, 192, 3, 2, {128, 128}, 86)};
   for (const Case& c : cases) {
     std::vector<double> want, mag;
     Emulate(c, want, mag);
