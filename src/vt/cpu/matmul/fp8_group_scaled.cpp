@@ -215,7 +215,7 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
     for (int64_t c0 = n0; c0 < n1; c0 += piece) {
       const int64_t c1 = std::min(n1, c0 + piece), ldc = c1 - c0;
       float* c = Grow(sums, M * ldc);
-      bool portable = path == Path::kPortable;
+      const bool portable = path == Path::kPortable;
 #if defined(VT_CPU_X86)
       if (path == Path::kAvx512) {
         matmul::GroupScaledSumsAvx512(p, c0, c1, Grow(wbuf, matmul::GroupScaledScaleFloats(G) + 2 * p.lda), c,
