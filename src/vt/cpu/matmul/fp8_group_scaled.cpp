@@ -50,8 +50,6 @@ const Fp8Table& Table() {
   return t;
 }
 
-int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
 // Per-thread scratch that only grows, so that decode steps do not fault pages in; 64-byte
 // aligned (the kernels' 64-byte loads would otherwise each span two cache lines).
 template <typename T>
@@ -61,6 +59,8 @@ T* Grow(std::vector<T>& v, int64_t n) {
   const auto p = reinterpret_cast<uintptr_t>(v.data());
   return reinterpret_cast<T*>((p + 63) / 64 * 64);
 }
+#if defined(VT_CPU_X86)
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 std::vector<float>& ARows() {
   thread_local std::vector<float> v;
   return v;
@@ -69,6 +69,7 @@ std::vector<float>& ScaleTable() {
   thread_local std::vector<float> v;
   return v;
 }
+#endif
 
 float Dot8(const float* x, const float* y, int64_t n) {
   float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -145,7 +146,7 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
                              const Tensor& b, const Tensor& b_scales, int64_t block_n, int64_t block_k,
                              const Tensor* bias) {
   CpuQueue& cpu = Cpu(q);
-  const int64_t M = a.dim(0), N = b.dim(0), K = a.dim(1), G = a_scales.dim(1), NB = b_scales.dim(0);
+  const int64_t M = a.dim(0), N = b.dim(0), K = a.dim(1), G = a_scales.dim(1);
   if (M == 0 || N == 0) return;
   if (cpu.isa == CpuIsa::kScalar) {  // the scalar level runs the plain reference
     cpu.pool.ParallelFor(M, 1, [&](int64_t m0, int64_t m1) {
@@ -165,8 +166,9 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
     af.resize(static_cast<size_t>(M * K));
     for (int64_t i = 0; i < M * K; ++i) af[i] = lut[pa[i]];
   }
-  matmul::GroupScaledRows p{nullptr, 0, M, K, G, block_k, 0, pb, nullptr, NB, block_n};
 #if defined(VT_CPU_X86)
+  const int64_t NB = b_scales.dim(0);
+  matmul::GroupScaledRows p{nullptr, 0, M, K, G, block_k, 0, pb, nullptr, NB, block_n};
   const bool bits = path == Path::kAvx2 && matmul::Fp8DecodeAsF32Bits();
   if (path != Path::kPortable) {
     const int64_t step = path == Path::kAvx512 ? 64 : 16;
