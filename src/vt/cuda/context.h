@@ -78,6 +78,8 @@ CudaQueue& Cuda(const Queue& q);
 // device_util.cuh): on sm_90 and later unless VT_CUDA_PDL=0 (read once; for measuring
 // what the overlap gains).
 bool OverlappedLaunches(const CudaQueue& cq);
+// An A/B switch for benchmarks and tests: true unless the environment variable `name` is "0".
+bool SwitchOn(const char* name);
 
 // Blocks of the caching allocator (runtime.cpp) that a recorded graph keeps: while `keep` is
 // set for a device, blocks freed on it go there instead of back to the cache (a graph's ops

@@ -126,10 +126,7 @@ inline bool Is16Bit(DType d) { return d == DType::kBF16 || d == DType::kF16; }
 // Whether the 16-byte vector row kernels may run: VT_CUDA_VEC_ROWS=0 keeps the scalar ones
 // (an A/B switch for benchmarks; read once per process).
 inline bool VecRowsOn() {
-  static const bool on = [] {
-    const char* v = std::getenv("VT_CUDA_VEC_ROWS");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static const bool on = SwitchOn("VT_CUDA_VEC_ROWS");
   return on;
 }
 inline bool AlignedTo(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }

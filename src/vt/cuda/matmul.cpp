@@ -227,10 +227,7 @@ std::atomic<int64_t> g_group_scaled_lt{0};
 
 // VT_CUDA_GROUP_SCALED_LT=0 keeps MatmulFp8GroupScaled off cuBLASLt (for A/B runs).
 bool GroupScaledLtOn() {
-  static const bool on = [] {
-    const char* v = std::getenv("VT_CUDA_GROUP_SCALED_LT");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static const bool on = SwitchOn("VT_CUDA_GROUP_SCALED_LT");
   return on;
 }
 }  // namespace

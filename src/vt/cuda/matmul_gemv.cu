@@ -377,10 +377,7 @@ bool Aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) %
 
 // VT_CUDA_BF16_GEMV=0 keeps BF16 decode products on cuBLASLt (read once; for A/B runs).
 bool Bf16GemvOn() {
-  static const bool on = [] {
-    const char* v = std::getenv("VT_CUDA_BF16_GEMV");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static const bool on = SwitchOn("VT_CUDA_BF16_GEMV");
   return on;
 }
 
@@ -445,10 +442,7 @@ bool MatmulFp8GemvVariant(const Queue& q, const Tensor& out, const Tensor& a, co
 
 bool SiluGemvFits(const Tensor& x8, const Tensor& w_gate_up) {
   // VT_CUDA_SILU_GEMV=0 runs the GEMV into BF16 and SiluMulQuantFp8 instead (for A/B runs).
-  static const bool on = [] {
-    const char* v = std::getenv("VT_CUDA_SILU_GEMV");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static const bool on = SwitchOn("VT_CUDA_SILU_GEMV");
   return on && w_gate_up.dim(0) % 2 == 0 && GemvFits(x8, w_gate_up);
 }
 
@@ -474,10 +468,7 @@ std::atomic<int64_t> g_group_scaled_launches{0};
 
 bool GroupScaledGemvFits(const Tensor& a, const Tensor& b, int64_t block_n, int64_t block_k) {
   // VT_CUDA_GROUP_SCALED_GEMV=0 leaves one-row products to the other paths (for A/B runs).
-  static const bool on = [] {
-    const char* v = std::getenv("VT_CUDA_GROUP_SCALED_GEMV");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static const bool on = SwitchOn("VT_CUDA_GROUP_SCALED_GEMV");
   if (!on) return false;
   const int64_t K = b.dim(1);
   const bool pow2_n = block_n > 0 && block_n <= (int64_t{1} << 30) && (block_n & (block_n - 1)) == 0;

@@ -39,10 +39,7 @@ std::atomic<int64_t> g_launches{0};
 std::atomic<int64_t> g_vector_launches{0};
 
 bool VectorsOn() {
-  static const bool on = [] {
-    const char* v = std::getenv("VT_CUDA_MOE_GROUP_VEC");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static const bool on = SwitchOn("VT_CUDA_MOE_GROUP_VEC");
   return on;
 }
 
