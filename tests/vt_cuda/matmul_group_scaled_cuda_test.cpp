@@ -18,6 +18,7 @@
 #include "cuda_test_util.h"
 #include "vt/cuda/matmul.h"
 #include "vt/detail/numerics.h"
+#include "vt/ops/quant.h"
 
 namespace {
 
@@ -159,6 +160,23 @@ TEST(CudaMatmulFp8GroupScaled, CublasLtWithinBound) {
       if (K >= vt::cuda::kLtMinK) Check(gpu, {M, N, K, 1, K, M == 2}, run, "cublaslt per-channel");
     }
   std::printf("cuBLASLt ran %d of %d products\n", lt, tried);
+  {
+    // The launch after a scaled cuBLASLt GEMM is not overlapped (CudaQueue::serialize_next),
+    // and only that one.
+    const Data d = Make({64, 256, 1024, 128, 128}, 5);
+    vt::Tensor a = vt::Tensor::FromHost(d.a.data(), {64, 1024}, DType::kF8E4M3, vtt::kCuda);
+    vt::Tensor b = vt::Tensor::FromHost(d.b.data(), {256, 1024}, DType::kF8E4M3, vtt::kCuda);
+    vt::Tensor sa = vt::Tensor::FromHost(d.sa.data(), {64, d.G}, DType::kF32, vtt::kCuda);
+    vt::Tensor sb = vt::Tensor::FromHost(d.sb.data(), {d.NB, d.G}, DType::kF32, vtt::kCuda);
+    vt::Tensor out = vt::Tensor::Empty({64, 256}, DType::kBF16, vtt::kCuda);
+    ASSERT_TRUE(vt::cuda::MatmulFp8GroupScaledLt(gpu, out, a, sa, b, sb, 128, 128, nullptr));
+    EXPECT_TRUE(vt::cuda::NextLaunchSerialized(gpu));
+    vt::Tensor codes = vt::Tensor::Empty({64, 256}, DType::kF8E4M3, vtt::kCuda);
+    vt::Tensor scales = vt::Tensor::Empty({64, 2}, DType::kF32, vtt::kCuda);
+    vt::QuantFp8PerTokenGroup(gpu, codes, scales, out, 128, vt::kFp8BlockAmaxFloor, 0.0f);
+    EXPECT_FALSE(vt::cuda::NextLaunchSerialized(gpu));
+    gpu.Synchronize();
+  }
   // A partial last block of N or K is refused (cuBLASLt left the bound there: the tiny
   // models' 192 columns), and the dispatch's other path is within the bound.
   const int lt_whole = lt;
@@ -191,6 +209,45 @@ TEST(CudaMatmulFp8GroupScaled, DispatchAndNaiveWithinBound) {
                         Case{5, 300, 1000, 1, 1000}, Case{17, 64, 4096, 1, 4096}, Case{3, 17, 300, 16, 64}}) {
     Check(gpu, c, dispatch, "dispatch");
     Check(gpu, c, naive, "naive");
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// A serving engine's steps have any number of rows (decode rows plus a prefill chunk): every
+// M from 1 to 160 on an 8B-sized projection, each checked on a few rows against float64,
+// synchronizing after each so that a failing row count is named.
+TEST(CudaMatmulFp8GroupScaled, EveryRowCountWithinBound) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  constexpr int64_t N = 512, K = 4096, G = K / 128;
+  const Case big{160, N, K, 128, 128};
+  const Data d = Make(big, 99);
+  vt::Tensor a = vt::Tensor::FromHost(d.a.data(), {big.M, K}, DType::kF8E4M3, vtt::kCuda);
+  vt::Tensor b = vt::Tensor::FromHost(d.b.data(), {N, K}, DType::kF8E4M3, vtt::kCuda);
+  vt::Tensor sa = vt::Tensor::FromHost(d.sa.data(), {big.M, G}, DType::kF32, vtt::kCuda);
+  vt::Tensor sb = vt::Tensor::FromHost(d.sb.data(), {N / 128, G}, DType::kF32, vtt::kCuda);
+  for (int64_t M = 1; M <= big.M; ++M) {
+    std::printf("rows %lld\n", static_cast<long long>(M));
+    std::fflush(stdout);
+    vt::Tensor out = vt::Tensor::Empty({M, N}, DType::kF32, vtt::kCuda);
+    vt::MatmulFp8GroupScaled(gpu, out, a.Slice(0, 0, M), sa.Slice(0, 0, M), b, sb, 128, 128);
+    gpu.Synchronize();
+    const std::vector<float> got = vtt::Floats(out);
+    for (int64_t m : {int64_t{0}, M / 2, M - 1})
+      for (int64_t n : {int64_t{0}, int64_t{129}, N - 1}) {
+        double value = 0.0, mag = 0.0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = double(vt::Fp8E4M3ToFloat(d.a[m * K + k])) * vt::Fp8E4M3ToFloat(d.b[n * K + k]) *
+                           d.sa[m * G + k / 128] * d.sb[(n / 128) * G + k / 128];
+          value += p;
+          mag += std::fabs(p);
+        }
+        const double bound = 4.0 * K * FLT_EPSILON * mag + std::fabs(value) * 0x1p-24 + 1e-30;
+        EXPECT_LE(std::fabs(got[m * N + n] - value), bound) << "M=" << M << " out[" << m << ", " << n << "]";
+      }
   }
 }
 

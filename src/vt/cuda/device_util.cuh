@@ -91,7 +91,7 @@ void LaunchOverlapped(CudaQueue& cq, const char* name, void (*kernel)(Params...)
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = OverlappedLaunches(cq) ? 1 : 0;
+  cfg.numAttrs = TakeOverlap(cq) ? 1 : 0;
   detail::Check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), name, __FILE__, __LINE__);
 }
 

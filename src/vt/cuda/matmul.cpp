@@ -127,6 +127,7 @@ bool LtGemm(CudaQueue& cq, cudaDataType_t ab, cublasComputeType_t compute, const
   DeviceGuard guard(cq.device.index);
   VT_CUBLAS_CHECK(cublasLtMatmul(cq.lt, op.h, &alpha, w, la.h, x, lb.h, &beta, d, lc.h, d, lc.h, &algo, cq.workspace,
                                  cq.workspace_bytes, cq.stream));
+  if (sc.w_mode >= 0) cq.serialize_next = true;  // see CudaQueue::serialize_next
   return true;
 }
 
@@ -320,5 +321,7 @@ int64_t GroupScaledLtLaunches() { return 0; }
 void RegisterMatmulKernels() { RegisterMatmulFp8GroupScaledKernel(); }
 
 #endif
+
+bool NextLaunchSerialized(const Queue& q) { return Cuda(q).serialize_next; }
 
 }  // namespace vt::cuda

@@ -129,6 +129,9 @@ bool MatmulFp8GroupScaledLt(const Queue& q, const Tensor& out, const Tensor& a, 
 void MatmulFp8GroupScaledNaive(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales,
                                const Tensor& b, const Tensor& b_scales, int64_t block_n, int64_t block_k,
                                const Tensor* bias);
+// Whether the next kernel launch on q is serialized rather than overlapped (set by the
+// scaled cuBLASLt path, cleared by the next launch; CudaQueue::serialize_next says why).
+bool NextLaunchSerialized(const Queue& q);
 // How many products each path ran (all queues): lets tests prove which kernel ran.
 int64_t GroupScaledGemvLaunches();
 int64_t GroupScaledLtLaunches();

@@ -314,7 +314,7 @@ void Launch(CudaQueue& cq, const GemvOut& o, const GemvAct& act, const Tensor& b
   // and prefetch early (bench/kernel_notes.md, GEMV grid size).
   const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * ResidentCtas<Rows, Act, Out, T, U, RB>();
   const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wave, N / RB)));
-  const bool overlap = how.overlap && OverlappedLaunches(cq);
+  const bool overlap = TakeOverlap(cq) && how.overlap;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(T);
