@@ -13,10 +13,6 @@
 #include "model/quant_config.h"
 #include "model/safetensors_writer.h"
 
-#ifndef VTLLM_TOOL_RUNNER
-#define VTLLM_TOOL_RUNNER ""  // a cross build's emulator, e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu "
-#endif
-
 namespace vtllm::model {
 namespace {
 
