@@ -31,7 +31,9 @@
 //   nested under text_config with explicit layer_types, weights under model.language_model.*,
 //   the split in_proj_qkv / in_proj_z / in_proj_b / in_proj_a; in BF16 the experts fused as
 //   the BF16 release stores them (experts.gate_up_proj [E, 2I, H], experts.down_proj
-//   [E, H, I]), in FP8 one tensor per expert and projection as the FP8 releases do.
+//   [E, H, I]), in the FP8 formats one tensor per expert and projection (as the block-FP8
+//   release stores them). The architecture is Qwen3_5MoeForCausalLM: the releases'
+//   Qwen3_5MoeForConditionalGeneration also has a vision tower and an MTP head, not written.
 // - qwen3-next-tiny, qwen3.5-moe-tiny: the same layouts with widths that cross 128-row blocks
 //   off their boundaries (hidden 192, in_proj_qkvz groups of 256 rows whose q, k, v, z start
 //   inside blocks, expert intermediate 160), for tests of the block-FP8 loader.
@@ -40,7 +42,8 @@
 // in_proj_ba (Qwen3-Next) or in_proj_a and in_proj_b (Qwen3.5), mlp.gate and
 // mlp.shared_expert_gate; every other linear (in_proj_qkvz or in_proj_qkv and in_proj_z,
 // out_proj, q/k/v/o_proj, the shared expert's and the routed experts' projections) is block
-// FP8. The static formats quantize every linear but lm_head, the routers and the gates.
+// FP8 (scales written F32). The static formats quantize every linear but lm_head, the routers
+// and the gates. --layers N keeps the first N layers (their 3:1 pattern).
 //
 // Weights are N(0, 0.02) (an Irwin-Hall approximation: fast, and plenty for random
 // weights), norm weights 1 + N(0, 0.02) (the hybrids' zero-centred norms N(0, 0.02)). FP8
