@@ -14,7 +14,8 @@
 // Weights rotate through copies totalling >= 256 MiB so that they stream from HBM rather
 // than L2. The read roofline is a kernel that only streams a weight-sized buffer, timed
 // the same ways. `--gemv` measures M = 1 only (the decode kernels, a shorter run).
-// `--rows` measures the row kernels of a decoder layer instead (residual add + RMSNorm +
+// `--block` measures block-FP8 MatmulFp8GroupScaled (dispatched and naive) beside cuBLASLt's
+// per-tensor FP8. `--rows` measures the row kernels of a decoder layer instead (residual add + RMSNorm +
 // FP8 quantization, SiLU-mul + FP8 quantization) for 1 to 4096 rows of the 0.6B and 8B
 // widths, with the bytes each reads and writes per second.
 #include <cuda_runtime.h>
@@ -151,6 +152,9 @@ int main(int argc, char** argv) {
   // --gemv: only M = 1 (cuBLASLt FP8, the dispatched kernel and every GEMV variant).
   const bool gemv_only = argc > 1 && std::string(argv[1]) == "--gemv";
   const bool rows_only = argc > 1 && std::string(argv[1]) == "--rows";
+  // --block: MatmulFp8GroupScaled (128 x 128 weight blocks, 1 x 128 activation groups) as
+  // dispatched and by its naive kernel, against cuBLASLt's per-tensor FP8 on the same codes.
+  const bool block_only = argc > 1 && std::string(argv[1]) == "--block";
   if (vt::CudaDeviceCount() == 0) {
     std::printf("cuda_fp8_bench: no CUDA device, nothing measured\n");
     return 0;
@@ -243,8 +247,9 @@ int main(int argc, char** argv) {
                             {"0.6B qkv 1024->4096", 4096, 1024},
                             {"0.6B o 2048->1024", 1024, 2048},
                             {"0.6B down 3072->1024", 1024, 3072}};
-  const std::vector<int64_t> Ms =
-      gemv_only ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 4, 16, 64, 256, 4096};
+  const std::vector<int64_t> Ms = gemv_only    ? std::vector<int64_t>{1}
+                                  : block_only ? std::vector<int64_t>{1, 16, 256, 2048, 4096}
+                                               : std::vector<int64_t>{1, 4, 16, 64, 256, 4096};
   std::mt19937 rng(1);
   std::printf("%-30s %5s %-16s %9s %9s %9s %9s %10s %8s %9s %9s\n", "shape", "M", "kernel", "call_us", "chain_us",
               "issue_us", "TFLOP/s", "weightGB/s", "vs_lt", "graph_us", "graphGB/s");
@@ -290,6 +295,22 @@ int main(int argc, char** argv) {
       };
       const double wb = static_cast<double>(wbytes);
       lt_us = measure("cublasLt-fp8", wb, [&](int i) { vt::cuda::MatmulFp8Lt(q, out, a8, w8[i % copies], alpha, nullptr); });
+      if (block_only) {
+        const int64_t G = (K + 127) / 128, NB = (N + 127) / 128;
+        std::vector<float> sah(static_cast<size_t>(M * G)), sbh(static_cast<size_t>(NB * G));
+        std::uniform_real_distribution<float> sd(1e-3f, 2e-3f);
+        for (auto& x : sah) x = sd(rng);
+        for (auto& x : sbh) x = sd(rng);
+        vt::Tensor sa = vt::Tensor::FromHost(sah.data(), {M, G}, vt::DType::kF32, vt::Device::Cuda(0));
+        vt::Tensor sb = vt::Tensor::FromHost(sbh.data(), {NB, G}, vt::DType::kF32, vt::Device::Cuda(0));
+        sb.SetReadOnly();
+        measure("vt-block", wb, [&](int i) { vt::MatmulFp8GroupScaled(q, out, a8, sa, w8[i % copies], sb, 128, 128); });
+        if (M <= 16)
+          measure("vt-block-naive", wb, [&](int i) {
+            vt::cuda::MatmulFp8GroupScaledNaive(q, out, a8, sa, w8[i % copies], sb, 128, 128, nullptr);
+          });
+        continue;
+      }
       measure("vt-MatmulFp8", wb, [&](int i) { vt::MatmulFp8(q, out, a8, w8[i % copies], alpha); });
       if (M == 1) {
         // The weights are read-only (as a model's are), so MatmulFp8Gemv loads them early;

@@ -12,10 +12,7 @@
 #include "model/model.h"
 #include "model/quant_config.h"
 #include "model/safetensors_writer.h"
-
-#ifndef VTLLM_TOOL_RUNNER
-#define VTLLM_TOOL_RUNNER ""  // a cross build's emulator, e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu "
-#endif
+#include "model_oracle.h"
 
 namespace vtllm::model {
 namespace {
@@ -282,6 +279,126 @@ TEST(Checkpoint, RandomCheckpointGeneratorBlockFp8Moe) {
   const auto model =
       Model::Load(tmp.path(), {.device = vt::Device::Cpu(), .dtype = vt::DType::kF32, .cpu_threads = 2, .progress = false});
   EXPECT_EQ(model->quant().method, QuantMethod::kFp8Block);
+}
+
+// --preset qwen3.5-35b-a3b's config in every format (--config-only: the weights of 40 such layers
+// are tens of GB): Qwen3.5-35B-A3B's text model nested under text_config, and --layers keeps the
+// 3:1 layer pattern. fp8-block keeps what the FP8 releases keep in BF16.
+TEST(Checkpoint, RandomCheckpointGeneratorQwen35MoeConfig) {
+  for (const std::string format : {"bf16", "fp8-modelopt", "fp8-compressed-tensors", "fp8-block"}) {
+    for (int layers : {0, 6}) {
+      SCOPED_TRACE(format + (layers ? " --layers 6" : ""));
+      TempDir tmp;
+      ASSERT_TRUE(testing::RunRandomCheckpoint(
+          tmp.path(), "--preset qwen3.5-35b-a3b --config-only --format " + format +
+                          (layers ? " --layers " + std::to_string(layers) : std::string())));
+      EXPECT_FALSE(std::filesystem::exists(tmp / "model.safetensors"));
+      const ModelConfig c = ModelConfig::FromDir(tmp.path());
+      EXPECT_EQ(c.architecture, "Qwen3_5MoeForCausalLM");
+      EXPECT_EQ(c.model_type, "qwen3_5_moe_text");
+      EXPECT_TRUE(c.nested_text_config);
+      const int64_t L = layers ? layers : 40;
+      EXPECT_EQ(c.num_hidden_layers, L);
+      ASSERT_EQ(static_cast<int64_t>(c.layer_types.size()), L);
+      for (int64_t l = 0; l < L; ++l)
+        EXPECT_EQ(c.IsLinearAttentionLayer(l), (l + 1) % 4 != 0) << "layer " << l;
+      EXPECT_EQ(c.hidden_size, 2048);
+      EXPECT_EQ(c.vocab_size, 248320);
+      EXPECT_EQ(c.num_attention_heads, 16);
+      EXPECT_EQ(c.num_key_value_heads, 2);
+      EXPECT_EQ(c.head_dim, 256);
+      EXPECT_DOUBLE_EQ(c.partial_rotary_factor, 0.25);
+      EXPECT_DOUBLE_EQ(c.rope_theta, 1e7);
+      EXPECT_TRUE(c.attn_output_gate);
+      EXPECT_EQ(c.linear_num_key_heads, 16);
+      EXPECT_EQ(c.linear_num_value_heads, 32);
+      EXPECT_EQ(c.linear_key_head_dim, 128);
+      EXPECT_EQ(c.linear_value_head_dim, 128);
+      EXPECT_EQ(c.linear_conv_kernel_dim, 4);
+      EXPECT_EQ(c.num_experts, 256);
+      EXPECT_EQ(c.num_experts_per_tok, 8);
+      EXPECT_EQ(c.moe_intermediate_size, 512);
+      EXPECT_EQ(c.shared_expert_intermediate_size, 512);
+      EXPECT_TRUE(c.norm_topk_prob);
+      EXPECT_EQ(c.max_position_embeddings, 262144);
+      EXPECT_FALSE(c.tie_word_embeddings);
+      const QuantConfig q = QuantConfig::FromDir(tmp.path());
+      if (format != "fp8-block") {
+        EXPECT_EQ(q.method, format == "bf16" ? QuantMethod::kNone : QuantMethod::kFp8Static);
+        continue;
+      }
+      EXPECT_EQ(q.method, QuantMethod::kFp8Block);
+      EXPECT_EQ(q.block_n, 128);
+      EXPECT_EQ(q.block_k, 128);
+      const std::string p = "model.language_model.layers.";
+      for (const std::string& m : {p + "0.linear_attn.in_proj_qkv", p + "0.linear_attn.in_proj_z",
+                                   p + "0.linear_attn.out_proj", p + "3.self_attn.q_proj", p + "3.self_attn.o_proj",
+                                   p + "5.mlp.experts.255.down_proj", p + "5.mlp.shared_expert.gate_proj"})
+        EXPECT_TRUE(q.IsQuantized(m)) << m;
+      for (const std::string& m : {p + "0.linear_attn.in_proj_a", p + "0.linear_attn.in_proj_b", p + "5.mlp.gate",
+                                   p + "5.mlp.shared_expert_gate", std::string("lm_head")})
+        EXPECT_FALSE(q.IsQuantized(m)) << m;
+    }
+  }
+}
+
+// The tiny hybrids in every format: the layout of their weights (Qwen3-Next's fused
+// in_proj_qkvz / in_proj_ba under model.*, Qwen3.5's split projections under
+// model.language_model.*, its BF16 experts fused, its FP8 ones per expert), block FP8's scale
+// grids (each block's largest decoded weight 448 times its scale), and a load that runs.
+TEST(Checkpoint, RandomCheckpointGeneratorHybridTiny) {
+  for (const std::string preset : {"qwen3-next-tiny", "qwen3.5-moe-tiny"}) {
+    for (const std::string format : {"bf16", "fp8-modelopt", "fp8-compressed-tensors", "fp8-block"}) {
+      SCOPED_TRACE(preset + " " + format);
+      TempDir tmp;
+      ASSERT_TRUE(testing::RunRandomCheckpoint(tmp.path(), "--preset " + preset + " --seed 5 --threads 2 --format " + format));
+      const bool q35 = preset == "qwen3.5-moe-tiny", fp8 = format != "bf16", block = format == "fp8-block";
+      const Checkpoint c = Checkpoint::Open(tmp.path());
+      const std::string la = std::string(q35 ? "model.language_model." : "model.") + "layers.1.linear_attn.";
+      const std::string mlp = std::string(q35 ? "model.language_model." : "model.") + "layers.3.mlp.";
+      const vt::DType w8 = fp8 ? vt::DType::kF8E4M3 : vt::DType::kBF16;
+      std::string big;  // a block-FP8 weight of several blocks both ways
+      if (q35) {
+        c.GetAs(la + "in_proj_qkv.weight", w8, {352, 192});
+        c.GetAs(la + "in_proj_z.weight", w8, {160, 192});
+        for (const char* ba : {"in_proj_b.weight", "in_proj_a.weight"})
+          c.GetAs(la + ba, block ? vt::DType::kBF16 : w8, {4, 192});
+        big = la + "in_proj_qkv";
+      } else {
+        c.GetAs(la + "in_proj_qkvz.weight", w8, {512, 192});
+        c.GetAs(la + "in_proj_ba.weight", block ? vt::DType::kBF16 : w8, {8, 192});
+        big = la + "in_proj_qkvz";
+      }
+      EXPECT_EQ(c.Has(mlp + "experts.gate_up_proj"), q35 && !fp8);
+      if (q35 && !fp8) {
+        c.GetAs(mlp + "experts.gate_up_proj", vt::DType::kBF16, {8, 320, 192});
+        c.GetAs(mlp + "experts.down_proj", vt::DType::kBF16, {8, 192, 160});
+      } else {
+        c.GetAs(mlp + "experts.7.down_proj.weight", w8, {192, 160});
+      }
+      c.GetAs(mlp + "gate.weight", vt::DType::kBF16, {8, 192});
+      c.GetAs(mlp + "shared_expert_gate.weight", vt::DType::kBF16, {1, 192});
+      if (block) {
+        EXPECT_EQ(c.Info(mlp + "experts.7.down_proj.weight_scale_inv").shape, (vt::Shape{2, 2}));
+        const vt::Tensor w = c.Get(big + ".weight");
+        const int64_t N = w.dim(0), K = 192, nb = (N + 127) / 128;
+        const vt::Tensor s = c.GetAs(big + ".weight_scale_inv", vt::DType::kF32, {nb, 2});
+        for (int64_t bi = 0; bi < nb; ++bi)
+          for (int64_t bj = 0; bj < 2; ++bj) {
+            const float sc = s.data_as<float>()[bi * 2 + bj];
+            double amax = 0;
+            for (int64_t n = bi * 128; n < std::min(N, bi * 128 + 128); ++n)
+              for (int64_t k = bj * 128; k < std::min(K, bj * 128 + 128); ++k)
+                amax = std::max(amax, std::fabs(vt::Fp8E4M3ToFloat(w.data_as<uint8_t>()[n * K + k]) * double(sc)));
+            EXPECT_FLOAT_EQ(amax, 448.0 * sc) << big << " block " << bi << ", " << bj;
+          }
+      }
+      const auto model =
+          Model::Load(tmp.path(), {.device = vt::Device::Cpu(), .dtype = vt::DType::kF32, .cpu_threads = 2, .progress = false});
+      EXPECT_EQ(model->quant().method, !fp8 ? QuantMethod::kNone : block ? QuantMethod::kFp8Block : QuantMethod::kFp8Static);
+      for (float v : testing::PromptLogits(*model, {3, 100, 511, 7})) ASSERT_TRUE(std::isfinite(v));
+    }
+  }
 }
 
 }  // namespace

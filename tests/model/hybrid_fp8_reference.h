@@ -72,16 +72,19 @@ class HybridReference {
         perturbation_(perturbation),
         block_(block) {
     fused_ = cfg_.architecture == "Qwen3NextForCausalLM";
+    // The multimodal wrapper's layout (Qwen3.5's releases) keeps the text model's weights
+    // under model.language_model.
+    root_ = ckpt_.Has("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
   }
 
   // Logits [T, V] of every position of `ids` from position 0.
   std::vector<double> Logits(const std::vector<int32_t>& ids) {
     const int64_t T = static_cast<int64_t>(ids.size()), H = cfg_.hidden_size;
-    const std::vector<double>& embed = W("model.embed_tokens.weight");
+    const std::vector<double>& embed = W(root_ + "embed_tokens.weight");
     std::vector<double> x(static_cast<size_t>(T * H));
     for (int64_t t = 0; t < T; ++t) std::copy_n(embed.begin() + ids[t] * H, H, x.begin() + t * H);
     for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
-      const std::string p = "model.layers." + std::to_string(l) + ".";
+      const std::string p = root_ + "layers." + std::to_string(l) + ".";
       std::vector<double> n = ZcNorm(x, W(p + "input_layernorm.weight"), T, H);
       const std::vector<double> a = cfg_.layer_types[l] == "linear_attention" ? Gdn(p + "linear_attn.", n, T)
                                                                                : Attention(p + "self_attn.", n, T);
@@ -90,7 +93,7 @@ class HybridReference {
       const std::vector<double> m = cfg_.num_experts > 0 ? Moe(p + "mlp.", n, T) : Mlp(p + "mlp.", n, T);
       for (size_t i = 0; i < x.size(); ++i) x[i] += m[i];
     }
-    const std::vector<double> f = ZcNorm(x, W("model.norm.weight"), T, H);
+    const std::vector<double> f = ZcNorm(x, W(root_ + "norm.weight"), T, H);
     return MatmulT(f, W("lm_head.weight"), T, cfg_.vocab_size, H);
   }
 
@@ -458,6 +461,7 @@ class HybridReference {
   Checkpoint ckpt_;
   HybridMode mode_;
   bool fused_ = false;
+  std::string root_;
   double perturbation_ = 0.0;
   std::array<int64_t, 2> block_;
   std::map<std::string, std::vector<double>> w_;
@@ -503,37 +507,48 @@ inline int GreedyAgainstReference(Model& model, HybridReference& ref, const std:
   return steps;
 }
 
-// `model`'s f32 logits of each prompt of `oracle_dir`'s reference.json against the emulation:
-// max |ours - emulation| per position, split at the prompt's first position off by more than
-// 1e-4 (a code flip); the prompts whose position 0 is off; how far the emulation is from the
-// unquantized forward `exact`; and, for the prompts of up to 30 tokens, the greedy decode steps
-// equal to the emulation's (GreedyAgainstReference, 6 steps, near-tie 0.05).
+// `model`'s f32 logits of each prompt of `prompts` against the emulation: max |ours -
+// emulation| per position, split at the prompt's first position off by more than 1e-4 (a code
+// flip); the prompts whose position 0 is off; how far the emulation is from the unquantized
+// forward `exact` (when given); and, for the prompts of up to 30 tokens, the greedy decode
+// steps equal to the emulation's (GreedyAgainstReference, 6 steps, near-tie `near_tie`).
 struct EmulationComparison {
   int before = 0, after = 0, greedy_steps = 0;
   double worst = 0, fp8_vs_exact = 0;
   std::vector<std::vector<int32_t>> flipped_at_0;
 };
 
-inline EmulationComparison CompareWithEmulation(Model& model, HybridReference& emu, HybridReference& exact,
-                                                const std::string& oracle_dir) {
+inline EmulationComparison CompareWithEmulation(Model& model, HybridReference& emu, HybridReference* exact,
+                                                const std::vector<std::vector<int32_t>>& prompts,
+                                                double near_tie = 0.05) {
   const int64_t V = model.vocab_size();
   EmulationComparison c;
-  for (const OracleCase& oc : ReadOracle(oracle_dir)) {
-    const std::vector<float> got = PromptLogits(model, oc.prompt);
-    const std::vector<double> ref = emu.Logits(oc.prompt), ex = exact.Logits(oc.prompt);
+  for (const std::vector<int32_t>& prompt : prompts) {
+    const int64_t T = static_cast<int64_t>(prompt.size());
+    const std::vector<float> got = PromptLogits(model, prompt);
+    const std::vector<double> ref = emu.Logits(prompt);
+    const std::vector<double> ex = exact ? exact->Logits(prompt) : ref;
     bool flipped = false;
-    for (int64_t t = 0; t < oc.T; ++t) {
+    for (int64_t t = 0; t < T; ++t) {
       const double d = RowDiff(got, ref, ex, t, V, c.fp8_vs_exact);
       flipped = flipped || !(d <= 1e-4);
-      if (t == 0 && flipped) c.flipped_at_0.push_back(oc.prompt);
+      if (t == 0 && flipped) c.flipped_at_0.push_back(prompt);
       if (!flipped) c.worst = std::max(c.worst, d);
       (flipped ? c.after : c.before)++;
     }
-    if (oc.T > 30) continue;
+    if (T > 30) continue;
     bool step_flipped = false;
-    c.greedy_steps += GreedyAgainstReference(model, emu, oc.prompt, 6, 1e-4, 0.05, &step_flipped);
+    c.greedy_steps += GreedyAgainstReference(model, emu, prompt, 6, 1e-4, near_tie, &step_flipped);
   }
   return c;
+}
+
+// The same over the prompts of `oracle_dir`'s reference.json.
+inline EmulationComparison CompareWithEmulation(Model& model, HybridReference& emu, HybridReference& exact,
+                                                const std::string& oracle_dir) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const OracleCase& oc : ReadOracle(oracle_dir)) prompts.push_back(oc.prompt);
+  return CompareWithEmulation(model, emu, &exact, prompts);
 }
 
 }  // namespace vtllm::model::testing

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,6 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "model/load_error.h"
+
+#ifndef VTLLM_TOOL_RUNNER
+#define VTLLM_TOOL_RUNNER ""  // a cross build's emulator, e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu "
+#endif
 
 namespace vtllm::model::testing {
 
@@ -106,6 +111,16 @@ void ExpectError(Fn&& fn, const std::vector<std::string>& needles) {
     if (std::getenv("VTLLM_SHOW_ERRORS")) std::fprintf(stderr, "  error: %s\n", msg.c_str());
     for (const auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "message lacks '" << n << "': " << msg;
   }
+}
+
+// Runs the built make_random_checkpoint with `args` (e.g. "--preset qwen3-tiny --format bf16")
+// into `out`; a test failure (with the command) when it does not exit with 0.
+inline bool RunRandomCheckpoint(const std::string& out, const std::string& args) {
+  const std::string cmd =
+      std::string(VTLLM_BINARY_DIR) + "/tools/make_random_checkpoint --out " + out + " " + args + " 2>/dev/null";
+  const int rc = std::system((VTLLM_TOOL_RUNNER + cmd).c_str());
+  EXPECT_EQ(rc, 0) << cmd;
+  return rc == 0;
 }
 
 inline std::string FixtureDir(const std::string& name) {

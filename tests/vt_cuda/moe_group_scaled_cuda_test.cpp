@@ -1,5 +1,5 @@
 // The CUDA MoeExpertsFp8GroupScaled (src/vt/cuda/moe_group_scaled.cu) beyond the op table's
-// cases: that its kernels ran (their launch counter), against the CPU kernel at the width of
+// cases: that its kernels ran (their launch counters; these shapes take 16-byte vectors), against the CPU kernel at the width of
 // Qwen3-30B-A3B's experts (H = 2048, I = 768, k = 8) and of one whose I ends partway through
 // a 128-block (I = 704), block and per-channel scales, 1 and 40 tokens, F32 and BF16 out; and
 // a bad expert id reported at the next synchronization.
@@ -69,10 +69,12 @@ TEST(CudaMoeGroupScaled, WideExpertsMatchTheCpuKernel) {
           vt::MoeExpertsFp8GroupScaled(cpu, want, x8, sx, ids_t, w_t, w13, s13, w2, s2, bn, bk, af, sf);
           const vt::Tensor got = vt::Tensor::Empty({T, H}, od, vtt::kCuda);
           const int64_t before = vt::cuda::MoeGroupScaledLaunches();
+          const int64_t vectors_before = vt::cuda::MoeGroupScaledVectorLaunches();
           vt::MoeExpertsFp8GroupScaled(gpu, got, x8.To(vtt::kCuda), sx.To(vtt::kCuda), ids_t.To(vtt::kCuda),
                                        w_t.To(vtt::kCuda), w13_g, s13_g, w2_g, s2_g, bn, bk, af, sf);
           gpu.Synchronize();
           EXPECT_EQ(vt::cuda::MoeGroupScaledLaunches() - before, 1);
+          EXPECT_EQ(vt::cuda::MoeGroupScaledVectorLaunches() - vectors_before, 1);  // rows of 16-byte vectors
           const vt::Tensor g = got.To(vt::Device::Cpu());
           auto at = [od](const vt::Tensor& t, int64_t i) {
             return od == DType::kF32 ? double(t.data_as<float>()[i]) : double(vt::Bf16ToFloat(t.data_as<uint16_t>()[i]));

@@ -49,8 +49,7 @@ std::atomic<int64_t> g_fp8_attention{0}, g_fp8_cache_write{0}, g_fp8_qk_norm_rop
 // VT_CUDA_ATTN_FUSED_COMBINE=0 combines a decode kernel's splits by AttnCombineKernel after
 // it, as the general kernel's (A/B runs, tests). Read at each call, so a test can set it.
 bool FusedCombineOn() {
-  const char* v = std::getenv("VT_CUDA_ATTN_FUSED_COMBINE");
-  return v == nullptr || std::strcmp(v, "0") != 0;
+  return SwitchOn("VT_CUDA_ATTN_FUSED_COMBINE");
 }
 
 // CTAs per SM a step should have before its contexts are not split: 2 for the general

@@ -217,8 +217,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeMmaKernel(AttnArgs a) {
 
 // VT_CUDA_ATTN_DECODE_MMA=0 keeps decode steps on the CUDA-core kernel (A/B runs, tests).
 bool DecodeMmaOn() {
-  const char* v = std::getenv("VT_CUDA_ATTN_DECODE_MMA");
-  return v == nullptr || std::strcmp(v, "0") != 0;
+  return SwitchOn("VT_CUDA_ATTN_DECODE_MMA");
 }
 
 }  // namespace

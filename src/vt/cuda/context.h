@@ -60,6 +60,12 @@ struct CudaQueue : Queue::Impl {
   // kSplitCounters of them): zero between launches, each reset by the CTA that arrives last.
   static constexpr int64_t kSplitCounters = int64_t{1} << 16;
   int32_t* split_counters = nullptr;
+  // Set after a library kernel that may let the next kernel launch before it ends
+  // (cuBLASLt's scaled FP8 GEMMs): the next launch is then not overlapped (TakeOverlap), so
+  // that its waiting CTAs cannot hold the SMs the library kernel's remaining CTAs need. A
+  // block-FP8 8B server hung on the H200 (GPU busy, no progress) in its mixed steps
+  // without this.
+  bool serialize_next = false;
 #ifdef VT_CUDA_CUBLASLT
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
@@ -78,6 +84,15 @@ CudaQueue& Cuda(const Queue& q);
 // device_util.cuh): on sm_90 and later unless VT_CUDA_PDL=0 (read once; for measuring
 // what the overlap gains).
 bool OverlappedLaunches(const CudaQueue& cq);
+// Whether the next kernel launch on cq may be overlapped: OverlappedLaunches(cq), unless
+// serialize_next was set (which this clears).
+inline bool TakeOverlap(CudaQueue& cq) {
+  const bool serialize = cq.serialize_next;
+  cq.serialize_next = false;
+  return !serialize && OverlappedLaunches(cq);
+}
+// An A/B switch for benchmarks and tests: true unless the environment variable `name` is "0".
+bool SwitchOn(const char* name);
 
 // Blocks of the caching allocator (runtime.cpp) that a recorded graph keeps: while `keep` is
 // set for a device, blocks freed on it go there instead of back to the cache (a graph's ops

@@ -91,7 +91,7 @@ void LaunchOverlapped(CudaQueue& cq, const char* name, void (*kernel)(Params...)
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = OverlappedLaunches(cq) ? 1 : 0;
+  cfg.numAttrs = TakeOverlap(cq) ? 1 : 0;
   detail::Check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), name, __FILE__, __LINE__);
 }
 
@@ -126,10 +126,7 @@ inline bool Is16Bit(DType d) { return d == DType::kBF16 || d == DType::kF16; }
 // Whether the 16-byte vector row kernels may run: VT_CUDA_VEC_ROWS=0 keeps the scalar ones
 // (an A/B switch for benchmarks; read once per process).
 inline bool VecRowsOn() {
-  static const bool on = [] {
-    const char* v = std::getenv("VT_CUDA_VEC_ROWS");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static const bool on = SwitchOn("VT_CUDA_VEC_ROWS");
   return on;
 }
 inline bool AlignedTo(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }

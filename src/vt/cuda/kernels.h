@@ -50,6 +50,8 @@ int64_t MoeGemvLaunches();
 void RegisterMoeGroupScaledKernels();  // moe_group_scaled.cu: MoeExpertsFp8GroupScaled
 // Calls of MoeExpertsFp8GroupScaled that ran its CUDA kernels (all queues).
 int64_t MoeGroupScaledLaunches();
+// Of those, the calls whose kernels took 16-byte vectors of weights.
+int64_t MoeGroupScaledVectorLaunches();
 void RegisterGdnKernels();         // gdn.cu: CausalConv1d, GatedDeltaRule
 
 // Element storage tags for templated kernels: the value type in memory and exact

@@ -110,6 +110,31 @@ bool MatmulFp8ViaBf16(const Queue& q, const Tensor& out, const Tensor& a, const 
 bool MatmulFp8Lt(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, float alpha,
                  const Tensor* bias);
 
+// MatmulFp8GroupScaled of one row by the GEMV kernel: each 16-byte vector's products summed,
+// times its group's scales (a's and its weight row block's), added to the row's sum. Needs
+// GemvFits(a, b), block_n a power of two and block_k a multiple of 16 (or >= K).
+bool GroupScaledGemvFits(const Tensor& a, const Tensor& b, int64_t block_n, int64_t block_k);
+void MatmulFp8GroupScaledGemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales,
+                              const Tensor& b, const Tensor& b_scales, int64_t block_n, int64_t block_k,
+                              const Tensor* bias);
+// MatmulFp8GroupScaled by cuBLASLt's scaled FP8 GEMM (sm_90, f32 accumulation, no fast
+// accumulation): 128 x 128 weight blocks with 1 x 128 activation groups, N and K whole
+// blocks (CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F / VEC128_32F), or per-channel weights with
+// per-token activations (OUTER_VEC_32F, K >= kLtMinK as the static path). Returns false,
+// having done nothing, for other layouts or when cuBLASLt offers no algorithm.
+bool MatmulFp8GroupScaledLt(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales,
+                            const Tensor& b, const Tensor& b_scales, int64_t block_n, int64_t block_k,
+                            const Tensor* bias);
+// The one-warp-per-output kernel (any shape): the named baseline.
+void MatmulFp8GroupScaledNaive(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales,
+                               const Tensor& b, const Tensor& b_scales, int64_t block_n, int64_t block_k,
+                               const Tensor* bias);
+// Whether the next kernel launch on q is serialized rather than overlapped (set by the
+// scaled cuBLASLt path, cleared by the next launch; CudaQueue::serialize_next says why).
+bool NextLaunchSerialized(const Queue& q);
+// How many products each path ran (all queues): lets tests prove which kernel ran.
+int64_t GroupScaledGemvLaunches();
+int64_t GroupScaledLtLaunches();
 // Registers MatmulFp8GroupScaled (matmul_fp8_group_scaled.cu); called by RegisterMatmulKernels.
 void RegisterMatmulFp8GroupScaledKernel();
 
@@ -117,6 +142,9 @@ void RegisterMatmulFp8GroupScaledKernel();
 // out[m, n] = round_out(tmp[m, n] + bias[n]) (bias nullable); tmp may alias out when F32.
 void LaunchBiasEpilogue(const Queue& q, void* out, DType od, const float* tmp, const void* bias, DType bd, int64_t M,
                         int64_t N);
+// dst[i·ds0 + j·ds1] = src[i·ss0 + j·ss1] for i < rows, j < cols (matmul_fp8_group_scaled.cu).
+void LaunchCopy2d(const Queue& q, float* dst, int64_t ds0, int64_t ds1, const float* src, int64_t ss0, int64_t ss1,
+                  int64_t rows, int64_t cols);
 // dst[i] = BF16 of the e4m3 code src[i] (exact), i < n; n % 16 == 0, both 16-byte aligned.
 void LaunchFp8ToBf16(const Queue& q, void* dst, const void* src, int64_t n);
 // Generic f32 matmul of float dtypes, one thread per output (fallback for Matmul).

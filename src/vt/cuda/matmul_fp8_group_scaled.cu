@@ -1,7 +1,15 @@
-// CUDA MatmulFp8GroupScaled (vt/ops/matmul.h): a straightforward correct kernel, not yet
-// tuned. One warp per output element: for each group of K the lanes take its elements in
-// strides of 32 (fma in f32), the warp sums them with xor shuffles, and the group's sum,
-// times its two scales, is added to the accumulator in ascending group order.
+// CUDA MatmulFp8GroupScaled (vt/ops/matmul.h), picked by shape:
+//  - one row of a (decode): the GEMV kernel of matmul_gemv.cu with the group scales
+//    (MatmulFp8GroupScaledGemv), which streams the weight like the static path;
+//  - more rows: cuBLASLt's scaled FP8 GEMM on sm_90 (MatmulFp8GroupScaledLt in matmul.cpp:
+//    128 x 128 weight blocks with 1 x 128 activation groups, or per-channel weights with
+//    per-token activations);
+//  - otherwise the naive kernel below: one warp per output element; for each group of K
+//    the lanes take its elements in strides of 32 (fma in f32), the warp sums them with xor
+//    shuffles, and the group's sum, times its two scales, is added to the accumulator in
+//    ascending group order.
+// Every path is the definition's sums in some f32 order; the tests hold each to the DESIGN
+// bound against a float64 reference.
 #include <cuda_runtime.h>
 
 #include "vt/cuda/device_util.cuh"
@@ -43,9 +51,30 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32)
   }
 }
 
+__global__ void Copy2dKernel(float* dst, int64_t ds0, int64_t ds1, const float* src, int64_t ss0, int64_t ss1,
+                             int64_t rows, int64_t cols) {
+  PdlWait();
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= rows * cols) return;
+  const int64_t i = idx / cols, j = idx - i * cols;
+  dst[i * ds0 + j * ds1] = src[i * ss0 + j * ss1];
+}
+
 void MatmulFp8GroupScaledCuda(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales,
                               const Tensor& b, const Tensor& b_scales, int64_t block_n, int64_t block_k,
                               const Tensor* bias) {
+  if (a.dim(0) * b.dim(0) == 0) return;
+  if (GroupScaledGemvFits(a, b, block_n, block_k))
+    return MatmulFp8GroupScaledGemv(q, out, a, a_scales, b, b_scales, block_n, block_k, bias);
+  if (MatmulFp8GroupScaledLt(q, out, a, a_scales, b, b_scales, block_n, block_k, bias)) return;
+  MatmulFp8GroupScaledNaive(q, out, a, a_scales, b, b_scales, block_n, block_k, bias);
+}
+
+}  // namespace
+
+void MatmulFp8GroupScaledNaive(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales,
+                               const Tensor& b, const Tensor& b_scales, int64_t block_n, int64_t block_k,
+                               const Tensor* bias) {
   CudaQueue& cq = Cuda(q);
   const int64_t M = a.dim(0), N = b.dim(0), K = a.dim(1), G = a_scales.dim(1);
   if (M * N == 0) return;
@@ -58,7 +87,16 @@ void MatmulFp8GroupScaledCuda(const Queue& q, const Tensor& out, const Tensor& a
                    bias ? bias->data() : nullptr, bias ? bias->dtype() : DType::kF32, M, N, K, G, block_n, block_k);
 }
 
-}  // namespace
+void LaunchCopy2d(const Queue& q, float* dst, int64_t ds0, int64_t ds1, const float* src, int64_t ss0, int64_t ss1,
+                  int64_t rows, int64_t cols) {
+  if (rows * cols == 0) return;
+  CudaQueue& cq = Cuda(q);
+  DeviceGuard guard(cq.device.index);
+  const int64_t blocks = (rows * cols + 255) / 256;
+  VT_CHECK(blocks < (int64_t{1} << 31), "internal: Copy2d of ", rows, "x", cols, " exceeds the CUDA grid");
+  LaunchOverlapped(cq, "Copy2dKernel", Copy2dKernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, dst, ds0,
+                   ds1, src, ss0, ss1, rows, cols);
+}
 
 void RegisterMatmulFp8GroupScaledKernel() {
   Register<OpId::kMatmulFp8GroupScaled>(DeviceType::kCUDA, &MatmulFp8GroupScaledCuda);

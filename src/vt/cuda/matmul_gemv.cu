@@ -23,6 +23,7 @@
 // has the measurements of this kernel, of its launch modes and of the bulk-copy variant.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <iterator>
@@ -56,16 +57,35 @@ struct Bf16Rows {
 };
 
 // The activation row (GemvAct) and how thread t's vectors of it widen to floats, Rows::kElems
-// values per 16-byte weight vector (one policy today; the kernel takes it as a parameter).
+// values per 16-byte weight vector, and whether each vector's products carry a scale.
 struct GemvAct {
   const void* a;  // the row in b's element type
+  // ActGroupScaled (MatmulFp8GroupScaled): a's group scales [G], b's [ceil(N / 2^bn_shift), G],
+  // groups of block_k columns.
+  const float* a_scales = nullptr;
+  const float* b_scales = nullptr;
+  int bn_shift = 0, block_k = 0, groups = 0;
 };
 
-// The row holds values of b's element type: widened exactly.
+// The row holds values of b's element type: widened exactly; the products are summed as they are.
 template <typename Rows>
 struct ActCodes {
+  static constexpr bool kScaled = false;
   __device__ __forceinline__ static void Load(const GemvAct& p, int v, bool, float (&f)[Rows::kElems]) {
     Rows::Decode(__ldg(static_cast<const uint4*>(p.a) + v), f);
+  }
+};
+
+// The same codes, and the products of each 16-byte vector (inside one group of block_k
+// columns, block_k a multiple of 16 or the whole row) summed, times its group's two scales,
+// then added to the row's sum: MatmulFp8GroupScaled's product in another order of the
+// same f32 sums.
+template <typename Rows>
+struct ActGroupScaled : ActCodes<Rows> {
+  static constexpr bool kScaled = true;
+  __device__ __forceinline__ static int GroupOf(const GemvAct& p, int v) { return v * Rows::kElems / p.block_k; }
+  __device__ __forceinline__ static float WeightScale(const GemvAct& p, int row, int group) {
+    return __ldg(p.b_scales + static_cast<size_t>(row >> p.bn_shift) * p.groups + group);
   }
 };
 
@@ -198,11 +218,19 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
 
   if (!loaded) LoadGroup<Out, T, U, RB>(cur, b, r0, r1, tid, kv, row_bytes, half_rows);
   float af[U][kE];
+  float a_scale[U];  // Act::kScaled: the scale of the vector's group of a
+  int group[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int v = tid + u * T;
+    a_scale[u] = 0.0f;
+    group[u] = 0;
     if (v < kv) {
       Act::Load(act, v, blockIdx.x == 0, af[u]);
+      if constexpr (Act::kScaled) {
+        group[u] = Act::GroupOf(act, v);
+        a_scale[u] = act.a_scales[group[u]];
+      }
     } else {
 #pragma unroll
       for (int j = 0; j < kE; ++j) af[u][j] = 0.0f;
@@ -221,8 +249,18 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
       for (int r = 0; r < RB; ++r) {
         float wf[kE];
         Rows::Decode(cur[u][r], wf);
+        if constexpr (Act::kScaled) {
+          float t = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kE; ++j) acc[r] = __fmaf_rn(af[u][j], wf[j], acc[r]);
+          for (int j = 0; j < kE; ++j) t = __fmaf_rn(af[u][j], wf[j], t);
+          const float s = SlotValid<Out, RB>(g, r, r1) && tid + u * T < kv
+                              ? a_scale[u] * Act::WeightScale(act, RowOfSlot<Out, RB>(g, r, half_rows), group[u])
+                              : 0.0f;
+          acc[r] = __fmaf_rn(t, s, acc[r]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kE; ++j) acc[r] = __fmaf_rn(af[u][j], wf[j], acc[r]);
+        }
       }
 #pragma unroll
     for (int r = 0; r < RB; ++r) {
@@ -276,7 +314,7 @@ void Launch(CudaQueue& cq, const GemvOut& o, const GemvAct& act, const Tensor& b
   // and prefetch early (bench/kernel_notes.md, GEMV grid size).
   const int64_t wave = static_cast<int64_t>(std::max(cq.sm_count, 1)) * ResidentCtas<Rows, Act, Out, T, U, RB>();
   const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wave, N / RB)));
-  const bool overlap = how.overlap && OverlappedLaunches(cq);
+  const bool overlap = TakeOverlap(cq) && how.overlap;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(T);
@@ -339,10 +377,7 @@ bool Aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) %
 
 // VT_CUDA_BF16_GEMV=0 keeps BF16 decode products on cuBLASLt (read once; for A/B runs).
 bool Bf16GemvOn() {
-  static const bool on = [] {
-    const char* v = std::getenv("VT_CUDA_BF16_GEMV");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static const bool on = SwitchOn("VT_CUDA_BF16_GEMV");
   return on;
 }
 
@@ -407,10 +442,7 @@ bool MatmulFp8GemvVariant(const Queue& q, const Tensor& out, const Tensor& a, co
 
 bool SiluGemvFits(const Tensor& x8, const Tensor& w_gate_up) {
   // VT_CUDA_SILU_GEMV=0 runs the GEMV into BF16 and SiluMulQuantFp8 instead (for A/B runs).
-  static const bool on = [] {
-    const char* v = std::getenv("VT_CUDA_SILU_GEMV");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static const bool on = SwitchOn("VT_CUDA_SILU_GEMV");
   return on && w_gate_up.dim(0) % 2 == 0 && GemvFits(x8, w_gate_up);
 }
 
@@ -429,5 +461,41 @@ void MatmulFp8GemvSiluMulQuant(const Queue& q, const Tensor& out8, const Tensor&
 }
 
 int64_t SiluMulQuantGemvLaunches() { return g_silu_launches.load(std::memory_order_relaxed); }
+
+namespace {
+std::atomic<int64_t> g_group_scaled_launches{0};
+}  // namespace
+
+bool GroupScaledGemvFits(const Tensor& a, const Tensor& b, int64_t block_n, int64_t block_k) {
+  // VT_CUDA_GROUP_SCALED_GEMV=0 leaves one-row products to the other paths (for A/B runs).
+  static const bool on = SwitchOn("VT_CUDA_GROUP_SCALED_GEMV");
+  if (!on) return false;
+  const int64_t K = b.dim(1);
+  const bool pow2_n = block_n > 0 && block_n <= (int64_t{1} << 30) && (block_n & (block_n - 1)) == 0;
+  return pow2_n && (block_k % 16 == 0 || block_k >= K) && GemvFits(a, b);
+}
+
+void MatmulFp8GroupScaledGemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales,
+                              const Tensor& b, const Tensor& b_scales, int64_t block_n, int64_t block_k,
+                              const Tensor* bias) {
+  VT_CHECK(GroupScaledGemvFits(a, b, block_n, block_k), "internal: MatmulFp8GroupScaledGemv of ", a.Describe(),
+           " and ", b.Describe(), " in blocks ", block_n, "x", block_k);
+  if (b.dim(0) == 0) return;
+  CudaQueue& cq = Cuda(q);
+  DeviceGuard guard(cq.device.index);
+  int shift = 0;
+  while ((int64_t{1} << shift) < block_n) ++shift;
+  GemvAct act = CodesOf(a);
+  act.a_scales = a_scales.data_as<float>();
+  act.b_scales = b_scales.data_as<float>();
+  act.bn_shift = shift;
+  act.block_k = static_cast<int>(std::min(block_k, b.dim(1)));
+  act.groups = static_cast<int>(a_scales.dim(1));
+  ChooseVariant<Fp8Rows, ActGroupScaled<Fp8Rows>>(b.dim(1) / 16)
+      .launch(cq, RowsTo(out, 1.0f, bias), act, b, GemvLaunchFor(b));
+  g_group_scaled_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t GroupScaledGemvLaunches() { return g_group_scaled_launches.load(std::memory_order_relaxed); }
 
 }  // namespace vt::cuda

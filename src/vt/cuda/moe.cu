@@ -295,10 +295,7 @@ constexpr int64_t kGemvMaxTokens = 16;
 std::atomic<int64_t> g_gemv_launches{0};
 
 bool MoeGemvOn() {
-  static const bool on = [] {
-    const char* v = std::getenv("VT_CUDA_MOE_GEMV");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static const bool on = SwitchOn("VT_CUDA_MOE_GEMV");
   return on;
 }
 

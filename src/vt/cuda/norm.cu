@@ -148,10 +148,7 @@ constexpr int kVecThreads = 256;
 constexpr int kMaxVecThreads = 1024;
 
 bool WideNormOn() {
-  static const bool on = [] {
-    const char* v = std::getenv("VT_CUDA_NORM_WIDE");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static const bool on = SwitchOn("VT_CUDA_NORM_WIDE");
   return on;
 }
 

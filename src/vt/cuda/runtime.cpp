@@ -322,11 +322,13 @@ void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device,
   }
 }
 
+bool SwitchOn(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::string_view(v) != "0";
+}
+
 bool OverlappedLaunches(const CudaQueue& cq) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("VT_CUDA_PDL");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static const bool enabled = SwitchOn("VT_CUDA_PDL");
   return enabled && cq.cc_major >= 9;
 }
 
