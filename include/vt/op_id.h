@@ -24,6 +24,9 @@ namespace vt {
   X(kRmsNormGatedQuantFp8, "RmsNormGatedQuantFp8") \
   X(kSiluMulQuantFp8, "SiluMulQuantFp8")       \
   X(kMatmulFp8SiluMulQuantFp8, "MatmulFp8SiluMulQuantFp8") \
+  X(kRmsNormQuantFp8PerTokenGroup, "RmsNormQuantFp8PerTokenGroup") \
+  X(kRmsNormGatedQuantFp8PerTokenGroup, "RmsNormGatedQuantFp8PerTokenGroup") \
+  X(kSiluMulQuantFp8PerTokenGroup, "SiluMulQuantFp8PerTokenGroup") \
   X(kEmbedding, "Embedding")                   \
   X(kRotaryEmbedding, "RotaryEmbedding")       \
   X(kKvCacheWrite, "KvCacheWrite")             \

@@ -1,4 +1,5 @@
-// Fused recipes: a norm or activation followed by static FP8 quantization in one pass.
+// Fused recipes: a norm or activation followed by FP8 quantization (static per tensor, or
+// dynamic per token and group of columns) in one pass.
 //
 // A recipe is a list of opcodes executed in order. FusedChainComposite runs a recipe by
 // dispatching each step to the standalone op on the queue's device; that result is the
@@ -20,12 +21,16 @@ enum class FOp : uint8_t {
   kRmsNormGated,    // RmsNormGated(tmp, x, gate, weight, eps)   -> BF16 tmp
   kSiluMul,         // SiluMul(tmp, x)                           -> BF16 tmp
   kQuantFp8Static,  // QuantFp8Static(out, tmp, input_scale)
+  kQuantFp8PerTokenGroup,  // QuantFp8PerTokenGroup(out, scales, tmp, group_size, amax_floor, scale_floor)
 };
 
 namespace recipes {
 inline constexpr FOp kRmsNormQuantFp8[] = {FOp::kRmsNorm, FOp::kQuantFp8Static};
 inline constexpr FOp kRmsNormGatedQuantFp8[] = {FOp::kRmsNormGated, FOp::kQuantFp8Static};
 inline constexpr FOp kSiluMulQuantFp8[] = {FOp::kSiluMul, FOp::kQuantFp8Static};
+inline constexpr FOp kRmsNormQuantFp8PerTokenGroup[] = {FOp::kRmsNorm, FOp::kQuantFp8PerTokenGroup};
+inline constexpr FOp kRmsNormGatedQuantFp8PerTokenGroup[] = {FOp::kRmsNormGated, FOp::kQuantFp8PerTokenGroup};
+inline constexpr FOp kSiluMulQuantFp8PerTokenGroup[] = {FOp::kSiluMul, FOp::kQuantFp8PerTokenGroup};
 }  // namespace recipes
 
 // The operands of a recipe; each step uses the ones it names.
@@ -38,6 +43,11 @@ struct FusedArgs {
   Tensor normed_out;  // optional BF16 side output: the tensor before quantization
   float eps = 1e-6f;
   float input_scale = 1.0f;
+  // QuantFp8PerTokenGroup's operands: scales [M, ceil(K / group_size)] F32 and the floors.
+  Tensor scales;
+  int64_t group_size = 128;
+  float amax_floor = 0.0f;
+  float scale_floor = 0.0f;
 };
 
 void FusedChainComposite(const Queue& q, std::span<const FOp> recipe, const FusedArgs& args);
@@ -61,6 +71,21 @@ void SiluMulQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, float i
 void MatmulFp8SiluMulQuantFp8(const Queue& q, const Tensor& out8, const Tensor& gate_up, const Tensor& x8,
                               const Tensor& w_gate_up, float alpha, float input_scale);
 
+// The same three recipes with the dynamic quantizer of block-wise and per-token FP8 in place
+// of the static one: x is [M, K] (for SiluMul, [M, 2K]), out [M, K] F8E4M3, scales
+// [M, ceil(K / group_size)] F32, and the quantization exactly QuantFp8PerTokenGroup's (its
+// floors, its checks) of the BF16 intermediate. Byte-identical to the composite (fp8 bytes
+// and scale floats) on every backend.
+void RmsNormQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                                  const Tensor& weight, float eps, int64_t group_size, float amax_floor,
+                                  float scale_floor, const Tensor* residual = nullptr,
+                                  const Tensor* normed_out = nullptr);
+void RmsNormGatedQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                                       const Tensor& gate, const Tensor& weight, float eps, int64_t group_size,
+                                       float amax_floor, float scale_floor);
+void SiluMulQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                                  int64_t group_size, float amax_floor, float scale_floor);
+
 template <>
 struct OpTraits<OpId::kRmsNormQuantFp8> {
   using Fn = void(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
@@ -79,6 +104,23 @@ template <>
 struct OpTraits<OpId::kMatmulFp8SiluMulQuantFp8> {
   using Fn = void(const Queue& q, const Tensor& out8, const Tensor& gate_up, const Tensor& x8,
                   const Tensor& w_gate_up, float alpha, float input_scale);
+};
+
+template <>
+struct OpTraits<OpId::kRmsNormQuantFp8PerTokenGroup> {
+  using Fn = void(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x, const Tensor& weight,
+                  float eps, int64_t group_size, float amax_floor, float scale_floor, const Tensor* residual,
+                  const Tensor* normed_out);
+};
+template <>
+struct OpTraits<OpId::kRmsNormGatedQuantFp8PerTokenGroup> {
+  using Fn = void(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x, const Tensor& gate,
+                  const Tensor& weight, float eps, int64_t group_size, float amax_floor, float scale_floor);
+};
+template <>
+struct OpTraits<OpId::kSiluMulQuantFp8PerTokenGroup> {
+  using Fn = void(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x, int64_t group_size,
+                  float amax_floor, float scale_floor);
 };
 
 }  // namespace vt

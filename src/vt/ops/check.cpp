@@ -62,4 +62,17 @@ void MatmulShapes(std::string_view op, const Queue& q, const Tensor& out, const 
   }
 }
 
+void PerTokenGroupQuant(std::string_view op, const Queue& q, const Tensor& out, const Tensor& scales, int64_t rows,
+                        int64_t cols, int64_t group_size, float amax_floor, float scale_floor) {
+  Output(op, q, "out", out, {DType::kF8E4M3});
+  ShapeIs(op, "out", out, {rows, cols});
+  VT_CHECK(group_size >= 1, op, ": group_size must be >= 1, got ", group_size);
+  Output(op, q, "scales", scales, {DType::kF32});
+  ShapeIs(op, "scales", scales, {rows, (cols + group_size - 1) / group_size});
+  Finite(op, "amax_floor", amax_floor);
+  Finite(op, "scale_floor", scale_floor);
+  VT_CHECK(amax_floor >= 0.0f && scale_floor >= 0.0f && (amax_floor > 0.0f || scale_floor > 0.0f), op,
+           ": amax_floor and scale_floor must be >= 0 and not both 0, got ", amax_floor, " and ", scale_floor);
+}
+
 }  // namespace vt::check

@@ -49,6 +49,12 @@ inline void Output(std::string_view op, const Queue& q, std::string_view arg, co
 void MatmulShapes(std::string_view op, const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b,
                   const Tensor* bias);
 
+// The operands of a dynamic per-token-group FP8 quantization of an [rows, cols] value:
+// out [rows, cols] F8E4M3 and scales [rows, ceil(cols / group_size)] F32 (both written),
+// group_size >= 1, the floors finite, >= 0 and not both 0.
+void PerTokenGroupQuant(std::string_view op, const Queue& q, const Tensor& out, const Tensor& scales, int64_t rows,
+                        int64_t cols, int64_t group_size, float amax_floor, float scale_floor);
+
 inline constexpr std::initializer_list<DType> kFloat16Or32 = {DType::kF32, DType::kBF16, DType::kF16};
 
 }  // namespace vt::check

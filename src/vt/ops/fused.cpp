@@ -38,6 +38,10 @@ void FusedChainComposite(const Queue& q, std::span<const FOp> recipe, const Fuse
         VT_CHECK(last, "FusedChainComposite: QuantFp8Static must be the last step of a recipe");
         QuantFp8Static(q, args.out, current, args.input_scale);
         break;
+      case FOp::kQuantFp8PerTokenGroup:
+        VT_CHECK(last, "FusedChainComposite: QuantFp8PerTokenGroup must be the last step of a recipe");
+        QuantFp8PerTokenGroup(q, args.out, args.scales, current, args.group_size, args.amax_floor, args.scale_floor);
+        break;
     }
   }
 }
@@ -110,6 +114,58 @@ void MatmulFp8SiluMulQuantFp8(const Queue& q, const Tensor& out8, const Tensor& 
   check::Finite(op, "alpha", alpha);
   check::PositiveFinite(op, "input_scale", input_scale);
   Kernel<OpId::kMatmulFp8SiluMulQuantFp8>(q.device().type)(q, out8, gate_up, x8, w_gate_up, alpha, input_scale);
+}
+
+void RmsNormQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                                  const Tensor& weight, float eps, int64_t group_size, float amax_floor,
+                                  float scale_floor, const Tensor* residual, const Tensor* normed_out) {
+  constexpr std::string_view op = "RmsNormQuantFp8PerTokenGroup";
+  check::Operand(op, q, "x", x, check::kFloat16Or32);
+  check::Operand(op, q, "weight", weight, check::kFloat16Or32);
+  check::NDim(op, "x", x, 2);
+  VT_CHECK(x.dim(1) > 0, op, ": x is ", x.Describe(), "; need a non-empty last dimension");
+  check::PerTokenGroupQuant(op, q, out, scales, x.dim(0), x.dim(1), group_size, amax_floor, scale_floor);
+  check::ShapeIs(op, "weight", weight, {x.dim(1)});
+  check::Finite(op, "eps", eps);
+  if (residual != nullptr) {
+    check::Output(op, q, "residual", *residual, {x.dtype()});
+    check::ShapeIs(op, "residual", *residual, x.shape());
+  }
+  if (normed_out != nullptr) {
+    check::Output(op, q, "normed_out", *normed_out, {DType::kBF16});
+    check::ShapeIs(op, "normed_out", *normed_out, x.shape());
+  }
+  Kernel<OpId::kRmsNormQuantFp8PerTokenGroup>(q.device().type)(q, out, scales, x, weight, eps, group_size, amax_floor,
+                                                               scale_floor, residual, normed_out);
+}
+
+void RmsNormGatedQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                                       const Tensor& gate, const Tensor& weight, float eps, int64_t group_size,
+                                       float amax_floor, float scale_floor) {
+  constexpr std::string_view op = "RmsNormGatedQuantFp8PerTokenGroup";
+  check::Operand(op, q, "x", x, check::kFloat16Or32);
+  check::Operand(op, q, "gate", gate, check::kFloat16Or32);
+  check::Operand(op, q, "weight", weight, check::kFloat16Or32);
+  check::NDim(op, "x", x, 2);
+  VT_CHECK(x.dim(1) > 0, op, ": x is ", x.Describe(), "; need a non-empty last dimension");
+  check::PerTokenGroupQuant(op, q, out, scales, x.dim(0), x.dim(1), group_size, amax_floor, scale_floor);
+  check::ShapeIs(op, "gate", gate, x.shape());
+  check::ShapeIs(op, "weight", weight, {x.dim(1)});
+  check::Finite(op, "eps", eps);
+  Kernel<OpId::kRmsNormGatedQuantFp8PerTokenGroup>(q.device().type)(q, out, scales, x, gate, weight, eps, group_size,
+                                                                    amax_floor, scale_floor);
+}
+
+void SiluMulQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                                  int64_t group_size, float amax_floor, float scale_floor) {
+  constexpr std::string_view op = "SiluMulQuantFp8PerTokenGroup";
+  check::Operand(op, q, "x", x, check::kFloat16Or32);
+  check::NDim(op, "x", x, 2);
+  VT_CHECK(x.dim(1) > 0 && x.dim(1) % 2 == 0, op, ": x is ", x.Describe(),
+           "; its last dimension must be even and > 0 ([gate | up])");
+  check::PerTokenGroupQuant(op, q, out, scales, x.dim(0), x.dim(1) / 2, group_size, amax_floor, scale_floor);
+  Kernel<OpId::kSiluMulQuantFp8PerTokenGroup>(q.device().type)(q, out, scales, x, group_size, amax_floor,
+                                                               scale_floor);
 }
 
 }  // namespace vt
