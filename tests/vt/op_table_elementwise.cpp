@@ -431,4 +431,145 @@ std::vector<OpCase> SiluMulQuantFp8Cases() {
   return cases;
 }
 
+// ---- the same recipes with the per-token-group quantizer ----------------------------------
+
+namespace {
+
+// Group widths and floors in turn across the shapes: 128 (block FP8, its floors), the whole
+// row (per-token FP8, its floors), 3 and 64 (partial last groups, groups narrower than a
+// CUDA warp's row slice) with either format's floors.
+struct GroupSetting {
+  int64_t group_size;
+  float amax_floor, scale_floor;
+  const char* name;
+};
+GroupSetting GroupAt(int turn, int64_t width) {
+  switch (turn % 4) {
+    case 0: return {128, vt::kFp8BlockAmaxFloor, 0.0f, "block 128"};
+    case 1: return {width, 0.0f, vt::kFp8PerTokenScaleFloor, "token"};
+    case 2: return {3, vt::kFp8BlockAmaxFloor, 0.0f, "block 3"};
+    default: return {64, 0.0f, vt::kFp8PerTokenScaleFloor, "token-floor 64"};
+  }
+}
+int64_t GroupsOf(int64_t width, int64_t group_size) { return (width + group_size - 1) / group_size; }
+
+}  // namespace
+
+std::vector<OpCase> RmsNormQuantFp8PerTokenGroupCases() {
+  std::vector<OpCase> cases;
+  int turn = 0;
+  for (const RowShape& s : kRowShapes) {
+    const auto xv = RowsWithSpecials(s.rows, s.width, 121), wv = Normal(s.width, 122);
+    const auto rv = Normal(s.rows * s.width, 123, 2.0f);
+    for (int di = 0; di < 3; ++di) {
+      const DType xd = kFloatTypes[di];
+      for (int mode = 0; mode < 3; ++mode) {  // 0: plain, 1: residual, 2: residual + BF16 side output
+        if (WideRow(s) && mode != di) continue;
+        const GroupSetting g = GroupAt(turn++, s.width);
+        const vt::Shape shape{s.rows, s.width};
+        OpCase c{vt::StrCat(Describe(s, xd), " ", g.name, mode >= 1 ? " residual" : "", mode == 2 ? " normed" : ""),
+                 {Host(xv, shape, xd), Host(wv, {s.width}, xd)},
+                 {Filled(shape, DType::kF8E4M3), Filled({s.rows, GroupsOf(s.width, g.group_size)}, DType::kF32)},
+                 nullptr,
+                 nullptr,
+                 nullptr};
+        if (mode >= 1) c.outputs.push_back(Host(rv, shape, xd));
+        if (mode == 2) c.outputs.push_back(Filled(shape, DType::kBF16));
+        c.run = [g](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+          vt::RmsNormQuantFp8PerTokenGroup(q, out[0], out[1], in[0], in[1], 1e-6f, g.group_size, g.amax_floor,
+                                           g.scale_floor, out.size() > 2 ? &out[2] : nullptr,
+                                           out.size() > 3 ? &out[3] : nullptr);
+        };
+        c.definition = [g](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+          vt::FusedArgs args;
+          args.out = out[0];
+          args.scales = out[1];
+          args.x = in[0];
+          args.weight = in[1];
+          if (out.size() > 2) args.residual = out[2];
+          if (out.size() > 3) args.normed_out = out[3];
+          args.eps = 1e-6f;
+          args.group_size = g.group_size;
+          args.amax_floor = g.amax_floor;
+          args.scale_floor = g.scale_floor;
+          vt::FusedChainComposite(q, vt::recipes::kRmsNormQuantFp8PerTokenGroup, args);
+        };
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<OpCase> RmsNormGatedQuantFp8PerTokenGroupCases() {
+  std::vector<OpCase> cases;
+  int turn = 0;
+  for (const RowShape& s : kRowShapes) {
+    const auto xv = RowsWithSpecials(s.rows, s.width, 131), gv = RowsWithSpecials(s.rows, s.width, 132);
+    const auto wv = Normal(s.width, 133);
+    for (DType xd : kFloatTypes) {
+      const GroupSetting g = GroupAt(turn++, s.width);
+      const vt::Shape shape{s.rows, s.width};
+      OpCase c{vt::StrCat(Describe(s, xd), " ", g.name),
+               {Host(xv, shape, xd), Host(gv, shape, xd), Host(wv, {s.width}, xd)},
+               {Filled(shape, DType::kF8E4M3), Filled({s.rows, GroupsOf(s.width, g.group_size)}, DType::kF32)},
+               nullptr,
+               nullptr,
+               nullptr};
+      c.run = [g](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::RmsNormGatedQuantFp8PerTokenGroup(q, out[0], out[1], in[0], in[1], in[2], 1e-6f, g.group_size,
+                                              g.amax_floor, g.scale_floor);
+      };
+      c.definition = [g](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::FusedArgs args;
+        args.out = out[0];
+        args.scales = out[1];
+        args.x = in[0];
+        args.gate = in[1];
+        args.weight = in[2];
+        args.eps = 1e-6f;
+        args.group_size = g.group_size;
+        args.amax_floor = g.amax_floor;
+        args.scale_floor = g.scale_floor;
+        vt::FusedChainComposite(q, vt::recipes::kRmsNormGatedQuantFp8PerTokenGroup, args);
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+std::vector<OpCase> SiluMulQuantFp8PerTokenGroupCases() {
+  std::vector<OpCase> cases;
+  int turn = 0;
+  for (const RowShape& s : SiluShapes()) {
+    const auto v = WithExtremeGates(RowsWithSpecials(s.rows, 2 * s.width, 141));
+    for (DType xd : kFloatTypes) {
+      const GroupSetting g = GroupAt(turn++, s.width);
+      OpCase c{vt::StrCat(Describe(s, xd), " ", g.name),
+               {Host(v, {s.rows, 2 * s.width}, xd)},
+               {Filled({s.rows, s.width}, DType::kF8E4M3), Filled({s.rows, GroupsOf(s.width, g.group_size)}, DType::kF32)},
+               nullptr,
+               nullptr,
+               nullptr};
+      c.run = [g](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::SiluMulQuantFp8PerTokenGroup(q, out[0], out[1], in[0], g.group_size, g.amax_floor, g.scale_floor);
+      };
+      c.definition = [g](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        vt::FusedArgs args;
+        args.out = out[0];
+        args.scales = out[1];
+        args.x = in[0];
+        args.group_size = g.group_size;
+        args.amax_floor = g.amax_floor;
+        args.scale_floor = g.scale_floor;
+        vt::FusedChainComposite(q, vt::recipes::kSiluMulQuantFp8PerTokenGroup, args);
+      };
+      c.nan_sign_free = true;  // the -inf gates
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
 }  // namespace vt_table

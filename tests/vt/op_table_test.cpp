@@ -145,6 +145,9 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kRmsNormGatedQuantFp8: return RmsNormGatedQuantFp8Cases();
     case OpId::kSiluMulQuantFp8: return SiluMulQuantFp8Cases();
     case OpId::kMatmulFp8SiluMulQuantFp8: return MatmulFp8SiluMulQuantFp8Cases();
+    case OpId::kRmsNormQuantFp8PerTokenGroup: return RmsNormQuantFp8PerTokenGroupCases();
+    case OpId::kRmsNormGatedQuantFp8PerTokenGroup: return RmsNormGatedQuantFp8PerTokenGroupCases();
+    case OpId::kSiluMulQuantFp8PerTokenGroup: return SiluMulQuantFp8PerTokenGroupCases();
     case OpId::kEmbedding: return EmbeddingCases();
     case OpId::kRotaryEmbedding: return RotaryEmbeddingCases();
     case OpId::kKvCacheWrite: return KvCacheWriteCases();
