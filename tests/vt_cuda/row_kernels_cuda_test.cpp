@@ -1,4 +1,5 @@
-// The 16-byte vector row kernels (norm.cu, activation.cu, quant.cu) on decode-batch shapes of the
+// The 16-byte vector row kernels (norm.cu, activation.cu, quant.cu) and the per-token-group
+// recipes (fused_group_quant.cu) on decode-batch shapes of the
 // 0.6B and 8B models: byte-identical to the CPU, with the launch counters proving that the
 // vector kernel ran; rows that start unaligned take the scalar kernels and give the same
 // bytes, and so do SiLU-mul steps below the vector kernel's size. The op table
@@ -85,6 +86,95 @@ TEST(CudaRowKernels, VectorKernelsMatchCpuAndAreDispatched) {
       EXPECT_TRUE(vtt::SameBytes(gq, gqh));
       EXPECT_TRUE(vtt::SameBytes(gb, gbh));
     }
+  }
+}
+
+// The per-token-group recipes (fused_group_quant.cu) on model shapes: the 8B's hidden rows
+// (staged in shared memory), a row past the staging limit (formed again from global memory),
+// the 8B's SiLU-mul width and the gated norm's 128-wide heads; the CUDA op equals the CPU's
+// composite (RMSNorm or SiLU-mul to BF16, then QuantFp8PerTokenGroup) byte for byte, fp8
+// codes, scales, the updated residual and the BF16 side output, and the launch counters
+// prove the fused kernel ran on the path expected.
+TEST(CudaRowKernels, GroupQuantRecipesMatchCpuCompositeAndAreDispatched) {
+  VT_REQUIRE_CUDA();
+  vt::Queue gpu = vt::Queue::Cuda(0), cpu = vt::Queue::Cpu();
+  const vt::Device host = vt::Device::Cpu();
+  struct Case {
+    int64_t rows, H, group;
+    float amax_floor, scale_floor;
+  };
+  const float bf = vt::kFp8BlockAmaxFloor, tf = vt::kFp8PerTokenScaleFloor;
+  for (const Case c : {Case{1, 4096, 128, bf, 0.0f}, Case{256, 4096, 128, bf, 0.0f}, Case{3, 4096, 4096, 0.0f, tf},
+                       Case{2, 20000, 128, bf, 0.0f}, Case{1, 12288, 128, bf, 0.0f}, Case{64, 128, 128, bf, 0.0f}}) {
+    SCOPED_TRACE(testing::Message() << c.rows << " x " << c.H << " group " << c.group);
+    const bool staged = c.H <= 16384;
+    const int64_t G = (c.H + c.group - 1) / c.group;
+    auto dev = [&](const std::vector<float>& v, const vt::Shape& shape) {
+      return vtt::HostTensor(v, DType::kBF16, shape).To(vtt::kCuda);
+    };
+    const vt::Shape shape{c.rows, c.H};
+    const vt::Tensor x = dev(vtt::Normal(static_cast<size_t>(c.rows * c.H), 11, 3.0f), shape);
+    const vt::Tensor gate = dev(vtt::Normal(static_cast<size_t>(c.rows * c.H), 12, 2.0f), shape);
+    const vt::Tensor w = dev(vtt::Normal(static_cast<size_t>(c.H), 13), {c.H});
+    const vt::Tensor gu = dev(vtt::Normal(static_cast<size_t>(c.rows * 2 * c.H), 14, 4.0f), {c.rows, 2 * c.H});
+    vt::Tensor res = dev(vtt::Normal(static_cast<size_t>(c.rows * c.H), 15), shape);
+    vt::Tensor res_h = res.To(host);
+    auto out8 = [&](vt::Device d) { return vt::Tensor::Empty(shape, DType::kF8E4M3, d); };
+    auto scales = [&](vt::Device d) { return vt::Tensor::Empty({c.rows, G}, DType::kF32, d); };
+    vt::FusedArgs want;  // the CPU composite
+    want.x = x.To(host);
+    want.weight = w.To(host);
+    want.eps = 1e-6f;
+    want.group_size = c.group;
+    want.amax_floor = c.amax_floor;
+    want.scale_floor = c.scale_floor;
+
+    // RmsNorm with the residual and the BF16 side output.
+    vt::Tensor q = out8(vtt::kCuda), s = scales(vtt::kCuda), normed = vt::Tensor::Empty(shape, DType::kBF16, vtt::kCuda);
+    want.out = out8(host);
+    want.scales = scales(host);
+    want.residual = res_h;
+    want.normed_out = vt::Tensor::Empty(shape, DType::kBF16, host);
+    auto before = vt::cuda::FusedGroupQuantLaunches();
+    vt::RmsNormQuantFp8PerTokenGroup(gpu, q, s, x, w, 1e-6f, c.group, c.amax_floor, c.scale_floor, &res, &normed);
+    vt::FusedChainComposite(cpu, vt::recipes::kRmsNormQuantFp8PerTokenGroup, want);
+    gpu.Synchronize();
+    auto after = vt::cuda::FusedGroupQuantLaunches();
+    EXPECT_EQ(after.launches - before.launches, 1);
+    EXPECT_EQ(after.staged - before.staged, staged ? 1 : 0);
+    EXPECT_TRUE(vtt::SameBytes(q, want.out));
+    EXPECT_TRUE(vtt::SameBytes(s, want.scales));
+    EXPECT_TRUE(vtt::SameBytes(res, want.residual));
+    EXPECT_TRUE(vtt::SameBytes(normed, want.normed_out));
+
+    // Gated RmsNorm.
+    want.residual = vt::Tensor();
+    want.normed_out = vt::Tensor();
+    want.gate = gate.To(host);
+    want.out = out8(host);
+    want.scales = scales(host);
+    before = vt::cuda::FusedGroupQuantLaunches();
+    vt::RmsNormGatedQuantFp8PerTokenGroup(gpu, q, s, x, gate, w, 1e-6f, c.group, c.amax_floor, c.scale_floor);
+    vt::FusedChainComposite(cpu, vt::recipes::kRmsNormGatedQuantFp8PerTokenGroup, want);
+    gpu.Synchronize();
+    after = vt::cuda::FusedGroupQuantLaunches();
+    EXPECT_EQ(after.launches - before.launches, 1);
+    EXPECT_TRUE(vtt::SameBytes(q, want.out));
+    EXPECT_TRUE(vtt::SameBytes(s, want.scales));
+
+    // SiLU-mul of [gate | up] rows twice as wide.
+    want.x = gu.To(host);
+    want.out = out8(host);
+    want.scales = scales(host);
+    before = vt::cuda::FusedGroupQuantLaunches();
+    vt::SiluMulQuantFp8PerTokenGroup(gpu, q, s, gu, c.group, c.amax_floor, c.scale_floor);
+    vt::FusedChainComposite(cpu, vt::recipes::kSiluMulQuantFp8PerTokenGroup, want);
+    gpu.Synchronize();
+    after = vt::cuda::FusedGroupQuantLaunches();
+    EXPECT_EQ(after.launches - before.launches, 1);
+    EXPECT_EQ(after.staged - before.staged, staged ? 1 : 0);
+    EXPECT_TRUE(vtt::SameBytes(q, want.out));
+    EXPECT_TRUE(vtt::SameBytes(s, want.scales));
   }
 }
 

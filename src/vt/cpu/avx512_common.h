@@ -100,6 +100,18 @@ inline __m128 Hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
   return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
 }
 
+// c[i * ldc + j * cs] = the lane sum of acc[i][j], for i < MR, j < NR <= 4 (Hsum4).
+template <int MR, int NR>
+__attribute__((always_inline)) inline void StoreSums(__m512 (&acc)[MR][NR], float* c, int64_t ldc, int64_t cs) {
+  for (int i = 0; i < MR; ++i) {
+    __m512 r[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int j = 0; j < NR; ++j) r[j] = acc[i][j];
+    alignas(16) float v[4];
+    _mm_store_ps(v, Hsum4(r[0], r[1], r[2], r[3]));
+    for (int j = 0; j < NR; ++j) c[i * ldc + j * cs] = v[j];
+  }
+}
+
 // Masks of the first `left` lanes (none when left <= 0: padding past the row end).
 inline __mmask32 Mask32(int64_t left) {
   return left >= 32 ? ~__mmask32{0} : left <= 0 ? 0 : ((__mmask32{1} << left) - 1);

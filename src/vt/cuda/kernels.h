@@ -53,6 +53,14 @@ int64_t MoeGroupScaledLaunches();
 // Of those, the calls whose kernels took 16-byte vectors of weights.
 int64_t MoeGroupScaledVectorLaunches();
 void RegisterGdnKernels();         // gdn.cu: CausalConv1d, GatedDeltaRule
+// fused_group_quant.cu: RmsNorm / RmsNormGated / SiluMul -> QuantFp8PerTokenGroup.
+void RegisterFusedGroupQuantKernels();
+// Calls of those three ops that ran their CUDA kernel (all queues), and of them the ones
+// whose row was staged in shared memory (rows up to 16384 wide).
+struct FusedGroupQuantCounts {
+  int64_t launches = 0, staged = 0;
+};
+FusedGroupQuantCounts FusedGroupQuantLaunches();
 
 // Element storage tags for templated kernels: the value type in memory and exact
 // conversions to and from f32 (the same functions as the CPU backend's).

@@ -7,6 +7,7 @@
 
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/kernels.h"
+#include "vt/cuda/norm_row.cuh"
 #include "vt/cuda/rows.h"
 #include "vt/ops/norm.h"
 
@@ -22,26 +23,9 @@ __device__ __forceinline__ float NormOut(float s, float inv, float w, DType od, 
   return zero_centred ? (s * inv) * (1.0f + w) : RoundAny(od, s * inv) * w;
 }
 
-// RmsInverse of a row staged in shared memory, computed by warp 0 with the canonical sum
-// (lane j: the fma chain of elements j, j+32, ... in order, its loads issued 8 at a time;
-// then WarpCanonicalSum); every thread of the CTA gets it. Call from all threads.
+// RmsInverse of a row staged in shared memory (RowRmsInverse); call from all threads.
 __device__ __forceinline__ float StagedRmsInverse(const float* staged, int64_t H, float eps, float* inv_shared) {
-  if (threadIdx.x < 32) {
-    float acc = 0.0f;
-    int64_t i = threadIdx.x;
-    for (; i + 7 * 32 < H; i += 8 * 32) {
-      float s[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) s[k] = staged[i + 32 * k];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) acc = numerics::Fma(s[k], s[k], acc);
-    }
-    for (; i < H; i += 32) acc = numerics::Fma(staged[i], staged[i], acc);
-    const float inv = numerics::RmsInverse(WarpCanonicalSum(acc), H, eps);
-    if (threadIdx.x == 0) *inv_shared = inv;
-  }
-  __syncthreads();
-  return *inv_shared;
+  return RowRmsInverse([staged](int64_t i) { return staged[i]; }, H, eps, inv_shared);
 }
 
 __global__ void RmsNormKernel(void* out, DType od, const void* x, DType xd, const void* w, DType wd, void* residual,

@@ -411,6 +411,7 @@ void RegisterKernels() {
   RegisterActivationKernels();
   RegisterCastKernels();
   RegisterFusedKernels();
+  RegisterFusedGroupQuantKernels();
   RegisterMatmulKernels();
   RegisterEmbeddingKernels();
   RegisterRopeKernels();

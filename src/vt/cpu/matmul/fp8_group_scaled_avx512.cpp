@@ -136,13 +136,7 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void Tile(const Fp8T
   if (p.block_k == 2 * kStep)  // block FP8's 128-column groups: all but a partial last one
     for (; g < p.K / p.block_k; ++g) group.template operator()<2>(g);
   for (; g < p.G; ++g) group.template operator()<0>(g);
-  for (int i = 0; i < MR; ++i) {
-    __m512 r[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int j = 0; j < NR; ++j) r[j] = row[i][j];
-    alignas(16) float v[4];
-    _mm_store_ps(v, Hsum4(r[0], r[1], r[2], r[3]));
-    for (int j = 0; j < NR; ++j) c[i * ldc + j * cs] = v[j];
-  }
+  StoreSums<MR, NR>(row, c, ldc, cs);
 }
 
 // Rows [m, m + mr) of a (mr <= 4) against the NR weight rows n[0..NR) from src: their scales

@@ -222,18 +222,6 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Step(
   MultiplyStep<MR, NR>(a, lda, k, w, acc);
 }
 
-// c[i * ldc + j * cs] = the lane sum of acc[i][j], for i < MR, j < NR.
-template <int MR, int NR>
-__attribute__((always_inline)) inline void StoreSums(__m512 (&acc)[MR][NR], float* c, int64_t ldc, int64_t cs) {
-  for (int i = 0; i < MR; ++i) {
-    __m512 r[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int j = 0; j < NR; ++j) r[j] = acc[i][j];
-    alignas(16) float v[4];
-    _mm_store_ps(v, Hsum4(r[0], r[1], r[2], r[3]));
-    for (int j = 0; j < NR; ++j) c[i * ldc + j * cs] = v[j];
-  }
-}
-
 // NR weight rows of length K, ldb elements apart (see GroupsFor), against MR rows of a;
 // sums to c[i * ldc + j * cs].
 template <int MR, int NR>
