@@ -174,7 +174,7 @@ class Decoder final : public CausalLM {
  private:
   // RMSNorm of x (after adding it to `residual` when given) as the input of `next`: fused
   // with the FP8 quantization when activations are BF16 and `next` takes FP8 input (static:
-  // RmsNormQuantFp8) or quantizes its input per token group (block, per-channel: 
+  // RmsNormQuantFp8) or quantizes its input per token group (block, per-channel:
   // RmsNormQuantFp8PerTokenGroup, where the device has it); else into `normed` (and `next`
   // quantizes it).
   LinearInput NormInto(const vt::Queue& q, const Linear& next, const Tensor& x, const Tensor& weight,
