@@ -84,6 +84,7 @@ std::unique_ptr<Model> Model::LoadRank(const std::string& dir, const LoadOptions
   ctx.linear.amax_cache = &amax_cache;
   ctx.act_dtype = dtype;
   ctx.kv_dtype = kv_dtype;
+  ctx.linear.fuse_quant = options.fuse_quant;
   ctx.progress = progress.get();
   ctx.tp = tp;
   ctx.comm = comm.get();

@@ -54,6 +54,10 @@ struct LoadOptions {
   // the ranks are threads of this process (cpu_threads 0 then gives each rank its share of
   // the hardware threads). 1: the unsplit model.
   int tensor_parallel_size = 1;
+  // Each norm or activation and the FP8 quantization of the next linear's input run as one
+  // fused op where the model's activations are BF16 and the device has the op (the bytes are
+  // the same); false: as separate ops (tests compare the two).
+  bool fuse_quant = true;
 };
 
 // Sizes of the persistent step buffers (ReserveStepBuffers).

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "checkpoint_edit.h"
+#include "hybrid_fp8_copy.h"
 #include "hybrid_fp8_reference.h"
 #include "loader_test_util.h"
 #include "model/config.h"
@@ -30,72 +31,8 @@ namespace {
 
 const std::string kFixtures = std::string(VTLLM_FIXTURES_DIR) + "/models/";
 
-// Block [bn, bk], or per-channel when bn is 0. release: the FP8 releases' choice of modules
-// (Qwen3-Next-80B-A3B-Instruct-FP8, the Qwen3.5 FP8 releases): the routed experts quantized
-// too, in_proj_ba (Qwen3.5: in_proj_b and in_proj_a) kept BF16.
-struct Format {
-  int64_t bn = 0, bk = 0;
-  bool release = false;
-  bool block() const { return bn > 0; }
-};
-
-// The projections quantized: decoder linears. Unless f.release, the routed experts stay
-// unquantized (the MoeFp8Dynamic tests cover block and per-channel experts); the routers, the
-// shared expert's gate and lm_head always do.
-bool Quantized(const std::string& name, const Format& f) {
-  if (!(name.find("proj") != std::string::npos && name.size() > 7 &&
-        name.compare(name.size() - 7, 7, ".weight") == 0))
-    return false;
-  if (!f.release) return name.find(".experts.") == std::string::npos;
-  for (const char* kept : {".in_proj_ba.", ".in_proj_b.", ".in_proj_a."})
-    if (name.find(kept) != std::string::npos) return false;
-  return true;
-}
-
-// A copy of `src` in format f: per block (or row) s = f32(amax / 448) (1 for zeros), codes
-// e4m3(f32(w / s)). bad_rows: each scale tensor written with that many rows more (or fewer).
-std::string QuantizedCopy(const std::string& src, const testing::TempDir& tmp, const Format& f, int bad_rows = 0) {
-  const std::string dir = tmp.Sub("q");
-  testing::EditedCopy(src, dir, [&](const std::string& n, const vt::Tensor& t, SafetensorsWriter& w,
-                                    std::vector<std::vector<char>>& keep) {
-    if (!Quantized(n, f)) return w.Add(n, t);
-    const int64_t N = t.dim(0), K = t.dim(1);
-    const int64_t bn = f.block() ? f.bn : 1, bk = f.block() ? f.bk : K;
-    const int64_t nb = (N + bn - 1) / bn, kb = (K + bk - 1) / bk;
-    keep.emplace_back(static_cast<size_t>(N * K));
-    uint8_t* q = reinterpret_cast<uint8_t*>(keep.back().data());
-    const int64_t alloc = std::max(nb, nb + bad_rows) * kb;
-    keep.emplace_back(static_cast<size_t>(alloc) * sizeof(float), 0);
-    float* s = reinterpret_cast<float*>(keep.back().data());
-    for (int64_t i = 0; i < alloc; ++i) s[i] = 1.0f;
-    for (int64_t bi = 0; bi < nb; ++bi)
-      for (int64_t bj = 0; bj < kb; ++bj) {
-        float amax = 0.0f;
-        for (int64_t r = bi * bn; r < std::min(N, (bi + 1) * bn); ++r)
-          for (int64_t k = bj * bk; k < std::min(K, (bj + 1) * bk); ++k)
-            amax = std::max(amax, std::fabs(vt::Bf16ToFloat(t.data_as<uint16_t>()[r * K + k])));
-        const float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
-        s[bi * kb + bj] = sc;
-        for (int64_t r = bi * bn; r < std::min(N, (bi + 1) * bn); ++r)
-          for (int64_t k = bj * bk; k < std::min(K, (bj + 1) * bk); ++k)
-            q[r * K + k] = testing::E4m3Code(vt::Bf16ToFloat(t.data_as<uint16_t>()[r * K + k]) / sc);
-      }
-    const std::string base = n.substr(0, n.size() - 7);
-    w.Add(n, vt::DType::kF8E4M3, t.shape(), q);
-    w.Add(base + (f.block() ? ".weight_scale_inv" : ".weight_scale"), vt::DType::kF32, {nb + bad_rows, kb}, s);
-  });
-  std::ifstream in(src + "/config.json");
-  nlohmann::json cfg = nlohmann::json::parse(in);
-  cfg["quantization_config"] =
-      f.release ? testing::DynamicFp8QuantConfig(
-                      f.bn, f.bk, {"lm_head", "mlp.gate", "shared_expert_gate", "in_proj_ba", "in_proj_b", "in_proj_a"},
-                      {"lm_head", "re:.*mlp\\.gate$", "re:.*shared_expert_gate$", "re:.*in_proj_(ba|b|a)$"})
-                : testing::DynamicFp8QuantConfig(
-                      f.bn, f.bk, {"lm_head", "mlp.experts", "shared_expert_gate"},
-                      {"lm_head", "re:.*mlp\\.experts\\..*", "re:.*mlp\\.gate$", "re:.*shared_expert_gate$"});
-  std::ofstream(dir + "/config.json") << cfg.dump(2);
-  return dir;
-}
+using testing::Format;
+using testing::QuantizedCopy;
 
 testing::HybridReference Emulation(const std::string& dir, const Format& f, double perturbation) {
   return testing::HybridReference(dir, f.block() ? testing::HybridMode::kBlock : testing::HybridMode::kChannel,

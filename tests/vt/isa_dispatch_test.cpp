@@ -114,11 +114,19 @@ TEST(IsaDispatch, EachLevelRunsItsElementwiseKernels) {
     expect_ran("RmsNormGatedQuantFp8");
     vt::SiluMulQuantFp8(q, fp8, x2, 0.05f);
     expect_ran("SiluMulQuantFp8");
+    // The per-token-group recipes: groups of 32 (three groups, the last partial) per row.
+    const vt::Tensor scales = vt::Tensor::Empty({rows, 3}, DType::kF32);
+    vt::RmsNormQuantFp8PerTokenGroup(q, fp8, scales, x, w, 1e-6f, 32, vt::kFp8BlockAmaxFloor, 0.0f);
+    expect_ran("RmsNormQuantFp8PerTokenGroup");
+    vt::RmsNormGatedQuantFp8PerTokenGroup(q, fp8, scales, x, gate, w, 1e-6f, 32, vt::kFp8BlockAmaxFloor, 0.0f);
+    expect_ran("RmsNormGatedQuantFp8PerTokenGroup");
+    vt::SiluMulQuantFp8PerTokenGroup(q, fp8, scales, x2, 32, vt::kFp8BlockAmaxFloor, 0.0f);
+    expect_ran("SiluMulQuantFp8PerTokenGroup");
     const vt::Tensor query = Random({rows, 2 * D}, DType::kBF16, 7);
     vt::RotaryEmbedding(q, pos, query, nullptr, cos_sin, D);
     expect_ran("RotaryEmbedding");
   }
-  EXPECT_EQ(checked, 9 * static_cast<int>(levels.size()));
+  EXPECT_EQ(checked, 12 * static_cast<int>(levels.size()));
   std::cout << "[ elementwise kernels per level ]";
   for (CpuIsa isa : levels) std::cout << " " << vt::CpuIsaName(isa) << "=" << ElementwiseSetOf(isa);
   std::cout << "\n";

@@ -3,7 +3,7 @@
 # mutation alone to a scratch copy of the tree, rebuilds the test binaries there (vt_tests;
 # engine_tests too for the sampler's and the engine's mutations), runs them, and prints
 # whether the tests caught it. ONLY=vt, ONLY=sampler, ONLY=engine, ONLY=moe, ONLY=server or ONLY=kv runs
-# one group; ONLY=<mutation name> (e.g. ONLY=engine_grammar_eos_early) runs that one alone.
+# one group (ONLY=fused_group: the per-token-group fused recipes); ONLY=<mutation name> (e.g. ONLY=engine_grammar_eos_early) runs that one alone.
 #
 #   tools/mutation/run_mutations.sh [SCRATCH_DIR]      (default: a fresh /tmp directory)
 #
@@ -41,7 +41,8 @@ TOUCHED+=(src/vt/cpu/sampling.cpp src/vt/cpu/sampling_reference.cpp src/engine/s
 TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache_manager.cpp
           src/engine/output_processor.cpp src/vt/cuda/activation.cu src/model/layers/moe.cpp src/vt/cpu/moe.cpp
           src/server/output_parsers.cpp src/engine/structured_output_mask.cpp
-          include/vt/ops/attention.h src/model/layers/attention.cpp src/model/layers/moe_group_scaled.cpp)
+          include/vt/ops/attention.h src/model/layers/attention.cpp src/model/layers/moe_group_scaled.cpp
+          src/vt/cpu/fused.cpp src/model/models/decoder.cpp src/model/layers/mlp.cpp)
 
 restore() {
   for f in "${TOUCHED[@]}"; do cp "$PRISTINE/$f" "$SRC/$f"; done
@@ -273,13 +274,41 @@ mutate_kv_loader_ignores_scales() {
   edit src/model/layers/attention.cpp 's/return found == nullptr \? 1\.0f : ckpt\.GetScaleF32\(\*found\);/return found == nullptr ? 1.0f : 1.0f;/'
 }
 
+# The per-token-group fused recipes (RmsNorm / gated RmsNorm / SiluMul -> QuantFp8PerTokenGroup;
+# cpu/fused.cpp and the group path of EmitRow in elementwise_simd.h; their definition, the
+# composite of the standalone ops, is left alone, so the op table compares every level with
+# it): the residual add dropped (vector and scalar paths); each row's scales written one
+# float apart instead of one row of groups apart; blocks of the row that are not whole groups
+# (a group straddling two blocks is quantized as two); the intermediate quantized with
+# x * (1 / s) instead of x / s (a copy of the group quantizer's vector body for the fused
+# path only); and in the model, the decoder's fused RMSNorm not adding the residual (model_tests
+# compare the fused model's logits with the unfused model's).
+mutate_fused_group_no_residual() {
+  edit src/vt/cpu/fused.cpp 's/a\.residual = residual != nullptr \? residual->data\(\) : nullptr;\n    a\.out = normed_out != nullptr \? normed_out->data\(\) : nullptr;\n    a\.eps = eps;\n    cpu\.pool\.ParallelFor\(rows, GroupGrain/a.residual = nullptr;\n    a.out = normed_out != nullptr ? normed_out->data() : nullptr;\n    a.eps = eps;\n    cpu.pool.ParallelFor(rows, GroupGrain/'
+  edit src/vt/cpu/reference.cpp 's/RmsNorm\(dst, x\.Slice\(0, m0, m1\), weight, eps, residual != nullptr \? &rr : nullptr, 0, m1 - m0\);/RmsNorm(dst, x.Slice(0, m0, m1), weight, eps, rr.defined() ? nullptr : nullptr, 0, m1 - m0);/'
+}
+mutate_fused_group_scales_row_stride() {
+  edit src/vt/cpu/elementwise_simd.h 's/float\* scales = a\.fp8_scales \+ base \/ width \* groups;/float* scales = a.fp8_scales + base \/ width * (groups > 1 ? 1 : groups);/'
+}
+mutate_fused_group_blocks_not_whole_groups() {
+  edit src/vt/cpu/elementwise_simd.h 's/const int64_t block = gs <= kFusedBlock \? kFusedBlock \/ gs \* gs : width;/const int64_t block = gs <= kFusedBlock ? kFusedBlock : width;/'
+}
+mutate_fused_group_reciprocal() {
+  edit src/vt/cpu/elementwise_simd.h 's/(template <DType D>\nvoid QuantGroupsOf\(.*?\n\}\n)/my $c = $1; (my $d = $c) =~ s{QuantGroupsOf}{QuantGroupsRecip}; $d =~ s{v = Div\(v, sv\);}{v = Mul(v, Set1(1.0f \/ s));}; $c . $d/se'
+  edit src/vt/cpu/elementwise_simd.h 's/QuantGroupsOf<DType::kBF16>\(bf16, a\.fp8_out/QuantGroupsRecip<DType::kBF16>(bf16, a.fp8_out/'
+}
+mutate_fused_group_model_no_residual() {
+  edit src/model/models/decoder.cpp 's/(vt::RmsNormQuantFp8PerTokenGroup\(q, x8, xs, x, weight, eps_, g->group_size, g->amax_floor, g->scale_floor,\n\s*)residual\);/$1nullptr);/'
+}
+
 # run NAME: builds and runs vt_tests (and engine_tests for the baseline and sampler_*
 # mutations); prints "failed|passed|names of failed tests" or a reason.
 run_tests() {
   local name="$1" log="$SCRATCH/$1.log"
   local bins=(vt_tests)
   [[ $name == baseline || $name == sampler_* || $name == engine_* ]] && bins+=(engine_tests)
-  [[ $name == baseline || $name == moe_shared_* || $name == moe_fp8_* || $name == moe_online_* || $name == moe_gs_model_* || $name == kv_* ]] &&
+  [[ $name == baseline || $name == moe_shared_* || $name == moe_fp8_* || $name == moe_online_* || $name == moe_gs_model_* || $name == kv_* ||
+     $name == fused_group_model_* ]] &&
     bins+=(model_tests)
   [[ $name == baseline || $name == server_* ]] && bins+=(server_tests)
   if ! ninja -C "$BUILD" -j"$JOBS" "${bins[@]}" >"$log" 2>&1; then
@@ -312,6 +341,8 @@ MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped
                gs_avx512_first_rows_scales gs_avx512_every_group_scaled_as_the_first gs_avx2_many_rows_order)
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
+FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fused_group_blocks_not_whole_groups
+                       fused_group_reciprocal fused_group_model_no_residual)
 case "${ONLY:-}" in
   vt) MUTATIONS=("${VT_MUTATIONS[@]}") ;;
   moe) MUTATIONS=("${MOE_MUTATIONS[@]}") ;;
@@ -319,10 +350,11 @@ case "${ONLY:-}" in
   engine) MUTATIONS=("${ENGINE_MUTATIONS[@]}") ;;
   server) MUTATIONS=("${SERVER_MUTATIONS[@]}") ;;
   kv) MUTATIONS=("${KV_MUTATIONS[@]}") ;;
+  fused_group) MUTATIONS=("${FUSED_GROUP_MUTATIONS[@]}") ;;
   ?*) declare -F "mutate_$ONLY" >/dev/null || { echo "no mutation named $ONLY" >&2; exit 2; }
       MUTATIONS=("$ONLY") ;;
   *) MUTATIONS=("${VT_MUTATIONS[@]}" "${SAMPLER_MUTATIONS[@]}" "${ENGINE_MUTATIONS[@]}" "${MOE_MUTATIONS[@]}"
-                "${SERVER_MUTATIONS[@]}" "${KV_MUTATIONS[@]}") ;;
+                "${SERVER_MUTATIONS[@]}" "${KV_MUTATIONS[@]}" "${FUSED_GROUP_MUTATIONS[@]}") ;;
 esac
 declare -A RESULT
 restore

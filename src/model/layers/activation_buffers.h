@@ -57,6 +57,11 @@ enum ActivationSlot {
   kSlotAttnGated,
   // Tensor parallelism: this rank's vocabulary columns of the logits.
   kSlotLogitsShard,
+  // The per-token-group scales of kSlotAct8 (block / per-channel FP8 down projections), and the
+  // Gated DeltaNet's out_proj input quantized with its gated norm, and its scales.
+  kSlotAct8Scales,
+  kSlotGdnX8,
+  kSlotGdnX8Scales,
 };
 
 class ActivationBuffers {

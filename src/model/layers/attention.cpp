@@ -82,10 +82,10 @@ int64_t Attention::weight_bytes() const {
   return b;
 }
 
-void Attention::Forward(const vt::Queue& q, const vt::Tensor& x, const AttentionMetadata& m,
+void Attention::Forward(const vt::Queue& q, const LinearInput& x, const AttentionMetadata& m,
                         const vt::Tensor& key_cache, const vt::Tensor& value_cache, const vt::Tensor& rope_cache,
                         const vt::Tensor& out, ActivationBuffers& buf) const {
-  const int64_t T = x.dim(0), Hq = s_.num_heads, Hk = s_.num_kv_heads, D = s_.head_dim;
+  const int64_t T = x.rows(), Hq = s_.num_heads, Hk = s_.num_kv_heads, D = s_.head_dim;
   const vt::DType act = out.dtype();
   vt::Tensor qr, kr, vr;
   if (T == 1) {

@@ -50,9 +50,10 @@ class Attention {
   static Attention Load(const LinearContext& lc, const std::string& prefix, const AttentionShape& shape,
                         const TensorParallel& tp = {});
 
-  // x: the layer's normed input (F8E4M3 when qkv() takes quantized input); rope_cache: the
+  // x: the layer's normed input (F8E4M3 when qkv() takes quantized input, or quantized per
+  // token group as qkv().input_group_quant() says, with its scales); rope_cache: the
   // cos/sin table; out: [T, H] in the activation dtype.
-  void Forward(const vt::Queue& q, const vt::Tensor& x, const AttentionMetadata& meta, const vt::Tensor& key_cache,
+  void Forward(const vt::Queue& q, const LinearInput& x, const AttentionMetadata& meta, const vt::Tensor& key_cache,
                const vt::Tensor& value_cache, const vt::Tensor& rope_cache, const vt::Tensor& out,
                ActivationBuffers& buffers) const;
 

@@ -3,7 +3,9 @@
 #include "model/checkpoint.h"
 #include "vt/error.h"
 #include "vt/ops/gdn.h"
+#include "vt/ops/fused.h"
 #include "vt/ops/norm.h"
+#include "vt/registry.h"
 
 namespace vtllm::model {
 
@@ -70,7 +72,7 @@ int64_t GatedDeltaNet::weight_bytes() const {
 
 void GatedDeltaNet::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& query_start,
                             const vt::Tensor& state_slots, const LayerState& st, const vt::Tensor& out,
-                            ActivationBuffers& buf) const {
+                            ActivationBuffers& buf, bool fuse_quant) const {
   const int64_t T = x.dim(0), nk = s_.num_key_heads, nv = s_.num_value_heads;
   const int64_t dk = s_.key_head_dim, dv = s_.value_head_dim, Ck = nk * dk, Cv = nv * dv;
   const vt::DType act = out.dtype();
@@ -100,6 +102,21 @@ void GatedDeltaNet::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::T
   // as HF's chunked prefill up to f32 rounding).
   vt::GatedDeltaRule(q, core.View({T, nv, dv}), cq.View({T, nk, dk}), ck.View({T, nk, dk}), cv.View({T, nv, dv}), ap,
                      bp, A_log_, dt_bias_, st.ssm, query_start, state_slots, 0);
+  // The norm runs per value head (rows of dv); out_proj's groups are over the token's Cv
+  // columns, so a group of whole heads' columns is a group of those rows, and the scales of a
+  // token's heads lie side by side as out_proj reads them.
+  const std::optional<Fp8GroupQuant> g = out_proj_.input_group_quant();
+  if (g && fuse_quant && act == vt::DType::kBF16 && dv % g->group_size == 0 &&
+      vt::OpRegistered(vt::OpId::kRmsNormGatedQuantFp8PerTokenGroup, q.device().type)) {
+    const int64_t per_head = dv / g->group_size;
+    const vt::Tensor x8 = buf.Get(kSlotGdnX8, T, Cv, vt::DType::kF8E4M3);
+    const vt::Tensor xs = buf.Get(kSlotGdnX8Scales, T, nv * per_head, vt::DType::kF32);
+    vt::RmsNormGatedQuantFp8PerTokenGroup(q, x8.View({T * nv, dv}), xs.View({T * nv, per_head}),
+                                          core.View({T * nv, dv}), zp.View({T * nv, dv}), norm_, s_.rms_eps,
+                                          g->group_size, g->amax_floor, g->scale_floor);
+    out_proj_.Apply(q, LinearInput{x8, xs}, out);
+    return;
+  }
   const vt::Tensor normed = buf.Get(kSlotGdnNormed, T, Cv, act);
   vt::RmsNormGated(q, normed.View({T * nv, dv}), core.View({T * nv, dv}), zp.View({T * nv, dv}), norm_, s_.rms_eps);
   out_proj_.Apply(q, normed, out);

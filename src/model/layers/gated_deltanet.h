@@ -40,8 +40,13 @@ class GatedDeltaNet {
 
   // x: the layer's normed input [T, H] (activation dtype); query_start [S + 1] and
   // state_slots [S] I32: the step's sequences and their slots in `state`; out: [T, H].
+  // fuse_quant: activations are BF16, so when out_proj quantizes its input per token group
+  // in groups that do not straddle value heads (block FP8 with value_head_dim a multiple of
+  // the group), the gated norm and that quantization run as one op
+  // (RmsNormGatedQuantFp8PerTokenGroup, where the device has it).
   void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& query_start, const vt::Tensor& state_slots,
-               const LayerState& state, const vt::Tensor& out, ActivationBuffers& buffers) const;
+               const LayerState& state, const vt::Tensor& out, ActivationBuffers& buffers,
+               bool fuse_quant = false) const;
 
   int64_t weight_bytes() const;
   const GdnShape& shape() const { return s_; }

@@ -314,10 +314,13 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
       ++StepBufferGeneration();
     }
     const vt::Tensor x8 = x8_.Slice(0, 0, T), xs = xs_.Slice(0, 0, T);
-    if (block_)
-      vt::QuantFp8PerTokenGroup(q, x8, xs, x, block_k_, vt::kFp8BlockAmaxFloor, 0.0f);
-    else
-      vt::QuantFp8PerTokenGroup(q, x8, xs, x, K, 0.0f, vt::kFp8PerTokenScaleFloor);
+    const Fp8GroupQuant g = GroupQuant();
+    vt::QuantFp8PerTokenGroup(q, x8, xs, x, g.group_size, g.amax_floor, g.scale_floor);
+    ApplyGroupQuantized(q, out, x8, xs, n0, n1, bias);
+  }
+  std::optional<Fp8GroupQuant> input_group_quant() const override { return GroupQuant(); }
+  void ApplyGroupQuantized(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x8, const vt::Tensor& xs,
+                           int64_t n0, int64_t n1, const vt::Tensor* bias) override {
     const bool all = n0 == 0 && n1 == weight_.dim(0);
     const vt::Tensor w = all ? weight_ : weight_.Slice(0, n0, n1);
     // Scale rows of [n0, n1): whole blocks, since in the block layout shards start on block rows.
@@ -355,6 +358,13 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
     online_scale_parts_.clear();
     online_scale_names_.clear();
     online_stored_.clear();
+  }
+
+  // Block FP8: groups of block_k_ columns with its floors; per-channel/per-token and online:
+  // one group per row (block_k_ = K) with the per-token floors.
+  Fp8GroupQuant GroupQuant() const {
+    if (block_) return {block_k_, vt::kFp8BlockAmaxFloor, 0.0f};
+    return {block_k_, 0.0f, vt::kFp8PerTokenScaleFloor};
   }
 
   bool block_, online_;
@@ -504,22 +514,51 @@ vt::Tensor Linear::QuantizedInput(const vt::Queue& q, const vt::Tensor& x) const
   return x8;
 }
 
-void Linear::Apply(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out) const {
+void LinearMethod::ApplyGroupQuantized(const vt::Queue& /*q*/, const vt::Tensor& /*out*/, const vt::Tensor& /*x8*/,
+                                       const vt::Tensor& /*x_scales*/, int64_t /*n0*/, int64_t /*n1*/,
+                                       const vt::Tensor* /*bias*/) {
+  throw vt::Error(vt::StrCat("linear (", name(), "): given an input quantized per token group, which this method "
+                             "does not take (it has no input_group_quant)"));
+}
+
+LinearInput Linear::GroupQuantizedInput(const vt::Queue& q, const vt::Tensor& x) const {
+  const std::optional<Fp8GroupQuant> g = method_->input_group_quant();
+  if (!g || x.dtype() == vt::DType::kF8E4M3) return x;
+  const int64_t T = x.dim(0), G = g->Groups(in_features_);
+  if (!quantized_.defined() || quantized_.dim(0) < T || !quantized_scales_.defined()) {
+    quantized_ = vt::Tensor::Empty({T, in_features_}, vt::DType::kF8E4M3, q.device());
+    quantized_scales_ = vt::Tensor::Empty({T, G}, vt::DType::kF32, q.device());
+    ++StepBufferGeneration();
+  }
+  const vt::Tensor x8 = quantized_.Slice(0, 0, T), xs = quantized_scales_.Slice(0, 0, T);
+  vt::QuantFp8PerTokenGroup(q, x8, xs, x, g->group_size, g->amax_floor, g->scale_floor);
+  return LinearInput{x8, xs};
+}
+
+void Linear::Apply(const vt::Queue& q, const LinearInput& x, const vt::Tensor& out) const {
   ApplyShards(q, x, std::span<const vt::Tensor>(&out, 1));
 }
 
-void Linear::ApplyShards(const vt::Queue& q, const vt::Tensor& x, std::span<const vt::Tensor> outs) const {
+void Linear::ApplyShards(const vt::Queue& q, const LinearInput& x, std::span<const vt::Tensor> outs) const {
   const size_t num_shards = offsets_.size() - 1;
   VT_CHECK(outs.size() == 1 || outs.size() == num_shards, "linear: ", outs.size(), " outputs for ", num_shards,
            " shards");
-  if (observer_) observer_->Observe(q, prefixes_, x);
-  const vt::Tensor input = method_->takes_quantized_input() ? QuantizedInput(q, x) : x;
+  VT_CHECK(!x.group_quantized() || input_group_quant().has_value(), "linear (", method_->name(),
+           "): given an input quantized per token group, which it does not take");
+  if (observer_) observer_->Observe(q, prefixes_, x.x);
+  // Several shards of a method that quantizes per token group share one quantization.
+  const LinearInput in = !x.group_quantized() && outs.size() > 1 ? GroupQuantizedInput(q, x.x) : x;
+  const bool grouped = in.group_quantized();
+  const vt::Tensor input = !grouped && method_->takes_quantized_input() ? QuantizedInput(q, in.x) : in.x;
   for (size_t i = 0; i < outs.size(); ++i) {
     const int64_t n0 = outs.size() == 1 ? 0 : offsets_[i];
     const int64_t n1 = outs.size() == 1 ? offsets_.back() : offsets_[i + 1];
     vt::Tensor b;
     if (bias_.defined()) b = (n0 == 0 && n1 == bias_.dim(0)) ? bias_ : bias_.Slice(0, n0, n1);
-    method_->Apply(q, outs[i], input, n0, n1, bias_.defined() ? &b : nullptr);
+    if (grouped)
+      method_->ApplyGroupQuantized(q, outs[i], input, in.scales, n0, n1, bias_.defined() ? &b : nullptr);
+    else
+      method_->Apply(q, outs[i], input, n0, n1, bias_.defined() ? &b : nullptr);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -99,6 +100,32 @@ struct LinearContext {
   const vt::Queue* host_queue = nullptr;
   LinearInputObserver* observer = nullptr;  // calibration only
   OnlineFp8AmaxCache* amax_cache = nullptr;  // online FP8: shared by the load's linears; may be null
+  // LoadOptions::fuse_quant: the layers built from this context may run a norm or activation
+  // and the next linear's FP8 input quantization as one fused op (BF16 activations only).
+  bool fuse_quant = true;
+};
+
+// The activation quantization of a method that quantizes its input at run time per token and
+// group of columns (block FP8, per-channel/per-token FP8, online FP8): QuantFp8PerTokenGroup
+// with these operands. A caller may do it itself, fused with the op that makes the activation
+// (vt::RmsNormQuantFp8PerTokenGroup, ...), and hand the linear the result.
+struct Fp8GroupQuant {
+  int64_t group_size = 0;
+  float amax_floor = 0.0f;
+  float scale_floor = 0.0f;
+  // Scale columns of a row of `width` elements.
+  int64_t Groups(int64_t width) const { return (width + group_size - 1) / group_size; }
+};
+
+// A linear's input: the activation x [T, K] (F32/BF16, or F8E4M3 already quantized with a
+// static-FP8 linear's input_scale()), or (scales defined) the FP8 activation x [T, K] already
+// quantized as the linear's input_group_quant() says, with its scales [T, ceil(K / group_size)].
+struct LinearInput {
+  LinearInput(const vt::Tensor& x_) : x(x_) {}  // a plain activation converts implicitly
+  LinearInput(const vt::Tensor& x8, const vt::Tensor& x_scales) : x(x8), scales(x_scales) {}
+  int64_t rows() const { return x.dim(0); }
+  bool group_quantized() const { return scales.defined(); }
+  vt::Tensor x, scales;
 };
 
 // vLLM's LinearMethodBase: create/load weights -> process_weights_after_loading -> apply.
@@ -115,6 +142,11 @@ class LinearMethod {
                      const vt::Tensor* bias) = 0;
   virtual bool takes_quantized_input() const { return false; }
   virtual float input_scale() const { return 1.0f; }
+  // A method that quantizes its input per token group: how (else nullopt), and Apply with
+  // that quantization already done (x8 [T, K] F8E4M3, x_scales [T, groups] F32).
+  virtual std::optional<Fp8GroupQuant> input_group_quant() const { return std::nullopt; }
+  virtual void ApplyGroupQuantized(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x8,
+                                   const vt::Tensor& x_scales, int64_t n0, int64_t n1, const vt::Tensor* bias);
   // For a method with takes_quantized_input() whose weight is [gate | up]: the whole
   // weight's product of the FP8 x8 into BF16 gate_up and SiluMulQuantFp8 of it into out8 as
   // one op. Returns false when the method has none.
@@ -176,10 +208,10 @@ class Linear {
   // `<prefix>.bias` per shard when `bias`.
   static Linear Load(const LinearContext& ctx, std::vector<LinearShard> shards, int64_t in_features, bool bias);
 
-  // out: [T, N] of all shards.
-  void Apply(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out) const;
+  // out: [T, N] of all shards. x group-quantized only when input_group_quant() says how.
+  void Apply(const vt::Queue& q, const LinearInput& x, const vt::Tensor& out) const;
   // outs[i]: [T, N_i] of shard i, each contiguous (one input quantization for all).
-  void ApplyShards(const vt::Queue& q, const vt::Tensor& x, std::span<const vt::Tensor> outs) const;
+  void ApplyShards(const vt::Queue& q, const LinearInput& x, std::span<const vt::Tensor> outs) const;
   // A [gate | up] linear without bias: gate_up = x · Wᵀ (BF16 [T, 2I]) and out8 =
   // SiluMulQuantFp8(gate_up, input_scale) as one op, x quantized first unless it is FP8.
   // Returns false (having done nothing) when the linear's method has no such op.
@@ -188,6 +220,12 @@ class Linear {
 
   bool takes_quantized_input() const { return method_->takes_quantized_input(); }
   float input_scale() const { return method_->input_scale(); }
+  // The per-token-group quantization this linear applies to its input, when a caller may do
+  // it instead (pass LinearInput{x8, scales}); nullopt for other methods and while an
+  // observer (calibration) must see the unquantized input.
+  std::optional<Fp8GroupQuant> input_group_quant() const {
+    return observer_ != nullptr ? std::nullopt : method_->input_group_quant();
+  }
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return offsets_.back(); }
   int64_t weight_bytes() const;
@@ -200,6 +238,9 @@ class Linear {
   // x itself when it is FP8, else QuantFp8Static of it with the method's input scale in the
   // scratch quantized_ (grown when a step outgrows it).
   vt::Tensor QuantizedInput(const vt::Queue& q, const vt::Tensor& x) const;
+  // For a method with input_group_quant(): x quantized per token group into the scratch
+  // quantized_ / quantized_scales_, so that several shards share one quantization; else x.
+  LinearInput GroupQuantizedInput(const vt::Queue& q, const vt::Tensor& x) const;
 
   std::shared_ptr<LinearMethod> method_;
   std::vector<int64_t> offsets_;  // shard i is columns [offsets_[i], offsets_[i+1])
@@ -208,6 +249,7 @@ class Linear {
   LinearInputObserver* observer_ = nullptr;
   std::vector<std::string> prefixes_;  // the shards' names, kept for observer_ only
   mutable vt::Tensor quantized_;  // scratch for the FP8 input when the caller passes BF16/F32
+  mutable vt::Tensor quantized_scales_;  // and its per-token-group scales
 };
 
 }  // namespace vtllm::model

@@ -20,10 +20,12 @@ class GatedMlp {
   static GatedMlp Load(const LinearContext& lc, const std::string& prefix, int64_t hidden, int64_t intermediate,
                        const TensorParallel& tp = {});
 
-  // x: the normed input (F8E4M3 when gate_up() takes quantized input); out: [T, H].
+  // x: the normed input (F8E4M3 when gate_up() takes quantized input, or quantized per token
+  // group as gate_up().input_group_quant() says); out: [T, H].
   // fuse_quant: activations are BF16, so silu-mul and the FP8 quantization of down's input
-  // run as one fused recipe.
-  void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, bool fuse_quant,
+  // run as one fused recipe (static: SiluMulQuantFp8; per token group:
+  // SiluMulQuantFp8PerTokenGroup, where the device has it).
+  void Forward(const vt::Queue& q, const LinearInput& x, const vt::Tensor& out, bool fuse_quant,
                ActivationBuffers& buffers) const;
 
   const Linear& gate_up() const { return gate_up_; }

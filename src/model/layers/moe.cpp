@@ -197,6 +197,7 @@ SparseMoeBlock SparseMoeBlock::Load(const LinearContext& lc, const std::string& 
     m.shared_gate_ = LoadFloatWeight(ckpt, gate, {1, H}, lc.device);
   }
   m.observer_ = lc.observer;
+  m.fuse_quant_ = lc.fuse_quant;
   if (m.observer_ != nullptr) m.prefix_ = p;
 
   MoeHostWeights x;
@@ -383,7 +384,7 @@ void SparseMoeBlock::ObserveExpertInputs(const vt::Queue& q, const vt::Tensor& x
 }
 
 void SparseMoeBlock::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, ActivationBuffers& buf,
-                             const vt::Tensor* given_x8) const {
+                             const vt::Tensor* given_x8, const vt::Tensor* given_x_scales) const {
   const int64_t T = x.dim(0), E = s_.num_experts, k = s_.top_k;
   const vt::Tensor logits = buf.Get(kSlotRouterLogits, T, E, vt::DType::kF32);
   const vt::Tensor ids = buf.Get(kSlotTopKIds, T, k, vt::DType::kI32);
@@ -394,7 +395,7 @@ void SparseMoeBlock::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::
   if (!fp8_) {
     vt::MoeExperts(q, out, x, ids, weights, w_gate_up_, w_down_);
   } else if (group_scaled_) {
-    ForwardGroupScaled(q, x, out, ids, weights, buf);
+    ForwardGroupScaled(q, x, out, ids, weights, buf, given_x8, given_x_scales);
   } else if (per_token_) {
     const vt::Tensor x8 = buf.Get(kSlotX8, T, s_.hidden, vt::DType::kF8E4M3);
     const vt::Tensor xs = buf.Get(kSlotX8Scales, T, 1, vt::DType::kF32);
@@ -408,7 +409,7 @@ void SparseMoeBlock::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::
   if (s_.shared_intermediate == 0) return;
   // out += sigmoid(x · shared_gateᵀ) * shared_expert(x)
   const vt::Tensor shared = buf.Get(kSlotSharedExpert, T, s_.hidden, out.dtype());
-  shared_.Forward(q, x, shared, x.dtype() == vt::DType::kBF16, buf);
+  shared_.Forward(q, x, shared, fuse_quant_ && x.dtype() == vt::DType::kBF16, buf);
   const vt::Tensor gate = buf.Get(kSlotSharedGate, T, 1, vt::DType::kF32);
   vt::Matmul(q, gate, x, shared_gate_);
   vt::SigmoidGatedAdd(q, out, shared, gate, &out);

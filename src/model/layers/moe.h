@@ -94,8 +94,16 @@ class SparseMoeBlock {
   // parallelism this rank's partial sum). x8: for static FP8 experts (takes_quantized_input),
   // x already quantized with input_scale() (QuantFp8Static's bytes, e.g. from the fused
   // RMSNorm that made x); without it Forward quantizes x itself.
+  // x_scales: for group-scaled FP8 experts (input_group_quant), x8 and x_scales already
+  // quantized as input_group_quant() says (e.g. by the fused RMSNorm that made x).
   void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, ActivationBuffers& buffers,
-               const vt::Tensor* x8 = nullptr) const;
+               const vt::Tensor* x8 = nullptr, const vt::Tensor* x_scales = nullptr) const;
+  // Group-scaled FP8 experts: the per-token-group quantization of their input (nullopt for
+  // other experts, and while an observer must see the unquantized input).
+  std::optional<Fp8GroupQuant> input_group_quant() const {
+    if (!group_scaled_ || observer_ != nullptr) return std::nullopt;
+    return Fp8GroupQuant{block_k_, amax_floor_, scale_floor_};
+  }
   bool takes_quantized_input() const { return fp8_ && !per_token_ && !group_scaled_; }
   float input_scale() const { return gate_up_input_scale_; }
 
@@ -116,7 +124,8 @@ class SparseMoeBlock {
   static void LoadGroupScaledFused(const LinearContext& lc, const std::string& prefix, const TensorParallel& tp,
                                    SparseMoeBlock& m);
   void ForwardGroupScaled(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, const vt::Tensor& ids,
-                          const vt::Tensor& weights, ActivationBuffers& buffers) const;
+                          const vt::Tensor& weights, ActivationBuffers& buffers, const vt::Tensor* given_x8,
+                          const vt::Tensor* given_x_scales) const;
   void ObserveExpertInputs(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& ids) const;
   // One expert's weight bytes, with its share of the block / per-channel scales.
   int64_t ExpertBytes() const {
@@ -139,6 +148,7 @@ class SparseMoeBlock {
   vt::Tensor alpha_gate_up_, alpha_down_;
   float gate_up_input_scale_ = 1.0f, down_input_scale_ = 1.0f;
   LinearInputObserver* observer_ = nullptr;  // calibration only
+  bool fuse_quant_ = true;                   // LinearContext::fuse_quant (the shared expert's MLP)
   std::string prefix_;                       // kept for observer_ only
 };
 

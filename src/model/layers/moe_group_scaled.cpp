@@ -197,11 +197,14 @@ void SparseMoeBlock::LoadGroupScaledFused(const LinearContext& lc, const std::st
 
 void SparseMoeBlock::ForwardGroupScaled(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out,
                                         const vt::Tensor& ids, const vt::Tensor& weights,
-                                        ActivationBuffers& buf) const {
+                                        ActivationBuffers& buf, const vt::Tensor* given_x8,
+                                        const vt::Tensor* given_x_scales) const {
   const int64_t T = x.dim(0), H = s_.hidden, GH = s_gate_up_.dim(1);
-  const vt::Tensor x8 = buf.Get(kSlotX8, T, H, vt::DType::kF8E4M3);
-  const vt::Tensor xs = buf.Get(kSlotX8Scales, T, GH, vt::DType::kF32);
-  vt::QuantFp8PerTokenGroup(q, x8, xs, x, block_k_, amax_floor_, scale_floor_);
+  VT_CHECK((given_x8 == nullptr) == (given_x_scales == nullptr),
+           "SparseMoeBlock: group-scaled FP8 experts take a quantized input with its scales, or neither");
+  const vt::Tensor x8 = given_x8 != nullptr ? *given_x8 : buf.Get(kSlotX8, T, H, vt::DType::kF8E4M3);
+  const vt::Tensor xs = given_x_scales != nullptr ? *given_x_scales : buf.Get(kSlotX8Scales, T, GH, vt::DType::kF32);
+  if (given_x8 == nullptr) vt::QuantFp8PerTokenGroup(q, x8, xs, x, block_k_, amax_floor_, scale_floor_);
   vt::MoeExpertsFp8GroupScaled(q, out, x8, xs, ids, weights, w_gate_up_, s_gate_up_, w_down_, s_down_, block_n_,
                                block_k_, amax_floor_, scale_floor_);
 }

@@ -59,10 +59,19 @@ FeedForward FeedForward::Load(const LinearContext& lc, const std::string& prefix
   return f;
 }
 
-void FeedForward::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, bool fuse_quant,
+std::vector<vt::OpId> FusedGroupQuantOps(const QuantConfig& quant, vt::DType act) {
+  using vt::OpId;
+  if (act != vt::DType::kBF16 || (quant.method != QuantMethod::kFp8Block && quant.method != QuantMethod::kFp8ChannelToken &&
+                                  quant.method != QuantMethod::kFp8Online))
+    return {};
+  return {OpId::kRmsNormQuantFp8PerTokenGroup, OpId::kRmsNormGatedQuantFp8PerTokenGroup,
+          OpId::kSiluMulQuantFp8PerTokenGroup};
+}
+
+void FeedForward::Forward(const vt::Queue& q, const LinearInput& x, const vt::Tensor& out, bool fuse_quant,
                           ActivationBuffers& buffers) const {
   if (sparse)
-    moe.Forward(q, x, out, buffers);
+    moe.Forward(q, x.x, out, buffers);
   else
     mlp.Forward(q, x, out, fuse_quant, buffers);
 }

@@ -25,6 +25,11 @@ std::vector<vt::OpId> LinearOps(const QuantConfig& quant);
 // The ops of a SparseMoeBlock: the router, the experts (FP8 ones for static FP8) and the
 // shared expert's sigmoid gate.
 std::vector<vt::OpId> MoeBlockOps(const QuantConfig& quant);
+// The fused norm/activation + per-token-group FP8 recipes that a block, per-channel/per-token
+// or online FP8 model (BF16 activations) runs where the device has them: optional, so not in
+// the lists above that the load requires; without a kernel the model runs the steps apart
+// (the same bytes).
+std::vector<vt::OpId> FusedGroupQuantOps(const QuantConfig& quant, vt::DType act);
 
 // A layer's feed-forward block: a SparseMoeBlock where the config makes layer `layer`
 // sparse (ModelConfig::IsSparseLayer), else a dense SiLU-gated MLP.
@@ -38,9 +43,10 @@ struct FeedForward {
   // Either way Forward's `out` is this rank's part of the sum the caller all-reduces.
   static FeedForward Load(const LinearContext& lc, const std::string& prefix, const ModelConfig& cfg, int64_t layer,
                           const TensorParallel& tp = {});
-  // x: the normed input (for a dense MLP F8E4M3 when its gate_up takes quantized input);
-  // fuse_quant is the dense MLP's (GatedMlp::Forward); out: [T, H].
-  void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& out, bool fuse_quant,
+  // x: the normed input (for a dense MLP F8E4M3 when its gate_up takes quantized input, or
+  // quantized per token group as its gate_up's input_group_quant() says); fuse_quant is the
+  // dense MLP's (GatedMlp::Forward); out: [T, H].
+  void Forward(const vt::Queue& q, const LinearInput& x, const vt::Tensor& out, bool fuse_quant,
                ActivationBuffers& buffers) const;
   // What one token reads: a MoE block's router and top-k experts, or the whole MLP.
   int64_t weight_bytes() const { return sparse ? moe.active_weight_bytes() : mlp.weight_bytes(); }

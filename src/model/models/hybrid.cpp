@@ -49,6 +49,9 @@ class HybridDecoder final : public CausalLM {
     kv_ = ctx.kv_dtype;
     H_ = cfg_.hidden_size;
     eps_ = static_cast<float>(cfg_.rms_norm_eps);
+    // The fused norm/activation + FP8 recipes round to BF16 before quantizing, as the unfused
+    // BF16 model does; an F32 model runs the steps apart (see decoder.cpp).
+    fuse_quant_ = act_ == DType::kBF16 && ctx.linear.fuse_quant;
     VT_CHECK(cfg_.IsHybrid() && static_cast<int64_t>(cfg_.layer_types.size()) == cfg_.num_hidden_layers,
              cfg_.architecture, ": the config has no layer_types for its ", cfg_.num_hidden_layers, " layers");
     VT_CHECK(cfg_.hidden_act == "silu" || cfg_.hidden_act == "swish", cfg_.architecture, ": hidden_act \"",
@@ -147,12 +150,13 @@ class HybridDecoder final : public CausalLM {
       const HybridLayer& L = layers_[l];
       vt::RmsNormZeroCentred(q, normed, rs.Input(l), L.input_norm, eps_, rs.AddTo(l));
       if (L.linear)
-        L.gdn.Forward(q, normed, m.query_start_loc, m.state_slots, cache.state(L.cache_index), mixed, buffers_);
+        L.gdn.Forward(q, normed, m.query_start_loc, m.state_slots, cache.state(L.cache_index), mixed, buffers_,
+                      fuse_quant_);
       else
         L.attn.Forward(q, normed, m, cache.key(L.cache_index), cache.value(L.cache_index), rope_cache_, mixed,
                        buffers_);
       vt::RmsNormZeroCentred(q, normed, mixed, L.post_norm, eps_, &residual);
-      L.ff.Forward(q, normed, hidden, /*fuse_quant=*/false, buffers_);
+      L.ff.Forward(q, normed, hidden, fuse_quant_, buffers_);
     }
     vt::RmsNormZeroCentred(q, normed, hidden, final_norm_, eps_, &residual);
     ApplyLmHead(q, lm_head_, normed, logit_rows, logits, buffers_);
@@ -165,6 +169,7 @@ class HybridDecoder final : public CausalLM {
   DType kv_ = DType::kBF16;  // the KV cache's dtype
   int64_t H_ = 0, num_attn_ = 0, num_gdn_ = 0;
   float eps_ = 1e-6f;
+  bool fuse_quant_ = true;
   GatedAttentionShape attn_shape_;
   GdnShape gdn_shape_;
   Tensor embed_, final_norm_, rope_cache_;

@@ -30,6 +30,13 @@ struct RowArgs {
   // Set for a fused recipe: the result is rounded to BF16 (the recipe's intermediate) and
   // quantized with input_scale into fp8_out.
   uint8_t* fp8_out = nullptr;
+  // Set (with fp8_out) for a per-token-group recipe: the BF16 row is quantized as
+  // QuantFp8PerTokenGroup does, per group_size columns with the floors, into fp8_out and
+  // fp8_scales [rows, ceil(width / group_size)], instead of with input_scale.
+  float* fp8_scales = nullptr;
+  int64_t group_size = 0;
+  float amax_floor = 0.0f;
+  float scale_floor = 0.0f;
   int64_t width = 0;
   float eps = 0.0f;
   float input_scale = 1.0f;

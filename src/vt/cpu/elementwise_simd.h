@@ -8,6 +8,7 @@
 #pragma once
 
 #include <type_traits>
+#include <vector>
 
 #include "vt/cpu/elementwise_kernels.h"
 #include "vt/cpu/simd_vec.h"
@@ -192,12 +193,24 @@ VT_INLINE void WithRowFormat(const RowArgs& a, Kernel&& kernel) {
 // Columns per block of a fused recipe: the block's BF16 intermediate stays in L1.
 constexpr int64_t kFusedBlock = 1024;
 
+// This thread's buffer of at least n BF16 elements (a per-token-group recipe's wide row).
+[[gnu::noinline]] uint16_t* WideRowBuffer(int64_t n) {
+  static thread_local std::vector<uint16_t> wide;
+  if (static_cast<int64_t>(wide.size()) < n) wide.resize(static_cast<size_t>(n));
+  return wide.data();
+}
+
 // The last step of every row kernel: stores value(c, n) for the row's columns [0, width),
 // rounded to the output dtype, at element base + c of out. A fused recipe runs it block by
 // block into the BF16 intermediate (the side output where there is one, else a buffer in
 // L1) and quantizes each block with QuantLoop right after: the same roundings as one
 // kernel doing both per vector, but two short loops whose vectors the processor overlaps,
 // where one long dependency chain per vector would leave it waiting.
+//
+// A per-token-group recipe (fp8_scales set) does the same in blocks of whole groups (the
+// largest multiple of group_size that fits kFusedBlock), each quantized by QuantGroupsOf as
+// the standalone op quantizes the BF16 tensor; a group wider than kFusedBlock (per-token
+// FP8: the whole row) takes the row into a per-thread buffer first.
 template <typename F, typename Value>
 VT_INLINE void EmitRow(const RowArgs& a, const Fp8Scale& s, int64_t base, int64_t width, Value&& value) {
   const DType od = F::Out(a);
@@ -206,6 +219,23 @@ VT_INLINE void EmitRow(const RowArgs& a, const Fp8Scale& s, int64_t base, int64_
     return;
   }
   alignas(64) uint16_t buffer[kFusedBlock];
+  if (a.fp8_scales != nullptr) {
+    const int64_t gs = a.group_size, groups = (width + gs - 1) / gs;
+    const int64_t block = gs <= kFusedBlock ? kFusedBlock / gs * gs : width;
+    uint16_t* row_buffer = buffer;
+    if (block > kFusedBlock && a.out == nullptr) row_buffer = WideRowBuffer(block);
+    float* scales = a.fp8_scales + base / width * groups;
+    for (int64_t c0 = 0; c0 < width; c0 += block) {
+      const int64_t w = width - c0 < block ? width - c0 : block;
+      uint16_t* bf16 = a.out != nullptr ? static_cast<uint16_t*>(a.out) + base + c0 : row_buffer;
+      ForVectors(
+          w, [&](int64_t c, auto n) VT_ALWAYS_INLINE { return value(c0 + c, n); },
+          [&](int64_t c, V y, auto n) VT_ALWAYS_INLINE { StoreN(bf16, od, c, y, n); });
+      QuantGroupsOf<DType::kBF16>(bf16, a.fp8_out + base + c0, scales + c0 / gs, w, (w + gs - 1) / gs, gs,
+                                  a.amax_floor, a.scale_floor, 0, 1);
+    }
+    return;
+  }
   for (int64_t c0 = 0; c0 < width; c0 += kFusedBlock) {
     const int64_t w = width - c0 < kFusedBlock ? width - c0 : kFusedBlock;
     uint16_t* bf16 = a.out != nullptr ? static_cast<uint16_t*>(a.out) + base + c0 : buffer;

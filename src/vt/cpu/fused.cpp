@@ -104,6 +104,84 @@ void MatmulFp8SiluMulQuantFp8Cpu(const Queue& q, const Tensor& out8, const Tenso
   SiluMulQuantFp8(q, out8, gate_up, input_scale);
 }
 
+// ---- the per-token-group recipes ----------------------------------------------------------
+//
+// The vector kernels are the static recipes' row kernels with RowArgs::fp8_scales set: each
+// row's BF16 intermediate is quantized per token and group (QuantGroupsOf, the standalone
+// op's vector code). The scalar level runs the references of the two steps (reference.cpp),
+// which are what the scalar level of the composite runs.
+
+// Rows per parallel block: about kGroupGrain elements of the row, at least one row.
+constexpr int64_t kGroupGrain = 16384;
+int64_t GroupGrain(int64_t width) { return width >= kGroupGrain ? 1 : kGroupGrain / width; }
+
+elementwise::RowArgs GroupArgs(const Tensor& out, const Tensor& scales, const Tensor& x, int64_t width,
+                               int64_t group_size, float amax_floor, float scale_floor) {
+  elementwise::RowArgs a = FusedArgs(out, x, 1.0f);
+  a.fp8_scales = scales.data_as<float>();
+  a.group_size = group_size;
+  a.amax_floor = amax_floor;
+  a.scale_floor = scale_floor;
+  a.width = width;
+  return a;
+}
+
+void RmsNormQuantFp8PerTokenGroupCpu(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                                     const Tensor& weight, float eps, int64_t group_size, float amax_floor,
+                                     float scale_floor, const Tensor* residual, const Tensor* normed_out) {
+  const int64_t rows = x.dim(0), H = x.dim(1);
+  CpuQueue& cpu = Cpu(q);
+  if (const elementwise::KernelSet* vec = elementwise::ForIsa(cpu.isa)) {
+    elementwise::RowArgs a = GroupArgs(out, scales, x, H, group_size, amax_floor, scale_floor);
+    a.weight = weight.data();
+    a.weight_dtype = weight.dtype();
+    a.residual = residual != nullptr ? residual->data() : nullptr;
+    a.out = normed_out != nullptr ? normed_out->data() : nullptr;
+    a.eps = eps;
+    cpu.pool.ParallelFor(rows, GroupGrain(H), [&](int64_t r0, int64_t r1) { vec->rms_norm(a, r0, r1); });
+    return;
+  }
+  cpu.pool.ParallelFor(rows, GroupGrain(H), [&](int64_t r0, int64_t r1) {
+    ref::RmsNormQuantFp8PerTokenGroup(out, scales, x, weight, eps, group_size, amax_floor, scale_floor, residual,
+                                      normed_out, r0, r1);
+  });
+}
+
+void RmsNormGatedQuantFp8PerTokenGroupCpu(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                                          const Tensor& gate, const Tensor& weight, float eps, int64_t group_size,
+                                          float amax_floor, float scale_floor) {
+  const int64_t rows = x.dim(0), H = x.dim(1);
+  CpuQueue& cpu = Cpu(q);
+  if (const elementwise::KernelSet* vec = elementwise::ForIsa(cpu.isa)) {
+    elementwise::RowArgs a = GroupArgs(out, scales, x, H, group_size, amax_floor, scale_floor);
+    a.weight = weight.data();
+    a.weight_dtype = weight.dtype();
+    a.gate = gate.data();
+    a.gate_dtype = gate.dtype();
+    a.eps = eps;
+    cpu.pool.ParallelFor(rows, GroupGrain(H), [&](int64_t r0, int64_t r1) { vec->rms_norm_gated(a, r0, r1); });
+    return;
+  }
+  cpu.pool.ParallelFor(rows, GroupGrain(H), [&](int64_t r0, int64_t r1) {
+    ref::RmsNormGatedQuantFp8PerTokenGroup(out, scales, x, gate, weight, eps, group_size, amax_floor, scale_floor, r0,
+                                           r1);
+  });
+}
+
+void SiluMulQuantFp8PerTokenGroupCpu(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                                     int64_t group_size, float amax_floor, float scale_floor) {
+  const int64_t rows = out.dim(0), I = out.dim(1);
+  CpuQueue& cpu = Cpu(q);
+  if (const elementwise::KernelSet* vec = elementwise::ForIsa(cpu.isa)) {
+    const elementwise::RowArgs a = GroupArgs(out, scales, x, I, group_size, amax_floor, scale_floor);
+    cpu.pool.ParallelFor(rows, GroupGrain(I), [&](int64_t r0, int64_t r1) { vec->silu_mul(a, r0, r1); });
+    return;
+  }
+  cpu.pool.ParallelFor(rows, GroupGrain(I), [&](int64_t r0, int64_t r1) {
+    ref::SiluMulQuantFp8PerTokenGroup(out, scales, x, group_size, amax_floor, scale_floor, r0, r1);
+  });
+}
+
 }  // namespace
 
 void RegisterFusedKernels() {
@@ -111,6 +189,9 @@ void RegisterFusedKernels() {
   Register<OpId::kRmsNormGatedQuantFp8>(DeviceType::kCPU, &RmsNormGatedQuantFp8Cpu);
   Register<OpId::kSiluMulQuantFp8>(DeviceType::kCPU, &SiluMulQuantFp8Cpu);
   Register<OpId::kMatmulFp8SiluMulQuantFp8>(DeviceType::kCPU, &MatmulFp8SiluMulQuantFp8Cpu);
+  Register<OpId::kRmsNormQuantFp8PerTokenGroup>(DeviceType::kCPU, &RmsNormQuantFp8PerTokenGroupCpu);
+  Register<OpId::kRmsNormGatedQuantFp8PerTokenGroup>(DeviceType::kCPU, &RmsNormGatedQuantFp8PerTokenGroupCpu);
+  Register<OpId::kSiluMulQuantFp8PerTokenGroup>(DeviceType::kCPU, &SiluMulQuantFp8PerTokenGroupCpu);
 }
 
 }  // namespace vt::cpu

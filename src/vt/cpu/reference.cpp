@@ -165,6 +165,46 @@ void SiluMul(const Tensor& out, const Tensor& x, int64_t row0, int64_t row1) {
   }
 }
 
+namespace {
+// Rows [m0, m1) of a per-token-group recipe: produce(dst, m0, m1) writes the BF16 rows
+// (rows 0.. of dst, which is normed_out's rows when given), then they are quantized.
+template <typename Produce>
+void PerTokenGroupRows(const Tensor& out, const Tensor& scales, int64_t width, int64_t group_size, float amax_floor,
+                       float scale_floor, const Tensor* normed_out, int64_t m0, int64_t m1, Produce produce) {
+  if (m1 <= m0) return;
+  const Tensor dst =
+      normed_out != nullptr ? normed_out->Slice(0, m0, m1) : Tensor::Empty({m1 - m0, width}, DType::kBF16, Device::Cpu());
+  produce(dst);
+  QuantFp8PerTokenGroup(out.Slice(0, m0, m1), scales.Slice(0, m0, m1), dst, group_size, amax_floor, scale_floor, 0,
+                        m1 - m0);
+}
+}  // namespace
+
+void RmsNormQuantFp8PerTokenGroup(const Tensor& out, const Tensor& scales, const Tensor& x, const Tensor& weight,
+                                  float eps, int64_t group_size, float amax_floor, float scale_floor,
+                                  const Tensor* residual, const Tensor* normed_out, int64_t m0, int64_t m1) {
+  PerTokenGroupRows(out, scales, x.dim(1), group_size, amax_floor, scale_floor, normed_out, m0, m1,
+                    [&](const Tensor& dst) {
+                      const Tensor rr = residual != nullptr ? residual->Slice(0, m0, m1) : Tensor();
+                      RmsNorm(dst, x.Slice(0, m0, m1), weight, eps, residual != nullptr ? &rr : nullptr, 0, m1 - m0);
+                    });
+}
+
+void RmsNormGatedQuantFp8PerTokenGroup(const Tensor& out, const Tensor& scales, const Tensor& x, const Tensor& gate,
+                                       const Tensor& weight, float eps, int64_t group_size, float amax_floor,
+                                       float scale_floor, int64_t m0, int64_t m1) {
+  PerTokenGroupRows(out, scales, x.dim(1), group_size, amax_floor, scale_floor, nullptr, m0, m1,
+                    [&](const Tensor& dst) {
+                      RmsNormGated(dst, x.Slice(0, m0, m1), gate.Slice(0, m0, m1), weight, eps, 0, m1 - m0);
+                    });
+}
+
+void SiluMulQuantFp8PerTokenGroup(const Tensor& out, const Tensor& scales, const Tensor& x, int64_t group_size,
+                                  float amax_floor, float scale_floor, int64_t m0, int64_t m1) {
+  PerTokenGroupRows(out, scales, out.dim(1), group_size, amax_floor, scale_floor, nullptr, m0, m1,
+                    [&](const Tensor& dst) { SiluMul(dst, x.Slice(0, m0, m1), 0, m1 - m0); });
+}
+
 void SigmoidGatedAdd(const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor* base, int64_t row0,
                      int64_t row1) {
   const int64_t C = x.dim(1), G = gate.dim(1);

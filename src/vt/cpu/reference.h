@@ -30,6 +30,17 @@ void RmsNormZeroCentred(const Tensor& out, const Tensor& x, const Tensor& weight
 void RmsNormGated(const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight, float eps,
                   int64_t row0, int64_t row1);
 void SiluMul(const Tensor& out, const Tensor& x, int64_t row0, int64_t row1);
+// Rows [m0, m1) of the per-token-group fused recipes (vt/ops/fused.h): the step's reference
+// above into a BF16 row buffer (or normed_out's rows), then QuantFp8PerTokenGroup's
+// reference of those rows. out, scales, normed_out: the op's whole tensors.
+void RmsNormQuantFp8PerTokenGroup(const Tensor& out, const Tensor& scales, const Tensor& x, const Tensor& weight,
+                                  float eps, int64_t group_size, float amax_floor, float scale_floor,
+                                  const Tensor* residual, const Tensor* normed_out, int64_t m0, int64_t m1);
+void RmsNormGatedQuantFp8PerTokenGroup(const Tensor& out, const Tensor& scales, const Tensor& x, const Tensor& gate,
+                                       const Tensor& weight, float eps, int64_t group_size, float amax_floor,
+                                       float scale_floor, int64_t m0, int64_t m1);
+void SiluMulQuantFp8PerTokenGroup(const Tensor& out, const Tensor& scales, const Tensor& x, int64_t group_size,
+                                  float amax_floor, float scale_floor, int64_t m0, int64_t m1);
 void SigmoidGatedAdd(const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor* base, int64_t row0,
                      int64_t row1);
 void Cast(const Tensor& out, const Tensor& x, int64_t begin, int64_t end);
