@@ -12,6 +12,11 @@ namespace {
 
 using vt::DType;
 
+// The per-token-group recipes are registered on CUDA only on request (fused_group_quant.cu);
+// this binary tests them (set before main, so before vt registers its kernels on first use),
+// also in the op table.
+const int kFusedGroupQuantOn = setenv("VT_CUDA_FUSED_GROUP_QUANT", "1", 0);
+
 // [rows, width] of dtype d on the CUDA device, starting `offset` elements into a larger
 // allocation (offset 1: rows not 16-byte aligned).
 vt::Tensor DeviceRows(const std::vector<float>& v, DType d, int64_t rows, int64_t width, int64_t offset) {
@@ -97,20 +102,27 @@ TEST(CudaRowKernels, VectorKernelsMatchCpuAndAreDispatched) {
 // prove the fused kernel ran on the path expected.
 TEST(CudaRowKernels, GroupQuantRecipesMatchCpuCompositeAndAreDispatched) {
   VT_REQUIRE_CUDA();
+  ASSERT_EQ(kFusedGroupQuantOn, 0);
+  ASSERT_TRUE(vt::OpRegistered(vt::OpId::kRmsNormQuantFp8PerTokenGroup, vt::DeviceType::kCUDA));
   vt::Queue gpu = vt::Queue::Cuda(0), cpu = vt::Queue::Cpu();
   const vt::Device host = vt::Device::Cpu();
   struct Case {
     int64_t rows, H, group;
     float amax_floor, scale_floor;
+    DType d;
   };
   const float bf = vt::kFp8BlockAmaxFloor, tf = vt::kFp8PerTokenScaleFloor;
-  for (const Case c : {Case{1, 4096, 128, bf, 0.0f}, Case{256, 4096, 128, bf, 0.0f}, Case{3, 4096, 4096, 0.0f, tf},
-                       Case{2, 20000, 128, bf, 0.0f}, Case{1, 12288, 128, bf, 0.0f}, Case{64, 128, 128, bf, 0.0f}}) {
-    SCOPED_TRACE(testing::Message() << c.rows << " x " << c.H << " group " << c.group);
-    const bool staged = c.H <= 16384;
+  for (const Case c : {Case{1, 4096, 128, bf, 0.0f, DType::kBF16}, Case{256, 4096, 128, bf, 0.0f, DType::kBF16},
+                       Case{3, 4096, 4096, 0.0f, tf, DType::kBF16}, Case{2, 20000, 128, bf, 0.0f, DType::kBF16},
+                       Case{1, 12288, 128, bf, 0.0f, DType::kBF16}, Case{1, 16384, 128, bf, 0.0f, DType::kBF16},
+                       Case{64, 128, 128, bf, 0.0f, DType::kBF16}, Case{3, 4096, 128, bf, 0.0f, DType::kF32}}) {
+    SCOPED_TRACE(testing::Message() << c.rows << " x " << c.H << " group " << c.group << " " << vt::DTypeName(c.d));
+    // BF16 rows up to 16384 wide: the vector kernel (SiLU-mul at any width, in slices of
+    // whole groups); F32 ones: the scalar kernel, staged up to 16384, else from global memory.
+    const bool vec = c.d == DType::kBF16, fits = c.H <= 16384;
     const int64_t G = (c.H + c.group - 1) / c.group;
     auto dev = [&](const std::vector<float>& v, const vt::Shape& shape) {
-      return vtt::HostTensor(v, DType::kBF16, shape).To(vtt::kCuda);
+      return vtt::HostTensor(v, c.d, shape).To(vtt::kCuda);
     };
     const vt::Shape shape{c.rows, c.H};
     const vt::Tensor x = dev(vtt::Normal(static_cast<size_t>(c.rows * c.H), 11, 3.0f), shape);
@@ -141,7 +153,8 @@ TEST(CudaRowKernels, GroupQuantRecipesMatchCpuCompositeAndAreDispatched) {
     gpu.Synchronize();
     auto after = vt::cuda::FusedGroupQuantLaunches();
     EXPECT_EQ(after.launches - before.launches, 1);
-    EXPECT_EQ(after.staged - before.staged, staged ? 1 : 0);
+    EXPECT_EQ(after.vec - before.vec, vec && fits ? 1 : 0);
+    EXPECT_EQ(after.staged - before.staged, !vec && fits ? 1 : 0);
     EXPECT_TRUE(vtt::SameBytes(q, want.out));
     EXPECT_TRUE(vtt::SameBytes(s, want.scales));
     EXPECT_TRUE(vtt::SameBytes(res, want.residual));
@@ -159,6 +172,7 @@ TEST(CudaRowKernels, GroupQuantRecipesMatchCpuCompositeAndAreDispatched) {
     gpu.Synchronize();
     after = vt::cuda::FusedGroupQuantLaunches();
     EXPECT_EQ(after.launches - before.launches, 1);
+    EXPECT_EQ(after.vec - before.vec, vec && fits ? 1 : 0);
     EXPECT_TRUE(vtt::SameBytes(q, want.out));
     EXPECT_TRUE(vtt::SameBytes(s, want.scales));
 
@@ -172,7 +186,8 @@ TEST(CudaRowKernels, GroupQuantRecipesMatchCpuCompositeAndAreDispatched) {
     gpu.Synchronize();
     after = vt::cuda::FusedGroupQuantLaunches();
     EXPECT_EQ(after.launches - before.launches, 1);
-    EXPECT_EQ(after.staged - before.staged, staged ? 1 : 0);
+    EXPECT_EQ(after.vec - before.vec, vec ? 1 : 0);
+    EXPECT_EQ(after.staged - before.staged, !vec && fits ? 1 : 0);
     EXPECT_TRUE(vtt::SameBytes(q, want.out));
     EXPECT_TRUE(vtt::SameBytes(s, want.scales));
   }

@@ -61,10 +61,10 @@ struct CudaQueue : Queue::Impl {
   static constexpr int64_t kSplitCounters = int64_t{1} << 16;
   int32_t* split_counters = nullptr;
   // Set after a library kernel that may let the next kernel launch before it ends
-  // (cuBLASLt's scaled FP8 GEMMs): the next launch is then not overlapped (TakeOverlap), so
-  // that its waiting CTAs cannot hold the SMs the library kernel's remaining CTAs need. A
-  // block-FP8 8B server hung on the H200 (GPU busy, no progress) in its mixed steps
-  // without this.
+  // (cuBLASLt's scaled FP8 GEMMs): the next launch is then not overlapped (TakeOverlap), a
+  // precaution (its waiting CTAs cannot hold SMs the library kernel's remaining CTAs need).
+  // It was added for a block-FP8 server hang that turned out to have another cause (a row
+  // count not a multiple of 4, matmul.cpp) and is kept since the servers measured with it.
   bool serialize_next = false;
 #ifdef VT_CUDA_CUBLASLT
   cublasLtHandle_t lt = nullptr;

@@ -55,10 +55,11 @@ int64_t MoeGroupScaledVectorLaunches();
 void RegisterGdnKernels();         // gdn.cu: CausalConv1d, GatedDeltaRule
 // fused_group_quant.cu: RmsNorm / RmsNormGated / SiluMul -> QuantFp8PerTokenGroup.
 void RegisterFusedGroupQuantKernels();
-// Calls of those three ops that ran their CUDA kernel (all queues), and of them the ones
-// whose row was staged in shared memory (rows up to 16384 wide).
+// Calls of those three ops that ran their CUDA kernel (all queues); of them the ones that
+// took the 16-byte vector kernel (16-bit operands, aligned rows of whole vectors), and the
+// ones that took the scalar kernel with the row staged in shared memory (up to 16384 wide).
 struct FusedGroupQuantCounts {
-  int64_t launches = 0, staged = 0;
+  int64_t launches = 0, staged = 0, vec = 0;
 };
 FusedGroupQuantCounts FusedGroupQuantLaunches();
 

@@ -60,13 +60,39 @@ __global__ void Copy2dKernel(float* dst, int64_t ds0, int64_t ds1, const float* 
   dst[i * ds0 + j * ds1] = src[i * ss0 + j * ss1];
 }
 
+// Rows [m0, m1) of the product: the one-row GEMV for each row where it takes them, else the
+// naive kernel.
+void ProductRows(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales, const Tensor& b,
+                 const Tensor& b_scales, int64_t block_n, int64_t block_k, const Tensor* bias, int64_t m0,
+                 int64_t m1) {
+  const Tensor row_a = a.Slice(0, m0, m0 + 1);
+  if (GroupScaledGemvFits(row_a, b, block_n, block_k)) {
+    for (int64_t m = m0; m < m1; ++m)
+      MatmulFp8GroupScaledGemv(q, out.Slice(0, m, m + 1), a.Slice(0, m, m + 1), a_scales.Slice(0, m, m + 1), b,
+                               b_scales, block_n, block_k, bias);
+    return;
+  }
+  MatmulFp8GroupScaledNaive(q, out.Slice(0, m0, m1), a.Slice(0, m0, m1), a_scales.Slice(0, m0, m1), b, b_scales,
+                            block_n, block_k, bias);
+}
+
+// One row: the GEMV. More: cuBLASLt's scaled GEMM over the rows up to a multiple of 4 (its
+// activation scales need whole 16-byte rows), the 1-3 rows left one GEMV each; 2 or 3 rows,
+// or a shape cuBLASLt does not take: the GEMV per row where it fits (up to 3 rows), else the
+// naive kernel.
 void MatmulFp8GroupScaledCuda(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales,
                               const Tensor& b, const Tensor& b_scales, int64_t block_n, int64_t block_k,
                               const Tensor* bias) {
-  if (a.dim(0) * b.dim(0) == 0) return;
+  const int64_t M = a.dim(0), M4 = M / 4 * 4;
+  if (M * b.dim(0) == 0) return;
   if (GroupScaledGemvFits(a, b, block_n, block_k))
     return MatmulFp8GroupScaledGemv(q, out, a, a_scales, b, b_scales, block_n, block_k, bias);
-  if (MatmulFp8GroupScaledLt(q, out, a, a_scales, b, b_scales, block_n, block_k, bias)) return;
+  if (M4 > 0 && MatmulFp8GroupScaledLt(q, out.Slice(0, 0, M4), a.Slice(0, 0, M4), a_scales.Slice(0, 0, M4), b,
+                                       b_scales, block_n, block_k, bias)) {
+    if (M4 < M) ProductRows(q, out, a, a_scales, b, b_scales, block_n, block_k, bias, M4, M);
+    return;
+  }
+  if (M < 4) return ProductRows(q, out, a, a_scales, b, b_scales, block_n, block_k, bias, 0, M);
   MatmulFp8GroupScaledNaive(q, out, a, a_scales, b, b_scales, block_n, block_k, bias);
 }
 
