@@ -1,5 +1,5 @@
-// QuantFp8Static and the three fused recipes (RmsNormQuantFp8, RmsNormGatedQuantFp8,
-// SiluMulQuantFp8) per CPU ISA level and thread count, in bytes of input per second, next
+// QuantFp8Static and the fused recipes (RmsNormQuantFp8, RmsNormGatedQuantFp8,
+// SiluMulQuantFp8, and their per-token-group forms at groups of 128) per CPU ISA level and thread count, in bytes of input per second, next
 // to the same work as two ops (the norm or activation to BF16, then QuantFp8Static: what
 // the fusion saves) and to a plain read of the same bytes (the machine's limit for a
 // streaming kernel, measured in the same run).
@@ -147,6 +147,68 @@ void BM_SiluMulQuantFp8(benchmark::State& state) {
   });
 }
 
+// The per-token-group recipes (block FP8: groups of 128 with its floors), fused and as two
+// ops (the norm or activation to BF16, then QuantFp8PerTokenGroup).
+constexpr int64_t kGroup = 128;
+
+void BM_RmsNormThenGroupQuant(benchmark::State& state) {
+  RunRecipe(state, [](const vt::Queue& q) {
+    const int64_t R = kBytes / 2 / kWidth;
+    const vt::Tensor x = Input(vt::DType::kBF16).View({R, kWidth});
+    const vt::Tensor res = Input(vt::DType::kBF16).View({R, kWidth});
+    const vt::Tensor w = OnesBf16(kWidth);
+    const vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
+    const vt::Tensor scales = vt::Tensor::Empty({R, kWidth / kGroup}, vt::DType::kF32);
+    const vt::Tensor normed = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
+    return Recipe{[=] {
+                    vt::RmsNormQuantFp8PerTokenGroup(q, out, scales, x, w, 1e-6f, kGroup, vt::kFp8BlockAmaxFloor,
+                                                     0.0f, &res);
+                  },
+                  [=] {
+                    vt::RmsNorm(q, normed, x, w, 1e-6f, &res);
+                    vt::QuantFp8PerTokenGroup(q, out, scales, normed, kGroup, vt::kFp8BlockAmaxFloor, 0.0f);
+                  },
+                  static_cast<int64_t>(x.nbytes())};
+  });
+}
+
+void BM_RmsNormGatedGroupQuant(benchmark::State& state) {
+  RunRecipe(state, [](const vt::Queue& q) {
+    const int64_t R = kBytes / 2 / kWidth;
+    const vt::Tensor x = Input(vt::DType::kBF16).View({R, kWidth});
+    const vt::Tensor gate = Input(vt::DType::kBF16).View({R, kWidth});
+    const vt::Tensor w = OnesBf16(kWidth);
+    const vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
+    const vt::Tensor scales = vt::Tensor::Empty({R, kWidth / kGroup}, vt::DType::kF32);
+    const vt::Tensor normed = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
+    return Recipe{[=] {
+                    vt::RmsNormGatedQuantFp8PerTokenGroup(q, out, scales, x, gate, w, 1e-6f, kGroup,
+                                                          vt::kFp8BlockAmaxFloor, 0.0f);
+                  },
+                  [=] {
+                    vt::RmsNormGated(q, normed, x, gate, w, 1e-6f);
+                    vt::QuantFp8PerTokenGroup(q, out, scales, normed, kGroup, vt::kFp8BlockAmaxFloor, 0.0f);
+                  },
+                  static_cast<int64_t>(x.nbytes() + gate.nbytes())};
+  });
+}
+
+void BM_SiluMulGroupQuant(benchmark::State& state) {
+  RunRecipe(state, [](const vt::Queue& q) {
+    const int64_t R = kBytes / 2 / (2 * kWidth);
+    const vt::Tensor x = Input(vt::DType::kBF16).View({R, 2 * kWidth});
+    const vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
+    const vt::Tensor scales = vt::Tensor::Empty({R, kWidth / kGroup}, vt::DType::kF32);
+    const vt::Tensor act = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
+    return Recipe{[=] { vt::SiluMulQuantFp8PerTokenGroup(q, out, scales, x, kGroup, vt::kFp8BlockAmaxFloor, 0.0f); },
+                  [=] {
+                    vt::SiluMul(q, act, x);
+                    vt::QuantFp8PerTokenGroup(q, out, scales, act, kGroup, vt::kFp8BlockAmaxFloor, 0.0f);
+                  },
+                  static_cast<int64_t>(x.nbytes())};
+  });
+}
+
 // Reading the same number of bytes, summed as 64-bit integers on `threads` threads.
 void BM_ReadBandwidth(benchmark::State& state) {
   vt::Queue q = vt::Queue::Cpu(static_cast<int>(state.range(0)));
@@ -192,6 +254,9 @@ void FusedArgs(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_RmsNormThenQuant)->Apply(FusedArgs)->UseRealTime();
 BENCHMARK(BM_RmsNormGatedQuantFp8)->Apply(FusedArgs)->UseRealTime();
 BENCHMARK(BM_SiluMulQuantFp8)->Apply(FusedArgs)->UseRealTime();
+BENCHMARK(BM_RmsNormThenGroupQuant)->Apply(FusedArgs)->UseRealTime();
+BENCHMARK(BM_RmsNormGatedGroupQuant)->Apply(FusedArgs)->UseRealTime();
+BENCHMARK(BM_SiluMulGroupQuant)->Apply(FusedArgs)->UseRealTime();
 
 }  // namespace
 

@@ -324,7 +324,7 @@ run_tests() {
     if [[ -z "$r" ]]; then echo "$b did not run (see $log)"; return; fi
     ran=$(( ran + r )); passed=$(( passed + ${p:-0} ))
   done
-  names="$(grep -E '^\[  FAILED  \] [A-Za-z0-9_]+\.[A-Za-z0-9_]+' "$log" | sed -E 's/^\[  FAILED  \] ([^ ]+).*/\1/' | sort -u | paste -sd' ' || true)"
+  names="$(grep -E '^\[  FAILED  \] [A-Za-z0-9_/]+\.[A-Za-z0-9_/]+' "$log" | sed -E 's/^\[  FAILED  \] ([^ ,]+).*/\1/' | sort -u | paste -sd' ' || true)"
   echo "$(( ran - passed ))|$passed|$names"
 }
 

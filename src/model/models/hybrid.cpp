@@ -16,13 +16,15 @@
 namespace vtllm::model {
 
 std::vector<vt::OpId> HybridDecoderOps(const QuantConfig& quant, vt::DType act) {
-  (void)act;
   using vt::OpId;
   std::vector<OpId> ops = {OpId::kEmbedding,     OpId::kRmsNormZeroCentred, OpId::kQkNormRopeCacheWrite,
                            OpId::kPagedAttention, OpId::kSiluMul,           OpId::kCausalConv1d,
                            OpId::kGatedDeltaRule, OpId::kRmsNormGated};
   for (OpId op : LinearOps(quant)) ops.push_back(op);
   for (OpId op : MoeBlockOps(quant)) ops.push_back(op);  // kSigmoidGatedAdd: also the attention's output gate
+  // A static-FP8 MLP's SiLU-mul fused with the down projection's quantization (BF16), where
+  // the gate/up linear cannot do it in its own op (GatedMlp::Forward).
+  if (quant.method == QuantMethod::kFp8Static && act == vt::DType::kBF16) ops.push_back(OpId::kSiluMulQuantFp8);
   return ops;
 }
 
