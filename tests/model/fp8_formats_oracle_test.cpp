@@ -8,9 +8,10 @@
 // hidden 192 = 1.5 blocks: the last K tile and the down projection's last block row end
 // partway. With f32 activations only summation orders differ, so positions match within 1e-4
 // (measured 5e-6) except where one activation sits on an e4m3 rounding boundary and its
-// code flips between the two (block fixture, prompt 2: one position off by 0.034): the
-// all-positions bound of the block case is 0.05 for that, and greedy tokens must agree up to
-// the first near-tie.
+// code flips between the two (block fixture, prompt 2: one position off by 0.034 with the
+// AVX-512 kernels; per-channel fixture, prompt 3 of 61 tokens: 0.025 with the AVX2 ones, the
+// first position still within 3e-6): the all-positions bound of both cases is 0.05 for that,
+// the first position's stays 1e-4, and greedy tokens must agree up to the first near-tie.
 // BF16 activations move fp8 codes where a value sits near a rounding boundary: looser.
 #include <cmath>
 #include <cstring>
@@ -35,7 +36,7 @@ TEST(Fp8FormatsOracle, BlockFp8MatchesTheEmulationAtEveryPosition) {
 TEST(Fp8FormatsOracle, PerChannelPerTokenMatchesTheEmulationAtEveryPosition) {
   auto model = Model::Load(kDynamic, testing::CpuOptions(vt::DType::kF32));
   EXPECT_EQ(model->quant().method, QuantMethod::kFp8ChannelToken);
-  testing::CheckAgainstOracle(*model, kDynamic, {.first_row = 1e-4, .all_rows = 1e-4}, "channel/token fp8 / f32 act");
+  testing::CheckAgainstOracle(*model, kDynamic, {.first_row = 1e-4, .all_rows = 0.05}, "channel/token fp8 / f32 act");
 }
 
 TEST(Fp8FormatsOracle, Bf16ActivationsAreCloseToTheEmulation) {
