@@ -32,6 +32,7 @@ namespace vt {
   X(kKvCacheWrite, "KvCacheWrite")             \
   X(kQkNormRopeCacheWrite, "QkNormRopeCacheWrite") \
   X(kPagedAttention, "PagedAttention")         \
+  X(kPagedAttentionQuantFp8, "PagedAttentionQuantFp8") \
   X(kTopKLogprobs, "TopKLogprobs")             \
   X(kLogitsMask, "LogitsMask")                 \
   X(kLogitsAddSparse, "LogitsAddSparse")       \

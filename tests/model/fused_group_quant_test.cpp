@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "fused_logits.h"
 #include "hybrid_fp8_copy.h"
 #include "loader_test_util.h"
 #include "model/config.h"
@@ -47,25 +48,6 @@ struct Counts {
   }
 };
 
-// The logits of every position of the prompt, then of `steps` greedy decode steps; the number
-// of forwards is 1 + steps - 1 = steps (the last step's token is not fed back).
-std::vector<float> RunLogits(Model& model, const std::vector<int32_t>& prompt, int steps) {
-  const int64_t V = model.vocab_size();
-  KvCache cache = model.MakeKvCache(static_cast<int64_t>(prompt.size()) + steps + 1, 16);
-  SequenceKv seq;
-  std::vector<int64_t> pos(prompt.size());
-  std::iota(pos.begin(), pos.end(), 0);
-  std::vector<float> all = model.Forward(prompt, pos, {&cache, &seq}, /*all_logits=*/true);
-  for (int i = 1; i < steps; ++i) {
-    const float* last = all.data() + all.size() - V;
-    const int32_t tok = testing::Argmax(last, V);
-    const std::vector<float> next =
-        model.Forward(std::vector<int32_t>{tok}, std::vector<int64_t>{seq.num_tokens}, {&cache, &seq});
-    all.insert(all.end(), next.begin(), next.end());
-  }
-  return all;
-}
-
 // Per forward, how many times each fused op must run, and the standalone quantizer's runs
 // that the fusion removes.
 struct Expected {
@@ -84,7 +66,7 @@ void CheckFusedMatchesUnfused(const std::string& label, const std::string& dir, 
     auto model = Model::Load(dir, opt);
     ASSERT_EQ(model->quant().method, method);
     const Counts c;
-    fused = RunLogits(*model, prompt, steps);
+    fused = testing::RunLogits(*model, prompt, steps);
     EXPECT_EQ(c.Since(OpId::kRmsNormQuantFp8PerTokenGroup), per_forward.rms * steps);
     EXPECT_EQ(c.Since(OpId::kRmsNormGatedQuantFp8PerTokenGroup), per_forward.gated * steps);
     EXPECT_EQ(c.Since(OpId::kSiluMulQuantFp8PerTokenGroup), per_forward.silu * steps);
@@ -94,7 +76,7 @@ void CheckFusedMatchesUnfused(const std::string& label, const std::string& dir, 
   {
     auto model = Model::Load(dir, opt);
     const Counts c;
-    unfused = RunLogits(*model, prompt, steps);
+    unfused = testing::RunLogits(*model, prompt, steps);
     EXPECT_EQ(c.Since(OpId::kRmsNormQuantFp8PerTokenGroup), 0);
     EXPECT_EQ(c.Since(OpId::kRmsNormGatedQuantFp8PerTokenGroup), 0);
     EXPECT_EQ(c.Since(OpId::kSiluMulQuantFp8PerTokenGroup), 0);
@@ -102,19 +84,7 @@ void CheckFusedMatchesUnfused(const std::string& label, const std::string& dir, 
   }
   // Each fused op stands for one standalone quantization.
   EXPECT_EQ(quant_unfused - quant_fused, (per_forward.rms + per_forward.gated + per_forward.silu) * steps);
-  ASSERT_EQ(fused.size(), unfused.size());
-  size_t first_diff = fused.size();
-  for (size_t i = 0; i < fused.size() && first_diff == fused.size(); ++i)
-    if (std::memcmp(&fused[i], &unfused[i], sizeof(float)) != 0) first_diff = i;
-  EXPECT_EQ(first_diff, fused.size()) << "logit " << first_diff << ": fused " << fused[first_diff] << ", unfused "
-                                      << unfused[first_diff];
-  // Not a vacuous comparison: the logits are finite and not all equal.
-  bool varied = false;
-  for (float v : fused) {
-    ASSERT_TRUE(std::isfinite(v));
-    varied = varied || v != fused[0];
-  }
-  EXPECT_TRUE(varied);
+  testing::ExpectSameLogits(fused, unfused);
 }
 
 // qwen3-fp8-block-tiny: 128 x 128 blocks over hidden 192 (a whole and a partial group); each

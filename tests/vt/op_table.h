@@ -72,6 +72,7 @@ std::vector<OpCase> RotaryEmbeddingCases();
 std::vector<OpCase> KvCacheWriteCases();
 std::vector<OpCase> QkNormRopeCacheWriteCases();
 std::vector<OpCase> PagedAttentionCases();
+std::vector<OpCase> PagedAttentionQuantFp8Cases();
 std::vector<OpCase> TopKLogprobsCases();
 std::vector<OpCase> LogitsMaskCases();
 std::vector<OpCase> LogitsAddSparseCases();

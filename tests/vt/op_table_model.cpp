@@ -8,6 +8,8 @@
 // QkNormRopeCacheWrite's value bytes are exact, its key bytes within one e4m3 step (k' may
 // differ by an ulp of the keys' dtype across backends; on one backend the op equals its
 // definition byte for byte); PagedAttention as above on the dequantized values.
+// PagedAttentionQuantFp8: its output as PagedAttention's, its codes within one e4m3 step of
+// the reference's, and on every backend both byte for byte its definition's.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -307,6 +309,69 @@ std::vector<OpCase> PagedAttentionCases() {
       };
       cases.push_back(std::move(c));
       cases.push_back(std::move(f));
+    }
+  }
+  return cases;
+}
+
+std::vector<OpCase> PagedAttentionQuantFp8Cases() {
+  // The paths of the CUDA kernels: the tensor-core decode kernel at one BF16 sequence (its
+  // splits combined in the launch), the CUDA-core decode kernel (8+ sequences), the general
+  // kernel and its combine kernel (F32 / F16 queries, a head size of 8), and the fresh and
+  // mixed prefill steps whose codes QuantFp8Static writes after the tensor-core prefill.
+  const std::vector<AttnGeometry> geometries = {
+      {16, 8, 128, 16, {{40, 1}}},                            // one decode row, Qwen3-0.6B heads
+      {8, 2, 128, 16, {{2100, 1}, {700, 1}}},                 // long contexts, split across CTAs
+      {16, 8, 64, 16, {{9, 1}, {30, 1}, {2, 1}, {17, 1}, {5, 1}, {64, 1}, {1, 1}, {40, 1}, {3, 1}}},
+      {4, 4, 8, 4, {{9, 1}, {17, 1}, {2, 1}}},                // a head size of 8
+      {16, 8, 64, 16, {{300, 300}}},                          // a fresh prompt
+      {8, 2, 128, 16, {{70, 70}, {200, 1}, {33, 1}}},         // a mixed step
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 900;
+  for (const AttnGeometry& g : geometries) {
+    for (DType d : kFloatTypes) {
+      for (const bool fp8_cache : {false, true}) {
+        if (fp8_cache && d != DType::kBF16) continue;
+        seed += 10;
+        const PagedBatch b = MakePagedBatch(g.seqs, g.block_size, seed);
+        const int64_t S = b.S, T = b.T;
+        const vt::Shape cshape{b.num_blocks, g.block_size, g.Hk, g.D};
+        const size_t cn = static_cast<size_t>(b.num_blocks * g.block_size * g.Hk * g.D);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(g.D));
+        const float ks = fp8_cache ? 0.011f : 1.0f, vs = fp8_cache ? 0.0625f : 1.0f;
+        // 0.004 saturates the outputs past 1.79; 0.0173 keeps every one in range.
+        const float input_scale = seed % 20 == 0 ? 0.004f : 0.0173f;
+        const auto cache = [&](uint32_t sd, float s) {
+          const std::vector<float> x = Normal(cn, sd);
+          if (!fp8_cache) return Host(x, cshape, d);
+          std::vector<uint8_t> bytes(cn);
+          for (size_t i = 0; i < cn; ++i) bytes[i] = vt::KvCacheQuantizeFp8(x[i], s);
+          return HostOf(bytes, cshape, DType::kF8E4M3);
+        };
+        OpCase c{vt::StrCat("Hq ", g.Hq, " Hk ", g.Hk, " D ", g.D, " seqs ", S, " rows ", T, " ", vt::DTypeName(d),
+                            fp8_cache ? " F8E4M3 cache" : "", " input_scale ", input_scale),
+                 {Host(Normal(static_cast<size_t>(T * g.Hq * g.D), seed + 3, 1.5f), {T, g.Hq * g.D}, d),
+                  cache(seed + 1, ks), cache(seed + 2, vs), HostOf(b.tables, {S, b.max_blocks}, DType::kI32),
+                  HostOf(b.lens, {S}, DType::kI32), HostOf(b.query_start_loc, {S + 1}, DType::kI32)},
+                 {Filled({T, g.Hq * g.D}, d), Filled({T, g.Hq * g.D}, DType::kF8E4M3)},
+                 nullptr,
+                 [d](size_t k, int64_t, double want) {
+                   // The output as PagedAttention's; a code may move by one step where its
+                   // input moved by those ulps.
+                   return k == 0 ? 2.0 * Ulp(d, want) + 1e-5 : std::max(std::fabs(want) / 8.0, std::ldexp(1.0, -9));
+                 },
+                 nullptr};
+        c.run = [scale, input_scale, ks, vs](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+          vt::PagedAttentionQuantFp8(q, out[0], out[1], in[0], in[1], in[2], in[3], in[4], in[5], scale, input_scale,
+                                     ks, vs);
+        };
+        c.definition = [scale, input_scale, ks, vs](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+          vt::PagedAttention(q, out[0], in[0], in[1], in[2], in[3], in[4], in[5], scale, ks, vs);
+          vt::QuantFp8Static(q, out[1], out[0], input_scale);
+        };
+        cases.push_back(std::move(c));
+      }
     }
   }
   return cases;

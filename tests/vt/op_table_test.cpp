@@ -153,6 +153,7 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kKvCacheWrite: return KvCacheWriteCases();
     case OpId::kQkNormRopeCacheWrite: return QkNormRopeCacheWriteCases();
     case OpId::kPagedAttention: return PagedAttentionCases();
+    case OpId::kPagedAttentionQuantFp8: return PagedAttentionQuantFp8Cases();
     case OpId::kTopKLogprobs: return TopKLogprobsCases();
     case OpId::kLogitsMask: return LogitsMaskCases();
     case OpId::kLogitsAddSparse: return LogitsAddSparseCases();

@@ -3,7 +3,8 @@
 # mutation alone to a scratch copy of the tree, rebuilds the test binaries there (vt_tests;
 # engine_tests too for the sampler's and the engine's mutations), runs them, and prints
 # whether the tests caught it. ONLY=vt, ONLY=sampler, ONLY=engine, ONLY=moe, ONLY=server or ONLY=kv runs
-# one group (ONLY=fused_group: the per-token-group fused recipes); ONLY=<mutation name> (e.g. ONLY=engine_grammar_eos_early) runs that one alone.
+# one group (ONLY=fused_group: the per-token-group fused recipes; ONLY=attn_quant:
+# PagedAttentionQuantFp8); ONLY=<mutation name> (e.g. ONLY=engine_grammar_eos_early) runs that one alone.
 #
 #   tools/mutation/run_mutations.sh [SCRATCH_DIR]      (default: a fresh /tmp directory)
 #
@@ -301,6 +302,16 @@ mutate_fused_group_model_no_residual() {
   edit src/model/models/decoder.cpp 's/(vt::RmsNormQuantFp8PerTokenGroup\(q, x8, xs, x, weight, eps_, g->group_size, g->amax_floor, g->scale_floor,\n\s*)residual\);/$1nullptr);/'
 }
 
+# PagedAttentionQuantFp8: the CPU kernel quantizing with another scale than input_scale (the
+# op table compares the op with its definition); the model handing the op another scale
+# than o_proj's (model_tests compare the fused model's logits with the unfused model's).
+mutate_attn_quant_cpu_scale() {
+  edit src/vt/cpu/attention.cpp 's/QuantFp8Static\(q, out8, out, input_scale\);/QuantFp8Static(q, out8, out, input_scale * 2.0f);/'
+}
+mutate_attn_quant_model_scale() {
+  edit src/model/layers/attention.cpp 's/m\.query_start_loc, scale_, o_proj_\.input_scale\(\),/m.query_start_loc, scale_, o_proj_.input_scale() * 0.5f,/'
+}
+
 # run NAME: builds and runs vt_tests (and engine_tests for the baseline and sampler_*
 # mutations); prints "failed|passed|names of failed tests" or a reason.
 run_tests() {
@@ -308,7 +319,7 @@ run_tests() {
   local bins=(vt_tests)
   [[ $name == baseline || $name == sampler_* || $name == engine_* ]] && bins+=(engine_tests)
   [[ $name == baseline || $name == moe_shared_* || $name == moe_fp8_* || $name == moe_online_* || $name == moe_gs_model_* || $name == kv_* ||
-     $name == fused_group_model_* ]] &&
+     $name == fused_group_model_* || $name == attn_quant_model_* ]] &&
     bins+=(model_tests)
   [[ $name == baseline || $name == server_* ]] && bins+=(server_tests)
   if ! ninja -C "$BUILD" -j"$JOBS" "${bins[@]}" >"$log" 2>&1; then
@@ -343,6 +354,7 @@ SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
 FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fused_group_blocks_not_whole_groups
                        fused_group_reciprocal fused_group_model_no_residual)
+ATTN_QUANT_MUTATIONS=(attn_quant_cpu_scale attn_quant_model_scale)
 case "${ONLY:-}" in
   vt) MUTATIONS=("${VT_MUTATIONS[@]}") ;;
   moe) MUTATIONS=("${MOE_MUTATIONS[@]}") ;;
@@ -351,10 +363,12 @@ case "${ONLY:-}" in
   server) MUTATIONS=("${SERVER_MUTATIONS[@]}") ;;
   kv) MUTATIONS=("${KV_MUTATIONS[@]}") ;;
   fused_group) MUTATIONS=("${FUSED_GROUP_MUTATIONS[@]}") ;;
+  attn_quant) MUTATIONS=("${ATTN_QUANT_MUTATIONS[@]}") ;;
   ?*) declare -F "mutate_$ONLY" >/dev/null || { echo "no mutation named $ONLY" >&2; exit 2; }
       MUTATIONS=("$ONLY") ;;
   *) MUTATIONS=("${VT_MUTATIONS[@]}" "${SAMPLER_MUTATIONS[@]}" "${ENGINE_MUTATIONS[@]}" "${MOE_MUTATIONS[@]}"
-                "${SERVER_MUTATIONS[@]}" "${KV_MUTATIONS[@]}" "${FUSED_GROUP_MUTATIONS[@]}") ;;
+                "${SERVER_MUTATIONS[@]}" "${KV_MUTATIONS[@]}" "${FUSED_GROUP_MUTATIONS[@]}"
+                "${ATTN_QUANT_MUTATIONS[@]}") ;;
 esac
 declare -A RESULT
 restore

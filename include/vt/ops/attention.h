@@ -82,6 +82,18 @@ void PagedAttention(const Queue& q, const Tensor& out, const Tensor& query, cons
                     const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
                     const Tensor& query_start_loc, float scale, float k_scale = 1.0f, float v_scale = 1.0f);
 
+// PagedAttention and the static FP8 quantization of its output for the next linear (a
+// static-FP8 o_proj), as one op. Its definition, and its bytes on every backend:
+//   PagedAttention(out, query, ...)
+//   QuantFp8Static(out8, out, input_scale)
+// out: [T, Hq*D] as PagedAttention's; out8: [T, Hq*D] F8E4M3; input_scale finite and > 0.
+// A backend writes each output element and its code together where its kernels can (the
+// CUDA decode kernels' epilogues), saving the quantization's own pass.
+void PagedAttentionQuantFp8(const Queue& q, const Tensor& out, const Tensor& out8, const Tensor& query,
+                            const Tensor& key_cache, const Tensor& value_cache, const Tensor& block_tables,
+                            const Tensor& seq_lens, const Tensor& query_start_loc, float scale, float input_scale,
+                            float k_scale = 1.0f, float v_scale = 1.0f);
+
 template <>
 struct OpTraits<OpId::kKvCacheWrite> {
   using Fn = void(const Queue& q, const Tensor& key, const Tensor& value, const Tensor& key_cache,
@@ -99,6 +111,13 @@ struct OpTraits<OpId::kPagedAttention> {
   using Fn = void(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
                   const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
                   const Tensor& query_start_loc, float scale, float k_scale, float v_scale);
+};
+
+template <>
+struct OpTraits<OpId::kPagedAttentionQuantFp8> {
+  using Fn = void(const Queue& q, const Tensor& out, const Tensor& out8, const Tensor& query, const Tensor& key_cache,
+                  const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
+                  const Tensor& query_start_loc, float scale, float input_scale, float k_scale, float v_scale);
 };
 
 }  // namespace vt

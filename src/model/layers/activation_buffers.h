@@ -62,6 +62,8 @@ enum ActivationSlot {
   kSlotAct8Scales,
   kSlotGdnX8,
   kSlotGdnX8Scales,
+  // The attention output quantized for a static-FP8 o_proj (PagedAttentionQuantFp8).
+  kSlotAttn8,
 };
 
 class ActivationBuffers {

@@ -6,6 +6,7 @@
 #include "model/load_error.h"
 #include "vt/error.h"
 #include "vt/ops/attention.h"
+#include "vt/registry.h"
 
 namespace vtllm::model {
 
@@ -84,7 +85,7 @@ int64_t Attention::weight_bytes() const {
 
 void Attention::Forward(const vt::Queue& q, const LinearInput& x, const AttentionMetadata& m,
                         const vt::Tensor& key_cache, const vt::Tensor& value_cache, const vt::Tensor& rope_cache,
-                        const vt::Tensor& out, ActivationBuffers& buf) const {
+                        const vt::Tensor& out, ActivationBuffers& buf, bool fuse_quant) const {
   const int64_t T = x.rows(), Hq = s_.num_heads, Hk = s_.num_kv_heads, D = s_.head_dim;
   const vt::DType act = out.dtype();
   vt::Tensor qr, kr, vr;
@@ -111,6 +112,14 @@ void Attention::Forward(const vt::Queue& q, const LinearInput& x, const Attentio
                            kv_scales_.v);
   qr = qn;
   const vt::Tensor attn = buf.Get(kSlotAttn, T, Hq * D, act);
+  if (fuse_quant && act == vt::DType::kBF16 && o_proj_.takes_quantized_input() &&
+      vt::OpRegistered(vt::OpId::kPagedAttentionQuantFp8, q.device().type)) {
+    const vt::Tensor attn8 = buf.Get(kSlotAttn8, T, Hq * D, vt::DType::kF8E4M3);
+    vt::PagedAttentionQuantFp8(q, attn, attn8, qr, key_cache, value_cache, m.block_tables, m.seq_lens,
+                               m.query_start_loc, scale_, o_proj_.input_scale(), kv_scales_.k, kv_scales_.v);
+    o_proj_.Apply(q, attn8, out);
+    return;
+  }
   vt::PagedAttention(q, attn, qr, key_cache, value_cache, m.block_tables, m.seq_lens, m.query_start_loc, scale_,
                      kv_scales_.k, kv_scales_.v);
   o_proj_.Apply(q, attn, out);

@@ -52,10 +52,12 @@ class Attention {
 
   // x: the layer's normed input (F8E4M3 when qkv() takes quantized input, or quantized per
   // token group as qkv().input_group_quant() says, with its scales); rope_cache: the
-  // cos/sin table; out: [T, H] in the activation dtype.
+  // cos/sin table; out: [T, H] in the activation dtype. fuse_quant (BF16 activations): a
+  // static-FP8 o_proj's input is quantized by the attention op (PagedAttentionQuantFp8,
+  // where the device has it) instead of by o_proj.
   void Forward(const vt::Queue& q, const LinearInput& x, const AttentionMetadata& meta, const vt::Tensor& key_cache,
                const vt::Tensor& value_cache, const vt::Tensor& rope_cache, const vt::Tensor& out,
-               ActivationBuffers& buffers) const;
+               ActivationBuffers& buffers, bool fuse_quant = false) const;
 
   const Linear& qkv() const { return qkv_; }
   int64_t weight_bytes() const;

@@ -26,6 +26,7 @@ std::vector<vt::OpId> DecoderOps(const QuantConfig& quant, vt::DType act) {
   if (quant.method == QuantMethod::kFp8Static && act == vt::DType::kBF16) {  // the fused recipes serve BF16
     ops.push_back(OpId::kRmsNormQuantFp8);
     ops.push_back(OpId::kSiluMulQuantFp8);
+    ops.push_back(OpId::kPagedAttentionQuantFp8);
   }
   return ops;
 }
@@ -139,7 +140,7 @@ class Decoder final : public CausalLM {
       const Layer& L = layers_[l];
       const LinearInput attn_in = NormInto(q, L.attn.qkv(), rs.Input(l), L.input_norm, rs.AddTo(l), normed, T);
       L.attn.Forward(q, attn_in, m, cache.key(static_cast<int64_t>(l)), cache.value(static_cast<int64_t>(l)),
-                     rope_cache_, attn_out, buffers_);
+                     rope_cache_, attn_out, buffers_, fuse_quant_);
       if (comm_) comm_->AllReduceSum(q, attn_out);  // row-parallel o_proj: the ranks' parts summed
       if (L.ff.sparse) {  // the router reads the normed activations; FP8 experts quantize them
         const SparseMoeBlock& moe = L.ff.moe;

@@ -571,6 +571,16 @@ void KvCacheWriteCpu(const Queue& q, const Tensor& key, const Tensor& value, con
   });
 }
 
+// The definition op by op, each on this queue's level (no fused CPU kernel).
+void PagedAttentionQuantFp8Cpu(const Queue& q, const Tensor& out, const Tensor& out8, const Tensor& query,
+                               const Tensor& key_cache, const Tensor& value_cache, const Tensor& block_tables,
+                               const Tensor& seq_lens, const Tensor& query_start_loc, float scale, float input_scale,
+                               float k_scale, float v_scale) {
+  PagedAttention(q, out, query, key_cache, value_cache, block_tables, seq_lens, query_start_loc, scale, k_scale,
+                 v_scale);
+  QuantFp8Static(q, out8, out, input_scale);
+}
+
 }  // namespace
 
 void RegisterAttentionKernels() {
@@ -578,6 +588,7 @@ void RegisterAttentionKernels() {
   // The CPU runs the definition op by op (no fused CPU kernel).
   Register<OpId::kQkNormRopeCacheWrite>(DeviceType::kCPU, &QkNormRopeCacheWriteComposite);
   Register<OpId::kPagedAttention>(DeviceType::kCPU, &PagedAttentionCpu);
+  Register<OpId::kPagedAttentionQuantFp8>(DeviceType::kCPU, &PagedAttentionQuantFp8Cpu);
 }
 
 }  // namespace vt::cpu

@@ -292,11 +292,10 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
     return;
   }
   const float inv = 1.0f / l;
-  T* op = static_cast<T*>(a.out) + unit * D;
 #pragma unroll
   for (int k = 0; k < kDimsPerLane; ++k) {
     const int64_t d = lane + 32 * k;
-    if (d < D) op[d] = Tag::Store(acc[k] * inv);
+    if (d < D) StoreAttnOut<Tag>(a, unit * D + d, acc[k] * inv);
   }
 }
 
@@ -305,8 +304,8 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
 // tensor-core prefill's and are left alone.
 template <typename Tag>
 __global__ void __launch_bounds__(kWarps * 32)
-    AttnCombineKernel(typename Tag::T* out, const float* part_ml, const float* part_acc, int64_t units, int64_t D,
-                      int64_t num_splits, AttnArgs a) {
+    AttnCombineKernel(const float* part_ml, const float* part_acc, int64_t units, int64_t D, int64_t num_splits,
+                      AttnArgs a) {
   PdlWait();
   const int64_t u = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -343,13 +342,18 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int k = 0; k < kDimsPerLane; ++k) {
     const int64_t d = lane + 32 * k;
-    if (d < D) out[u * D + d] = Tag::Store(o[k] * inv);
+    if (d < D) StoreAttnOut<Tag>(a, u * D + d, o[k] * inv);
   }
 }
 
-void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
-                        const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
-                        const Tensor& query_start_loc, float scale, float k_scale, float v_scale) {
+// PagedAttention, and with out8 (PagedAttentionQuantFp8) the codes of its output: written by
+// the decode and general kernels' stores (StoreAttnOut), or by QuantFp8Static after a step
+// the tensor-core prefill kernel takes part in (and after every step with
+// VT_CUDA_ATTN_QUANT=0: the two-kernel form, for A/B runs; same bytes).
+void RunPagedAttention(const Queue& q, const Tensor& out, const Tensor* out8, const Tensor& query,
+                       const Tensor& key_cache, const Tensor& value_cache, const Tensor& block_tables,
+                       const Tensor& seq_lens, const Tensor& query_start_loc, float scale, float input_scale,
+                       float k_scale, float v_scale) {
   CudaQueue& cq = Cuda(q);
   AttnArgs a{};
   a.k_scale = k_scale;
@@ -387,6 +391,7 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   // The tensor-core prefill (attention_prefill.cu): BF16 queries, BF16 or F8E4M3 caches.
   if (LaunchPrefillMma(cq, a, query.dtype(), key_cache.dtype())) {
     if (fp8) g_fp8_attention.fetch_add(1, std::memory_order_relaxed);
+    if (out8 != nullptr) QuantFp8Static(q, *out8, out, input_scale);
     return;
   }
   // A mixed step (prompt rows beside decode rows, as serving with chunked prefill has) runs
@@ -394,6 +399,11 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   // the tensor-core prefill over the others, when both kernels take its geometry.
   a.mixed = T != S && PrefillMmaFits(cq, a, query.dtype(), key_cache.dtype()) &&
             DecodeKernelFitsMixed(a, query.dtype(), key_cache.dtype());
+  const bool in_stores = out8 != nullptr && !a.mixed && SwitchOn("VT_CUDA_ATTN_QUANT");
+  if (in_stores) {
+    a.out8 = out8->data_as<uint8_t>();
+    a.out8_inv = 1.0f / input_scale;  // QuantFp8StaticCuda's
+  }
   // A decode step (one row per sequence) takes the decode kernel (attention_decode.cu) when
   // its geometry allows: one CTA per (sequence, KV head). Otherwise one CTA per group of
   // kWarps query vectors of a sequence (AttnItems: T * group / kWarps + S items, so a
@@ -437,11 +447,26 @@ void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, 
     if (a.num_splits > 1 && a.split_counters == nullptr) {
       const int64_t units = T * a.Hq;
       LaunchOverlapped(cq, "AttnCombineKernel", AttnCombineKernel<Tag>, static_cast<unsigned>((units + kWarps - 1) / kWarps),
-                       kWarps * 32, 0, static_cast<typename Tag::T*>(a.out), a.part_ml, a.part_acc, units, a.D,
-                       a.num_splits, a);
+                       kWarps * 32, 0, a.part_ml, a.part_acc, units, a.D, a.num_splits, a);
     }
   });
   if (a.mixed) LaunchPrefillMma(cq, a, query.dtype(), key_cache.dtype());
+  if (out8 != nullptr && !in_stores) QuantFp8Static(q, *out8, out, input_scale);
+}
+
+void PagedAttentionCuda(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
+                        const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
+                        const Tensor& query_start_loc, float scale, float k_scale, float v_scale) {
+  RunPagedAttention(q, out, nullptr, query, key_cache, value_cache, block_tables, seq_lens, query_start_loc, scale,
+                    1.0f, k_scale, v_scale);
+}
+
+void PagedAttentionQuantFp8Cuda(const Queue& q, const Tensor& out, const Tensor& out8, const Tensor& query,
+                                const Tensor& key_cache, const Tensor& value_cache, const Tensor& block_tables,
+                                const Tensor& seq_lens, const Tensor& query_start_loc, float scale,
+                                float input_scale, float k_scale, float v_scale) {
+  RunPagedAttention(q, out, &out8, query, key_cache, value_cache, block_tables, seq_lens, query_start_loc, scale,
+                    input_scale, k_scale, v_scale);
 }
 
 }  // namespace
@@ -458,6 +483,7 @@ void CountQkNormRopeFp8Launch() { g_fp8_qk_norm_rope.fetch_add(1, std::memory_or
 void RegisterAttentionKernels() {
   Register<OpId::kKvCacheWrite>(DeviceType::kCUDA, &KvCacheWriteCuda);
   Register<OpId::kPagedAttention>(DeviceType::kCUDA, &PagedAttentionCuda);
+  Register<OpId::kPagedAttentionQuantFp8>(DeviceType::kCUDA, &PagedAttentionQuantFp8Cuda);
 }
 
 }  // namespace vt::cuda

@@ -33,6 +33,10 @@ struct AttnArgs {
   // A mixed step split in two launches: a decode kernel serves the sequences of one query
   // row and skips the others, the tensor-core prefill serves the others and skips those.
   bool mixed;
+  // PagedAttentionQuantFp8: when set, every output element written is also quantized as
+  // QuantFp8Static of its rounded value, with 1 / input_scale = out8_inv (StoreAttnOut).
+  uint8_t* out8;
+  float out8_inv;
 };
 
 // The number of work items (CTAs before splitting) a kernel with `unit` query vectors per

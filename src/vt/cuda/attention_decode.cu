@@ -250,7 +250,7 @@ __device__ __forceinline__ void PagedDecodeRows(const AttnArgs& a) {
         }
         a.part_acc[at * D + d] = O * o_scale;
       } else {
-        static_cast<T*>(a.out)[unit * D + d] = Tag::Store(O * o_scale / L);
+        StoreAttnOut<Tag>(a, unit * D + d, O * o_scale / L);
       }
     }
   }

@@ -202,7 +202,7 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
         }
         a.part_acc[at * D + d] = O;
       } else {
-        static_cast<uint16_t*>(a.out)[unit * D + d] = FloatToBf16(O / L);
+        StoreAttnOut<Bf16>(a, unit * D + d, O / L);
       }
     }
   }

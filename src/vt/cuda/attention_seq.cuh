@@ -6,8 +6,19 @@
 
 #include "vt/cuda/attention.h"
 #include "vt/cuda/device_error.cuh"
+#include "vt/cuda/device_util.cuh"
+#include "vt/cuda/kernels.h"
 
 namespace vt::cuda {
+
+// Writes output element i, v rounded to Tag's type, and (a.out8 set) its FP8 code: the
+// bytes of QuantFp8Static over the written output (QuantFp8Kernel's arithmetic).
+template <typename Tag>
+__device__ __forceinline__ void StoreAttnOut(const AttnArgs& a, int64_t i, float v) {
+  const typename Tag::T r = Tag::Store(v);
+  static_cast<typename Tag::T*>(a.out)[i] = r;
+  if (a.out8 != nullptr) a.out8[i] = QuantizeFp8KeepNan(Tag::Load(r), a.out8_inv);
+}
 
 __device__ __forceinline__ float WarpMax(float v) {
 #pragma unroll

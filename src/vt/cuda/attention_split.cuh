@@ -41,7 +41,6 @@ __device__ void CombineSplitsInLastCta(const AttnArgs& a) {
   if (!ReadAttnSeq(a, s, false, seq)) return;  // reported by the split CTAs
   if (a.mixed && seq.n != 1) return;           // a mixed step's other rows are the prefill kernel's
   const int64_t g = a.group, D = a.D, units = a.T * a.Hq;
-  auto* out = static_cast<typename OutTag::T*>(a.out);
   for (int64_t r = 0; r < seq.n; ++r)
     for (int64_t e = threadIdx.x; e < g * D; e += blockDim.x) {
       const int64_t h = e / D, d = e - h * D;
@@ -57,7 +56,7 @@ __device__ void CombineSplitsInLastCta(const AttnArgs& a) {
         o += __ldcg(a.part_acc + at * D + d) * w;
       }
       const float inv = 1.0f / L;
-      out[u * D + d] = OutTag::Store(o * inv);
+      StoreAttnOut<OutTag>(a, u * D + d, o * inv);
     }
 }
 

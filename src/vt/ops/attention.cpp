@@ -116,10 +116,13 @@ void QkNormRopeCacheWriteComposite(const Queue& q, const Tensor& query_out, cons
   KvCacheWrite(q, k, value, key_cache, value_cache, slot_mapping, k_scale, v_scale);
 }
 
-void PagedAttention(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
-                    const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
-                    const Tensor& query_start_loc, float scale, float k_scale, float v_scale) {
-  constexpr std::string_view op = "PagedAttention";
+namespace {
+
+// PagedAttention's operands, also PagedAttentionQuantFp8's.
+void CheckPagedAttention(std::string_view op, const Queue& q, const Tensor& out, const Tensor& query,
+                         const Tensor& key_cache, const Tensor& value_cache, const Tensor& block_tables,
+                         const Tensor& seq_lens, const Tensor& query_start_loc, float scale, float k_scale,
+                         float v_scale) {
   CheckCaches(op, q, key_cache, value_cache, false, k_scale, v_scale);
   const DType d = EntryDType(op, q, "query", query, key_cache);
   check::Output(op, q, "out", out, {d});
@@ -137,8 +140,32 @@ void PagedAttention(const Queue& q, const Tensor& out, const Tensor& query, cons
            " (need [T, Hq * D] with Hq a multiple of Hk)");
   check::ShapeIs(op, "out", out, query.shape());
   check::Finite(op, "scale", scale);
+}
+
+}  // namespace
+
+void PagedAttention(const Queue& q, const Tensor& out, const Tensor& query, const Tensor& key_cache,
+                    const Tensor& value_cache, const Tensor& block_tables, const Tensor& seq_lens,
+                    const Tensor& query_start_loc, float scale, float k_scale, float v_scale) {
+  CheckPagedAttention("PagedAttention", q, out, query, key_cache, value_cache, block_tables, seq_lens,
+                      query_start_loc, scale, k_scale, v_scale);
   Kernel<OpId::kPagedAttention>(q.device().type)(q, out, query, key_cache, value_cache, block_tables, seq_lens,
                                                  query_start_loc, scale, k_scale, v_scale);
+}
+
+void PagedAttentionQuantFp8(const Queue& q, const Tensor& out, const Tensor& out8, const Tensor& query,
+                            const Tensor& key_cache, const Tensor& value_cache, const Tensor& block_tables,
+                            const Tensor& seq_lens, const Tensor& query_start_loc, float scale, float input_scale,
+                            float k_scale, float v_scale) {
+  constexpr std::string_view op = "PagedAttentionQuantFp8";
+  CheckPagedAttention(op, q, out, query, key_cache, value_cache, block_tables, seq_lens, query_start_loc, scale,
+                      k_scale, v_scale);
+  check::Output(op, q, "out8", out8, {DType::kF8E4M3});
+  check::ShapeIs(op, "out8", out8, query.shape());
+  check::PositiveFinite(op, "input_scale", input_scale);
+  Kernel<OpId::kPagedAttentionQuantFp8>(q.device().type)(q, out, out8, query, key_cache, value_cache, block_tables,
+                                                         seq_lens, query_start_loc, scale, input_scale, k_scale,
+                                                         v_scale);
 }
 
 }  // namespace vt
