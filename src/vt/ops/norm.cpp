@@ -20,10 +20,7 @@ void RmsNorm(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& w
   constexpr std::string_view op = "RmsNorm";
   CheckRows(op, q, out, x, weight);
   check::Finite(op, "eps", eps);
-  if (residual != nullptr) {
-    check::Output(op, q, "residual", *residual, {x.dtype()});
-    check::ShapeIs(op, "residual", *residual, x.shape());
-  }
+  check::NormSideOutputs(op, q, x, residual);
   Kernel<OpId::kRmsNorm>(q.device().type)(q, out, x, weight, eps, residual);
 }
 
@@ -32,10 +29,7 @@ void RmsNormZeroCentred(const Queue& q, const Tensor& out, const Tensor& x, cons
   constexpr std::string_view op = "RmsNormZeroCentred";
   CheckRows(op, q, out, x, weight);
   check::Finite(op, "eps", eps);
-  if (residual != nullptr) {
-    check::Output(op, q, "residual", *residual, {x.dtype()});
-    check::ShapeIs(op, "residual", *residual, x.shape());
-  }
+  check::NormSideOutputs(op, q, x, residual);
   Kernel<OpId::kRmsNormZeroCentred>(q.device().type)(q, out, x, weight, eps, residual);
 }
 
