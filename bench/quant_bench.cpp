@@ -49,33 +49,50 @@ void BM_QuantFp8Static(benchmark::State& state) {
   state.SetLabel(std::string(vt::CpuIsaName(isa)) + (state.range(2) ? " bf16" : " f32"));
 }
 
-// args: isa level, threads. BF16 [rows, 4096] with residual and side output, as a decoder layer.
-void BM_RmsNormQuantFp8(benchmark::State& state) {
-  const auto isa = static_cast<vt::CpuIsa>(state.range(0));
-  if (isa > vt::DetectCpuIsa()) return state.SkipWithError("ISA not available on this CPU");
-  vt::Queue q = vt::Queue::Cpu(static_cast<int>(state.range(1)), isa);
-  const int64_t H = 4096, R = kBytes / 2 / H;
-  const vt::Tensor x = Input(vt::DType::kBF16).View({R, H});
-  vt::Tensor res = Input(vt::DType::kBF16).View({R, H});
-  vt::Tensor w = vt::Tensor::Empty({H}, vt::DType::kBF16);
-  for (int64_t i = 0; i < H; ++i) w.data_as<uint16_t>()[i] = vt::FloatToBf16(1.0f);
-  vt::Tensor out = vt::Tensor::Empty({R, H}, vt::DType::kF8E4M3);
-  vt::Tensor normed = vt::Tensor::Empty({R, H}, vt::DType::kBF16);
-  for (auto _ : state) {
-    vt::RmsNormQuantFp8(q, out, x, w, 1e-6f, 0.0137f, &res, &normed);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(x.nbytes()));
-  state.SetLabel(vt::CpuIsaName(isa));
-}
-
 // The decoder-layer shape of the row benchmarks below: BF16 [R, 4096] over kBytes.
 constexpr int64_t kWidth = 4096;
+// The per-token-group recipes' groups (block FP8: groups of 128 with its floors).
+constexpr int64_t kGroup = 128;
 
 vt::Tensor OnesBf16(int64_t n) {
   vt::Tensor w = vt::Tensor::Empty({n}, vt::DType::kBF16);
   for (int64_t i = 0; i < n; ++i) w.data_as<uint16_t>()[i] = vt::FloatToBf16(1.0f);
   return w;
+}
+
+// The operands of a row recipe over kBytes of BF16 input: x [R, kWidth] with a second input
+// of its shape (the residual or the gate) and the norm weight of ones, or for SiLU-mul x
+// [R, 2 * kWidth] = [gate | up]; the FP8 output [R, kWidth], its scales per group of kGroup,
+// and the BF16 intermediate [R, kWidth] of the two-op form (the normed_out side output).
+struct RowOperands {
+  vt::Tensor x, x2, w, out, scales, mid;
+};
+RowOperands MakeRowOperands(bool silu_mul) {
+  const int64_t in_width = silu_mul ? 2 * kWidth : kWidth, R = kBytes / 2 / in_width;
+  RowOperands o;
+  o.x = Input(vt::DType::kBF16).View({R, in_width});
+  if (!silu_mul) {
+    o.x2 = Input(vt::DType::kBF16).View({R, kWidth});
+    o.w = OnesBf16(kWidth);
+  }
+  o.out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
+  o.scales = vt::Tensor::Empty({R, kWidth / kGroup}, vt::DType::kF32);
+  o.mid = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
+  return o;
+}
+
+// args: isa level, threads. BF16 [rows, 4096] with residual and side output, as a decoder layer.
+void BM_RmsNormQuantFp8(benchmark::State& state) {
+  const auto isa = static_cast<vt::CpuIsa>(state.range(0));
+  if (isa > vt::DetectCpuIsa()) return state.SkipWithError("ISA not available on this CPU");
+  vt::Queue q = vt::Queue::Cpu(static_cast<int>(state.range(1)), isa);
+  const RowOperands o = MakeRowOperands(false);
+  for (auto _ : state) {
+    vt::RmsNormQuantFp8(q, o.out, o.x, o.w, 1e-6f, 0.0137f, &o.x2, &o.mid);
+    benchmark::DoNotOptimize(o.out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(o.x.nbytes()));
+  state.SetLabel(vt::CpuIsaName(isa));
 }
 
 // The loop of the fused-recipe benchmarks (args: isa level, threads, fused (1) or as two
@@ -99,113 +116,84 @@ void RunRecipe(benchmark::State& state, const std::function<Recipe(const vt::Que
 // RmsNorm with residual, then quantization.
 void BM_RmsNormThenQuant(benchmark::State& state) {
   RunRecipe(state, [](const vt::Queue& q) {
-    const int64_t R = kBytes / 2 / kWidth;
-    const vt::Tensor x = Input(vt::DType::kBF16).View({R, kWidth});
-    const vt::Tensor res = Input(vt::DType::kBF16).View({R, kWidth});
-    const vt::Tensor w = OnesBf16(kWidth);
-    const vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
-    const vt::Tensor normed = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
-    return Recipe{[=] { vt::RmsNormQuantFp8(q, out, x, w, 1e-6f, 0.0137f, &res); },
+    const RowOperands o = MakeRowOperands(false);
+    return Recipe{[=] { vt::RmsNormQuantFp8(q, o.out, o.x, o.w, 1e-6f, 0.0137f, &o.x2); },
                   [=] {
-                    vt::RmsNorm(q, normed, x, w, 1e-6f, &res);
-                    vt::QuantFp8Static(q, out, normed, 0.0137f);
+                    vt::RmsNorm(q, o.mid, o.x, o.w, 1e-6f, &o.x2);
+                    vt::QuantFp8Static(q, o.out, o.mid, 0.0137f);
                   },
-                  static_cast<int64_t>(x.nbytes())};
+                  static_cast<int64_t>(o.x.nbytes())};
   });
 }
 
 void BM_RmsNormGatedQuantFp8(benchmark::State& state) {
   RunRecipe(state, [](const vt::Queue& q) {
-    const int64_t R = kBytes / 2 / kWidth;
-    const vt::Tensor x = Input(vt::DType::kBF16).View({R, kWidth});
-    const vt::Tensor gate = Input(vt::DType::kBF16).View({R, kWidth});
-    const vt::Tensor w = OnesBf16(kWidth);
-    const vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
-    const vt::Tensor normed = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
-    return Recipe{[=] { vt::RmsNormGatedQuantFp8(q, out, x, gate, w, 1e-6f, 0.0137f); },
+    const RowOperands o = MakeRowOperands(false);
+    return Recipe{[=] { vt::RmsNormGatedQuantFp8(q, o.out, o.x, o.x2, o.w, 1e-6f, 0.0137f); },
                   [=] {
-                    vt::RmsNormGated(q, normed, x, gate, w, 1e-6f);
-                    vt::QuantFp8Static(q, out, normed, 0.0137f);
+                    vt::RmsNormGated(q, o.mid, o.x, o.x2, o.w, 1e-6f);
+                    vt::QuantFp8Static(q, o.out, o.mid, 0.0137f);
                   },
-                  static_cast<int64_t>(x.nbytes() + gate.nbytes())};
+                  static_cast<int64_t>(o.x.nbytes() + o.x2.nbytes())};
   });
 }
 
 // x is [R, 2 * 4096] = [gate | up].
 void BM_SiluMulQuantFp8(benchmark::State& state) {
   RunRecipe(state, [](const vt::Queue& q) {
-    const int64_t R = kBytes / 2 / (2 * kWidth);
-    const vt::Tensor x = Input(vt::DType::kBF16).View({R, 2 * kWidth});
-    const vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
-    const vt::Tensor act = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
-    return Recipe{[=] { vt::SiluMulQuantFp8(q, out, x, 0.0137f); },
+    const RowOperands o = MakeRowOperands(true);
+    return Recipe{[=] { vt::SiluMulQuantFp8(q, o.out, o.x, 0.0137f); },
                   [=] {
-                    vt::SiluMul(q, act, x);
-                    vt::QuantFp8Static(q, out, act, 0.0137f);
+                    vt::SiluMul(q, o.mid, o.x);
+                    vt::QuantFp8Static(q, o.out, o.mid, 0.0137f);
                   },
-                  static_cast<int64_t>(x.nbytes())};
+                  static_cast<int64_t>(o.x.nbytes())};
   });
 }
 
-// The per-token-group recipes (block FP8: groups of 128 with its floors), fused and as two
-// ops (the norm or activation to BF16, then QuantFp8PerTokenGroup).
-constexpr int64_t kGroup = 128;
-
+// The per-token-group recipes, fused and as two ops (the norm or activation to BF16, then
+// QuantFp8PerTokenGroup).
 void BM_RmsNormThenGroupQuant(benchmark::State& state) {
   RunRecipe(state, [](const vt::Queue& q) {
-    const int64_t R = kBytes / 2 / kWidth;
-    const vt::Tensor x = Input(vt::DType::kBF16).View({R, kWidth});
-    const vt::Tensor res = Input(vt::DType::kBF16).View({R, kWidth});
-    const vt::Tensor w = OnesBf16(kWidth);
-    const vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
-    const vt::Tensor scales = vt::Tensor::Empty({R, kWidth / kGroup}, vt::DType::kF32);
-    const vt::Tensor normed = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
+    const RowOperands o = MakeRowOperands(false);
     return Recipe{[=] {
-                    vt::RmsNormQuantFp8PerTokenGroup(q, out, scales, x, w, 1e-6f, kGroup, vt::kFp8BlockAmaxFloor,
-                                                     0.0f, &res);
+                    vt::RmsNormQuantFp8PerTokenGroup(q, o.out, o.scales, o.x, o.w, 1e-6f, kGroup,
+                                                     vt::kFp8BlockAmaxFloor, 0.0f, &o.x2);
                   },
                   [=] {
-                    vt::RmsNorm(q, normed, x, w, 1e-6f, &res);
-                    vt::QuantFp8PerTokenGroup(q, out, scales, normed, kGroup, vt::kFp8BlockAmaxFloor, 0.0f);
+                    vt::RmsNorm(q, o.mid, o.x, o.w, 1e-6f, &o.x2);
+                    vt::QuantFp8PerTokenGroup(q, o.out, o.scales, o.mid, kGroup, vt::kFp8BlockAmaxFloor, 0.0f);
                   },
-                  static_cast<int64_t>(x.nbytes())};
+                  static_cast<int64_t>(o.x.nbytes())};
   });
 }
 
 void BM_RmsNormGatedGroupQuant(benchmark::State& state) {
   RunRecipe(state, [](const vt::Queue& q) {
-    const int64_t R = kBytes / 2 / kWidth;
-    const vt::Tensor x = Input(vt::DType::kBF16).View({R, kWidth});
-    const vt::Tensor gate = Input(vt::DType::kBF16).View({R, kWidth});
-    const vt::Tensor w = OnesBf16(kWidth);
-    const vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
-    const vt::Tensor scales = vt::Tensor::Empty({R, kWidth / kGroup}, vt::DType::kF32);
-    const vt::Tensor normed = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
+    const RowOperands o = MakeRowOperands(false);
     return Recipe{[=] {
-                    vt::RmsNormGatedQuantFp8PerTokenGroup(q, out, scales, x, gate, w, 1e-6f, kGroup,
+                    vt::RmsNormGatedQuantFp8PerTokenGroup(q, o.out, o.scales, o.x, o.x2, o.w, 1e-6f, kGroup,
                                                           vt::kFp8BlockAmaxFloor, 0.0f);
                   },
                   [=] {
-                    vt::RmsNormGated(q, normed, x, gate, w, 1e-6f);
-                    vt::QuantFp8PerTokenGroup(q, out, scales, normed, kGroup, vt::kFp8BlockAmaxFloor, 0.0f);
+                    vt::RmsNormGated(q, o.mid, o.x, o.x2, o.w, 1e-6f);
+                    vt::QuantFp8PerTokenGroup(q, o.out, o.scales, o.mid, kGroup, vt::kFp8BlockAmaxFloor, 0.0f);
                   },
-                  static_cast<int64_t>(x.nbytes() + gate.nbytes())};
+                  static_cast<int64_t>(o.x.nbytes() + o.x2.nbytes())};
   });
 }
 
 void BM_SiluMulGroupQuant(benchmark::State& state) {
   RunRecipe(state, [](const vt::Queue& q) {
-    const int64_t R = kBytes / 2 / (2 * kWidth);
-    const vt::Tensor x = Input(vt::DType::kBF16).View({R, 2 * kWidth});
-    const vt::Tensor out = vt::Tensor::Empty({R, kWidth}, vt::DType::kF8E4M3);
-    const vt::Tensor scales = vt::Tensor::Empty({R, kWidth / kGroup}, vt::DType::kF32);
-    const vt::Tensor act = vt::Tensor::Empty({R, kWidth}, vt::DType::kBF16);
-    return Recipe{[=] { vt::SiluMulQuantFp8PerTokenGroup(q, out, scales, x, kGroup, vt::kFp8BlockAmaxFloor, 0.0f); },
-                  [=] {
-                    vt::SiluMul(q, act, x);
-                    vt::QuantFp8PerTokenGroup(q, out, scales, act, kGroup, vt::kFp8BlockAmaxFloor, 0.0f);
+    const RowOperands o = MakeRowOperands(true);
+    return Recipe{[=] {
+                    vt::SiluMulQuantFp8PerTokenGroup(q, o.out, o.scales, o.x, kGroup, vt::kFp8BlockAmaxFloor, 0.0f);
                   },
-                  static_cast<int64_t>(x.nbytes())};
+                  [=] {
+                    vt::SiluMul(q, o.mid, o.x);
+                    vt::QuantFp8PerTokenGroup(q, o.out, o.scales, o.mid, kGroup, vt::kFp8BlockAmaxFloor, 0.0f);
+                  },
+                  static_cast<int64_t>(o.x.nbytes())};
   });
 }
 

@@ -4,12 +4,12 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "checkpoint_edit.h"
+#include "fp8_block_quantize.h"
 #include "fp8_reference_forward.h"
 #include "loader_test_util.h"
 
@@ -53,18 +53,7 @@ inline std::string QuantizedCopy(const std::string& src, const TempDir& tmp, con
     keep.emplace_back(static_cast<size_t>(alloc) * sizeof(float), 0);
     float* s = reinterpret_cast<float*>(keep.back().data());
     for (int64_t i = 0; i < alloc; ++i) s[i] = 1.0f;
-    for (int64_t bi = 0; bi < nb; ++bi)
-      for (int64_t bj = 0; bj < kb; ++bj) {
-        float amax = 0.0f;
-        for (int64_t r = bi * bn; r < std::min(N, (bi + 1) * bn); ++r)
-          for (int64_t k = bj * bk; k < std::min(K, (bj + 1) * bk); ++k)
-            amax = std::max(amax, std::fabs(vt::Bf16ToFloat(t.data_as<uint16_t>()[r * K + k])));
-        const float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
-        s[bi * kb + bj] = sc;
-        for (int64_t r = bi * bn; r < std::min(N, (bi + 1) * bn); ++r)
-          for (int64_t k = bj * bk; k < std::min(K, (bj + 1) * bk); ++k)
-            q[r * K + k] = E4m3Code(vt::Bf16ToFloat(t.data_as<uint16_t>()[r * K + k]) / sc);
-      }
+    QuantizeBf16Blocks(t, bn, bk, /*bf16_scales=*/false, q, s);
     const std::string base = n.substr(0, n.size() - 7);
     w.Add(n, vt::DType::kF8E4M3, t.shape(), q);
     w.Add(base + (f.block() ? ".weight_scale_inv" : ".weight_scale"), vt::DType::kF32, {nb + bad_rows, kb}, s);

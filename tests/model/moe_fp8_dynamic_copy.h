@@ -5,14 +5,13 @@
 // kept. Shared by tests/model/moe_fp8_dynamic_test.cpp and the CUDA model tests.
 #pragma once
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "checkpoint_edit.h"
+#include "fp8_block_quantize.h"
 #include "fp8_reference_forward.h"
 #include "loader_test_util.h"
 
@@ -54,19 +53,7 @@ inline std::string QuantizedMoeCopy(const std::string& src, const TempDir& tmp, 
     keep.emplace_back(static_cast<size_t>(N * K));
     uint8_t* q = reinterpret_cast<uint8_t*>(keep.back().data());
     std::vector<float> s(static_cast<size_t>(nb * kb), 1.0f);
-    for (int64_t bi = 0; bi < nb; ++bi)
-      for (int64_t bj = 0; bj < kb; ++bj) {
-        float amax = 0.0f;
-        for (int64_t r = bi * bn; r < std::min(N, (bi + 1) * bn); ++r)
-          for (int64_t k = bj * bk; k < std::min(K, (bj + 1) * bk); ++k)
-            amax = std::max(amax, std::fabs(vt::Bf16ToFloat(t.data_as<uint16_t>()[r * K + k])));
-        float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
-        if (bf16_scales) sc = vt::Bf16ToFloat(vt::FloatToBf16(sc));
-        s[bi * kb + bj] = sc;
-        for (int64_t r = bi * bn; r < std::min(N, (bi + 1) * bn); ++r)
-          for (int64_t k = bj * bk; k < std::min(K, (bj + 1) * bk); ++k)
-            q[r * K + k] = E4m3Code(vt::Bf16ToFloat(t.data_as<uint16_t>()[r * K + k]) / sc);
-      }
+    QuantizeBf16Blocks(t, bn, bk, bf16_scales, q, s.data());
     const std::string base = n.substr(0, n.size() - 7);
     const std::string sname = base + (f.block() ? ".weight_scale_inv" : ".weight_scale");
     w.Add(n, vt::DType::kF8E4M3, t.shape(), q);

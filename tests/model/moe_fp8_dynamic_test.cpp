@@ -19,6 +19,7 @@
 #include <random>
 
 #include "checkpoint_edit.h"
+#include "fp8_block_quantize.h"
 #include "moe_fp8_dynamic_copy.h"
 #include "fp8_reference_forward.h"
 #include "loader_test_util.h"
@@ -396,18 +397,8 @@ std::string FusedCopy(const testing::TempDir& tmp, const Format& f) {
       keep.emplace_back(static_cast<size_t>(E * nb * kb) * sizeof(float));
       float* s = reinterpret_cast<float*>(keep.back().data());
       for (int64_t e = 0; e < E; ++e)
-        for (int64_t bi = 0; bi < nb; ++bi)
-          for (int64_t bj = 0; bj < kb; ++bj) {
-            float amax = 0.0f;
-            for (int64_t r = bi * bn; r < std::min(N, (bi + 1) * bn); ++r)
-              for (int64_t k = bj * bk; k < std::min(K, (bj + 1) * bk); ++k)
-                amax = std::max(amax, std::fabs(vt::Bf16ToFloat(row(e, r)[k])));
-            const float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
-            s[(e * nb + bi) * kb + bj] = sc;
-            for (int64_t r = bi * bn; r < std::min(N, (bi + 1) * bn); ++r)
-              for (int64_t k = bj * bk; k < std::min(K, (bj + 1) * bk); ++k)
-                q[(e * N + r) * K + k] = testing::E4m3Code(vt::Bf16ToFloat(row(e, r)[k]) / sc);
-          }
+        testing::QuantizeBf16Blocks(N, K, bn, bk, [&](int64_t r) { return row(e, r); }, /*bf16_scales=*/false,
+                                    q + e * N * K, s + e * nb * kb);
       w.Add(layer + ".mlp.experts." + name, vt::DType::kF8E4M3, {E, N, K}, q);
       if (f.block()) w.Add(layer + ".mlp.experts." + name + "_scale_inv", vt::DType::kF32, {E, nb, kb}, s);
     };

@@ -75,4 +75,16 @@ void PerTokenGroupQuant(std::string_view op, const Queue& q, const Tensor& out, 
            ": amax_floor and scale_floor must be >= 0 and not both 0, got ", amax_floor, " and ", scale_floor);
 }
 
+void NormSideOutputs(std::string_view op, const Queue& q, const Tensor& x, const Tensor* residual,
+                     const Tensor* normed_out) {
+  if (residual != nullptr) {
+    Output(op, q, "residual", *residual, {x.dtype()});
+    ShapeIs(op, "residual", *residual, x.shape());
+  }
+  if (normed_out != nullptr) {
+    Output(op, q, "normed_out", *normed_out, {DType::kBF16});
+    ShapeIs(op, "normed_out", *normed_out, x.shape());
+  }
+}
+
 }  // namespace vt::check

@@ -55,6 +55,11 @@ void MatmulShapes(std::string_view op, const Queue& q, const Tensor& out, const 
 void PerTokenGroupQuant(std::string_view op, const Queue& q, const Tensor& out, const Tensor& scales, int64_t rows,
                         int64_t cols, int64_t group_size, float amax_floor, float scale_floor);
 
+// The optional side outputs of a norm over x, each checked when not null: residual (x's
+// dtype, x's shape; written) and normed_out (BF16, x's shape; written).
+void NormSideOutputs(std::string_view op, const Queue& q, const Tensor& x, const Tensor* residual,
+                     const Tensor* normed_out = nullptr);
+
 inline constexpr std::initializer_list<DType> kFloat16Or32 = {DType::kF32, DType::kBF16, DType::kF16};
 
 }  // namespace vt::check

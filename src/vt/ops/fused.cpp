@@ -57,14 +57,7 @@ void RmsNormQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, const T
   check::ShapeIs(op, "weight", weight, {x.dim(-1)});
   check::Finite(op, "eps", eps);
   check::PositiveFinite(op, "input_scale", input_scale);
-  if (residual != nullptr) {
-    check::Output(op, q, "residual", *residual, {x.dtype()});
-    check::ShapeIs(op, "residual", *residual, x.shape());
-  }
-  if (normed_out != nullptr) {
-    check::Output(op, q, "normed_out", *normed_out, {DType::kBF16});
-    check::ShapeIs(op, "normed_out", *normed_out, x.shape());
-  }
+  check::NormSideOutputs(op, q, x, residual, normed_out);
   Kernel<OpId::kRmsNormQuantFp8>(q.device().type)(q, out, x, weight, eps, input_scale, residual, normed_out);
 }
 
@@ -127,14 +120,7 @@ void RmsNormQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tenso
   check::PerTokenGroupQuant(op, q, out, scales, x.dim(0), x.dim(1), group_size, amax_floor, scale_floor);
   check::ShapeIs(op, "weight", weight, {x.dim(1)});
   check::Finite(op, "eps", eps);
-  if (residual != nullptr) {
-    check::Output(op, q, "residual", *residual, {x.dtype()});
-    check::ShapeIs(op, "residual", *residual, x.shape());
-  }
-  if (normed_out != nullptr) {
-    check::Output(op, q, "normed_out", *normed_out, {DType::kBF16});
-    check::ShapeIs(op, "normed_out", *normed_out, x.shape());
-  }
+  check::NormSideOutputs(op, q, x, residual, normed_out);
   Kernel<OpId::kRmsNormQuantFp8PerTokenGroup>(q.device().type)(q, out, scales, x, weight, eps, group_size, amax_floor,
                                                                scale_floor, residual, normed_out);
 }

@@ -13,30 +13,27 @@ void CheckRows(std::string_view op, const Queue& q, const Tensor& out, const Ten
   check::ShapeIs(op, "out", out, x.shape());
   check::ShapeIs(op, "weight", weight, {x.dim(-1)});
 }
+
+// RmsNorm and RmsNormZeroCentred: the same operands, each its own kernel.
+template <OpId kId>
+void RmsNormOp(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+               const Tensor* residual) {
+  constexpr std::string_view op = OpName(kId);
+  CheckRows(op, q, out, x, weight);
+  check::Finite(op, "eps", eps);
+  check::NormSideOutputs(op, q, x, residual);
+  Kernel<kId>(q.device().type)(q, out, x, weight, eps, residual);
+}
 }  // namespace
 
 void RmsNorm(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
              const Tensor* residual) {
-  constexpr std::string_view op = "RmsNorm";
-  CheckRows(op, q, out, x, weight);
-  check::Finite(op, "eps", eps);
-  if (residual != nullptr) {
-    check::Output(op, q, "residual", *residual, {x.dtype()});
-    check::ShapeIs(op, "residual", *residual, x.shape());
-  }
-  Kernel<OpId::kRmsNorm>(q.device().type)(q, out, x, weight, eps, residual);
+  RmsNormOp<OpId::kRmsNorm>(q, out, x, weight, eps, residual);
 }
 
 void RmsNormZeroCentred(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
                         const Tensor* residual) {
-  constexpr std::string_view op = "RmsNormZeroCentred";
-  CheckRows(op, q, out, x, weight);
-  check::Finite(op, "eps", eps);
-  if (residual != nullptr) {
-    check::Output(op, q, "residual", *residual, {x.dtype()});
-    check::ShapeIs(op, "residual", *residual, x.shape());
-  }
-  Kernel<OpId::kRmsNormZeroCentred>(q.device().type)(q, out, x, weight, eps, residual);
+  RmsNormOp<OpId::kRmsNormZeroCentred>(q, out, x, weight, eps, residual);
 }
 
 void RmsNormGated(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight,
