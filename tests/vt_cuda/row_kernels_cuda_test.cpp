@@ -94,44 +94,6 @@ TEST(CudaRowKernels, VectorKernelsMatchCpuAndAreDispatched) {
   }
 }
 
-// A read-only weight (a model's, Tensor::SetReadOnly) is loaded by the RMSNorm row kernels
-// before they wait for the previous kernel; a writable one after. Same bytes as the CPU either
-// way, after a kernel that writes x and the residual just before (so an early load of those
-// would read stale values), on the vector kernel (aligned rows) and the scalar row kernel.
-TEST(CudaRowKernels, ReadOnlyNormWeightLoadsEarly) {
-  VT_REQUIRE_CUDA();
-  vt::Queue gpu = vt::Queue::Cuda(0), cpu = vt::Queue::Cpu();
-  for (const int64_t H : {int64_t{1024}, int64_t{4096}}) {
-    for (const int64_t offset : {int64_t{0}, int64_t{1}}) {
-      for (const bool read_only : {true, false}) {
-        SCOPED_TRACE(testing::Message() << "H " << H << " offset " << offset << " read-only " << read_only);
-        const auto xv = vtt::Normal(static_cast<size_t>(H), 11, 3.0f);
-        const auto rv = vtt::Normal(static_cast<size_t>(H), 12);
-        const vt::Tensor w = DeviceRows(vtt::Normal(static_cast<size_t>(H), 13), DType::kBF16, 1, H, 0).View({H});
-        if (read_only) w.SetReadOnly();
-        const vt::Tensor x0 = DeviceRows(xv, DType::kBF16, 1, H, offset);
-        vt::Tensor x = DeviceRows(std::vector<float>(static_cast<size_t>(H), 0.0f), DType::kBF16, 1, H, offset);
-        vt::Tensor res = DeviceRows(std::vector<float>(static_cast<size_t>(H), 0.0f), DType::kBF16, 1, H, offset);
-        vt::Tensor q = vt::Tensor::Empty({1, H}, DType::kF8E4M3, vtt::kCuda);
-        vt::Tensor xh = vtt::HostTensor(xv, DType::kBF16, {1, H}), rh = vtt::HostTensor(rv, DType::kBF16, {1, H});
-        vt::Tensor qh = vt::Tensor::Empty({1, H}, DType::kF8E4M3, vt::Device::Cpu());
-        const vt::Tensor r0 = DeviceRows(rv, DType::kBF16, 1, H, offset);
-        gpu.Synchronize();
-        const int64_t before = vt::cuda::RmsNormEarlyWeightLaunches();
-        vt::Cast(gpu, x, x0);  // x and the residual written by the two kernels just before
-        vt::Cast(gpu, res, r0);
-        vt::RmsNormQuantFp8(gpu, q, x, w, 1e-6f, 0.013f, &res);
-        vt::RmsNormQuantFp8(cpu, qh, xh, vtt::HostTensor(vtt::Normal(static_cast<size_t>(H), 13), DType::kBF16, {H}),
-                            1e-6f, 0.013f, &rh);
-        gpu.Synchronize();
-        EXPECT_EQ(vt::cuda::RmsNormEarlyWeightLaunches() - before, read_only ? 1 : 0);
-        EXPECT_TRUE(vtt::SameBytes(q, qh));
-        EXPECT_TRUE(vtt::SameBytes(res, rh));
-      }
-    }
-  }
-}
-
 // The per-token-group recipes (fused_group_quant.cu) on model shapes: the 8B's hidden rows
 // (staged in shared memory), a row past the staging limit (formed again from global memory),
 // the 8B's SiLU-mul width and the gated norm's 128-wide heads; the CUDA op equals the CPU's

@@ -16,7 +16,7 @@ void RmsNormQuantFp8Cuda(const Queue& q, const Tensor& out, const Tensor& x, con
   const int64_t H = x.dim(-1), rows = x.numel() / H;
   LaunchRmsNorm(Cuda(q), normed_out ? normed_out->data() : nullptr, DType::kBF16, x.data(), x.dtype(),
                 weight.data(), weight.dtype(), residual ? residual->data() : nullptr, rows, H, eps,
-                out.data_as<uint8_t>(), 1.0f / input_scale, weight.read_only());
+                out.data_as<uint8_t>(), 1.0f / input_scale);
 }
 
 void RmsNormGatedQuantFp8Cuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate,

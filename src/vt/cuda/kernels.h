@@ -28,7 +28,6 @@ int64_t PrefillMmaLaunches();
 // and FP8 quantization calls their vector kernels (all queues).
 int64_t RmsNormVecLaunches();
 int64_t RmsNormWideVecLaunches();  // those of them with more than 256 threads (rows over 2048 wide)
-int64_t RmsNormEarlyWeightLaunches();  // row-kernel launches that loaded a read-only weight before their wait
 int64_t SiluMulVecLaunches();
 int64_t QuantFp8VecLaunches();  // QuantFp8Static's vector kernel (quant.cu)
 // How many PagedAttention calls took a decode kernel (attention_decode.cu; all queues), and

@@ -79,29 +79,21 @@ __device__ __forceinline__ float BitsToFloat(uint32_t b, DType d) {
 template <int kPer>
 __global__ void __launch_bounds__(kRowThreads)
     RmsNormRowKernel(void* out, DType od, const void* x, DType xd, const void* w, DType wd, void* residual,
-                     int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred, bool w_early) {
-  uint32_t xb[kPer], rb[kPer], wb[kPer];
-  const auto load_w = [&] {
-#pragma unroll
-    for (int c = 0; c < kPer; ++c) {
-      const int64_t i = threadIdx.x + static_cast<int64_t>(c) * kRowThreads;
-      if (i < H) wb[c] = LoadBits(w, wd, i);
-    }
-  };
-  if (w_early) load_w();  // a read-only weight: no kernel writes it (LaunchRmsNorm)
+                     int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
   PdlWait();
   __shared__ float staged[kRowThreads * kPer];  // the row after the residual add
   __shared__ float inv_shared;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * H;
+  uint32_t xb[kPer], rb[kPer], wb[kPer];
 #pragma unroll
   for (int c = 0; c < kPer; ++c) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(c) * kRowThreads;
     if (i < H) {
       xb[c] = LoadBits(x, xd, base + i);
       if (residual != nullptr) rb[c] = LoadBits(residual, xd, base + i);
+      wb[c] = LoadBits(w, wd, i);
     }
   }
-  if (!w_early) load_w();
   float v[kPer];
 #pragma unroll
   for (int c = 0; c < kPer; ++c) {
@@ -147,33 +139,25 @@ bool WideNormOn() {
 template <int kVecThreads, int kVecs>
 __global__ void __launch_bounds__(kVecThreads)
     RmsNormRowVecKernel(void* out, DType od, const void* x, DType xd, const void* w, DType wd, void* residual,
-                        int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred, bool w_early) {
-  const auto* wv = static_cast<const uint4*>(w);
-  const int64_t vecs = H / 8;
-  uint4 xb[kVecs], rb[kVecs], wb[kVecs];
-  const auto load_w = [&] {
-#pragma unroll
-    for (int c = 0; c < kVecs; ++c) {
-      const int64_t vi = threadIdx.x + static_cast<int64_t>(c) * kVecThreads;
-      if (vi < vecs) wb[c] = wv[vi];
-    }
-  };
-  if (w_early) load_w();  // a read-only weight: no kernel writes it (LaunchRmsNorm)
+                        int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
   PdlWait();
   __shared__ __align__(16) float staged[kVecThreads * 8 * kVecs];
   __shared__ float inv_shared;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * H;  // a multiple of 8
   const auto* xv = static_cast<const uint4*>(x) + base / 8;
   auto* rv = static_cast<uint4*>(residual) + base / 8;
+  const auto* wv = static_cast<const uint4*>(w);
+  const int64_t vecs = H / 8;
+  uint4 xb[kVecs], rb[kVecs], wb[kVecs];
 #pragma unroll
   for (int c = 0; c < kVecs; ++c) {
     const int64_t vi = threadIdx.x + static_cast<int64_t>(c) * kVecThreads;
     if (vi < vecs) {
       xb[c] = xv[vi];
       if (residual != nullptr) rb[c] = rv[vi];
+      wb[c] = wv[vi];
     }
   }
-  if (!w_early) load_w();
   float v[kVecs][8];
 #pragma unroll
   for (int c = 0; c < kVecs; ++c) {
@@ -210,26 +194,16 @@ __global__ void __launch_bounds__(kVecThreads)
   }
 }
 
-std::atomic<int64_t> g_vec_launches{0}, g_wide_vec_launches{0}, g_early_weight_launches{0};
-
-// Whether the row kernels load a read-only weight before their wait (VT_CUDA_NORM_EARLY_WEIGHT=0:
-// after it, for A/B runs); counted.
-bool EarlyWeight(bool w_read_only) {
-  static const bool on = SwitchOn("VT_CUDA_NORM_EARLY_WEIGHT");
-  if (!on || !w_read_only) return false;
-  g_early_weight_launches.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
+std::atomic<int64_t> g_vec_launches{0}, g_wide_vec_launches{0};
 
 template <int kThreads, int kVecs>
 void LaunchRowVecKernel(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
                         void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv,
-                        bool zero_centred, bool w_read_only) {
+                        bool zero_centred) {
   g_vec_launches.fetch_add(1, std::memory_order_relaxed);
   if (kThreads > kVecThreads) g_wide_vec_launches.fetch_add(1, std::memory_order_relaxed);
   LaunchOverlapped(cq, "RmsNormRowVecKernel", RmsNormRowVecKernel<kThreads, kVecs>, static_cast<unsigned>(rows),
-                   kThreads, 0, out, od, x, xd, w, wd, residual, H, eps, q, q_inv, zero_centred,
-                   EarlyWeight(w_read_only));
+                   kThreads, 0, out, od, x, xd, w, wd, residual, H, eps, q, q_inv, zero_centred);
 }
 
 // Whether the vector kernel takes the call: 16-bit x / residual / weight (/ out), rows of
@@ -245,10 +219,9 @@ bool VecRowsFit(const void* out, DType od, const void* x, DType xd, const void* 
 
 template <int kPer>
 void LaunchRowKernel(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
-                     void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred,
-                     bool w_read_only) {
+                     void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
   LaunchOverlapped(cq, "RmsNormRowKernel", RmsNormRowKernel<kPer>, static_cast<unsigned>(rows), kRowThreads, 0, out,
-                   od, x, xd, w, wd, residual, H, eps, q, q_inv, zero_centred, EarlyWeight(w_read_only));
+                   od, x, xd, w, wd, residual, H, eps, q, q_inv, zero_centred);
 }
 
 __global__ void RmsNormGatedKernel(void* out, DType od, const void* x, DType xd, const void* gate, DType gd,
@@ -279,18 +252,17 @@ void RmsNormCuda(const Queue& q, const Tensor& out, const Tensor& x, const Tenso
                  const Tensor* residual) {
   const int64_t H = x.dim(-1), rows = x.numel() / H;
   LaunchRmsNorm(Cuda(q), out.data(), out.dtype(), x.data(), x.dtype(), weight.data(), weight.dtype(),
-                residual ? residual->data() : nullptr, rows, H, eps, nullptr, 0.0f, weight.read_only());
+                residual ? residual->data() : nullptr, rows, H, eps, nullptr, 0.0f);
 }
 
 void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
-                      void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred,
-                      bool w_read_only);
+                      void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred);
 
 void RmsNormZeroCentredCuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
                             const Tensor* residual) {
   const int64_t H = x.dim(-1), rows = x.numel() / H;
   LaunchRmsNormAny(Cuda(q), out.data(), out.dtype(), x.data(), x.dtype(), weight.data(), weight.dtype(),
-                   residual ? residual->data() : nullptr, rows, H, eps, nullptr, 0.0f, true, weight.read_only());
+                   residual ? residual->data() : nullptr, rows, H, eps, nullptr, 0.0f, true);
 }
 
 void RmsNormGatedCuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight,
@@ -304,8 +276,7 @@ void RmsNormGatedCuda(const Queue& q, const Tensor& out, const Tensor& x, const 
 
 namespace {
 void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
-                      void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred,
-                      bool w_read_only) {
+                      void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
   if (rows == 0) return;
   DeviceGuard guard(cq.device.index);
   if (H >= 256 && VecRowsFit(out, od, x, xd, w, wd, residual, rows, H, q)) {
@@ -315,7 +286,7 @@ void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType x
                         : wide && H <= kMaxVecThreads * 8   ? &LaunchRowVecKernel<kMaxVecThreads, 1>
                         : H <= kVecThreads * 8 * 2          ? &LaunchRowVecKernel<kVecThreads, 2>
                                                             : &LaunchRowVecKernel<kVecThreads, 4>;
-    launch(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv, zero_centred, w_read_only);
+    launch(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv, zero_centred);
     return;
   }
   if (H >= kRowThreads && H <= kMaxStagedH && rows < (int64_t{1} << 31)) {
@@ -323,7 +294,7 @@ void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType x
                         : H <= 8 * kRowThreads  ? &LaunchRowKernel<8>
                         : H <= 16 * kRowThreads ? &LaunchRowKernel<16>
                                                 : &LaunchRowKernel<kMaxPer>;
-    launch(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv, zero_centred, w_read_only);
+    launch(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv, zero_centred);
     return;
   }
   LaunchOverlapped(cq, "RmsNormKernel", RmsNormKernel, RowBlocks(rows), kWarpsPerBlock * 32, 0, out, od, x, xd, w, wd,
@@ -333,11 +304,10 @@ void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType x
 
 int64_t RmsNormVecLaunches() { return g_vec_launches.load(std::memory_order_relaxed); }
 int64_t RmsNormWideVecLaunches() { return g_wide_vec_launches.load(std::memory_order_relaxed); }
-int64_t RmsNormEarlyWeightLaunches() { return g_early_weight_launches.load(std::memory_order_relaxed); }
 
 void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
-                   void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool w_read_only) {
-  LaunchRmsNormAny(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv, false, w_read_only);
+                   void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
+  LaunchRmsNormAny(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv, false);
 }
 
 void LaunchRmsNormGated(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* gate, DType gd,

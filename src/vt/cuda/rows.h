@@ -12,12 +12,8 @@
 namespace vt::cuda {
 
 // RmsNorm over rows of width H; residual (nullable, x's dtype) is added first and updated.
-// w_read_only: the weight is read-only (Tensor::SetReadOnly), so the row kernels may load it
-// before they wait for the previous kernel (programmatic dependent launch), overlapping its
-// latency with that kernel's tail (VT_CUDA_NORM_EARLY_WEIGHT=0: after, for A/B runs).
 void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
-                   void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv,
-                   bool w_read_only = false);
+                   void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv);
 // Gated RmsNorm: round(round(round(x * inv) * w) * Silu(gate)).
 void LaunchRmsNormGated(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* gate, DType gd,
                         const void* w, DType wd, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv);
