@@ -229,7 +229,7 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
         constexpr unsigned kDazFtz = 0x8040;
         if (bits && (csr & kDazFtz) != 0) _mm_setcsr(csr & ~kDazFtz);
         uint8_t* nan = Grow(nan_rows, ldc);
-        const int64_t rows4 = matmul::GroupScaledSumsAvx2(p, bits, c0, c1, Grow(wbuf, p.lda), c, ldc, nan);
+        const int64_t rows4 = matmul::GroupScaledSumsAvx2(p, bits, c0, c1, Grow(wbuf, 2 * p.lda), c, ldc, nan);
         if (bits && (csr & kDazFtz) != 0) _mm_setcsr(csr);
         (bits ? g_rows4_bits : g_rows4_half).fetch_add(rows4, std::memory_order_relaxed);
         for (int64_t n = c0; n < c1; ++n)

@@ -13,8 +13,9 @@
 // The paths differ only in where the decoded weights come from:
 //  - one row of a (a decode step): four weight rows decoded in registers, sharing each
 //    load of a, each continuing one of four sequential streams (matmul/local.h's quarters);
-//  - more rows of a (and the rows of a four whose codes hold a NaN): each weight row decoded
-//    once into a buffer (the same f32 values), then every row of a against it.
+//  - more rows of a (and the rows of a four whose codes hold a NaN): weight rows decoded
+//    once into a buffer (the same f32 values), two at a time, then every row of a against
+//    both in tiles of 4 rows of a x 2 weight rows (one alone when a row holds a NaN code).
 // The decodes make NaN codes finite, so a row holding one is reported and the driver
 // computes it the portable way.
 #include <immintrin.h>
@@ -31,6 +32,8 @@ namespace vt::cpu::matmul {
 namespace {
 
 constexpr int64_t kStep = 16;
+// Rows of a per tile of the many-rows path (with two weight rows: 2 x 4 products a step).
+constexpr int kTileRows = 4;
 
 inline float Hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -95,11 +98,10 @@ bool Rows4(const GroupScaledRows& p, const uint8_t* const* b, const float* const
   return true;
 }
 
-// One weight row against every row of a: decoded once into wbuf (G * gstride floats, the
-// steps as Rows4 decodes them), then rows of a four at a time. false (c unset) when the
-// row holds a NaN code.
+// One weight row decoded into w (G * gstride floats, the steps as Rows4 decodes them); false
+// when it holds a NaN code.
 template <bool kBits>
-bool RowAllA(const GroupScaledRows& p, const uint8_t* b, int64_t n, float* wbuf, float* c, int64_t ldc) {
+bool DecodeRow(const GroupScaledRows& p, const uint8_t* b, float* w) {
   __m128i seen = _mm_setzero_si128();
   for (int64_t g = 0; g < p.G; ++g) {
     const int64_t k0 = g * p.block_k, len = std::min(p.K, k0 + p.block_k) - k0;
@@ -109,51 +111,91 @@ bool RowAllA(const GroupScaledRows& p, const uint8_t* b, int64_t n, float* wbuf,
       seen = Seen(seen, x);
       __m256 w0, w1;
       Decode<kBits>(x, w0, w1);
-      _mm256_storeu_ps(wbuf + g * p.gstride + s, w0);
-      _mm256_storeu_ps(wbuf + g * p.gstride + s + 8, w1);
+      _mm256_storeu_ps(w + g * p.gstride + s, w0);
+      _mm256_storeu_ps(w + g * p.gstride + s + 8, w1);
     }
   }
-  if (SawNan(seen)) return false;
+  return !SawNan(seen);
+}
+
+// NR decoded weight rows (w[j]: weight row n[j], its sums into column c[j]) against every row
+// of a, in tiles of MR rows of a x NR weight rows: each (row of a, weight row) pair gets
+// Rows4's operations in Rows4's order (per group: the two fmas of each step, then the group's
+// scale), so its sums are those it gets alone; a tile shares each load of a among NR weight
+// rows and each load of w among MR rows of a.
+template <int MR, int NR>
+__attribute__((always_inline)) inline void Tile(const GroupScaledRows& p, const float* const* w, const int64_t* n,
+                                                float* const* c, int64_t ldc, int64_t m) {
   const auto* a = static_cast<const float*>(p.a);
-  const int64_t nb = n / p.block_n;
-  auto rows = [&]<int MR>(int64_t m) __attribute__((always_inline)) {
-    __m256 row[MR], acc[MR];
-    const float* sc[MR];
-    for (int i = 0; i < MR; ++i) {
-      row[i] = _mm256_setzero_ps();
-      sc[i] = p.scales + ((m + i) * p.NB + nb) * p.G;
+  __m256 row[MR][NR], acc[MR][NR];
+  const float* sc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) {
+      row[i][j] = _mm256_setzero_ps();
+      sc[i][j] = p.scales + ((m + i) * p.NB + n[j] / p.block_n) * p.G;
     }
-    for (int64_t g = 0; g < p.G; ++g) {
-      const int64_t len = std::min(p.K, (g + 1) * p.block_k) - g * p.block_k;
-      const float* wg = wbuf + g * p.gstride;
-      for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
-      for (int64_t s = 0; s < len; s += kStep) {
-        const __m256 w0 = _mm256_loadu_ps(wg + s), w1 = _mm256_loadu_ps(wg + s + 8);
-        for (int i = 0; i < MR; ++i) {
-          const float* ag = a + (m + i) * p.lda + g * p.gstride + s;
-          acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(ag), w0, acc[i]);
-          acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(ag + 8), w1, acc[i]);
+  for (int64_t g = 0; g < p.G; ++g) {
+    const int64_t len = std::min(p.K, (g + 1) * p.block_k) - g * p.block_k;
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < len; s += kStep) {
+      __m256 w0[NR], w1[NR];
+      for (int j = 0; j < NR; ++j) {
+        w0[j] = _mm256_loadu_ps(w[j] + g * p.gstride + s);
+        w1[j] = _mm256_loadu_ps(w[j] + g * p.gstride + s + 8);
+      }
+      for (int i = 0; i < MR; ++i) {
+        const float* ag = a + (m + i) * p.lda + g * p.gstride + s;
+        const __m256 a0 = _mm256_loadu_ps(ag), a1 = _mm256_loadu_ps(ag + 8);
+        for (int j = 0; j < NR; ++j) {
+          acc[i][j] = _mm256_fmadd_ps(a0, w0[j], acc[i][j]);
+          acc[i][j] = _mm256_fmadd_ps(a1, w1[j], acc[i][j]);
         }
       }
-      for (int i = 0; i < MR; ++i) row[i] = _mm256_fmadd_ps(acc[i], _mm256_set1_ps(sc[i][g]), row[i]);
     }
-    for (int i = 0; i < MR; ++i) c[(m + i) * ldc] = Hsum(row[i]);
-  };
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) row[i][j] = _mm256_fmadd_ps(acc[i][j], _mm256_set1_ps(sc[i][j][g]), row[i][j]);
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) c[j][(m + i) * ldc] = Hsum(row[i][j]);
+}
+
+template <int NR>
+void AllRowsOfA(const GroupScaledRows& p, const float* const* w, const int64_t* n, float* const* c, int64_t ldc) {
   int64_t m = 0;
-  for (; m + 4 <= p.M; m += 4) rows.template operator()<4>(m);
-  for (; m < p.M; ++m) rows.template operator()<1>(m);
-  return true;
+  for (; m + kTileRows <= p.M; m += kTileRows) Tile<kTileRows, NR>(p, w, n, c, ldc, m);
+  for (; m < p.M; ++m) Tile<1, NR>(p, w, n, c, ldc, m);
 }
 
 template <bool kBits>
 int64_t Sums(const GroupScaledRows& p, int64_t n0, int64_t n1, float* wbuf, float* c, int64_t ldc, uint8_t* nan) {
   int64_t rows4 = 0;
   std::fill(nan, nan + (n1 - n0), uint8_t{0});
+  // One weight row against every row of a: decoded once into wbuf, then the rows of a.
   auto one = [&](int64_t n) {
-    if (!RowAllA<kBits>(p, p.b + n * p.K, n, wbuf, c + (n - n0), ldc)) nan[n - n0] = 1;
+    const float* w[1] = {wbuf};
+    float* cn[1] = {c + (n - n0)};
+    if (DecodeRow<kBits>(p, p.b + n * p.K, wbuf))
+      AllRowsOfA<1>(p, w, &n, cn, ldc);
+    else
+      nan[n - n0] = 1;
   };
   if (p.M != 1) {
-    for (int64_t n = n0; n < n1; ++n) one(n);
+    // Two weight rows at a time (wbuf holds both), a row with a NaN code alone.
+    int64_t n = n0;
+    for (; n + 2 <= n1; n += 2) {
+      float* w2 = wbuf + p.lda;
+      if (!DecodeRow<kBits>(p, p.b + n * p.K, wbuf) || !DecodeRow<kBits>(p, p.b + (n + 1) * p.K, w2)) {
+        one(n);
+        one(n + 1);
+        continue;
+      }
+      const float* w[2] = {wbuf, w2};
+      const int64_t ns[2] = {n, n + 1};
+      float* cn[2] = {c + (n - n0), c + (n + 1 - n0)};
+      AllRowsOfA<2>(p, w, ns, cn, ldc);
+    }
+    if (n < n1) one(n);
     return 0;
   }
   // A decode step: four rows at a time, one from each quarter of [n0, n1); the rest, and a

@@ -199,7 +199,7 @@ void GroupScaledSumsAvx512(const GroupScaledRows& p, int64_t n0, int64_t n1, voi
 // each step's even K offsets first, otherwise as they are; scales times 2^8. The same sums
 // into c, except for weight rows holding a NaN code: nan_rows[n - n0] = 1 and their sums
 // unset (the decodes make NaN finite; the driver computes those rows the portable way).
-// wbuf: lda floats of scratch. Returns the weight rows it took four at a time in registers
+// wbuf: 2 * lda floats of scratch. Returns the weight rows it took four at a time in registers
 // (a decode step, M = 1).
 int64_t GroupScaledSumsAvx2(const GroupScaledRows& p, bool bits, int64_t n0, int64_t n1, float* wbuf, float* c,
                             int64_t ldc, uint8_t* nan_rows);
