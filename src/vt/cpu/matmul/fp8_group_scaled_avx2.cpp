@@ -49,9 +49,9 @@ __attribute__((always_inline)) inline void Decode(__m128i x, __m256& w0, __m256&
     Fp8ToF32x16<false>(x, w0, w1);
 }
 
-// 16 codes of a row at k, zero past `left` of them.
-__attribute__((always_inline)) inline __m128i LoadCodes(const uint8_t* p, int64_t left) {
-  if (left >= kStep) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+// 16 codes of a row at k, zero past `left` (< 16) of them: a group's partial last step, kept
+// out of the step loops (its copy is a library call).
+__attribute__((always_inline)) inline __m128i LoadPartialCodes(const uint8_t* p, int64_t left) {
   alignas(16) uint8_t t[16] = {};
   std::memcpy(t, p, static_cast<size_t>(left));
   return _mm_load_si128(reinterpret_cast<const __m128i*>(t));
@@ -77,20 +77,26 @@ bool Rows4(const GroupScaledRows& p, const uint8_t* const* b, const float* const
     const int64_t k0 = g * p.block_k, len = std::min(p.K, k0 + p.block_k) - k0;
     const float* ag = a + g * p.gstride;
     for (int j = 0; j < 4; ++j) acc[j] = _mm256_setzero_ps();
-    for (int64_t s = 0; s < len; s += kStep) {
+    // Whole steps, then a group's partial last step (its codes copied out first), so that
+    // the copy's library call stays out of the loop: the accumulators live across it, and
+    // with it inside, the compiler saved them to the stack every step.
+    auto step = [&](int64_t s, bool whole) __attribute__((always_inline)) {
       const __m256 a0 = _mm256_loadu_ps(ag + s), a1 = _mm256_loadu_ps(ag + s + 8);
       for (int j = 0; j < 4; ++j) {
         const uint8_t* bp = b[j] + k0 + s;
         // Each row continues a sequential stream (its quarter of the driver's rows).
         if (((k0 + s) & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(bp) + kStreamPrefetch, _MM_HINT_T0);
-        const __m128i x = LoadCodes(bp, len - s);
+        const __m128i x = whole ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(bp)) : LoadPartialCodes(bp, len - s);
         seen = Seen(seen, x);
         __m256 w0, w1;
         Decode<kBits>(x, w0, w1);
         acc[j] = _mm256_fmadd_ps(a0, w0, acc[j]);
         acc[j] = _mm256_fmadd_ps(a1, w1, acc[j]);
       }
-    }
+    };
+    int64_t s = 0;
+    for (; s + kStep <= len; s += kStep) step(s, true);
+    if (s < len) step(s, false);
     for (int j = 0; j < 4; ++j) row[j] = _mm256_fmadd_ps(acc[j], _mm256_set1_ps(sc[j][g]), row[j]);
   }
   if (SawNan(seen)) return false;
@@ -105,15 +111,19 @@ bool DecodeRow(const GroupScaledRows& p, const uint8_t* b, float* w) {
   __m128i seen = _mm_setzero_si128();
   for (int64_t g = 0; g < p.G; ++g) {
     const int64_t k0 = g * p.block_k, len = std::min(p.K, k0 + p.block_k) - k0;
-    for (int64_t s = 0; s < len; s += kStep) {
+    auto step = [&](int64_t s, bool whole) __attribute__((always_inline)) {  // as in Rows4
       if (((k0 + s) & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(b + k0 + s) + 1024, _MM_HINT_T0);
-      const __m128i x = LoadCodes(b + k0 + s, len - s);
+      const __m128i x = whole ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k0 + s))
+                              : LoadPartialCodes(b + k0 + s, len - s);
       seen = Seen(seen, x);
       __m256 w0, w1;
       Decode<kBits>(x, w0, w1);
       _mm256_storeu_ps(w + g * p.gstride + s, w0);
       _mm256_storeu_ps(w + g * p.gstride + s + 8, w1);
-    }
+    };
+    int64_t s = 0;
+    for (; s + kStep <= len; s += kStep) step(s, true);
+    if (s < len) step(s, false);
   }
   return !SawNan(seen);
 }
