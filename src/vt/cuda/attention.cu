@@ -399,7 +399,8 @@ void RunPagedAttention(const Queue& q, const Tensor& out, const Tensor* out8, co
   // the tensor-core prefill over the others, when both kernels take its geometry.
   a.mixed = T != S && PrefillMmaFits(cq, a, query.dtype(), key_cache.dtype()) &&
             DecodeKernelFitsMixed(a, query.dtype(), key_cache.dtype());
-  const bool in_stores = out8 != nullptr && !a.mixed && SwitchOn("VT_CUDA_ATTN_QUANT");
+  static const bool quant_in_stores = SwitchOn("VT_CUDA_ATTN_QUANT");
+  const bool in_stores = out8 != nullptr && !a.mixed && quant_in_stores;
   if (in_stores) {
     a.out8 = out8->data_as<uint8_t>();
     a.out8_inv = 1.0f / input_scale;  // QuantFp8StaticCuda's

@@ -49,12 +49,22 @@ __attribute__((always_inline)) inline void Decode(__m128i x, __m256& w0, __m256&
     Fp8ToF32x16<false>(x, w0, w1);
 }
 
-// 16 codes of a row at k, zero past `left` (< 16) of them: a group's partial last step, kept
-// out of the step loops (its copy is a library call).
+// 16 codes of a row at k, zero past `left` (< 16) of them: a group's partial last step
+// (ForEachStep).
 __attribute__((always_inline)) inline __m128i LoadPartialCodes(const uint8_t* p, int64_t left) {
   alignas(16) uint8_t t[16] = {};
   std::memcpy(t, p, static_cast<size_t>(left));
   return _mm_load_si128(reinterpret_cast<const __m128i*>(t));
+}
+
+// step(s, whole) for the 16-value steps of a group of len values: the whole steps, then the
+// partial last one. The partial load's copy is a library call; inside the loop of whole
+// steps, the compiler saved the live vector registers around it on every step.
+template <typename Step>
+__attribute__((always_inline)) inline void ForEachStep(int64_t len, Step&& step) {
+  int64_t s = 0;
+  for (; s + kStep <= len; s += kStep) step(s, true);
+  if (s < len) step(s, false);
 }
 
 // Accumulates the NaN codes' magnitude pattern (0x7F) seen in x.
@@ -77,10 +87,7 @@ bool Rows4(const GroupScaledRows& p, const uint8_t* const* b, const float* const
     const int64_t k0 = g * p.block_k, len = std::min(p.K, k0 + p.block_k) - k0;
     const float* ag = a + g * p.gstride;
     for (int j = 0; j < 4; ++j) acc[j] = _mm256_setzero_ps();
-    // Whole steps, then a group's partial last step (its codes copied out first), so that
-    // the copy's library call stays out of the loop: the accumulators live across it, and
-    // with it inside, the compiler saved them to the stack every step.
-    auto step = [&](int64_t s, bool whole) __attribute__((always_inline)) {
+    ForEachStep(len, [&](int64_t s, bool whole) __attribute__((always_inline)) {
       const __m256 a0 = _mm256_loadu_ps(ag + s), a1 = _mm256_loadu_ps(ag + s + 8);
       for (int j = 0; j < 4; ++j) {
         const uint8_t* bp = b[j] + k0 + s;
@@ -93,10 +100,7 @@ bool Rows4(const GroupScaledRows& p, const uint8_t* const* b, const float* const
         acc[j] = _mm256_fmadd_ps(a0, w0, acc[j]);
         acc[j] = _mm256_fmadd_ps(a1, w1, acc[j]);
       }
-    };
-    int64_t s = 0;
-    for (; s + kStep <= len; s += kStep) step(s, true);
-    if (s < len) step(s, false);
+    });
     for (int j = 0; j < 4; ++j) row[j] = _mm256_fmadd_ps(acc[j], _mm256_set1_ps(sc[j][g]), row[j]);
   }
   if (SawNan(seen)) return false;
@@ -111,7 +115,7 @@ bool DecodeRow(const GroupScaledRows& p, const uint8_t* b, float* w) {
   __m128i seen = _mm_setzero_si128();
   for (int64_t g = 0; g < p.G; ++g) {
     const int64_t k0 = g * p.block_k, len = std::min(p.K, k0 + p.block_k) - k0;
-    auto step = [&](int64_t s, bool whole) __attribute__((always_inline)) {  // as in Rows4
+    ForEachStep(len, [&](int64_t s, bool whole) __attribute__((always_inline)) {
       if (((k0 + s) & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(b + k0 + s) + 1024, _MM_HINT_T0);
       const __m128i x = whole ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k0 + s))
                               : LoadPartialCodes(b + k0 + s, len - s);
@@ -120,10 +124,7 @@ bool DecodeRow(const GroupScaledRows& p, const uint8_t* b, float* w) {
       Decode<kBits>(x, w0, w1);
       _mm256_storeu_ps(w + g * p.gstride + s, w0);
       _mm256_storeu_ps(w + g * p.gstride + s + 8, w1);
-    };
-    int64_t s = 0;
-    for (; s + kStep <= len; s += kStep) step(s, true);
-    if (s < len) step(s, false);
+    });
   }
   return !SawNan(seen);
 }
@@ -181,29 +182,35 @@ template <bool kBits>
 int64_t Sums(const GroupScaledRows& p, int64_t n0, int64_t n1, float* wbuf, float* c, int64_t ldc, uint8_t* nan) {
   int64_t rows4 = 0;
   std::fill(nan, nan + (n1 - n0), uint8_t{0});
-  // One weight row against every row of a: decoded once into wbuf, then the rows of a.
-  auto one = [&](int64_t n) {
-    const float* w[1] = {wbuf};
+  // Weight row n decoded into w, then against every row of a; false when it holds a NaN code.
+  auto decode = [&](int64_t n, float* w) {
+    const bool ok = DecodeRow<kBits>(p, p.b + n * p.K, w);
+    if (!ok) nan[n - n0] = 1;
+    return ok;
+  };
+  auto alone = [&](int64_t n, const float* w) {
     float* cn[1] = {c + (n - n0)};
-    if (DecodeRow<kBits>(p, p.b + n * p.K, wbuf))
-      AllRowsOfA<1>(p, w, &n, cn, ldc);
-    else
-      nan[n - n0] = 1;
+    AllRowsOfA<1>(p, &w, &n, cn, ldc);
+  };
+  auto one = [&](int64_t n) {
+    if (decode(n, wbuf)) alone(n, wbuf);
   };
   if (p.M != 1) {
-    // Two weight rows at a time (wbuf holds both), a row with a NaN code alone.
+    // Two weight rows at a time (wbuf holds both); of a pair with a NaN code, the other alone.
     int64_t n = n0;
     for (; n + 2 <= n1; n += 2) {
       float* w2 = wbuf + p.lda;
-      if (!DecodeRow<kBits>(p, p.b + n * p.K, wbuf) || !DecodeRow<kBits>(p, p.b + (n + 1) * p.K, w2)) {
-        one(n);
-        one(n + 1);
-        continue;
+      const bool ok0 = decode(n, wbuf), ok1 = decode(n + 1, w2);
+      if (ok0 && ok1) {
+        const float* w[2] = {wbuf, w2};
+        const int64_t ns[2] = {n, n + 1};
+        float* cn[2] = {c + (n - n0), c + (n + 1 - n0)};
+        AllRowsOfA<2>(p, w, ns, cn, ldc);
+      } else if (ok0) {
+        alone(n, wbuf);
+      } else if (ok1) {
+        alone(n + 1, w2);
       }
-      const float* w[2] = {wbuf, w2};
-      const int64_t ns[2] = {n, n + 1};
-      float* cn[2] = {c + (n - n0), c + (n + 1 - n0)};
-      AllRowsOfA<2>(p, w, ns, cn, ldc);
     }
     if (n < n1) one(n);
     return 0;
