@@ -309,10 +309,11 @@ TEST(KvCacheFp8, VectorWideningEqualsTheDefinition) {
 // widened first by cache_to_f32 (the definition's floats), at ordinary scales and at a key
 // scale past the range of the 2^8-scaled decode (2^121: attend_rows then widens the rows
 // itself, bit for bit). Codes of every sign, subnormals and zeros; 13 keys, twice (a second
-// block's call with a running state). A decode that misread a code or dropped a scale is off
-// by far more.
+// block's call with a running state), for 1 to 6 query heads (each kernel's keys-per-step
+// loop, 4, 2 or 1 keys at a time, and its tail). A decode that misread a code or dropped a
+// scale is off by far more.
 TEST(KvCacheFp8, AttendRowsInPlaceEqualsTheWidenedRows) {
-  constexpr int64_t D = 128, heads = 3, valid = 13, stride = 2 * D;  // two KV heads per slot
+  constexpr int64_t D = 128, valid = 13, stride = 2 * D;  // two KV heads per slot
   std::mt19937 rng(11);
   std::vector<uint8_t> k(static_cast<size_t>(valid * stride)), v(k.size());
   for (size_t i = 0; i < k.size(); ++i) {
@@ -326,7 +327,8 @@ TEST(KvCacheFp8, AttendRowsInPlaceEqualsTheWidenedRows) {
     const vt::cpu::attention::KernelSet* ks = vt::cpu::attention::ForIsa(isa, D);
     if (ks == nullptr) continue;
     ++sets;
-    for (auto [k_scale, v_scale] : {std::pair{0.0371f, 1.0f / 128}, std::pair{3.7f, 0.02f}, std::pair{0x1p121f, 0.5f}}) {
+    for (auto [k_scale, v_scale] : {std::pair{0.0371f, 1.0f / 128}, std::pair{3.7f, 0.02f}, std::pair{0x1p121f, 0.5f}})
+    for (int64_t heads : {1, 2, 3, 4, 6}) {
       std::vector<float> q(static_cast<size_t>(heads * D));
       for (float& x : q) x = nd(rng) * 0.3f / (k_scale > 1e30f ? k_scale : 1.0f);
       std::vector<float> kf(static_cast<size_t>(valid * D)), vf(kf.size());
@@ -343,7 +345,8 @@ TEST(KvCacheFp8, AttendRowsInPlaceEqualsTheWidenedRows) {
         ks->attend_rows(q.data(), heads, kf.data(), vf.data(), D, DType::kF32, 1.0f, 1.0f, valid, D, acc32.data(),
                         m32.data(), l32.data());
       }
-      const std::string where = std::string(ks->name) + " k_scale " + std::to_string(k_scale);
+      const std::string where =
+          std::string(ks->name) + " k_scale " + std::to_string(k_scale) + " heads " + std::to_string(heads);
       const bool exact = k_scale > 1e30f;
       for (int64_t h = 0; h < heads; ++h) {
         ASSERT_TRUE(std::isfinite(l8[h]) && l8[h] > 0.0f) << where;
@@ -358,5 +361,65 @@ TEST(KvCacheFp8, AttendRowsInPlaceEqualsTheWidenedRows) {
   }
   if (vt::DetectCpuIsa() != vt::CpuIsa::kScalar) {
     EXPECT_GT(sets, 0);
+  }
+}
+
+// A NaN code in the cache (KvCacheWrite keeps NaN) reads as NaN in place as in the widened
+// rows: a key's NaN makes the whole state of every head that scores it NaN, a value's NaN
+// that column of every head's accumulators. The in-place kernel skips the decode's NaN test on rows
+// without a NaN code, so this holds only if it finds the NaN rows: one code among 13 rows,
+// in each position of a row's 16-code steps, for 1 to 6 heads.
+TEST(KvCacheFp8, AttendRowsInPlaceKeepsNaNCodes) {
+  constexpr int64_t D = 128, valid = 13, stride = 2 * D;
+  std::mt19937 rng(12);
+  std::vector<uint8_t> k(static_cast<size_t>(valid * stride)), v(k.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = static_cast<uint8_t>(rng() % 0x60) | static_cast<uint8_t>(rng() % 2 ? 0x80 : 0);
+    v[i] = static_cast<uint8_t>(rng() % 0x7F) | static_cast<uint8_t>(rng() % 2 ? 0x80 : 0);
+  }
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  int checked = 0;
+  for (vt::CpuIsa isa : vt::CpuIsaLevels()) {
+    if (isa == vt::CpuIsa::kScalar || isa > vt::DetectCpuIsa()) continue;
+    const vt::cpu::attention::KernelSet* ks = vt::cpu::attention::ForIsa(isa, D);
+    if (ks == nullptr) continue;
+    for (int in_value = 0; in_value < 2; ++in_value)
+      for (int64_t pos : {0, 7, 8, 15, 77, 127})
+        for (int64_t heads : {1, 2, 3, 4, 6}) {
+          std::vector<uint8_t> kn = k, vn = v;
+          const int64_t row = 9, at = row * stride + pos;
+          (in_value ? vn : kn)[static_cast<size_t>(at)] = (pos % 2) ? 0xFF : 0x7F;  // NaN of either sign
+          std::vector<float> q(static_cast<size_t>(heads * D));
+          for (float& x : q) x = nd(rng) * 0.3f;
+          std::vector<float> kf(static_cast<size_t>(valid * D)), vf(kf.size());
+          for (int64_t j = 0; j < valid; ++j) {
+            ks->cache_to_f32(&kf[j * D], &kn[j * stride], DType::kF8E4M3, D, 0.0371f);
+            ks->cache_to_f32(&vf[j * D], &vn[j * stride], DType::kF8E4M3, D, 0.02f);
+          }
+          ASSERT_TRUE(std::isnan((in_value ? vf : kf)[static_cast<size_t>(row * D + pos)]));
+          std::vector<float> acc8(static_cast<size_t>(heads * D), 0.0f), acc32 = acc8;
+          std::vector<float> m8(heads, -INFINITY), m32 = m8, l8(heads, 0.0f), l32 = l8;
+          ks->attend_rows(q.data(), heads, kn.data(), vn.data(), stride, DType::kF8E4M3, 0.0371f, 0.02f, valid, D,
+                          acc8.data(), m8.data(), l8.data());
+          ks->attend_rows(q.data(), heads, kf.data(), vf.data(), D, DType::kF32, 1.0f, 1.0f, valid, D, acc32.data(),
+                          m32.data(), l32.data());
+          const std::string where = std::string(ks->name) + (in_value ? " value" : " key") + " code " +
+                                    std::to_string(pos) + " heads " + std::to_string(heads);
+          for (int64_t h = 0; h < heads; ++h) {
+            // The definition's floats give NaN here; the in-place state must too.
+            EXPECT_EQ(std::isnan(l8[h]), std::isnan(l32[h])) << where << " head " << h;
+            EXPECT_EQ(std::isnan(l32[h]), in_value == 0) << where << " head " << h;
+            for (int64_t i = 0; i < D; ++i) {
+              // A key's NaN reaches every element; a value's only its own column.
+              const bool nan = in_value == 0 || i == pos;
+              ASSERT_EQ(std::isnan(acc32[h * D + i]), nan) << where << " head " << h << " " << i;
+              ASSERT_EQ(std::isnan(acc8[h * D + i]), nan) << where << " head " << h << " " << i;
+            }
+          }
+          ++checked;
+        }
+  }
+  if (vt::DetectCpuIsa() != vt::CpuIsa::kScalar) {
+    EXPECT_GT(checked, 0);
   }
 }

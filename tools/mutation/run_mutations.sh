@@ -43,7 +43,8 @@ TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache
           src/engine/output_processor.cpp src/vt/cuda/activation.cu src/model/layers/moe.cpp src/vt/cpu/moe.cpp
           src/server/output_parsers.cpp src/engine/structured_output_mask.cpp
           include/vt/ops/attention.h src/model/layers/attention.cpp src/model/layers/moe_group_scaled.cpp
-          src/vt/cpu/fused.cpp src/model/models/decoder.cpp src/model/layers/mlp.cpp)
+          src/vt/cpu/fused.cpp src/model/models/decoder.cpp src/model/layers/mlp.cpp
+          src/vt/cpu/attention.cpp src/vt/cpu/attention_simd.h)
 
 restore() {
   for f in "${TOUCHED[@]}"; do cp "$PRISTINE/$f" "$SRC/$f"; done
@@ -312,6 +313,16 @@ mutate_attn_quant_model_scale() {
   edit src/model/layers/attention.cpp 's/m\.query_start_loc, scale_, o_proj_\.input_scale\(\),/m.query_start_loc, scale_, o_proj_.input_scale() * 0.5f,/'
 }
 
+# The CPU decode kernel reading an F8E4M3 cache in place skips the decode's NaN test on rows
+# its scan finds free of NaN codes: a scan that never finds one (KvCacheFp8's NaN test), and
+# the four-keys score loop's sums stored for the wrong keys (the in-place and op-table tests).
+mutate_kv_nan_scan_blind() {
+  edit src/vt/cpu/attention_simd.h 's/  return \(hit & kHigh\) != 0;/  return false \&\& (hit \& kHigh) != 0;/'
+}
+mutate_kv_keys_step_sums_swapped() {
+  edit src/vt/cpu/attention_simd.h 's/        SumLanesN<KU>\(a\[t\], &s\[t\]\[j\]\);/        SumLanesN<KU>(a[t], \&s[t][j]); std::swap(s[t][j], s[t][j + KU - 1]);/'
+}
+
 # run NAME: builds and runs vt_tests (and engine_tests for the baseline and sampler_*
 # mutations); prints "failed|passed|names of failed tests" or a reason.
 run_tests() {
@@ -355,6 +366,7 @@ KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_m
 FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fused_group_blocks_not_whole_groups
                        fused_group_reciprocal fused_group_model_no_residual)
 ATTN_QUANT_MUTATIONS=(attn_quant_cpu_scale attn_quant_model_scale)
+KV_DECODE_MUTATIONS=(kv_nan_scan_blind kv_keys_step_sums_swapped)
 case "${ONLY:-}" in
   vt) MUTATIONS=("${VT_MUTATIONS[@]}") ;;
   moe) MUTATIONS=("${MOE_MUTATIONS[@]}") ;;
@@ -364,11 +376,12 @@ case "${ONLY:-}" in
   kv) MUTATIONS=("${KV_MUTATIONS[@]}") ;;
   fused_group) MUTATIONS=("${FUSED_GROUP_MUTATIONS[@]}") ;;
   attn_quant) MUTATIONS=("${ATTN_QUANT_MUTATIONS[@]}") ;;
+  kv_decode) MUTATIONS=("${KV_DECODE_MUTATIONS[@]}") ;;
   ?*) declare -F "mutate_$ONLY" >/dev/null || { echo "no mutation named $ONLY" >&2; exit 2; }
       MUTATIONS=("$ONLY") ;;
   *) MUTATIONS=("${VT_MUTATIONS[@]}" "${SAMPLER_MUTATIONS[@]}" "${ENGINE_MUTATIONS[@]}" "${MOE_MUTATIONS[@]}"
                 "${SERVER_MUTATIONS[@]}" "${KV_MUTATIONS[@]}" "${FUSED_GROUP_MUTATIONS[@]}"
-                "${ATTN_QUANT_MUTATIONS[@]}") ;;
+                "${ATTN_QUANT_MUTATIONS[@]}" "${KV_DECODE_MUTATIONS[@]}") ;;
 esac
 declare -A RESULT
 restore

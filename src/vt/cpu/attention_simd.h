@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "vt/cpu/attention_kernels.h"
@@ -77,18 +78,70 @@ void AttendBlock(const float* q, const float* k, const float* v, int64_t valid, 
 
 // kLanes cache elements from element i of a row: F32, BF16 and F16 exactly; e4m3 codes as
 // their exact values times 2^-8 (the 2^8·scale of the definition's KvCacheDequantizeFp8 is
-// folded into the queries and the softmax weights instead, AttendRowsAs).
-template <DType kD>
+// folded into the queries and the softmax weights instead, AttendRowsAs). kNaN false: the
+// rows hold no NaN code (AnyFp8NaN), so the decode need not test for one.
+template <DType kD, bool kNaN>
 VT_INLINE V LoadCache(const void* row, int64_t i) {
   if constexpr (kD == DType::kF8E4M3)
-    return DecodeFp8Over256(static_cast<const uint8_t*>(row) + i);
+    return DecodeFp8Over256<kNaN>(static_cast<const uint8_t*>(row) + i);
   else
     return Load(row, kD, i);
 }
 
+// LoadCache of elements i and i + kLanes (an e4m3 row's 2·kLanes codes decoded together).
+template <DType kD, bool kNaN>
+VT_INLINE void LoadCachePair(const void* row, int64_t i, V& x0, V& x1) {
+  if constexpr (kD == DType::kF8E4M3) {
+    DecodeFp8Over256Pair<kNaN>(static_cast<const uint8_t*>(row) + i, x0, x1);
+  } else {
+    x0 = Load(row, kD, i);
+    x1 = Load(row, kD, i + kLanes);
+  }
+}
+
+// Whether an e4m3 code S.1111.111 (NaN) is among the first D bytes of rows j < n, each
+// stride_bytes apart (D a multiple of 8).
+inline bool AnyFp8NaN(const char* rows, int64_t stride_bytes, int64_t n, int64_t D) {
+  // Per byte b: (b & 0x7F) + 1 reaches bit 7 only for 0x7F, and never carries into the
+  // next byte.
+  constexpr uint64_t kLow7 = 0x7F7F7F7F7F7F7F7FULL, kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+  uint64_t hit = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const char* r = rows + j * stride_bytes;
+    for (int64_t i = 0; i < D; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, r + i, 8);
+      hit |= (w & kLow7) + kOnes;
+    }
+  }
+  return (hit & kHigh) != 0;
+}
+
+// Keys one step of AttendPass's score loop takes together, each head's sums of them reduced
+// together (SumLanesN): as many as the vector registers hold beside the decode (NH·KU sums,
+// KU rows, a query vector).
+template <int NH>
+constexpr int KeysPerStep() {
+  if constexpr (kLanes == 16) return 4;  // AVX-512, 32 registers
+  else if constexpr (kLanes == 8) return NH <= 2 ? 4 : 2;  // AVX2, 16 registers
+  else return 1;
+}
+
+// out[u] = the sum of the lanes of a[u], u < KU.
+template <int KU>
+VT_INLINE void SumLanesN(const V (&a)[KU], float* out) {
+  if constexpr (KU == 4) {
+    SumLanes4(a[0], a[1], a[2], a[3], out);
+  } else if constexpr (KU == 2) {
+    SumLanes2(a[0], a[1], out);
+  } else {
+    for (int u = 0; u < KU; ++u) out[u] = SumLanes(a[u]);
+  }
+}
+
 // acc[t·D + i0 ..] += Σ_j s[t][j] · v_j[i0 ..] over NV vectors of each of NH heads, keys
 // in order (the value half of AttendPass).
-template <DType kD, int NH, int NV>
+template <DType kD, bool kNaN, int NH, int NV>
 VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, const float (*s)[kKeysPerPass],
                                 int64_t n, int64_t D, float* acc, int64_t i0) {
   V a[NH][NV];
@@ -97,7 +150,9 @@ VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, const float
   for (int64_t j = 0; j < n; ++j) {
     const char* vj = v + j * stride_bytes;
     V x[NV];
-    for (int u = 0; u < NV; ++u) x[u] = LoadCache<kD>(vj, i0 + u * kLanes);
+    int u = 0;
+    for (; u + 2 <= NV; u += 2) LoadCachePair<kD, kNaN>(vj, i0 + u * kLanes, x[u], x[u + 1]);
+    if (u < NV) x[u] = LoadCache<kD, kNaN>(vj, i0 + u * kLanes);
     for (int t = 0; t < NH; ++t) {
       const V p = Set1(s[t][j]);
       for (int u = 0; u < NV; ++u) a[t][u] = Fma(p, x[u], a[t][u]);
@@ -111,32 +166,32 @@ VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, const float
 // for t < NH), each key and value row read from the cache once for all NH heads. The
 // softmax weights are multiplied by v_mul before they weight the value rows (an F8E4M3
 // cache's 2^8·v_scale; 1 otherwise, and then not multiplied).
-template <DType kD, int NH>
+template <DType kD, bool kNaN, int NH>
 void AttendPass(const float* q, const char* k, const char* v, int64_t stride_bytes, float v_mul, int64_t n,
                 int64_t D, float* acc, float* m, float* l) {
   alignas(64) float s[NH][kKeysPerPass];
   float bm[NH];
   for (int t = 0; t < NH; ++t) bm[t] = -INFINITY;
   int64_t j = 0;
-  // With 32 vector registers (AVX-512; up to 16 sums live): four keys at a time, each
-  // head's four sums reduced together (SumLanes4), a third of the reduction instructions
-  // of one key at a time; the four rows' loads are independent.
-  if constexpr (kLanes == 16) {
-    for (; j + 4 <= n; j += 4) {
-      V a[NH][4];
+  // KU keys at a time (KeysPerStep): each head's KU sums reduced together, a fraction of the
+  // reduction instructions of one key at a time; the KU rows' loads are independent.
+  constexpr int KU = KeysPerStep<NH>();
+  if constexpr (KU > 1) {
+    for (; j + KU <= n; j += KU) {
+      V a[NH][KU];
       for (int t = 0; t < NH; ++t)
-        for (int u = 0; u < 4; ++u) a[t][u] = Zero();
+        for (int u = 0; u < KU; ++u) a[t][u] = Zero();
       for (int64_t i = 0; i < D; i += kLanes) {
-        V x[4];
-        for (int u = 0; u < 4; ++u) x[u] = LoadCache<kD>(k + (j + u) * stride_bytes, i);
+        V x[KU];
+        for (int u = 0; u < KU; ++u) x[u] = LoadCache<kD, kNaN>(k + (j + u) * stride_bytes, i);
         for (int t = 0; t < NH; ++t) {
           const V qv = LoadF32(q + t * D + i);
-          for (int u = 0; u < 4; ++u) a[t][u] = Fma(qv, x[u], a[t][u]);
+          for (int u = 0; u < KU; ++u) a[t][u] = Fma(qv, x[u], a[t][u]);
         }
       }
       for (int t = 0; t < NH; ++t) {
-        SumLanes4(a[t][0], a[t][1], a[t][2], a[t][3], &s[t][j]);
-        for (int u = 0; u < 4; ++u) bm[t] = s[t][j + u] > bm[t] ? s[t][j + u] : bm[t];
+        SumLanesN<KU>(a[t], &s[t][j]);
+        for (int u = 0; u < KU; ++u) bm[t] = s[t][j + u] > bm[t] ? s[t][j + u] : bm[t];
       }
     }
   }
@@ -148,14 +203,15 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
     for (int t = 0; t < NH; ++t) a0[t] = a1[t] = Zero();
     int64_t i = 0;
     for (; i + 2 * kLanes <= D; i += 2 * kLanes) {
-      const V x0 = LoadCache<kD>(kj, i), x1 = LoadCache<kD>(kj, i + kLanes);
+      V x0, x1;
+      LoadCachePair<kD, kNaN>(kj, i, x0, x1);
       for (int t = 0; t < NH; ++t) {
         a0[t] = Fma(LoadF32(q + t * D + i), x0, a0[t]);
         a1[t] = Fma(LoadF32(q + t * D + i + kLanes), x1, a1[t]);
       }
     }
     if (i < D) {
-      const V x0 = LoadCache<kD>(kj, i);
+      const V x0 = LoadCache<kD, kNaN>(kj, i);
       for (int t = 0; t < NH; ++t) a0[t] = Fma(LoadF32(q + t * D + i), x0, a0[t]);
     }
     for (int t = 0; t < NH; ++t) {
@@ -195,13 +251,13 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
   constexpr int kAccVectors = (kLanes == 8 && NH > 2) ? 2 : 4;
   int64_t i0 = 0;
   for (; i0 + kAccVectors * kLanes <= D; i0 += kAccVectors * kLanes)
-    AccumulateValues<kD, NH, kAccVectors>(v, stride_bytes, s, n, D, acc, i0);
-  for (; i0 + kLanes <= D; i0 += kLanes) AccumulateValues<kD, NH, 1>(v, stride_bytes, s, n, D, acc, i0);
+    AccumulateValues<kD, kNaN, NH, kAccVectors>(v, stride_bytes, s, n, D, acc, i0);
+  for (; i0 + kLanes <= D; i0 += kLanes) AccumulateValues<kD, kNaN, NH, 1>(v, stride_bytes, s, n, D, acc, i0);
 }
 
 void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale);
 
-template <DType kD>
+template <DType kD, bool kNaN = false>
 void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, float k_scale,
                   float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l) {
   const int64_t stride_bytes = stride * static_cast<int64_t>(DTypeSize(kD));
@@ -226,10 +282,10 @@ void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, i
       const float* qh = q + h * D;
       float* ah = acc + h * D;
       switch (heads - h < kHeadTile ? heads - h : kHeadTile) {
-        case 1: AttendPass<kD, 1>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
-        case 2: AttendPass<kD, 2>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
-        case 3: AttendPass<kD, 3>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
-        default: AttendPass<kD, 4>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
+        case 1: AttendPass<kD, kNaN, 1>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
+        case 2: AttendPass<kD, kNaN, 2>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
+        case 3: AttendPass<kD, kNaN, 3>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
+        default: AttendPass<kD, kNaN, 4>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
       }
     }
   }
@@ -243,8 +299,16 @@ void AttendRows(const float* q, int64_t heads, const void* k, const void* v, int
     case DType::kF16: return AttendRowsAs<DType::kF16>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
     default: break;
   }
-  if (k_scale < 0x1p120f && v_scale < 0x1p120f)  // 2^8·scale finite (any real model's scales)
-    return AttendRowsAs<DType::kF8E4M3>(q, heads, k, v, stride, k_scale, v_scale, valid, D, acc, m, l);
+  if (k_scale < 0x1p120f && v_scale < 0x1p120f) {  // 2^8·scale finite (any real model's scales)
+    // Rows with a NaN code (a NaN written to the cache) through the decode that keeps it;
+    // the scan is three integer operations per 8 codes, the decode's test four vector
+    // operations per 8 codes of each pass over them.
+    const auto* kb = static_cast<const char*>(k);
+    const auto* vb = static_cast<const char*>(v);
+    if (AnyFp8NaN(kb, stride, valid, D) || AnyFp8NaN(vb, stride, valid, D))
+      return AttendRowsAs<DType::kF8E4M3, true>(q, heads, k, v, stride, k_scale, v_scale, valid, D, acc, m, l);
+    return AttendRowsAs<DType::kF8E4M3, false>(q, heads, k, v, stride, k_scale, v_scale, valid, D, acc, m, l);
+  }
   // Else the rows widened to f32 first by CacheToF32's exact decode.
   thread_local std::vector<float> kf, vf;
   kf.resize(static_cast<size_t>(valid * D));

@@ -88,6 +88,11 @@ inline __m256i Fp8ToHalf16(__m128i x) {
   return _mm256_mask_mov_epi16(h, nan, _mm256_set1_epi16(0x7E00));
 }
 
+// Fp8ToHalf16 for codes known to hold no NaN (a NaN code would come out as a finite half).
+inline __m256i Fp8ToHalf16NoNaN(__m128i x) {
+  return _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(x), 7), _mm256_set1_epi16(static_cast<int16_t>(0xBF80)));
+}
+
 // Sums of the 16 lanes of each of a0..a3, as [sum a0, sum a1, sum a2, sum a3] (also the
 // attention kernels' four-key scores, simd_vec.h SumLanes4).
 inline __m128 Hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {

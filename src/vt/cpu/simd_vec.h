@@ -416,6 +416,10 @@ VT_INLINE V DecodeFp8(VI c) {
 VT_INLINE void SumLanes4(V a0, V a1, V a2, V a3, float* out) {
 #if defined(__AVX512F__)
   _mm_storeu_ps(out, matmul::Hsum4(a0, a1, a2, a3));
+#elif defined(__AVX2__)
+  // Pairwise: lane k of h holds a_k's lanes 0-3 (low half) or 4-7 (high half) summed.
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
 #else
   out[0] = SumLanes(a0);
   out[1] = SumLanes(a1);
@@ -424,20 +428,53 @@ VT_INLINE void SumLanes4(V a0, V a1, V a2, V a3, float* out) {
 #endif
 }
 
+// The sums of the lanes of a0 and a1 into out[0], out[1].
+VT_INLINE void SumLanes2(V a0, V a1, float* out) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  const __m256 h = _mm256_hadd_ps(a0, a1);  // a0 01 23, a1 01 23 | a0 45 67, a1 45 67
+  const __m128 f = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 g = _mm_hadd_ps(f, f);  // a0, a1, a0, a1
+  _mm_storel_pi(reinterpret_cast<__m64*>(out), g);
+#else
+  out[0] = SumLanes(a0);
+  out[1] = SumLanes(a1);
+#endif
+}
+
 // kLanes fp8 codes at p -> their exact values times 2^-8 (exact: the smallest subnormal
 // becomes 2^-17), NaN codes a NaN (sign not kept). On x86 by the matmul kernels' fp8 -> f16
 // trick and the converter instruction, about a third of DecodeFp8's instructions; times
 // 2^8·scale in f32 this is KvCacheDequantizeFp8(code, scale) bit for bit (the product of
-// the same reals, rounded once) wherever 2^8·scale is finite.
+// the same reals, rounded once) wherever 2^8·scale is finite. kNaN false: the caller knows
+// the codes hold no NaN (S.1111.111), and the x86 forms skip its test.
+template <bool kNaN = true>
 VT_INLINE V DecodeFp8Over256(const uint8_t* p) {
 #if defined(__AVX512F__)
-  return _mm512_cvtph_ps(matmul::Fp8ToHalf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (kNaN) return _mm512_cvtph_ps(matmul::Fp8ToHalf16(x));
+  return _mm512_cvtph_ps(matmul::Fp8ToHalf16NoNaN(x));
 #elif defined(__AVX2__)
-  __m256 w0, w1;
-  matmul::Fp8ToF32x16<true>(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), w0, w1);
-  return w0;
+  // Eight codes in 128-bit lanes: sign-extended, shifted left by 7, bit 14 cleared.
+  const __m128i s = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  __m128i h = _mm_and_si128(_mm_slli_epi16(s, 7), _mm_set1_epi16(static_cast<int16_t>(0xBF80)));
+  if constexpr (kNaN)
+    h = _mm_blendv_epi8(h, _mm_set1_epi16(0x7E00),
+                        _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7FFF)), _mm_set1_epi16(0x3F80)));
+  return _mm256_cvtph_ps(h);
 #else
   return Mul(DecodeFp8(LoadU8(p)), Set1(0x1p-8f));
+#endif
+}
+
+// 2·kLanes codes at p -> DecodeFp8Over256<kNaN>(p) in x0 and (p + kLanes) in x1; on AVX2
+// from one 16-byte load, widened in one 256-bit register (Fp8ToF32x16).
+template <bool kNaN = true>
+VT_INLINE void DecodeFp8Over256Pair(const uint8_t* p, V& x0, V& x1) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  matmul::Fp8ToF32x16<kNaN>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), x0, x1);
+#else
+  x0 = DecodeFp8Over256<kNaN>(p);
+  x1 = DecodeFp8Over256<kNaN>(p + kLanes);
 #endif
 }
 
