@@ -101,6 +101,7 @@ void Check(const Problem& p, DType od, bool with_bias) {
       vt::Tensor out = vt::Tensor::Empty({p.M, p.N}, od);
       const int64_t avx2_before = mm::Fp8GroupScaledAvx2Calls(), avx512_before = mm::Fp8GroupScaledAvx512Calls();
       const int64_t bits_before = mm::Fp8GroupScaledRows4(true), half_before = mm::Fp8GroupScaledRows4(false);
+      const int64_t pairs_before = mm::Fp8GroupScaledPairRows();
       vt::MatmulFp8GroupScaled(q, out, a, sa, b, sb, p.bn, p.bk, with_bias ? &bias : nullptr);
       const Kernel want = KernelFor(isa);
       EXPECT_EQ(mm::Fp8GroupScaledAvx2Calls() - avx2_before, want == Kernel::kAvx2 ? 1 : 0);
@@ -115,6 +116,13 @@ void Check(const Problem& p, DType od, bool with_bias) {
         EXPECT_EQ(bits ? rows4_half : rows4_bits, 0);
       } else {
         EXPECT_EQ(rows4_bits + rows4_half, 0);
+      }
+      // 2 to 4 rows of a: weight rows in pairs in registers, but for each thread's odd last.
+      const int64_t pair_rows = mm::Fp8GroupScaledPairRows() - pairs_before;
+      if (want == Kernel::kAvx2 && p.M >= 2 && p.M <= 4) {
+        EXPECT_GE(pair_rows, p.N - 2);
+      } else {
+        EXPECT_EQ(pair_rows, 0);
       }
       std::vector<float> got(static_cast<size_t>(p.M * p.N));
       for (int64_t i = 0; i < p.M * p.N; ++i)

@@ -241,7 +241,7 @@ mutate_gs_avx512_every_group_scaled_as_the_first() {
   edit src/vt/cpu/matmul/fp8_group_scaled_avx512.cpp 's/sc\.scl\[i \* sc\.ldi \+ g\] : sc\.scl\[g \* MR \* NR \+ i \* NR \+ j\]/sc.scl[i * sc.ldi + 0 * g] : sc.scl[0 * g * MR * NR + i * NR + j]/'
 }
 mutate_gs_avx2_many_rows_order() {
-  edit src/vt/cpu/matmul/fp8_group_scaled_avx2.cpp 's/(          acc\[i\] = _mm256_fmadd_ps\(_mm256_loadu_ps\(ag\), w0, acc\[i\]\);\n)(          acc\[i\] = _mm256_fmadd_ps\(_mm256_loadu_ps\(ag \+ 8\), w1, acc\[i\]\);\n)/$2$1/'
+  edit src/vt/cpu/matmul/fp8_group_scaled_avx2.cpp 's/(for \(int j = 0; j < NR; \+\+j\) \{\n)(          acc\[i\]\[j\] = _mm256_fmadd_ps\(a0, w0\[j\], acc\[i\]\[j\]\);\n)(          acc\[i\]\[j\] = _mm256_fmadd_ps\(a1, w1\[j\], acc\[i\]\[j\]\);\n)/$1$3$2/'
 }
 mutate_moe_gs_x_scales_of_another_token() {
   edit src/vt/cpu/moe.cpp 's/sx \+ tokens\[r\] \* GH,/sx + (r + 0 * tokens[r]) * GH,/'
@@ -323,6 +323,12 @@ mutate_kv_keys_step_sums_swapped() {
   edit src/vt/cpu/attention_simd.h 's/        SumLanesN<KU>\(a\[t\], &s\[t\]\[j\]\);/        SumLanesN<KU>(a[t], \&s[t][j]); std::swap(s[t][j], s[t][j + KU - 1]);/'
 }
 
+# Block FP8 on AVX2, 2-4 rows of a: the weight-row pair in registers with its two fmas of a
+# step in the other order (a row's bytes then depend on M: the batch-invariance tests).
+mutate_gs_avx2_pair_fma_order() {
+  edit src/vt/cpu/matmul/fp8_group_scaled_avx2.cpp 's/          acc\[i\]\[j\] = _mm256_fmadd_ps\(a0, w0\[j\], acc\[i\]\[j\]\);\n          acc\[i\]\[j\] = _mm256_fmadd_ps\(a1, w1\[j\], acc\[i\]\[j\]\);/          acc[i][j] = _mm256_fmadd_ps(a1, w1[j], acc[i][j]);\n          acc[i][j] = _mm256_fmadd_ps(a0, w0[j], acc[i][j]);/'
+}
+
 # run NAME: builds and runs vt_tests (and engine_tests for the baseline and sampler_*
 # mutations); prints "failed|passed|names of failed tests" or a reason.
 run_tests() {
@@ -360,7 +366,8 @@ MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped
                moe_fp8_x_scale_ignored moe_fp8_down_scale_per_expert_batch moe_online_down_gets_gate_up_scale
                moe_gs_group_scale_dropped moe_gs_up_reads_gate_scales moe_gs_x_scales_of_another_token
                moe_gs_down_input_not_quantized_per_group moe_gs_model_up_gets_gate_scales moe_gs_fused_up_own_blocks
-               gs_avx512_first_rows_scales gs_avx512_every_group_scaled_as_the_first gs_avx2_many_rows_order)
+               gs_avx512_first_rows_scales gs_avx512_every_group_scaled_as_the_first gs_avx2_many_rows_order
+               gs_avx2_pair_fma_order)
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
 FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fused_group_blocks_not_whole_groups

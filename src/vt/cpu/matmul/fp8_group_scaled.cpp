@@ -37,7 +37,7 @@ namespace vt::cpu {
 
 namespace {
 
-std::atomic<int64_t> g_avx2_calls{0}, g_avx512_calls{0}, g_rows4_bits{0}, g_rows4_half{0};
+std::atomic<int64_t> g_avx2_calls{0}, g_avx512_calls{0}, g_rows4_bits{0}, g_rows4_half{0}, g_pair_rows{0};
 
 struct Fp8Table {
   float v[256];
@@ -229,9 +229,9 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
         constexpr unsigned kDazFtz = 0x8040;
         if (bits && (csr & kDazFtz) != 0) _mm_setcsr(csr & ~kDazFtz);
         uint8_t* nan = Grow(nan_rows, ldc);
-        const int64_t rows4 = matmul::GroupScaledSumsAvx2(p, bits, c0, c1, Grow(wbuf, 2 * p.lda), c, ldc, nan);
+        const int64_t in_registers = matmul::GroupScaledSumsAvx2(p, bits, c0, c1, Grow(wbuf, 2 * p.lda), c, ldc, nan);
         if (bits && (csr & kDazFtz) != 0) _mm_setcsr(csr);
-        (bits ? g_rows4_bits : g_rows4_half).fetch_add(rows4, std::memory_order_relaxed);
+        (M == 1 ? (bits ? g_rows4_bits : g_rows4_half) : g_pair_rows).fetch_add(in_registers, std::memory_order_relaxed);
         for (int64_t n = c0; n < c1; ++n)
           if (nan[n - c0] != 0)
             PortableRow(nullptr, pa, M, K, pb + n * K, sa, G, sb + (n / block_n) * G, block_k, Grow(brow, K),
@@ -254,6 +254,8 @@ int64_t matmul::Fp8GroupScaledAvx512Calls() { return g_avx512_calls.load(std::me
 int64_t matmul::Fp8GroupScaledRows4(bool bits) {
   return (bits ? g_rows4_bits : g_rows4_half).load(std::memory_order_relaxed);
 }
+
+int64_t matmul::Fp8GroupScaledPairRows() { return g_pair_rows.load(std::memory_order_relaxed); }
 
 void matmul::RegisterFp8GroupScaledKernel() {
   Register<OpId::kMatmulFp8GroupScaled>(DeviceType::kCPU, &MatmulFp8GroupScaledCpu);

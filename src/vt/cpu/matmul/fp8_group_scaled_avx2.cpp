@@ -13,9 +13,13 @@
 // The paths differ only in where the decoded weights come from:
 //  - one row of a (a decode step): four weight rows decoded in registers, sharing each
 //    load of a, each continuing one of four sequential streams (matmul/local.h's quarters);
-//  - more rows of a (and the rows of a four whose codes hold a NaN): weight rows decoded
-//    once into a buffer (the same f32 values), two at a time, then every row of a against
-//    both in tiles of 4 rows of a x 2 weight rows (one alone when a row holds a NaN code).
+//  - 2 to 4 rows of a (a small decode batch): two adjacent weight rows decoded in registers,
+//    each step's codes multiplied into every row of a, the rows' sums kept in memory
+//    between groups;
+//  - more rows of a (and the rows of a four or a pair whose codes hold a NaN): weight rows
+//    decoded once into a buffer (the same f32 values), two at a time, then every row of a
+//    against both in tiles of 4 rows of a x 2 weight rows (one alone when a row holds a NaN
+//    code).
 // The decodes make NaN codes finite, so a row holding one is reported and the driver
 // computes it the portable way.
 #include <immintrin.h>
@@ -32,6 +36,8 @@ namespace vt::cpu::matmul {
 namespace {
 
 constexpr int64_t kStep = 16;
+// Rows of a up to which weight rows are decoded in registers in pairs (PairInRegisters).
+constexpr int64_t kPairRowsMax = 4;
 // Rows of a per tile of the many-rows path (with two weight rows: 2 x 4 products a step).
 constexpr int kTileRows = 4;
 
@@ -108,6 +114,63 @@ bool Rows4(const GroupScaledRows& p, const uint8_t* const* b, const float* const
   return true;
 }
 
+// Weight rows n and n + 1 against the MR rows of a, decoded in registers and each step's
+// codes used by every row of a: each (row of a, weight row) pair gets Rows4's operations in
+// Rows4's order (per group: the two fmas of each step, then the group's scale; the last
+// group's zero codes and a's zero padding as the buffer path has them). The 2·MR rows' sums
+// stay in memory between groups (with the group sums, decodes and a vector of a they would
+// not fit the registers). false (c unset) when either weight row holds a NaN code.
+template <bool kBits, int MR>
+bool PairInRegisters(const GroupScaledRows& p, int64_t n, float* c0, float* c1, int64_t ldc) {
+  const auto* a = static_cast<const float*>(p.a);
+  const uint8_t* b[2] = {p.b + n * p.K, p.b + (n + 1) * p.K};
+  const float* sc[MR][2];
+  alignas(32) float row[MR][2][8];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < 2; ++j) {
+      sc[i][j] = p.scales + (i * p.NB + (n + j) / p.block_n) * p.G;
+      _mm256_store_ps(row[i][j], _mm256_setzero_ps());
+    }
+  __m128i seen = _mm_setzero_si128();
+  for (int64_t g = 0; g < p.G; ++g) {
+    const int64_t k0 = g * p.block_k, len = std::min(p.K, k0 + p.block_k) - k0;
+    __m256 acc[MR][2];
+    const float* ag[MR];
+    for (int i = 0; i < MR; ++i) {
+      acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+      ag[i] = a + i * p.lda + g * p.gstride;
+    }
+    ForEachStep(len, [&](int64_t s, bool whole) __attribute__((always_inline)) {
+      __m256 w0[2], w1[2];
+      for (int j = 0; j < 2; ++j) {
+        const uint8_t* bp = b[j] + k0 + s;
+        // The pairs of a thread's rows follow each other: one sequential stream.
+        if (((k0 + s) & 63) == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(bp) + AdjacentAhead(k0 + s, p.K, 2, 1), _MM_HINT_T0);
+        const __m128i x = whole ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(bp)) : LoadPartialCodes(bp, len - s);
+        seen = Seen(seen, x);
+        Decode<kBits>(x, w0[j], w1[j]);
+      }
+      for (int i = 0; i < MR; ++i) {
+        const __m256 a0 = _mm256_loadu_ps(ag[i] + s), a1 = _mm256_loadu_ps(ag[i] + s + 8);
+        for (int j = 0; j < 2; ++j) {
+          acc[i][j] = _mm256_fmadd_ps(a0, w0[j], acc[i][j]);
+          acc[i][j] = _mm256_fmadd_ps(a1, w1[j], acc[i][j]);
+        }
+      }
+    });
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < 2; ++j)
+        _mm256_store_ps(row[i][j], _mm256_fmadd_ps(acc[i][j], _mm256_set1_ps(sc[i][j][g]), _mm256_load_ps(row[i][j])));
+  }
+  if (SawNan(seen)) return false;
+  for (int i = 0; i < MR; ++i) {
+    c0[i * ldc] = Hsum(_mm256_load_ps(row[i][0]));
+    c1[i * ldc] = Hsum(_mm256_load_ps(row[i][1]));
+  }
+  return true;
+}
+
 // One weight row decoded into w (G * gstride floats, the steps as Rows4 decodes them); false
 // when it holds a NaN code.
 template <bool kBits>
@@ -180,7 +243,7 @@ void AllRowsOfA(const GroupScaledRows& p, const float* const* w, const int64_t* 
 
 template <bool kBits>
 int64_t Sums(const GroupScaledRows& p, int64_t n0, int64_t n1, float* wbuf, float* c, int64_t ldc, uint8_t* nan) {
-  int64_t rows4 = 0;
+  int64_t in_registers = 0;
   std::fill(nan, nan + (n1 - n0), uint8_t{0});
   // Weight row n decoded into w, then against every row of a; false when it holds a NaN code.
   auto decode = [&](int64_t n, float* w) {
@@ -195,25 +258,40 @@ int64_t Sums(const GroupScaledRows& p, int64_t n0, int64_t n1, float* wbuf, floa
   auto one = [&](int64_t n) {
     if (decode(n, wbuf)) alone(n, wbuf);
   };
+  // Weight rows n and n + 1 through the buffer (wbuf holds both); of a pair with a NaN code,
+  // the other alone.
+  auto pair = [&](int64_t n) {
+    float* w2 = wbuf + p.lda;
+    const bool ok0 = decode(n, wbuf), ok1 = decode(n + 1, w2);
+    if (ok0 && ok1) {
+      const float* w[2] = {wbuf, w2};
+      const int64_t ns[2] = {n, n + 1};
+      float* cn[2] = {c + (n - n0), c + (n + 1 - n0)};
+      AllRowsOfA<2>(p, w, ns, cn, ldc);
+    } else if (ok0) {
+      alone(n, wbuf);
+    } else if (ok1) {
+      alone(n + 1, w2);
+    }
+  };
   if (p.M != 1) {
-    // Two weight rows at a time (wbuf holds both); of a pair with a NaN code, the other alone.
     int64_t n = n0;
     for (; n + 2 <= n1; n += 2) {
-      float* w2 = wbuf + p.lda;
-      const bool ok0 = decode(n, wbuf), ok1 = decode(n + 1, w2);
-      if (ok0 && ok1) {
-        const float* w[2] = {wbuf, w2};
-        const int64_t ns[2] = {n, n + 1};
-        float* cn[2] = {c + (n - n0), c + (n + 1 - n0)};
-        AllRowsOfA<2>(p, w, ns, cn, ldc);
-      } else if (ok0) {
-        alone(n, wbuf);
-      } else if (ok1) {
-        alone(n + 1, w2);
+      if (p.M <= kPairRowsMax) {
+        float* cn0 = c + (n - n0);
+        float* cn1 = cn0 + 1;
+        const bool ok = p.M == 2   ? PairInRegisters<kBits, 2>(p, n, cn0, cn1, ldc)
+                        : p.M == 3 ? PairInRegisters<kBits, 3>(p, n, cn0, cn1, ldc)
+                                   : PairInRegisters<kBits, 4>(p, n, cn0, cn1, ldc);
+        if (ok) {
+          in_registers += 2;
+          continue;
+        }
       }
+      pair(n);
     }
     if (n < n1) one(n);
-    return 0;
+    return in_registers;
   }
   // A decode step: four rows at a time, one from each quarter of [n0, n1); the rest, and a
   // four with a NaN code, one by one.
@@ -230,13 +308,13 @@ int64_t Sums(const GroupScaledRows& p, int64_t n0, int64_t n1, float* wbuf, floa
     float out[4];
     if (Rows4<kBits>(p, bp, sc, out)) {
       for (int j = 0; j < 4; ++j) c[n[j] - n0] = out[j];
-      rows4 += 4;
+      in_registers += 4;
     } else {
       for (int j = 0; j < 4; ++j) one(n[j]);
     }
   }
   for (int64_t n = n0 + 4 * quarter; n < n1; ++n) one(n);
-  return rows4;
+  return in_registers;
 }
 
 }  // namespace
