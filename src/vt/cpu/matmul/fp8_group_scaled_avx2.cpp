@@ -13,9 +13,9 @@
 // The paths differ only in where the decoded weights come from:
 //  - one row of a (a decode step): four weight rows decoded in registers, sharing each
 //    load of a, each continuing one of four sequential streams (matmul/local.h's quarters);
-//  - 2 to 4 rows of a (a small decode batch): two adjacent weight rows decoded in registers,
-//    each step's codes multiplied into every row of a, the rows' sums kept in memory
-//    between groups;
+//  - 2 to 8 rows of a (a small decode batch): two adjacent weight rows decoded in registers,
+//    each step's codes multiplied into up to 4 rows of a (a second pass for rows 5-8), the
+//    rows' sums kept in memory between groups;
 //  - more rows of a (and the rows of a four or a pair whose codes hold a NaN): weight rows
 //    decoded once into a buffer (the same f32 values), two at a time, then every row of a
 //    against both in tiles of 4 rows of a x 2 weight rows (one alone when a row holds a NaN
@@ -36,8 +36,9 @@ namespace vt::cpu::matmul {
 namespace {
 
 constexpr int64_t kStep = 16;
-// Rows of a up to which weight rows are decoded in registers in pairs (PairInRegisters).
-constexpr int64_t kPairRowsMax = 4;
+// Rows of a up to which weight rows are decoded in registers in pairs (PairInRegisters, in
+// passes of up to 4 rows of a).
+constexpr int64_t kPairRowsMax = 8;
 // Rows of a per tile of the many-rows path (with two weight rows: 2 x 4 products a step).
 constexpr int kTileRows = 4;
 
@@ -114,21 +115,21 @@ bool Rows4(const GroupScaledRows& p, const uint8_t* const* b, const float* const
   return true;
 }
 
-// Weight rows n and n + 1 against the MR rows of a, decoded in registers and each step's
+// Weight rows n and n + 1 against rows m0 .. m0 + MR - 1 of a, decoded in registers and each step's
 // codes used by every row of a: each (row of a, weight row) pair gets Rows4's operations in
 // Rows4's order (per group: the two fmas of each step, then the group's scale; the last
 // group's zero codes and a's zero padding as the buffer path has them). The 2·MR rows' sums
 // stay in memory between groups (with the group sums, decodes and a vector of a they would
 // not fit the registers). false (c unset) when either weight row holds a NaN code.
 template <bool kBits, int MR>
-bool PairInRegisters(const GroupScaledRows& p, int64_t n, float* c0, float* c1, int64_t ldc) {
+bool PairInRegisters(const GroupScaledRows& p, int64_t m0, int64_t n, float* c0, float* c1, int64_t ldc) {
   const auto* a = static_cast<const float*>(p.a);
   const uint8_t* b[2] = {p.b + n * p.K, p.b + (n + 1) * p.K};
   const float* sc[MR][2];
   alignas(32) float row[MR][2][8];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < 2; ++j) {
-      sc[i][j] = p.scales + (i * p.NB + (n + j) / p.block_n) * p.G;
+      sc[i][j] = p.scales + ((m0 + i) * p.NB + (n + j) / p.block_n) * p.G;
       _mm256_store_ps(row[i][j], _mm256_setzero_ps());
     }
   __m128i seen = _mm_setzero_si128();
@@ -138,7 +139,7 @@ bool PairInRegisters(const GroupScaledRows& p, int64_t n, float* c0, float* c1, 
     const float* ag[MR];
     for (int i = 0; i < MR; ++i) {
       acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-      ag[i] = a + i * p.lda + g * p.gstride;
+      ag[i] = a + (m0 + i) * p.lda + g * p.gstride;
     }
     ForEachStep(len, [&](int64_t s, bool whole) __attribute__((always_inline)) {
       __m256 w0[2], w1[2];
@@ -165,8 +166,26 @@ bool PairInRegisters(const GroupScaledRows& p, int64_t n, float* c0, float* c1, 
   }
   if (SawNan(seen)) return false;
   for (int i = 0; i < MR; ++i) {
-    c0[i * ldc] = Hsum(_mm256_load_ps(row[i][0]));
-    c1[i * ldc] = Hsum(_mm256_load_ps(row[i][1]));
+    c0[(m0 + i) * ldc] = Hsum(_mm256_load_ps(row[i][0]));
+    c1[(m0 + i) * ldc] = Hsum(_mm256_load_ps(row[i][1]));
+  }
+  return true;
+}
+
+// PairInRegisters over every row of a (M <= kPairRowsMax), in passes of up to 4 rows (each
+// pass decodes the pair again, from L1). false when the pair holds a NaN code (the first
+// pass finds it; nothing is written).
+template <bool kBits>
+bool PairPasses(const GroupScaledRows& p, int64_t n, float* c0, float* c1, int64_t ldc) {
+  for (int64_t m0 = 0; m0 < p.M; m0 += 4) {
+    bool ok;
+    switch (std::min<int64_t>(4, p.M - m0)) {
+      case 1: ok = PairInRegisters<kBits, 1>(p, m0, n, c0, c1, ldc); break;
+      case 2: ok = PairInRegisters<kBits, 2>(p, m0, n, c0, c1, ldc); break;
+      case 3: ok = PairInRegisters<kBits, 3>(p, m0, n, c0, c1, ldc); break;
+      default: ok = PairInRegisters<kBits, 4>(p, m0, n, c0, c1, ldc); break;
+    }
+    if (!ok) return false;
   }
   return true;
 }
@@ -277,16 +296,9 @@ int64_t Sums(const GroupScaledRows& p, int64_t n0, int64_t n1, float* wbuf, floa
   if (p.M != 1) {
     int64_t n = n0;
     for (; n + 2 <= n1; n += 2) {
-      if (p.M <= kPairRowsMax) {
-        float* cn0 = c + (n - n0);
-        float* cn1 = cn0 + 1;
-        const bool ok = p.M == 2   ? PairInRegisters<kBits, 2>(p, n, cn0, cn1, ldc)
-                        : p.M == 3 ? PairInRegisters<kBits, 3>(p, n, cn0, cn1, ldc)
-                                   : PairInRegisters<kBits, 4>(p, n, cn0, cn1, ldc);
-        if (ok) {
-          in_registers += 2;
-          continue;
-        }
+      if (p.M <= kPairRowsMax && PairPasses<kBits>(p, n, c + (n - n0), c + (n + 1 - n0), ldc)) {
+        in_registers += 2;
+        continue;
       }
       pair(n);
     }

@@ -200,7 +200,7 @@ void GroupScaledSumsAvx512(const GroupScaledRows& p, int64_t n0, int64_t n1, voi
 // into c, except for weight rows holding a NaN code: nan_rows[n - n0] = 1 and their sums
 // unset (the decodes make NaN finite; the driver computes those rows the portable way).
 // wbuf: 2 * lda floats of scratch. Returns the weight rows it decoded in registers: four at a
-// time for a decode step (M = 1), in pairs for 2 to 4 rows of a.
+// time for a decode step (M = 1), in pairs for 2 to 8 rows of a.
 int64_t GroupScaledSumsAvx2(const GroupScaledRows& p, bool bits, int64_t n0, int64_t n1, float* wbuf, float* c,
                             int64_t ldc, uint8_t* nan_rows);
 // Calls of MatmulFp8GroupScaled in this process that took the AVX2 rows, and the AVX-512
@@ -209,7 +209,7 @@ int64_t GroupScaledSumsAvx2(const GroupScaledRows& p, bool bits, int64_t n0, int
 int64_t Fp8GroupScaledAvx2Calls();
 int64_t Fp8GroupScaledAvx512Calls();
 int64_t Fp8GroupScaledRows4(bool bits);
-// Weight rows of AVX2 calls with 2 to 4 rows of a that went in pairs in registers.
+// Weight rows of AVX2 calls with 2 to 8 rows of a that went in pairs in registers.
 int64_t Fp8GroupScaledPairRows();
 
 // How the AVX2 streaming path (also the AVX-512 F32 set's) decodes fp8 weights:
