@@ -303,6 +303,26 @@ TEST(KvCacheFp8, VectorWideningEqualsTheDefinition) {
   }
 }
 
+// n random key and value codes, none NaN: keys of magnitude below 16, values of any.
+std::pair<std::vector<uint8_t>, std::vector<uint8_t>> RandomCacheCodes(std::mt19937& rng, int64_t n) {
+  std::vector<uint8_t> k(static_cast<size_t>(n)), v(k.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = static_cast<uint8_t>(rng() % 0x60) | static_cast<uint8_t>(rng() % 2 ? 0x80 : 0);
+    v[i] = static_cast<uint8_t>(rng() % 0x7F) | static_cast<uint8_t>(rng() % 2 ? 0x80 : 0);
+  }
+  return {k, v};
+}
+
+// The attention kernel sets of this processor's vector levels for head size D.
+std::vector<const vt::cpu::attention::KernelSet*> VectorKernelSets(int64_t D) {
+  std::vector<const vt::cpu::attention::KernelSet*> sets;
+  for (vt::CpuIsa isa : vt::CpuIsaLevels()) {
+    if (isa == vt::CpuIsa::kScalar || isa > vt::DetectCpuIsa()) continue;
+    if (const vt::cpu::attention::KernelSet* ks = vt::cpu::attention::ForIsa(isa, D)) sets.push_back(ks);
+  }
+  return sets;
+}
+
 // A decode step reads the F8E4M3 cache in place (attend_rows: its own decode of the codes,
 // as value·2^-8, with 2^8·k_scale folded into the queries and 2^8·v_scale into the softmax
 // weights): within f32 rounding (a few ulps of the state) of attend_rows over the same rows
@@ -315,17 +335,10 @@ TEST(KvCacheFp8, VectorWideningEqualsTheDefinition) {
 TEST(KvCacheFp8, AttendRowsInPlaceEqualsTheWidenedRows) {
   constexpr int64_t D = 128, valid = 13, stride = 2 * D;  // two KV heads per slot
   std::mt19937 rng(11);
-  std::vector<uint8_t> k(static_cast<size_t>(valid * stride)), v(k.size());
-  for (size_t i = 0; i < k.size(); ++i) {
-    k[i] = static_cast<uint8_t>(rng() % 0x60) | static_cast<uint8_t>(rng() % 2 ? 0x80 : 0);  // |value| < 16
-    v[i] = static_cast<uint8_t>(rng() % 0x7F) | static_cast<uint8_t>(rng() % 2 ? 0x80 : 0);  // no NaN
-  }
+  const auto [k, v] = RandomCacheCodes(rng, valid * stride);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   int sets = 0;
-  for (vt::CpuIsa isa : vt::CpuIsaLevels()) {
-    if (isa == vt::CpuIsa::kScalar || isa > vt::DetectCpuIsa()) continue;
-    const vt::cpu::attention::KernelSet* ks = vt::cpu::attention::ForIsa(isa, D);
-    if (ks == nullptr) continue;
+  for (const vt::cpu::attention::KernelSet* ks : VectorKernelSets(D)) {
     ++sets;
     for (auto [k_scale, v_scale] : {std::pair{0.0371f, 1.0f / 128}, std::pair{3.7f, 0.02f}, std::pair{0x1p121f, 0.5f}})
     for (int64_t heads : {1, 2, 3, 4, 6}) {
@@ -372,17 +385,10 @@ TEST(KvCacheFp8, AttendRowsInPlaceEqualsTheWidenedRows) {
 TEST(KvCacheFp8, AttendRowsInPlaceKeepsNaNCodes) {
   constexpr int64_t D = 128, valid = 13, stride = 2 * D;
   std::mt19937 rng(12);
-  std::vector<uint8_t> k(static_cast<size_t>(valid * stride)), v(k.size());
-  for (size_t i = 0; i < k.size(); ++i) {
-    k[i] = static_cast<uint8_t>(rng() % 0x60) | static_cast<uint8_t>(rng() % 2 ? 0x80 : 0);
-    v[i] = static_cast<uint8_t>(rng() % 0x7F) | static_cast<uint8_t>(rng() % 2 ? 0x80 : 0);
-  }
+  const auto [k, v] = RandomCacheCodes(rng, valid * stride);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   int checked = 0;
-  for (vt::CpuIsa isa : vt::CpuIsaLevels()) {
-    if (isa == vt::CpuIsa::kScalar || isa > vt::DetectCpuIsa()) continue;
-    const vt::cpu::attention::KernelSet* ks = vt::cpu::attention::ForIsa(isa, D);
-    if (ks == nullptr) continue;
+  for (const vt::cpu::attention::KernelSet* ks : VectorKernelSets(D)) {
     for (int in_value = 0; in_value < 2; ++in_value)
       for (int64_t pos : {0, 7, 8, 15, 77, 127})
         for (int64_t heads : {1, 2, 3, 4, 6}) {
