@@ -21,6 +21,8 @@ if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   CUDA_FLAGS=(-DVT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a)
 fi
 
+echo "== mutation patterns (each of tools/mutation's mutations still finds the code it breaks)"
+CHECK_PATTERNS=1 bash tools/mutation/run_mutations.sh
 echo "== build (main configuration: ${CUDA_FLAGS[*]:-CPU only})"
 cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Release "${CUDA_FLAGS[@]}" >/dev/null
 cmake --build build/ci -j"$JOBS"

