@@ -49,7 +49,7 @@ TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache
           src/server/output_parsers.cpp src/engine/structured_output_mask.cpp
           include/vt/ops/attention.h src/model/layers/attention.cpp src/model/layers/moe_group_scaled.cpp
           src/vt/cpu/fused.cpp src/model/models/decoder.cpp src/model/layers/mlp.cpp
-          src/vt/cpu/attention.cpp src/vt/cpu/attention_simd.h)
+          src/vt/cpu/attention.cpp src/vt/cpu/attention_simd.h src/vt/cpu/fp8_nan_scan.h)
 
 restore() {
   for f in "${TOUCHED[@]}"; do cp "$PRISTINE/$f" "$SRC/$f"; done
@@ -319,10 +319,12 @@ mutate_attn_quant_model_scale() {
 }
 
 # The CPU decode kernel reading an F8E4M3 cache in place skips the decode's NaN test on rows
-# its scan finds free of NaN codes: a scan that never finds one (KvCacheFp8's NaN test), and
+# its scan finds free of NaN codes, and MatmulFp8GroupScaled on weights the same scan noted
+# free of them: a scan that never finds one (KvCacheFp8's NaN test, the prepared-weight
+# test), and
 # the four-keys score loop's sums stored for the wrong keys (the in-place and op-table tests).
-mutate_kv_nan_scan_blind() {
-  edit src/vt/cpu/attention_simd.h 's/  return \(hit & kHigh\) != 0;/  return false \&\& (hit \& kHigh) != 0;/'
+mutate_fp8_nan_scan_blind() {
+  edit src/vt/cpu/fp8_nan_scan.h 's/  return \(hit & kHigh\) != 0;/  return false \&\& (hit \& kHigh) != 0;/'
 }
 mutate_kv_keys_step_sums_swapped() {
   edit src/vt/cpu/attention_simd.h 's/        SumLanesN<KU>\(a\[t\], &s\[t\]\[j\]\);/        SumLanesN<KU>(a[t], \&s[t][j]); std::swap(s[t][j], s[t][j + KU - 1]);/'
@@ -378,7 +380,7 @@ KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_m
 FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fused_group_blocks_not_whole_groups
                        fused_group_reciprocal fused_group_model_no_residual)
 ATTN_QUANT_MUTATIONS=(attn_quant_cpu_scale attn_quant_model_scale)
-KV_DECODE_MUTATIONS=(kv_nan_scan_blind kv_keys_step_sums_swapped)
+KV_DECODE_MUTATIONS=(fp8_nan_scan_blind kv_keys_step_sums_swapped)
 case "${ONLY:-}" in
   vt) MUTATIONS=("${VT_MUTATIONS[@]}") ;;
   moe) MUTATIONS=("${MOE_MUTATIONS[@]}") ;;

@@ -21,6 +21,8 @@ const char* WeightUseName(WeightUse use) {
   switch (use) {
     case WeightUse::kMatmulB:
       return "matmul b";
+    case WeightUse::kMatmulGroupScaledB:
+      return "group-scaled matmul b";
   }
   return "?";
 }
@@ -38,6 +40,7 @@ Tensor PrepareWeight(const Queue& q, const Tensor& w, WeightUse use, std::span<c
   VT_CHECK(w.backend_layout() == nullptr, op, ": w ", w.Describe(), " is already prepared");
   switch (use) {
     case WeightUse::kMatmulB:
+    case WeightUse::kMatmulGroupScaledB:
       check::NDim(op, "w", w, 2);
       break;
   }

@@ -6,10 +6,10 @@
 #pragma once
 
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "vt/cpu/attention_kernels.h"
+#include "vt/cpu/fp8_nan_scan.h"
 #include "vt/cpu/simd_vec.h"
 
 namespace vt::cpu::VT_SIMD_NS {
@@ -100,21 +100,11 @@ VT_INLINE void LoadCachePair(const void* row, int64_t i, V& x0, V& x1) {
 }
 
 // Whether an e4m3 code S.1111.111 (NaN) is among the first D bytes of rows j < n, each
-// stride_bytes apart (D a multiple of 8).
+// stride_bytes apart.
 inline bool AnyFp8NaN(const char* rows, int64_t stride_bytes, int64_t n, int64_t D) {
-  // Per byte b: (b & 0x7F) + 1 reaches bit 7 only for 0x7F, and never carries into the
-  // next byte.
-  constexpr uint64_t kLow7 = 0x7F7F7F7F7F7F7F7FULL, kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
-  uint64_t hit = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    const char* r = rows + j * stride_bytes;
-    for (int64_t i = 0; i < D; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, r + i, 8);
-      hit |= (w & kLow7) + kOnes;
-    }
-  }
-  return (hit & kHigh) != 0;
+  for (int64_t j = 0; j < n; ++j)
+    if (AnyFp8NaNCode(reinterpret_cast<const uint8_t*>(rows + j * stride_bytes), D)) return true;
+  return false;
 }
 
 // Keys one step of AttendPass's score loop takes together, each head's sums of them reduced
