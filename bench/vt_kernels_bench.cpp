@@ -348,55 +348,63 @@ vt::Tensor RandomScales(int64_t rows, int64_t cols, std::mt19937& rng) {
   return vt::Tensor::FromHost(v.data(), {rows, cols}, vt::DType::kF32);
 }
 
-// 4. Block FP8 beside static FP8 on the same codes: MatmulFp8GroupScaled (weights written as
-// stored: the block format has no prepared copy) against MatmulFp8 on a prepared copy (as a
-// model runs static FP8) and on writable weights (streamed as stored), alternately; decode
-// (M = 1, 4, 16) as weight and scale bytes streamed per second, prefill (M = 128) as GFLOP/s.
+// 4. Block FP8 beside static FP8 on the same codes: MatmulFp8GroupScaled on a prepared weight
+// (as a model runs block FP8: laid out for the outer-product tiles where the level has them)
+// and on the weight as stored, against MatmulFp8 on a prepared copy (as a model runs static
+// FP8) and on writable weights (streamed as stored), alternately; decode (M = 1, 4, 16) as
+// weight and scale bytes streamed per second, prefill (M = 128) as GFLOP/s.
 void BlockFp8(const vt::Queue& q, const std::vector<ShapeSpec>& shapes, double bw, int64_t rotation_bytes,
               int reps, double secs, int prefill_reps, std::mt19937& rng) {
-  std::printf("\n%-11s %-17s %4s | %9s %9s %6s | %9s %9s | %9s | %7s %7s\n", "model", "projection", "M", "block us",
-              "GB/s", "of bw", "prep us", "GB/s", "rw us", "blk/prep", "blk/rw");
+  std::printf("\n%-11s %-17s %4s | %9s %9s %6s | %9s | %9s %9s | %9s | %8s %8s\n", "model", "projection", "M",
+              "block us", "GB/s", "of bw", "stored us", "prep us", "GB/s", "rw us", "blk/prep", "blk/strd");
   for (const ShapeSpec& s : shapes) {
     const int64_t G = (s.K + 127) / 128, NB = (s.N + 127) / 128;
     const vt::Tensor w_src = RandomFp8(s.N, s.K, rng);
     const Rotation w = MakeRotation(w_src, rotation_bytes), ws = MakeRotation(w_src, rotation_bytes);
-    Rotation wp = MakeRotation(w_src, rotation_bytes);
+    Rotation wp = MakeRotation(w_src, rotation_bytes), wbp = MakeRotation(w_src, rotation_bytes);
     for (vt::Tensor& t : wp.copies) {
       t.SetReadOnly();
       t = vt::PrepareWeight(q, t, vt::WeightUse::kMatmulB);
+    }
+    for (vt::Tensor& t : wbp.copies) {
+      t.SetReadOnly();
+      t = vt::PrepareWeight(q, t, vt::WeightUse::kMatmulGroupScaledB);
+      if (t.backend_layout() != nullptr) t.ReleaseBytes();
     }
     const vt::Tensor sb = RandomScales(NB, G, rng);
     for (int64_t M : {1, 4, 16, 128}) {
       const vt::Tensor sa = RandomScales(M, G, rng), a = RandomFp8(M, s.K, rng);
       vt::Tensor out = vt::Tensor::Empty({M, s.N}, vt::DType::kBF16);
       for (size_t i = 0; i < w.copies.size(); ++i) {
+        vt::MatmulFp8GroupScaled(q, out, a, sa, wbp.At(static_cast<int>(i)), sb, 128, 128);
         vt::MatmulFp8GroupScaled(q, out, a, sa, w.At(static_cast<int>(i)), sb, 128, 128);
         vt::MatmulFp8(q, out, a, wp.At(static_cast<int>(i)), 0.01f);
         vt::MatmulFp8(q, out, a, ws.At(static_cast<int>(i)), 0.01f);
       }
       const bool prefill = M > 16;
       const std::vector<double> t =
-          TimeMedians({[&](int rep) { vt::MatmulFp8GroupScaled(q, out, a, sa, w.At(rep), sb, 128, 128); },
+          TimeMedians({[&](int rep) { vt::MatmulFp8GroupScaled(q, out, a, sa, wbp.At(rep), sb, 128, 128); },
+                       [&](int rep) { vt::MatmulFp8GroupScaled(q, out, a, sa, w.At(rep), sb, 128, 128); },
                        [&](int rep) { vt::MatmulFp8(q, out, a, wp.At(rep), 0.01f); },
                        [&](int rep) { vt::MatmulFp8(q, out, a, ws.At(rep), 0.01f); }},
                       prefill ? prefill_reps : reps, prefill ? 0.0 : secs);
       const double bytes_blk = static_cast<double>(s.N * s.K + NB * G * 4), bytes_st = static_cast<double>(s.N * s.K);
       const double flop = 2.0 * static_cast<double>(M * s.N * s.K);
       if (prefill)
-        std::printf("%-11s %-17s %4lld | %9.1f %7.1fGF %6s | %9.1f %7.1fGF | %9.1f | %6.2fx %6.2fx\n", s.model,
-                    s.proj, static_cast<long long>(M), t[0] * 1e6, flop / t[0] / 1e9, "", t[1] * 1e6,
-                    flop / t[1] / 1e9, t[2] * 1e6, t[0] / t[1], t[0] / t[2]);
+        std::printf("%-11s %-17s %4lld | %9.1f %7.1fGF %6s | %9.1f | %9.1f %7.1fGF | %9.1f | %7.2fx %7.2fx\n",
+                    s.model, s.proj, static_cast<long long>(M), t[0] * 1e6, flop / t[0] / 1e9, "", t[1] * 1e6,
+                    t[2] * 1e6, flop / t[2] / 1e9, t[3] * 1e6, t[0] / t[2], t[0] / t[1]);
       else
-        std::printf("%-11s %-17s %4lld | %9.1f %9.1f %5.0f%% | %9.1f %9.1f | %9.1f | %6.2fx %6.2fx\n", s.model,
-                    s.proj, static_cast<long long>(M), t[0] * 1e6, bytes_blk / t[0] / 1e9,
-                    100.0 * bytes_blk / t[0] / 1e9 / bw, t[1] * 1e6, bytes_st / t[1] / 1e9, t[2] * 1e6, t[0] / t[1],
-                    t[0] / t[2]);
+        std::printf("%-11s %-17s %4lld | %9.1f %9.1f %5.0f%% | %9.1f | %9.1f %9.1f | %9.1f | %7.2fx %7.2fx\n",
+                    s.model, s.proj, static_cast<long long>(M), t[0] * 1e6, bytes_blk / t[0] / 1e9,
+                    100.0 * bytes_blk / t[0] / 1e9 / bw, t[1] * 1e6, t[2] * 1e6, bytes_st / t[2] / 1e9, t[3] * 1e6,
+                    t[0] / t[2], t[0] / t[1]);
     }
   }
-  std::printf("block: MatmulFp8GroupScaled (weights as stored and their [N/128, K/128] f32 scales, rows of a with "
-              "their K/128 scales); prep: MatmulFp8 on a prepared copy of the same codes (as a model runs static "
-              "FP8); rw: MatmulFp8 on them writable (as stored). GB/s counts weight (and scale) bytes; M = 128: "
-              "GFLOP/s.\n");
+  std::printf("block: MatmulFp8GroupScaled on a prepared weight (as a model runs block FP8; its [N/128, K/128] f32 "
+              "scales, rows of a with their K/128 scales); stored: the same on the weight as stored; prep: "
+              "MatmulFp8 on a prepared copy of the same codes (as a model runs static FP8); rw: MatmulFp8 on them "
+              "writable (as stored). GB/s counts weight (and scale) bytes; M = 128: GFLOP/s.\n");
 }
 
 // rows copies of src's rows, cycled (random data is slow to draw; the caches only need

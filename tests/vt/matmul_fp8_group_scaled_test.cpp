@@ -62,9 +62,11 @@ Kernel KernelFor(vt::CpuIsa isa) {
   return Kernel::kPortable;
 }
 
-void Check(const Problem& p, DType od, bool with_bias) {
-  const int64_t G = (p.K + p.bk - 1) / p.bk, NB = (p.N + p.bn - 1) / p.bn;
-  std::vector<double> ref(static_cast<size_t>(p.M * p.N)), mag(ref.size());
+// The float64 product of p (plus its bias where with_bias) and the sums of |terms|.
+void Reference(const Problem& p, bool with_bias, std::vector<double>& ref, std::vector<double>& mag) {
+  const int64_t G = (p.K + p.bk - 1) / p.bk;
+  ref.assign(static_cast<size_t>(p.M * p.N), 0.0);
+  mag.assign(ref.size(), 0.0);
   for (int64_t m = 0; m < p.M; ++m)
     for (int64_t n = 0; n < p.N; ++n) {
       double s = 0, a = 0;
@@ -77,6 +79,12 @@ void Check(const Problem& p, DType od, bool with_bias) {
       ref[m * p.N + n] = s + (with_bias ? p.bias[n] : 0.0);
       mag[m * p.N + n] = a;
     }
+}
+
+void Check(const Problem& p, DType od, bool with_bias) {
+  const int64_t G = (p.K + p.bk - 1) / p.bk, NB = (p.N + p.bn - 1) / p.bn;
+  std::vector<double> ref, mag;
+  Reference(p, with_bias, ref, mag);
   const vt::Tensor a = vt::Tensor::FromHost(p.a.data(), {p.M, p.K}, DType::kF8E4M3);
   const vt::Tensor b = vt::Tensor::FromHost(p.b.data(), {p.N, p.K}, DType::kF8E4M3);
   const vt::Tensor sa = vt::Tensor::FromHost(p.sa.data(), {p.M, G}, DType::kF32);
@@ -327,11 +335,12 @@ TEST(MatmulFp8GroupScaled, ARowsBytesInAnyProductAreItsBytesAlone) {
   }
 }
 
-// A weight prepared for the op (vt::PrepareWeight, WeightUse::kMatmulGroupScaledB): on the
-// AVX2 rows its codes are noted free of NaN, and the rows skip their NaN test; every product
-// (1 to 20 rows, the whole weight and a row slice) has the bytes of the unprepared weight.
-// A weight holding a NaN code gets no note (and its row's outputs stay NaN); the note keeps
-// the plain bytes (ReleaseBytes refuses). Other levels leave the weight as it is.
+// A weight prepared for the op with its row slices named (vt::PrepareWeight,
+// WeightUse::kMatmulGroupScaledB, as the MoE experts are): on the AVX2 rows its codes are
+// noted free of NaN, and the rows skip their NaN test; every product (1 to 20 rows, the whole
+// weight and a row slice) has the bytes of the unprepared weight. A weight holding a NaN code
+// gets no note (and its row's outputs stay NaN); the note keeps the plain bytes
+// (ReleaseBytes refuses). Other levels leave the weight as it is.
 TEST(MatmulFp8GroupScaled, PreparedWeightSkipsTheNaNTestWithTheSameBytes) {
   namespace mm = vt::cpu::matmul;
   const Problem pool = Make(20, 300, 520, 128, 128, 77);
@@ -348,9 +357,10 @@ TEST(MatmulFp8GroupScaled, PreparedWeightSkipsTheNaNTestWithTheSameBytes) {
     SCOPED_TRACE(vt::CpuIsaName(isa));
     const vt::Queue q = vt_test::QueueFor(isa);
     const bool avx2 = KernelFor(isa) == Kernel::kAvx2;
-    const vt::Tensor pb = vt::PrepareWeight(q, b, vt::WeightUse::kMatmulGroupScaledB);
+    const int64_t slices[] = {0, 128};
+    const vt::Tensor pb = vt::PrepareWeight(q, b, vt::WeightUse::kMatmulGroupScaledB, slices);
     EXPECT_EQ(pb.backend_layout() != nullptr, avx2);
-    EXPECT_EQ(vt::PrepareWeight(q, b_nan, vt::WeightUse::kMatmulGroupScaledB).backend_layout(), nullptr);
+    EXPECT_EQ(vt::PrepareWeight(q, b_nan, vt::WeightUse::kMatmulGroupScaledB, slices).backend_layout(), nullptr);
     if (!avx2) continue;
     ++noted_levels;
     EXPECT_FALSE(pb.ReleaseBytes());
@@ -380,6 +390,168 @@ TEST(MatmulFp8GroupScaled, PreparedWeightSkipsTheNaNTestWithTheSameBytes) {
   if (vt::DetectCpuIsa() >= vt::CpuIsa::kAvx2) {
     EXPECT_GT(noted_levels, 0);  // x86 CI machines have AVX2
   }
+#endif
+}
+
+// A weight prepared for the op with no row slices named (vt::PrepareWeight,
+// WeightUse::kMatmulGroupScaledB, as the linears are): on the AVX2 rows it is laid out as
+// MatmulFp8's prepared weights and multiplied by outer-product tiles, its own bytes released.
+// Against float64 at M = 1..40 (both fp8 decodes), block and per-channel scales, block_n
+// under 8 and not a multiple of it, K and N not multiples of 8 or of the groups, BF16 and F32
+// out, with and without bias; each row's bytes are those it gets alone; a row slice that
+// starts anywhere on a block of scale rows reads the copy and gives the whole weight's
+// columns byte for byte. The packed calls are counted, so a test that silently took another path fails.
+struct PackedShape {
+  int64_t N, K, bn, bk;
+};
+
+// out = a · b on the queue, M rows of p (a's rows from row m0), b a tensor over p's codes.
+vt::Tensor RunRows(const vt::Queue& q, const Problem& p, int64_t m0, int64_t M, const vt::Tensor& b,
+                   const vt::Tensor& sb, DType od, bool with_bias) {
+  const int64_t G = (p.K + p.bk - 1) / p.bk;
+  vt::Tensor out = vt::Tensor::Empty({M, b.dim(0)}, od);
+  const vt::Tensor bias = vt::Tensor::FromHost(p.bias.data(), {b.dim(0)}, DType::kF32);
+  vt::MatmulFp8GroupScaled(q, out, vt::Tensor::FromHost(p.a.data() + m0 * p.K, {M, p.K}, DType::kF8E4M3),
+                           vt::Tensor::FromHost(p.sa.data() + m0 * G, {M, G}, DType::kF32), b, sb, p.bn, p.bk,
+                           with_bias ? &bias : nullptr);
+  return out;
+}
+
+std::vector<float> Floats(const vt::Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    v[i] = t.dtype() == DType::kF32 ? t.data_as<float>()[i] : vt::Bf16ToFloat(t.data_as<uint16_t>()[i]);
+  return v;
+}
+
+TEST(MatmulFp8GroupScaled, LaidOutWeightAgainstFloat64AndAlone) {
+  namespace mm = vt::cpu::matmul;
+  struct RestoreAuto {
+    ~RestoreAuto() { mm::SetFp8StreamDecode(mm::Fp8StreamDecode::kAuto); }
+  } restore;
+  int packed_levels = 0;
+  const PackedShape shapes[] = {{300, 520, 128, 128}, {13, 200, 1, 200}, {40, 16, 1, 16},
+                                {136, 130, 128, 128}, {72, 257, 8, 64},  {50, 300, 24, 100}};
+  for (const PackedShape& sh : shapes) {
+    const Problem p = Make(40, sh.N, sh.K, sh.bn, sh.bk, static_cast<uint32_t>(sh.N * 31 + sh.K));
+    const int64_t G = (p.K + p.bk - 1) / p.bk, NB = (p.N + p.bn - 1) / p.bn;
+    std::vector<double> ref, mag;
+    Reference(p, true, ref, mag);
+    vt::Tensor b = vt::Tensor::FromHost(p.b.data(), {p.N, p.K}, DType::kF8E4M3);
+    b.SetReadOnly();
+    const vt::Tensor sb = vt::Tensor::FromHost(p.sb.data(), {NB, G}, DType::kF32);
+    for (mm::Fp8StreamDecode decode : {mm::Fp8StreamDecode::kHalf, mm::Fp8StreamDecode::kF32Bits}) {
+      mm::SetFp8StreamDecode(decode);
+      for (vt::CpuIsa isa : vt_test::IsaLevels()) {
+        SCOPED_TRACE(vt::StrCat(p.N, "x", p.K, " blocks ", p.bn, "x", p.bk, " on ", vt::CpuIsaName(isa), " decode ",
+                                static_cast<int>(decode)));
+        const vt::Queue q = vt_test::QueueFor(isa);
+        const bool avx2 = KernelFor(isa) == Kernel::kAvx2;
+        const int64_t weights_before = mm::Fp8GroupScaledPackedWeights();
+        const vt::Tensor pb = vt::PrepareWeight(q, b, vt::WeightUse::kMatmulGroupScaledB);
+        EXPECT_EQ(pb.backend_layout() != nullptr, avx2);
+        EXPECT_EQ(mm::Fp8GroupScaledPackedWeights() - weights_before, avx2 ? 1 : 0);
+        if (!avx2) continue;
+        ++packed_levels;
+        EXPECT_TRUE(pb.ReleaseBytes());  // the kernels read only the laid-out copy
+        for (DType od : {DType::kBF16, DType::kF32}) {
+          for (int64_t M : {1, 2, 3, 5, 9, 17, 40}) {
+            SCOPED_TRACE(vt::StrCat("M ", M, " out ", vt::DTypeName(od)));
+            const int64_t calls = mm::Fp8GroupScaledPackedCalls();
+            const vt::Tensor out = RunRows(q, p, 0, M, pb, sb, od, true);
+            EXPECT_EQ(mm::Fp8GroupScaledPackedCalls() - calls, 1);
+            EXPECT_EQ(vt_test::CheckWithinBound(Floats(out), p.N, [&](int64_t i) { return ref[i]; },
+                                                [&](int64_t i) {
+                                                  return vt_test::MatmulBound(ref[i], mag[i], 1.0, p.bias[i % p.N],
+                                                                              p.K, od);
+                                                }),
+                      0);
+            // Rows 0, M / 2 and M - 1 alone give the same bytes as in the product.
+            const std::vector<uint8_t> all = vt_test::BytesOf(out);
+            const size_t row_bytes = static_cast<size_t>(p.N) * vt::DTypeSize(od);
+            for (int64_t m : {int64_t{0}, M / 2, M - 1}) {
+              const std::vector<uint8_t> alone = vt_test::BytesOf(RunRows(q, p, m, 1, pb, sb, od, true));
+              const std::vector<uint8_t> in_product(all.begin() + m * row_bytes, all.begin() + (m + 1) * row_bytes);
+              EXPECT_EQ(vt_test::FirstDiff(alone, in_product), -1) << "row " << m;
+            }
+          }
+        }
+        // Row slices (starting on a block of scale rows, inside a block of 8 rows where
+        // block_n is not a multiple of 8) read the copy: their columns are the whole
+        // weight's, byte for byte.
+        for (const int64_t r0 : {p.bn % 8 == 0 ? p.bn : 8 * p.bn, p.bn % 8 == 0 ? p.bn : 3 * p.bn}) {
+          if (r0 >= p.N) continue;
+          SCOPED_TRACE(vt::StrCat("rows from ", r0));
+          const vt::Tensor whole = RunRows(q, p, 0, 5, pb, sb, DType::kF32, false);
+          const int64_t calls = mm::Fp8GroupScaledPackedCalls();
+          const vt::Tensor part = RunRows(q, p, 0, 5, pb.Slice(0, r0, p.N), sb.Slice(0, r0 / p.bn, NB), DType::kF32,
+                                          false);
+          EXPECT_EQ(mm::Fp8GroupScaledPackedCalls() - calls, 1);
+          for (int64_t m = 0; m < 5; ++m)
+            for (int64_t n = r0; n < p.N; ++n)
+              ASSERT_EQ(part.data_as<float>()[m * (p.N - r0) + n - r0], whole.data_as<float>()[m * p.N + n])
+                  << m << " " << n;
+        }
+      }
+    }
+  }
+#if defined(__x86_64__)
+  if (vt::DetectCpuIsa() >= vt::CpuIsa::kAvx2) {
+    EXPECT_GT(packed_levels, 0);  // x86 CI machines have AVX2
+  }
+#endif
+}
+
+// Where the copy cannot serve a call, the codes are read back out of it and multiplied as
+// stored, with the stored weight's bytes: groups of an odd size that split a pair of K (the
+// whole weight and a row slice), and a queue of another level (scalar). A weight holding a
+// NaN code is not laid out (the layout's decodes would make it finite).
+TEST(MatmulFp8GroupScaled, LaidOutWeightFallsBackToItsCodes) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the laid-out copy is the AVX2 rows'";
+#else
+  namespace mm = vt::cpu::matmul;
+  if (vt::DetectCpuIsa() < vt::CpuIsa::kAvx2) GTEST_SKIP() << "no AVX2 on this processor";
+  const vt::Queue avx2_queue = vt_test::QueueFor(vt::CpuIsa::kAvx2);
+  for (int64_t bk : {int64_t{128}, int64_t{65}}) {
+    const Problem p = Make(6, 60, 200, bk == 65 ? 4 : 128, bk, 5);
+    const int64_t G = (p.K + p.bk - 1) / p.bk, NB = (p.N + p.bn - 1) / p.bn;
+    vt::Tensor b = vt::Tensor::FromHost(p.b.data(), {p.N, p.K}, DType::kF8E4M3);
+    b.SetReadOnly();
+    const vt::Tensor sb = vt::Tensor::FromHost(p.sb.data(), {NB, G}, DType::kF32);
+    const vt::Tensor pb = vt::PrepareWeight(avx2_queue, b, vt::WeightUse::kMatmulGroupScaledB);
+    ASSERT_NE(pb.backend_layout(), nullptr);
+    ASSERT_TRUE(pb.ReleaseBytes());
+    const int64_t calls = mm::Fp8GroupScaledPackedCalls();
+    // Rows 4.. (with bn = 4 the start of a scale row).
+    const int64_t r0 = 4;
+    if (bk == 65) {
+      const vt::Tensor s_tail = sb.Slice(0, r0 / p.bn, NB);
+      EXPECT_EQ(vt_test::FirstDiff(vt_test::BytesOf(RunRows(avx2_queue, p, 0, 6, pb.Slice(0, r0, p.N), s_tail,
+                                                             DType::kBF16, false)),
+                                   vt_test::BytesOf(RunRows(avx2_queue, p, 0, 6, b.Slice(0, r0, p.N), s_tail,
+                                                            DType::kBF16, false))),
+                -1);
+    }
+    // Odd groups on the whole weight (bk 65), and the scalar level (either).
+    if (bk == 65) {
+      EXPECT_EQ(vt_test::FirstDiff(vt_test::BytesOf(RunRows(avx2_queue, p, 0, 6, pb, sb, DType::kBF16, true)),
+                                   vt_test::BytesOf(RunRows(avx2_queue, p, 0, 6, b, sb, DType::kBF16, true))),
+                -1);
+    }
+    const vt::Queue scalar = vt_test::QueueFor(vt::CpuIsa::kScalar);
+    EXPECT_EQ(vt_test::FirstDiff(vt_test::BytesOf(RunRows(scalar, p, 0, 6, pb, sb, DType::kF32, true)),
+                                 vt_test::BytesOf(RunRows(scalar, p, 0, 6, b, sb, DType::kF32, true))),
+              -1);
+    EXPECT_EQ(mm::Fp8GroupScaledPackedCalls() - calls, 0);
+  }
+  Problem p = Make(1, 16, 64, 128, 128, 9);
+  p.b[3 * 64 + 10] = 0x7F;  // a NaN code in row 3
+  vt::Tensor b_nan = vt::Tensor::FromHost(p.b.data(), {16, 64}, DType::kF8E4M3);
+  b_nan.SetReadOnly();
+  const int64_t weights = mm::Fp8GroupScaledPackedWeights();
+  EXPECT_EQ(vt::PrepareWeight(avx2_queue, b_nan, vt::WeightUse::kMatmulGroupScaledB).backend_layout(), nullptr);
+  EXPECT_EQ(mm::Fp8GroupScaledPackedWeights(), weights);
 #endif
 }
 

@@ -336,6 +336,17 @@ mutate_gs_avx2_pair_fma_order() {
   edit src/vt/cpu/matmul/fp8_group_scaled_avx2.cpp 's/          acc\[i\]\[j\] = _mm256_fmadd_ps\(a0, w0\[j\], acc\[i\]\[j\]\);\n          acc\[i\]\[j\] = _mm256_fmadd_ps\(a1, w1\[j\], acc\[i\]\[j\]\);/          acc[i][j] = _mm256_fmadd_ps(a1, w1[j], acc[i][j]);\n          acc[i][j] = _mm256_fmadd_ps(a0, w0[j], acc[i][j]);/'
 }
 
+# Block FP8 on a laid-out weight (matmul/packed_avx2.cpp, GroupScaledTile): every group's
+# sums scaled by the first group's activation scale.
+mutate_gs_packed_first_group_scale() {
+  edit src/vt/cpu/matmul/packed_avx2.cpp 's/_mm256_set1_ps\(p\.sa\[\(m \+ i\) \* p\.G \+ g\]\)/_mm256_set1_ps(p.sa[(m + i) * p.G])/'
+}
+# The same driver (fp8_group_scaled.cpp, RunPackedGroupScaled): a row slice that starts inside
+# a block of 8 rows stored from the block's first column instead of its own.
+mutate_gs_packed_slice_offset() {
+  edit src/vt/cpu/matmul/fp8_group_scaled.cpp 's/c \+ \(n0 \+ off - jb \* cols\)/c + (n0 - jb * cols)/'
+}
+
 # run NAME: builds and runs vt_tests (and engine_tests for the baseline and sampler_*
 # mutations); prints "failed|passed|names of failed tests" or a reason.
 run_tests() {
@@ -374,7 +385,7 @@ MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped
                moe_gs_group_scale_dropped moe_gs_up_reads_gate_scales moe_gs_x_scales_of_another_token
                moe_gs_down_input_not_quantized_per_group moe_gs_model_up_gets_gate_scales moe_gs_fused_up_own_blocks
                gs_avx512_first_rows_scales gs_avx512_every_group_scaled_as_the_first gs_avx2_many_rows_order
-               gs_avx2_pair_fma_order)
+               gs_avx2_pair_fma_order gs_packed_first_group_scale gs_packed_slice_offset)
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
 FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fused_group_blocks_not_whole_groups

@@ -301,9 +301,12 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
   void ProcessWeightsAfterLoading(const vt::Queue& host_queue, vt::Device device) override {
     if (online_) QuantizeOnline(host_queue);
     weight_ = WeightOnDevice(StackRows(parts_), device);
-    // The CPU notes a weight whose codes hold no NaN (its AVX2 rows then skip that test); it
-    // still reads these bytes, so they stay.
-    if (device.is_cpu()) weight_ = vt::PrepareWeight(host_queue, weight_, vt::WeightUse::kMatmulGroupScaledB);
+    // The CPU's AVX2 level lays out a weight whose codes hold no NaN for its outer-product
+    // tiles (MatmulFp8's layout); its kernels then read only that copy, so the stored bytes go.
+    if (device.is_cpu()) {
+      weight_ = vt::PrepareWeight(host_queue, weight_, vt::WeightUse::kMatmulGroupScaledB);
+      if (weight_.backend_layout() != nullptr) weight_.ReleaseBytes();
+    }
     scales_ = WeightOnDevice(StackRows(scale_parts_), device);
     parts_.clear();
     scale_parts_.clear();

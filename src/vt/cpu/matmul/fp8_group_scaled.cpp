@@ -31,6 +31,7 @@
 #include "vt/cpu/elem.h"
 #include "vt/cpu/fp8_nan_scan.h"
 #include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/packed_copy.h"
 #include "vt/cpu/reference.h"
 #include "vt/ops/matmul.h"
 #include "vt/prepared.h"
@@ -40,13 +41,24 @@ namespace vt::cpu {
 namespace {
 
 std::atomic<int64_t> g_avx2_calls{0}, g_avx512_calls{0}, g_rows4_bits{0}, g_rows4_half{0}, g_pair_rows{0},
-    g_nan_free_calls{0};
+    g_nan_free_calls{0}, g_packed_calls{0}, g_packed_weights{0};
 
 // The CPU's note on a weight prepared for MatmulFp8GroupScaled (vt::PrepareWeight,
 // WeightUse::kMatmulGroupScaledB): its codes hold no NaN, so the AVX2 rows skip their NaN
 // test. They still read the weight's own bytes (ReleaseBytes keeps them).
 struct NanFreeFp8Codes final : BackendLayout {
   bool reads_plain_bytes() const override { return true; }
+};
+
+// The CPU's prepared form of a weight [N, K] for MatmulFp8GroupScaled on the AVX2 rows
+// (vt::PrepareWeight, WeightUse::kMatmulGroupScaledB, no row slices named): the codes laid
+// out as MatmulFp8's prepared weights (Avx2PackedKernels), which GroupScaledPackedAvx2
+// multiplies, for the whole weight or a row slice of it. The kernels read only this copy, so
+// the weight's own bytes may go (ReleaseBytes); a call that cannot use the copy (another
+// level, groups that split a pair of K) reads the codes back out of it.
+struct PackedGroupScaledWeight final : BackendLayout {
+  int64_t N = 0, K = 0;
+  matmul::PackedCopy whole;
 };
 
 struct Fp8Table {
@@ -152,19 +164,119 @@ Path ChoosePath(CpuIsa isa) {
   return Path::kPortable;
 }
 
+// Rows [row0, row0 + rows) of a laid-out weight's codes, read back out of its copy
+// (Avx2PackedKernels' layout, packed_avx2.cpp: block j holds columns 8j..8j+7 as (K + 1) / 2
+// steps of 16 bytes, the code of column 8j + c at K value 2p + t at byte 2c + t of step p).
+Tensor UnpackedRows(const PackedGroupScaledWeight& w, int64_t row0, int64_t rows) {
+  const int64_t K = w.K, block_bytes = (K + 1) / 2 * 16;
+  Tensor t = Tensor::Empty({rows, K}, DType::kF8E4M3);
+  auto* d = t.data_as<uint8_t>();
+  const uint8_t* src = w.whole.bytes();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = row0 + r;
+    const uint8_t* block = src + (n / 8) * block_bytes + 2 * (n % 8);
+    for (int64_t k = 0; k < K; ++k) d[r * K + k] = block[(k / 2) * 16 + k % 2];
+  }
+  return t;
+}
+
+#if defined(VT_CPU_X86)
+// MatmulFp8GroupScaled on a laid-out weight's rows [row0, row0 + N) (the AVX2 level): the
+// blocks of 8 rows that hold them, each column summed as the whole weight's (so a row slice,
+// a merged q/k/v or gate/up weight's shard, gives the whole product's bytes); a slice
+// starting inside a block computes that block's other columns too and keeps its own. a's
+// rows are packed once, then, as MatmulFp8's prepared weights run (matmul.cpp, RunPacked),
+// the threads split the blocks (or, for many rows of a and few blocks, the rows), each
+// taking its rows of a in passes that keep ~512 KiB of them in L2 and its blocks in chunks
+// of 256 columns (f32 sums, then rounded into out).
+void RunPackedGroupScaled(CpuQueue& cq, const PackedGroupScaledWeight& w, int64_t row0, const Tensor& out,
+                          const Tensor& a, const Tensor& a_scales, const Tensor& b, const Tensor& b_scales,
+                          int64_t block_n, int64_t block_k, const Tensor* bias) {
+  const matmul::PackedFp8Kernels& pk = matmul::Avx2PackedKernels();
+  const int64_t M = a.dim(0), N = b.dim(0), K = w.K, G = a_scales.dim(1), cols = pk.block_cols;
+  const int64_t off = row0 % cols;  // the slice's first column in its first block
+  const uint8_t* packed = w.whole.bytes() + (row0 / cols) * pk.bytes(cols, K);
+  const int64_t lda = RoundUp(K, pk.a_align), blocks = (off + N + cols - 1) / cols;
+  float* ap = Grow(ARows(), M * lda);
+  cq.pool.ParallelFor(M, 16, [&](int64_t m0, int64_t m1) {
+    pk.pack_a(a.data_as<uint8_t>() + m0 * K, K, m1 - m0, ap + m0 * lda, lda);
+  });
+  // The slice's column n reads scale row n / block_n of b_scales (the op's definition).
+  const float* sb = b_scales.data_as<float>();
+  const float* lanes = nullptr;
+  if (block_n % cols != 0 || off != 0) {  // a block's columns may read different scale rows
+    float* t = Grow(ScaleTable(), blocks * G * cols);
+    for (int64_t j = 0; j < blocks; ++j)
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t l = 0; l < cols; ++l) {
+          const int64_t n = j * cols + l - off;
+          t[(j * G + g) * cols + l] = n >= 0 && n < N ? sb[(n / block_n) * G + g] : 0.0f;
+        }
+    lanes = t;
+  }
+  const matmul::GroupScaledPacked base{ap, lda, M, K, G, block_k, a_scales.data_as<float>(), sb, block_n, lanes};
+  const int64_t mc = M <= 16 ? M : std::clamp<int64_t>((512 << 10) / (lda * 4) / 8 * 8, 8, RoundUp(M, 8));
+  auto run = [&](int64_t m_begin, int64_t m_end, int64_t j0, int64_t j1) {
+    thread_local std::vector<float> sums, bias_f32;
+    // Up to 16 rows the kernel reads its blocks in long streams: the thread's range in as
+    // few even pieces of up to 4096 columns as it takes; else chunks of 256 columns.
+    constexpr int64_t kPieceBlocks = 4096 / 8, kChunkBlocks = 256 / 8;
+    const int64_t pieces = (j1 - j0 + kPieceBlocks - 1) / kPieceBlocks;
+    const int64_t chunk = M <= matmul::kPackedPartsMaxRows ? (j1 - j0 + pieces - 1) / pieces : kChunkBlocks;
+    const int64_t ldc = chunk * cols;
+    float* c = Grow(sums, mc * ldc);
+    for (int64_t m0 = m_begin; m0 < m_end; m0 += mc) {
+      matmul::GroupScaledPacked p = base;
+      p.M = std::min(mc, m_end - m0);
+      p.a = ap + m0 * lda;
+      p.sa = base.sa + m0 * G;
+      const Tensor rows_out = out.Slice(0, m0, m0 + p.M);
+      for (int64_t jb = j0; jb < j1; jb += chunk) {
+        const int64_t je = std::min(jb + chunk, j1);
+        matmul::GroupScaledPackedAvx2(p, packed, jb, je, c, ldc);
+        // The slice's columns among these blocks' (c's column i is the blocks' column jb * 8 + i).
+        const int64_t n0 = std::max<int64_t>(0, jb * cols - off), n1 = std::min(N, je * cols - off);
+        if (n1 > n0) StoreSums(rows_out, bias, c + (n0 + off - jb * cols), ldc, p.M, n0, n1, bias_f32);
+      }
+    }
+  };
+  if (M <= 16 || blocks >= 2 * static_cast<int64_t>(cq.pool.size())) {
+    cq.pool.ParallelFor(blocks, 4, [&](int64_t j0, int64_t j1) { run(0, M, j0, j1); });
+  } else {
+    cq.pool.ParallelFor(M, 8, [&](int64_t m0, int64_t m1) { run(m0, m1, 0, blocks); });
+  }
+  g_packed_calls.fetch_add(1, std::memory_order_relaxed);
+}
+#endif
+
 void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales,
                              const Tensor& b, const Tensor& b_scales, int64_t block_n, int64_t block_k,
                              const Tensor* bias) {
   CpuQueue& cpu = Cpu(q);
   const int64_t M = a.dim(0), N = b.dim(0), K = a.dim(1), G = a_scales.dim(1);
   if (M == 0 || N == 0) return;
+  const Path path = ChoosePath(cpu.isa);
+  if (const auto* w = dynamic_cast<const PackedGroupScaledWeight*>(b.backend_layout()); w != nullptr) {
+    const int64_t row0 = static_cast<int64_t>(b.storage_offset()) / w->K;
+#if defined(VT_CPU_X86)
+    // The weight or a row slice of it (a merged q/k/v or gate/up weight's shards).
+    if (path == Path::kAvx2 && matmul::GroupScaledPackable(K, block_k)) {
+      RunPackedGroupScaled(cpu, *w, row0, out, a, a_scales, b, b_scales, block_n, block_k, bias);
+      return;
+    }
+#endif
+    if (b.bytes_released()) {  // the codes read back out of the laid-out copy, then as stored
+      const Tensor plain = UnpackedRows(*w, row0, N);
+      MatmulFp8GroupScaledCpu(q, out, a, a_scales, plain, b_scales, block_n, block_k, bias);
+      return;
+    }
+  }
   if (cpu.isa == CpuIsa::kScalar) {  // the scalar level runs the plain reference
     cpu.pool.ParallelFor(M, 1, [&](int64_t m0, int64_t m1) {
       ref::MatmulFp8GroupScaled(out, a, a_scales, b, b_scales, block_n, block_k, bias, m0, m1);
     });
     return;
   }
-  const Path path = ChoosePath(cpu.isa);
   const float* lut = Table().v;
   const auto* pa = a.data_as<uint8_t>();
   const auto* pb = b.data_as<uint8_t>();
@@ -270,14 +382,31 @@ int64_t matmul::Fp8GroupScaledRows4(bool bits) {
 
 int64_t matmul::Fp8GroupScaledPairRows() { return g_pair_rows.load(std::memory_order_relaxed); }
 int64_t matmul::Fp8GroupScaledNanFreeCalls() { return g_nan_free_calls.load(std::memory_order_relaxed); }
+int64_t matmul::Fp8GroupScaledPackedCalls() { return g_packed_calls.load(std::memory_order_relaxed); }
+int64_t matmul::Fp8GroupScaledPackedWeights() { return g_packed_weights.load(std::memory_order_relaxed); }
 
 namespace {
-// The CPU's preparer for WeightUse::kMatmulGroupScaledB: on the levels whose rows test the
-// codes for NaN (AVX2, AVX-512 F32), an fp8 weight whose codes hold none gets the note that
-// lets them skip the test; anything else is left as it is. Scans the codes once (all threads).
-Tensor PrepareGroupScaledWeightCpu(const Queue& q, const Tensor& w, WeightUse, std::span<const int64_t>) {
+// The CPU's preparer for WeightUse::kMatmulGroupScaledB, on the levels that take the AVX2
+// rows (AVX2, AVX-512 F32), for an fp8 weight whose codes hold no NaN: laid out for
+// GroupScaledPackedAvx2 (PackedGroupScaledWeight) where no row slices are named; where they
+// are (MoE experts, each multiplied as a row slice), the note that lets the rows skip their
+// NaN test (NanFreeFp8Codes; one scan of the codes, all threads). Anything else is left as it
+// is.
+Tensor PrepareGroupScaledWeightCpu(const Queue& q, const Tensor& w, WeightUse, std::span<const int64_t> row_starts) {
   CpuQueue& cq = Cpu(q);
   if (w.dtype() != DType::kF8E4M3 || ChoosePath(cq.isa) != Path::kAvx2 || w.numel() == 0) return w;
+#if defined(VT_CPU_X86)
+  if (row_starts.empty()) {
+    auto layout = std::make_shared<PackedGroupScaledWeight>();
+    layout->N = w.dim(0);
+    layout->K = w.dim(1);
+    if (!matmul::PackRows(cq, matmul::Avx2PackedKernels(), static_cast<const uint8_t*>(w.data()), layout->N,
+                          layout->K, layout->whole))
+      return w;  // NaN codes, which the layout's decode would make finite: multiplied as stored
+    g_packed_weights.fetch_add(1, std::memory_order_relaxed);
+    return w.WithBackendLayout(std::move(layout));
+  }
+#endif
   const auto* codes = static_cast<const uint8_t*>(w.data());
   constexpr int64_t kPiece = 1 << 20;
   std::atomic<bool> nan{false};

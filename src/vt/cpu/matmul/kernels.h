@@ -204,6 +204,31 @@ void GroupScaledSumsAvx512(const GroupScaledRows& p, int64_t n0, int64_t n1, voi
 // time for a decode step (M = 1), in pairs for 2 to 8 rows of a.
 int64_t GroupScaledSumsAvx2(const GroupScaledRows& p, bool bits, int64_t n0, int64_t n1, float* wbuf, float* c,
                             int64_t ldc, uint8_t* nan_rows);
+// AVX2 (and the AVX-512 F32 level) on a weight prepared for MatmulFp8GroupScaled
+// (vt::PrepareWeight, WeightUse::kMatmulGroupScaledB): the weight laid out as MatmulFp8's
+// (Avx2PackedKernels: blocks of 8 columns, K in interleaved pairs), multiplied by the
+// outer-product tiles of matmul/packed_avx2.cpp with each group's sums scaled into the
+// output: c[m * ldc + n - 8 * block0] = Σ_g (Σ_{k in g} a[m, k]·b[n, k]) · (s_a[m, g] ·
+// s_b(n, g) · 2^8) for m < M and every column n of blocks [block0, block1) (the padding
+// columns past N too), a's rows as Avx2PackedKernels().pack_a lays them out. The groups
+// must start on pairs of K (GroupScaledPackable). Each (row, column) is summed in K order
+// in one lane whatever M and the tile are, so a row's sums are those it gets alone.
+struct GroupScaledPacked {
+  const float* a;  // M rows, lda apart
+  int64_t lda, M, K, G, block_k;
+  const float* sa;  // a's group scales, G per row
+  const float* sb;  // the weight's [NB, G]: column n reads row n / block_n
+  int64_t block_n;
+  // Where block_n is not a multiple of 8: [blocks, G, 8] column scales (0 past N); else null
+  // (each block's 8 columns share one scale row).
+  const float* sb_lanes;
+};
+inline bool GroupScaledPackable(int64_t K, int64_t block_k) { return block_k % 2 == 0 || block_k >= K; }
+void GroupScaledPackedAvx2(const GroupScaledPacked& p, const uint8_t* packed, int64_t block0, int64_t block1, float* c,
+                           int64_t ldc);
+// AVX2 calls of MatmulFp8GroupScaled on such a laid-out weight, and weights laid out for it.
+int64_t Fp8GroupScaledPackedCalls();
+int64_t Fp8GroupScaledPackedWeights();
 // Calls of MatmulFp8GroupScaled in this process that took the AVX2 rows, and the AVX-512
 // ones; weight rows of AVX2 calls that went four at a time in registers with the kF32Bits
 // decode, and with the half trick.

@@ -11,8 +11,6 @@
 // multiply, with no panel; otherwise each weight byte is decoded once into an L2-resident
 // panel and multiplied with every row of a. Prefill (large M) reuses each decoded panel
 // across all rows of a, with a's packed rows in L1.
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -24,6 +22,7 @@
 #include "vt/cpu/backend.h"
 #include "vt/cpu/elem.h"
 #include "vt/cpu/matmul/kernels.h"
+#include "vt/cpu/matmul/packed_copy.h"
 #include "vt/cpu/matmul/rows.h"
 #include "vt/ops/matmul.h"
 #include "vt/prepared.h"
@@ -272,50 +271,6 @@ void RunStream(const KernelSet& ks, const Gemm& g, const Blocking& bl, const std
   }
 }
 
-// A weight laid out for an outer-product kernel, in its own mapping, returned to the OS when
-// the weight goes (from malloc, freed copies stayed in the heap: 65 MB more peak RSS for a
-// Qwen3-0.6B FP8 model), in 2 MiB pages where the OS grants them on request: one fault per
-// 2 MiB instead of per 4 KiB while the pack writes it (48 MiB laid out in ~50 instead of
-// ~85 ms here).
-class PackedCopy {
- public:
-  PackedCopy() = default;
-  PackedCopy(PackedCopy&& o) noexcept : bytes_(std::exchange(o.bytes_, nullptr)), size_(o.size_) {}
-  PackedCopy& operator=(PackedCopy&&) = delete;
-  ~PackedCopy() { Unmap(); }
-
-  // Maps at least `bytes` bytes; false when the OS refuses.
-  bool Map(size_t bytes) {
-    constexpr uintptr_t kHuge = uintptr_t{2} << 20, kPage = 4096;
-    const size_t size = (bytes + kPage - 1) / kPage * kPage;
-    const size_t span = size >= kHuge ? size + kHuge : size;
-    void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) return false;
-    auto* p = static_cast<uint8_t*>(raw);
-    if (span > size) {  // keep a 2 MiB-aligned `size` bytes of the span
-      const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
-      auto* aligned = reinterpret_cast<uint8_t*>((start + kHuge - 1) / kHuge * kHuge);
-      if (aligned > p) ::munmap(p, static_cast<size_t>(aligned - p));
-      const size_t tail = span - static_cast<size_t>(aligned - p) - size;
-      if (tail > 0) ::munmap(aligned + size, tail);
-      p = aligned;
-      ::madvise(p, size, MADV_HUGEPAGE);
-    }
-    bytes_ = p;
-    size_ = size;
-    return true;
-  }
-  void Unmap() {
-    if (bytes_ != nullptr) ::munmap(bytes_, size_);
-    bytes_ = nullptr;
-  }
-  uint8_t* bytes() const { return bytes_; }
-
- private:
-  uint8_t* bytes_ = nullptr;
-  size_t size_ = 0;
-};
-
 // The CPU's prepared form of a read-only fp8 weight [N, K] for MatmulFp8 (vt::PrepareWeight,
 // WeightUse::kMatmulB): copies laid out for one kernel set's outer-product kernel. `whole`
 // holds all N rows; a row slice of the weight that starts on one of its blocks (a merged
@@ -325,35 +280,16 @@ class PackedCopy {
 struct PackedFp8Weight final : BackendLayout {
   const matmul::PackedFp8Kernels* kernels = nullptr;
   int64_t K = 0;
-  PackedCopy whole;
+  matmul::PackedCopy whole;
   struct Part {
     int64_t row0 = 0, rows = 0;
-    PackedCopy copy;
+    matmul::PackedCopy copy;
   };
   std::vector<Part> parts;
 };
-std::atomic<int64_t> g_packed_copies{0};
 // Per call, for tests (matmul/kernels.h): which paths the calls took.
 std::atomic<int64_t> g_packed_gemm_calls{0}, g_f32bits_stream_calls{0}, g_f32bits_packed_calls{0},
     g_amx_stream_calls{0}, g_rows_as_one_calls{0}, g_rows_as_one_rows{0};
-
-// Lays out the fp8 rows b [N, K] into `copy` (all threads, block by block). False, with
-// nothing kept, where the set's decode cannot keep the NaN codes b holds.
-bool PackRows(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const uint8_t* b, int64_t N, int64_t K,
-              PackedCopy& copy) {
-  const size_t bytes = pk.bytes(N, K);
-  VT_CHECK(copy.Map(bytes), "PrepareWeight: cannot allocate ", bytes, " bytes to re-lay out an fp8 weight [", N,
-           ", ", K, "]");
-  const int64_t blocks = (N + pk.block_cols - 1) / pk.block_cols;
-  std::atomic<int64_t> nan{0};
-  cq.pool.ParallelFor(blocks, 1, [&](int64_t j0, int64_t j1) { nan += pk.pack(b, N, K, j0, j1, copy.bytes()); });
-  if (nan > 0) {
-    copy.Unmap();
-    return false;
-  }
-  g_packed_copies.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
 
 // The CPU's preparer for WeightUse::kMatmulB: fp8 weights on a level with an outer-product
 // kernel are laid out for it; anything else is left as it is.
@@ -368,7 +304,7 @@ Tensor PrepareMatmulWeightCpu(const Queue& q, const Tensor& w, WeightUse, std::s
   layout->kernels = &pk;
   layout->K = K;
   const auto* src = static_cast<const uint8_t*>(w.data());
-  if (!PackRows(cq, pk, src, N, K, layout->whole)) return w;  // multiplied as stored
+  if (!matmul::PackRows(cq, pk, src, N, K, layout->whole)) return w;  // multiplied as stored
   for (size_t i = 0; i < row_starts.size(); ++i) {
     const int64_t row0 = row_starts[i], end = i + 1 < row_starts.size() ? row_starts[i + 1] : N;
     if (end == row0 || row0 % pk.block_cols == 0) continue;  // empty, or read from `whole`
@@ -376,7 +312,7 @@ Tensor PrepareMatmulWeightCpu(const Queue& q, const Tensor& w, WeightUse, std::s
     part.row0 = row0;
     part.rows = end - row0;
     // Rows of a weight without NaN codes have none either.
-    VT_CHECK(PackRows(cq, pk, src + row0 * K, part.rows, K, part.copy), "internal: PrepareWeight: rows ", row0,
+    VT_CHECK(matmul::PackRows(cq, pk, src + row0 * K, part.rows, K, part.copy), "internal: PrepareWeight: rows ", row0,
              "..", end, " of ", w.Describe(), " hold NaN codes the whole weight does not");
     layout->parts.push_back(std::move(part));
   }
@@ -565,7 +501,6 @@ const char* matmul::StoreRowsForTest(int isa, const float* acc, int64_t rows, in
   store.fn(g, unscale, acc, cols, 0, rows, 0, cols);
   return store.name;
 }
-int64_t matmul::PackedCopiesMade() { return g_packed_copies.load(std::memory_order_relaxed); }
 int64_t matmul::PackedGemmCalls() { return g_packed_gemm_calls.load(std::memory_order_relaxed); }
 int64_t matmul::AmxStreamCalls() { return g_amx_stream_calls.load(std::memory_order_relaxed); }
 int64_t matmul::F32BitsStreamCalls() { return g_f32bits_stream_calls.load(std::memory_order_relaxed); }

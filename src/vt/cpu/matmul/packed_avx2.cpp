@@ -223,10 +223,110 @@ void GemmPacked(const void* av, int64_t lda, int64_t M, const uint8_t* packed, i
   }
 }
 
+// MatmulFp8GroupScaled on the same blocks (GroupScaledPackedAvx2, matmul/kernels.h): Tile's
+// steps group by group of K, each group's sums from zero, then added into c (in memory, L1)
+// times the (row, column, group) scale s_a · s_b · 2^8; the first group's product is stored.
+template <int MR, int NB, bool kBits>
+__attribute__((noinline)) void GroupScaledTile(const GroupScaledPacked& p, int64_t m, const uint8_t* w,
+                                               int64_t w_stride, int64_t j, int64_t j_stride, float* c, int64_t ldc,
+                                               int64_t c_stride) {
+  const float* a = p.a + m * p.lda;
+  for (int64_t g = 0; g < p.G; ++g) {
+    const int64_t k0 = g * p.block_k, k1 = std::min(p.K, k0 + p.block_k);
+    const int64_t p0 = k0 / 2, p1 = (k1 + 1) / 2;
+    __m256 acc[MR][NB];
+    for (int i = 0; i < MR; ++i)
+      for (int jj = 0; jj < NB; ++jj) acc[i][jj] = _mm256_setzero_ps();
+    auto step = [&](int64_t q) __attribute__((always_inline)) {
+      __m256 w0[NB], w1[NB];
+      for (int jj = 0; jj < NB; ++jj) Decode<kBits>(w + jj * w_stride + q * kStep, w0[jj], w1[jj]);
+      for (int i = 0; i < MR; ++i) {
+        const __m256 a0 = _mm256_broadcast_ss(a + i * p.lda + 2 * q);
+        const __m256 a1 = _mm256_broadcast_ss(a + i * p.lda + 2 * q + 1);
+        for (int jj = 0; jj < NB; ++jj) {
+          acc[i][jj] = _mm256_fmadd_ps(a0, w0[jj], acc[i][jj]);
+          acc[i][jj] = _mm256_fmadd_ps(a1, w1[jj], acc[i][jj]);
+        }
+      }
+    };
+    int64_t q = p0;
+    for (; q + 4 <= p1; q += 4) {  // 4 steps: 64 bytes of each block
+      for (int jj = 0; jj < NB; ++jj)
+        _mm_prefetch(reinterpret_cast<const char*>(w + jj * w_stride + q * kStep + kAhead), _MM_HINT_T0);
+#pragma GCC unroll 4
+      for (int64_t t = 0; t < 4; ++t) step(q + t);
+    }
+    for (; q < p1; ++q) step(q);
+    for (int jj = 0; jj < NB; ++jj) {
+      const int64_t blk = j + jj * j_stride;
+      const __m256 sb = p.sb_lanes != nullptr ? _mm256_loadu_ps(p.sb_lanes + (blk * p.G + g) * kCols)
+                                              : _mm256_set1_ps(p.sb[(blk * kCols / p.block_n) * p.G + g]);
+      for (int i = 0; i < MR; ++i) {
+        const __m256 sc =
+            _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(p.sa[(m + i) * p.G + g]), sb), _mm256_set1_ps(256.0f));
+        float* cp = c + i * ldc + jj * c_stride;
+        const __m256 prev = g == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(cp);
+        _mm256_storeu_ps(cp, _mm256_fmadd_ps(acc[i][jj], sc, prev));
+      }
+    }
+  }
+}
+
+using GroupScaledTileFn = void (*)(const GroupScaledPacked&, int64_t, const uint8_t*, int64_t, int64_t, int64_t,
+                                   float*, int64_t, int64_t);
+
+// The shapes of TileFor (at most 8 accumulators).
+template <int MR, bool kBits>
+GroupScaledTileFn GroupScaledTileFor(int nb) {
+  if constexpr (MR == 1) {
+    if (nb >= 4) return &GroupScaledTile<MR, 4, kBits>;
+  }
+  if constexpr (MR == 2) {
+    if (nb >= 3) return &GroupScaledTile<MR, 3, kBits>;
+  }
+  return nb >= 2 ? &GroupScaledTile<MR, 2, kBits> : &GroupScaledTile<MR, 1, kBits>;
+}
+template <bool kBits>
+GroupScaledTileFn ChooseGroupScaledTile(int64_t mr, int nb) {
+  switch (mr) {
+    case 1: return GroupScaledTileFor<1, kBits>(nb);
+    case 2: return GroupScaledTileFor<2, kBits>(nb);
+    case 3: return GroupScaledTileFor<3, kBits>(nb);
+    default: return GroupScaledTileFor<4, kBits>(nb);
+  }
+}
+
+template <bool kBits>
+void GroupScaledBlocks(const GroupScaledPacked& p, const uint8_t* packed, int64_t block0, int64_t block1, float* c,
+                       int64_t ldc) {
+  const int64_t block_bytes = BlockBytes(p.K);
+  const int group = p.M == 1 ? 4 : p.M == 2 ? 3 : 2;
+  ForEachPackedTile(p.M, std::min<int64_t>(p.M, 4), block0, block1, group,
+                    [&](int64_t mr, int64_t m, int64_t j, int nb, int64_t stride) {
+                      ChooseGroupScaledTile<kBits>(mr, nb)(p, m, packed + j * block_bytes, stride * block_bytes, j,
+                                                           stride, c + m * ldc + (j - block0) * kCols, ldc,
+                                                           stride * kCols);
+                    });
+}
+
 // The inner path GemmPacked takes now (its own branch's predicate).
 Inner PackedInner() { return Fp8DecodeAsF32Bits() ? Inner::kF32Bits : Inner::kPlain; }
 
 }  // namespace
+
+void GroupScaledPackedAvx2(const GroupScaledPacked& p, const uint8_t* packed, int64_t block0, int64_t block1, float* c,
+                           int64_t ldc) {
+  if (Fp8DecodeAsF32Bits()) {
+    // IEEE arithmetic whatever the caller's MXCSR (as GemmPacked).
+    const unsigned csr = _mm_getcsr();
+    constexpr unsigned kDazFtz = 0x8040;
+    if ((csr & kDazFtz) != 0) _mm_setcsr(csr & ~kDazFtz);
+    GroupScaledBlocks<true>(p, packed, block0, block1, c, ldc);
+    if ((csr & kDazFtz) != 0) _mm_setcsr(csr);
+  } else {
+    GroupScaledBlocks<false>(p, packed, block0, block1, c, ldc);
+  }
+}
 
 const PackedFp8Kernels& Avx2PackedKernels() {
   static const PackedFp8Kernels k{"avx2-outer8", kCols, 4, 8, 256.0f, false, &PackedBytes, &PackWeights, &PackA,
