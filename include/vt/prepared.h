@@ -31,10 +31,7 @@ const char* WeightUseName(WeightUse use);
 // (the CPU's AVX2 and AVX-512 levels for fp8 weights), it is made now and the result is a
 // tensor of w's shape, dtype and bytes (shared, not copied) whose storage also holds it:
 // q's kernels then read only that form for the result and those slices, so that an owner
-// may free the plain bytes (Tensor::ReleaseBytes on the result). A backend may instead keep
-// only a note about the bytes that its kernels use while still reading them
-// (BackendLayout::reads_plain_bytes; ReleaseBytes then keeps them): the CPU's AVX2 rows of
-// MatmulFp8GroupScaled note that a weight's codes hold no NaN, and skip that test. Otherwise
+// may free the plain bytes (Tensor::ReleaseBytes on the result). Otherwise
 // (no such form for this backend, level or weight, e.g. one whose NaN codes the layout
 // cannot keep) the result is w itself, with no backend layout.
 Tensor PrepareWeight(const Queue& q, const Tensor& w, WeightUse use, std::span<const int64_t> row_starts = {});

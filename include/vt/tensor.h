@@ -26,9 +26,6 @@ using Shape = std::vector<int64_t>;
 // made it recognises its own type and reads it; every other kernel reads the plain bytes.
 struct BackendLayout {
   virtual ~BackendLayout() = default;
-  // True for a layout that is only a note about the plain bytes (e.g. that a weight's fp8
-  // codes hold no NaN), which its kernels still read: Tensor::ReleaseBytes then keeps them.
-  virtual bool reads_plain_bytes() const { return false; }
 };
 
 // The bytes behind one or more tensors.
@@ -88,9 +85,8 @@ class Tensor {
   // not take its memory twice. The bytes are freed once no other storage holds them (the
   // tensor PrepareWeight was given keeps its own hold). From then on data() throws
   // vt::Error naming the tensor. Returns false and changes nothing for borrowed bytes
-  // (Borrow: e.g. a checkpoint's mapping, whose clean pages the OS reclaims once unused),
-  // device memory and a layout whose kernels read the plain bytes
-  // (BackendLayout::reads_plain_bytes). Not while an op may be using the tensor.
+  // (Borrow: e.g. a checkpoint's mapping, whose clean pages the OS reclaims once unused)
+  // and device memory. Not while an op may be using the tensor.
   bool ReleaseBytes() const;
   bool bytes_released() const { return storage_ != nullptr && storage_->released; }
 

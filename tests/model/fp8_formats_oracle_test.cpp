@@ -29,14 +29,20 @@ const std::string kBlock = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3-fp8-
 const std::string kDynamic = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3-fp8-dynamic-tiny";
 
 TEST(Fp8FormatsOracle, BlockFp8MatchesTheEmulationAtEveryPosition) {
+  namespace mm = vt::cpu::matmul;
+  const int64_t weights_before = mm::Fp8GroupScaledPackedWeights();
   auto model = Model::Load(kBlock, testing::CpuOptions(vt::DType::kF32));
   EXPECT_EQ(model->quant().method, QuantMethod::kFp8Block);
-  namespace mm = vt::cpu::matmul;
-  const int64_t avx2_before = mm::Fp8GroupScaledAvx2Calls(), noted_before = mm::Fp8GroupScaledNanFreeCalls();
+  const int64_t laid_out = mm::Fp8GroupScaledPackedWeights() - weights_before;
+  const int64_t avx2_before = mm::Fp8GroupScaledAvx2Calls(), packed_before = mm::Fp8GroupScaledPackedCalls();
   testing::CheckAgainstOracle(*model, kBlock, {.first_row = 1e-4, .all_rows = 0.05}, "block fp8 / f32 act");
-  // The block linears' weights were prepared at load: every call on the AVX2 rows (where
-  // this processor takes them) read a weight noted free of NaN codes, and skipped that test.
-  EXPECT_EQ(mm::Fp8GroupScaledNanFreeCalls() - noted_before, mm::Fp8GroupScaledAvx2Calls() - avx2_before);
+  // The block linears' weights were laid out at load where this processor takes the AVX2
+  // rows, and every call then multiplied the laid-out copy.
+  EXPECT_EQ(laid_out > 0, testing::LaysOutGroupScaledWeights());
+  if (laid_out > 0) {
+    EXPECT_GT(mm::Fp8GroupScaledPackedCalls() - packed_before, 0);
+    EXPECT_EQ(mm::Fp8GroupScaledAvx2Calls() - avx2_before, 0);
+  }
 }
 
 TEST(Fp8FormatsOracle, PerChannelPerTokenMatchesTheEmulationAtEveryPosition) {

@@ -131,6 +131,19 @@ inline LoadOptions CpuOptions(vt::DType dtype) {
   return {.device = vt::Device::Cpu(), .dtype = dtype, .cpu_threads = 2, .progress = false};
 }
 
+// Whether a CPU model of this processor's best level lays out its block / per-channel fp8
+// weights at load (the AVX2 rows: AVX2, or AVX-512 without the VBMI that the AVX-512 BF16
+// rows need; cpu/matmul/fp8_group_scaled.cpp).
+inline bool LaysOutGroupScaledWeights() {
+#if defined(__x86_64__)
+  const vt::CpuIsa isa = vt::DetectCpuIsa();
+  if (isa >= vt::CpuIsa::kAvx512Bf16 && __builtin_cpu_supports("avx512vbmi")) return false;
+  return isa >= vt::CpuIsa::kAvx2;
+#else
+  return false;
+#endif
+}
+
 struct OracleTolerance {
   double first_row = 0;   // max |logit - ref| at each prompt's position 0 (RoPE is the identity there)
   double all_rows = 0;    // max |logit - ref| over every prompt position

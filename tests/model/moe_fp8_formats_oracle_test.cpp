@@ -33,17 +33,24 @@ const std::string kDynamic = std::string(VTLLM_FIXTURES_DIR) + "/models/qwen3-mo
   GTEST_SKIP() << (dir) << " is missing: run tools/oracle/moe_fp8_formats_oracle.py and copy it"
 
 void Check(const std::string& dir, QuantMethod method, const char* label) {
+  namespace mm = vt::cpu::matmul;
+  const int64_t weights_before = mm::Fp8GroupScaledPackedWeights();
   auto model = Model::Load(dir, testing::CpuOptions(vt::DType::kF32));
   EXPECT_EQ(model->quant().method, method);
-  namespace mm = vt::cpu::matmul;
+  const int64_t laid_out = mm::Fp8GroupScaledPackedWeights() - weights_before;
   const int64_t before = vt::DispatchCount(vt::OpId::kMoeExpertsFp8GroupScaled, vt::DeviceType::kCPU);
-  const int64_t avx2_before = mm::Fp8GroupScaledAvx2Calls(), noted_before = mm::Fp8GroupScaledNanFreeCalls();
+  const int64_t avx2_before = mm::Fp8GroupScaledAvx2Calls(), packed_before = mm::Fp8GroupScaledPackedCalls();
   testing::CheckAgainstOracle(*model, dir, {.first_row = 1e-4, .all_rows = 0.15}, label);
   EXPECT_GT(vt::DispatchCount(vt::OpId::kMoeExpertsFp8GroupScaled, vt::DeviceType::kCPU), before);
-  // The experts' weights were prepared at load as the linears' are: every product on the AVX2
-  // rows (where this processor takes them), the experts' too, read a weight noted free of NaN
-  // codes and skipped that test.
-  EXPECT_EQ(mm::Fp8GroupScaledNanFreeCalls() - noted_before, mm::Fp8GroupScaledAvx2Calls() - avx2_before);
+  // Where this processor takes the AVX2 rows, the experts' stacked weights were laid out at
+  // load as the linears' are (two per MoE layer at least), and every product, each expert's
+  // row slices included, multiplied the laid-out copies.
+  EXPECT_EQ(laid_out > 0, testing::LaysOutGroupScaledWeights());
+  if (laid_out > 0) {
+    EXPECT_GE(laid_out, 2);
+    EXPECT_GT(mm::Fp8GroupScaledPackedCalls() - packed_before, 0);
+    EXPECT_EQ(mm::Fp8GroupScaledAvx2Calls() - avx2_before, 0);
+  }
 }
 
 TEST(MoeFp8FormatsOracle, BlockFp8MatchesTheEmulationAtEveryPosition) {

@@ -335,66 +335,8 @@ TEST(MatmulFp8GroupScaled, ARowsBytesInAnyProductAreItsBytesAlone) {
   }
 }
 
-// A weight prepared for the op with its row slices named (vt::PrepareWeight,
-// WeightUse::kMatmulGroupScaledB, as the MoE experts are): on the AVX2 rows its codes are
-// noted free of NaN, and the rows skip their NaN test; every product (1 to 20 rows, the whole
-// weight and a row slice) has the bytes of the unprepared weight. A weight holding a NaN code
-// gets no note (and its row's outputs stay NaN); the note keeps the plain bytes
-// (ReleaseBytes refuses). Other levels leave the weight as it is.
-TEST(MatmulFp8GroupScaled, PreparedWeightSkipsTheNaNTestWithTheSameBytes) {
-  namespace mm = vt::cpu::matmul;
-  const Problem pool = Make(20, 300, 520, 128, 128, 77);
-  const int64_t G = (pool.K + 127) / 128, NB = (pool.N + 127) / 128;
-  vt::Tensor b = vt::Tensor::FromHost(pool.b.data(), {pool.N, pool.K}, DType::kF8E4M3);
-  b.SetReadOnly();
-  std::vector<uint8_t> nan_codes = pool.b;
-  nan_codes[9 * pool.K + 300] = 0xFF;  // row 9
-  vt::Tensor b_nan = vt::Tensor::FromHost(nan_codes.data(), {pool.N, pool.K}, DType::kF8E4M3);
-  b_nan.SetReadOnly();
-  const vt::Tensor sb = vt::Tensor::FromHost(pool.sb.data(), {NB, G}, DType::kF32);
-  int noted_levels = 0;
-  for (vt::CpuIsa isa : vt_test::IsaLevels()) {
-    SCOPED_TRACE(vt::CpuIsaName(isa));
-    const vt::Queue q = vt_test::QueueFor(isa);
-    const bool avx2 = KernelFor(isa) == Kernel::kAvx2;
-    const int64_t slices[] = {0, 128};
-    const vt::Tensor pb = vt::PrepareWeight(q, b, vt::WeightUse::kMatmulGroupScaledB, slices);
-    EXPECT_EQ(pb.backend_layout() != nullptr, avx2);
-    EXPECT_EQ(vt::PrepareWeight(q, b_nan, vt::WeightUse::kMatmulGroupScaledB, slices).backend_layout(), nullptr);
-    if (!avx2) continue;
-    ++noted_levels;
-    EXPECT_FALSE(pb.ReleaseBytes());
-    EXPECT_FALSE(pb.bytes_released());
-    auto run = [&](const vt::Tensor& w, const vt::Tensor& s, int64_t M) {
-      vt::Tensor out = vt::Tensor::Empty({M, w.dim(0)}, DType::kF32);
-      vt::MatmulFp8GroupScaled(q, out, vt::Tensor::FromHost(pool.a.data(), {M, pool.K}, DType::kF8E4M3),
-                               vt::Tensor::FromHost(pool.sa.data(), {M, G}, DType::kF32), w, s, 128, 128);
-      return out;
-    };
-    for (int64_t M : {1, 3, 6, 20}) {
-      const int64_t noted = mm::Fp8GroupScaledNanFreeCalls();
-      EXPECT_EQ(vt_test::FirstDiff(vt_test::BytesOf(run(pb, sb, M)), vt_test::BytesOf(run(b, sb, M))), -1) << M;
-      // Rows 128..299: a slice of the prepared weight keeps its note.
-      const vt::Tensor sb_tail = sb.Slice(0, 1, NB);
-      EXPECT_EQ(vt_test::FirstDiff(vt_test::BytesOf(run(pb.Slice(0, 128, pool.N), sb_tail, M)),
-                                   vt_test::BytesOf(run(b.Slice(0, 128, pool.N), sb_tail, M))),
-                -1)
-          << M;
-      EXPECT_EQ(mm::Fp8GroupScaledNanFreeCalls() - noted, 2) << M;  // the two prepared calls
-      // The NaN weight, which kept no note, still gives its row 9 NaN.
-      const vt::Tensor out_nan = run(b_nan, sb, M);
-      for (int64_t m = 0; m < M; ++m) EXPECT_TRUE(std::isnan(out_nan.data_as<float>()[m * pool.N + 9])) << M;
-    }
-  }
-#if defined(__x86_64__)
-  if (vt::DetectCpuIsa() >= vt::CpuIsa::kAvx2) {
-    EXPECT_GT(noted_levels, 0);  // x86 CI machines have AVX2
-  }
-#endif
-}
-
-// A weight prepared for the op with no row slices named (vt::PrepareWeight,
-// WeightUse::kMatmulGroupScaledB, as the linears are): on the AVX2 rows it is laid out as
+// A weight prepared for the op (vt::PrepareWeight, WeightUse::kMatmulGroupScaledB, as the
+// linears and MoE experts are): on the AVX2 rows it is laid out as
 // MatmulFp8's prepared weights and multiplied by outer-product tiles, its own bytes released.
 // Against float64 at M = 1..40 (both fp8 decodes), block and per-channel scales, block_n
 // under 8 and not a multiple of it, K and N not multiples of 8 or of the groups, BF16 and F32

@@ -63,15 +63,14 @@ std::vector<float> ReadFusedScales(const Checkpoint& ckpt, const std::string& we
   return f;
 }
 
-// The CPU notes an expert weight whose codes hold no NaN (MoeExpertsFp8GroupScaled's
-// products then skip that test on the AVX2 rows). Naming the experts' row slices (`experts`
-// of them, equal) keeps the weight as stored: the experts multiply slices of it, and the
-// note is the storage's, so every slice carries it. The bytes stay: the kernels read them.
-vt::Tensor NoteNanFreeCodes(const LinearContext& lc, const vt::Tensor& w, int64_t experts) {
+// The CPU lays out the experts' stacked weight for the AVX2 rows' outer-product tiles (as the
+// block linears' are; MoeExpertsFp8GroupScaled multiplies each expert's row slice of the
+// copy) and releases the stored codes.
+vt::Tensor LaidOutOnCpu(const LinearContext& lc, const vt::Tensor& w) {
   if (!lc.device.is_cpu()) return w;
-  std::vector<int64_t> starts;
-  for (int64_t e = 0; e < experts; ++e) starts.push_back(e * (w.dim(0) / experts));
-  return vt::PrepareWeight(*lc.host_queue, w, vt::WeightUse::kMatmulGroupScaledB, starts);
+  vt::Tensor t = vt::PrepareWeight(*lc.host_queue, w, vt::WeightUse::kMatmulGroupScaledB);
+  if (t.backend_layout() != nullptr) t.ReleaseBytes();
+  return t;
 }
 
 }  // namespace
@@ -136,8 +135,8 @@ void SparseMoeBlock::LoadGroupScaled(const LinearContext& lc, const std::string&
   m.scale_floor_ = block ? 0.0f : vt::kFp8PerTokenScaleFloor;
   m.w_gate_up_ = WeightOnDevice(HostTensor(w13, {E * 2 * Ip, H}, vt::DType::kF8E4M3), lc.device);
   m.w_down_ = WeightOnDevice(HostTensor(w2, {E * H, Ip}, vt::DType::kF8E4M3), lc.device);
-  m.w_gate_up_ = NoteNanFreeCodes(lc, m.w_gate_up_, E);
-  m.w_down_ = NoteNanFreeCodes(lc, m.w_down_, E);
+  m.w_gate_up_ = LaidOutOnCpu(lc, m.w_gate_up_);
+  m.w_down_ = LaidOutOnCpu(lc, m.w_down_);
   m.s_gate_up_ = WeightOnDevice(HostTensor(s13, {E * 2 * nIp, GHs}, vt::DType::kF32), lc.device);
   m.s_down_ = WeightOnDevice(HostTensor(s2, {E * nH, GIp}, vt::DType::kF32), lc.device);
 }
@@ -205,8 +204,8 @@ void SparseMoeBlock::LoadGroupScaledFused(const LinearContext& lc, const std::st
   const int64_t rows13 = blocks ? 2 * (Ip / bn) : 2 * Ip, rows2 = blocks ? nH : H;
   m.w_gate_up_ = WeightOnDevice(HostTensor(w13, {E * 2 * Ip, H}, vt::DType::kF8E4M3), lc.device);
   m.w_down_ = WeightOnDevice(HostTensor(w2, {E * H, Ip}, vt::DType::kF8E4M3), lc.device);
-  m.w_gate_up_ = NoteNanFreeCodes(lc, m.w_gate_up_, E);
-  m.w_down_ = NoteNanFreeCodes(lc, m.w_down_, E);
+  m.w_gate_up_ = LaidOutOnCpu(lc, m.w_gate_up_);
+  m.w_down_ = LaidOutOnCpu(lc, m.w_down_);
   m.s_gate_up_ = WeightOnDevice(HostTensor(s13, {E * rows13, GH}, vt::DType::kF32), lc.device);
   m.s_down_ = WeightOnDevice(HostTensor(s2, {E * rows2, GIp}, vt::DType::kF32), lc.device);
 }

@@ -119,7 +119,6 @@ Tensor Tensor::WithBackendLayout(std::shared_ptr<const BackendLayout> layout) co
 bool Tensor::ReleaseBytes() const {
   VT_CHECK(read_only(), "ReleaseBytes: ", Describe(), " is writable; only read-only tensors may release their bytes");
   if (!storage_->allocated_by_vt || !device().is_cpu()) return false;
-  if (storage_->layout != nullptr && storage_->layout->reads_plain_bytes()) return false;
   if (storage_->released.exchange(true)) return true;
   storage_->data = nullptr;
   storage_->owner.reset();

@@ -140,7 +140,9 @@ void MoeExpertsFp8Cpu(const Queue& q, const Tensor& out, const Tensor& x8, const
                       const Tensor& w_gate_up, const Tensor& alpha_gate_up, const Tensor& w_down,
                       float down_input_scale, const Tensor& alpha_down) {
   const int64_t T = x8.dim(0), H = x8.dim(1), I = w_down.dim(1), E = w_gate_up.dim(0) / (2 * I);
-  if (Cpu(q).isa == CpuIsa::kScalar) {
+  // The scalar level runs the reference, which reads the stored codes; weights laid out for
+  // the AVX2 rows (bytes released) go through the product below, which reads them back.
+  if (Cpu(q).isa == CpuIsa::kScalar && !w_gate_up.bytes_released() && !w_down.bytes_released()) {
     Cpu(q).pool.ParallelFor(T, 1, [&](int64_t t0, int64_t t1) {
       ref::MoeExpertsFp8(out, x8, ids, weights, w_gate_up, alpha_gate_up, w_down, down_input_scale, alpha_down, t0,
                          t1);
@@ -190,7 +192,9 @@ void MoeExpertsFp8PerTokenCpu(const Queue& q, const Tensor& out, const Tensor& x
                               const Tensor& ids, const Tensor& weights, const Tensor& w_gate_up,
                               const Tensor& w_scale_gate_up, const Tensor& w_down, const Tensor& w_scale_down) {
   const int64_t T = x8.dim(0), H = x8.dim(1), I = w_down.dim(1), E = w_gate_up.dim(0) / (2 * I);
-  if (Cpu(q).isa == CpuIsa::kScalar) {
+  // The scalar level runs the reference, which reads the stored codes; weights laid out for
+  // the AVX2 rows (bytes released) go through the product below, which reads them back.
+  if (Cpu(q).isa == CpuIsa::kScalar && !w_gate_up.bytes_released() && !w_down.bytes_released()) {
     Cpu(q).pool.ParallelFor(T, 1, [&](int64_t t0, int64_t t1) {
       ref::MoeExpertsFp8PerToken(out, x8, x_scales, ids, weights, w_gate_up, w_scale_gate_up, w_down, w_scale_down,
                                  t0, t1);
@@ -238,7 +242,9 @@ void MoeExpertsFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor
                                  const Tensor& s_gate_up, const Tensor& w_down, const Tensor& s_down, int64_t block_n,
                                  int64_t block_k, float amax_floor, float scale_floor) {
   const int64_t T = x8.dim(0), H = x8.dim(1), I = w_down.dim(1), E = w_gate_up.dim(0) / (2 * I);
-  if (Cpu(q).isa == CpuIsa::kScalar) {
+  // The scalar level runs the reference, which reads the stored codes; weights laid out for
+  // the AVX2 rows (bytes released) go through the product below, which reads them back.
+  if (Cpu(q).isa == CpuIsa::kScalar && !w_gate_up.bytes_released() && !w_down.bytes_released()) {
     Cpu(q).pool.ParallelFor(T, 1, [&](int64_t t0, int64_t t1) {
       ref::MoeExpertsFp8GroupScaled(out, x8, x_scales, ids, weights, w_gate_up, s_gate_up, w_down, s_down, block_n,
                                     block_k, amax_floor, scale_floor, t0, t1);

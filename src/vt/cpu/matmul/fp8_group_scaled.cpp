@@ -29,7 +29,6 @@
 
 #include "vt/cpu/backend.h"
 #include "vt/cpu/elem.h"
-#include "vt/cpu/fp8_nan_scan.h"
 #include "vt/cpu/matmul/kernels.h"
 #include "vt/cpu/matmul/packed_copy.h"
 #include "vt/cpu/reference.h"
@@ -41,18 +40,10 @@ namespace vt::cpu {
 namespace {
 
 std::atomic<int64_t> g_avx2_calls{0}, g_avx512_calls{0}, g_rows4_bits{0}, g_rows4_half{0}, g_pair_rows{0},
-    g_nan_free_calls{0}, g_packed_calls{0}, g_packed_weights{0};
-
-// The CPU's note on a weight prepared for MatmulFp8GroupScaled (vt::PrepareWeight,
-// WeightUse::kMatmulGroupScaledB): its codes hold no NaN, so the AVX2 rows skip their NaN
-// test. They still read the weight's own bytes (ReleaseBytes keeps them).
-struct NanFreeFp8Codes final : BackendLayout {
-  bool reads_plain_bytes() const override { return true; }
-};
+    g_packed_calls{0}, g_packed_weights{0};
 
 // The CPU's prepared form of a weight [N, K] for MatmulFp8GroupScaled on the AVX2 rows
-// (vt::PrepareWeight, WeightUse::kMatmulGroupScaledB, no row slices named): the codes laid
-// out as MatmulFp8's prepared weights (Avx2PackedKernels), which GroupScaledPackedAvx2
+// (vt::PrepareWeight, WeightUse::kMatmulGroupScaledB): the codes laid out as MatmulFp8's prepared weights (Avx2PackedKernels), which GroupScaledPackedAvx2
 // multiplies, for the whole weight or a row slice of it. The kernels read only this copy, so
 // the weight's own bytes may go (ReleaseBytes); a call that cannot use the copy (another
 // level, groups that split a pair of K) reads the codes back out of it.
@@ -292,9 +283,6 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
   const int64_t NB = b_scales.dim(0);
   matmul::GroupScaledRows p{nullptr, 0, M, K, G, block_k, 0, pb, nullptr, NB, block_n};
   const bool bits = path == Path::kAvx2 && matmul::Fp8DecodeAsF32Bits();
-  // A weight (or a row slice of one) prepared for this op on the CPU: its codes hold no NaN.
-  p.codes_nan_free = path == Path::kAvx2 && dynamic_cast<const NanFreeFp8Codes*>(b.backend_layout()) != nullptr;
-  if (p.codes_nan_free) g_nan_free_calls.fetch_add(1, std::memory_order_relaxed);
   if (path != Path::kPortable) {
     const int64_t step = path == Path::kAvx512 ? 64 : 16;
     p.gstride = RoundUp(std::min(block_k, K), step);
@@ -381,41 +369,29 @@ int64_t matmul::Fp8GroupScaledRows4(bool bits) {
 }
 
 int64_t matmul::Fp8GroupScaledPairRows() { return g_pair_rows.load(std::memory_order_relaxed); }
-int64_t matmul::Fp8GroupScaledNanFreeCalls() { return g_nan_free_calls.load(std::memory_order_relaxed); }
 int64_t matmul::Fp8GroupScaledPackedCalls() { return g_packed_calls.load(std::memory_order_relaxed); }
 int64_t matmul::Fp8GroupScaledPackedWeights() { return g_packed_weights.load(std::memory_order_relaxed); }
 
 namespace {
-// The CPU's preparer for WeightUse::kMatmulGroupScaledB, on the levels that take the AVX2
-// rows (AVX2, AVX-512 F32), for an fp8 weight whose codes hold no NaN: laid out for
-// GroupScaledPackedAvx2 (PackedGroupScaledWeight) where no row slices are named; where they
-// are (MoE experts, each multiplied as a row slice), the note that lets the rows skip their
-// NaN test (NanFreeFp8Codes; one scan of the codes, all threads). Anything else is left as it
-// is.
-Tensor PrepareGroupScaledWeightCpu(const Queue& q, const Tensor& w, WeightUse, std::span<const int64_t> row_starts) {
+// The CPU's preparer for WeightUse::kMatmulGroupScaledB: on the levels that take the AVX2
+// rows (AVX2, AVX-512 F32), an fp8 weight whose codes hold no NaN is laid out for
+// GroupScaledPackedAvx2 (PackedGroupScaledWeight), whichever row slices it will be multiplied
+// in; anything else is left as it is.
+Tensor PrepareGroupScaledWeightCpu(const Queue& q, const Tensor& w, WeightUse, std::span<const int64_t>) {
   CpuQueue& cq = Cpu(q);
   if (w.dtype() != DType::kF8E4M3 || ChoosePath(cq.isa) != Path::kAvx2 || w.numel() == 0) return w;
 #if defined(VT_CPU_X86)
-  if (row_starts.empty()) {
-    auto layout = std::make_shared<PackedGroupScaledWeight>();
-    layout->N = w.dim(0);
-    layout->K = w.dim(1);
-    if (!matmul::PackRows(cq, matmul::Avx2PackedKernels(), static_cast<const uint8_t*>(w.data()), layout->N,
-                          layout->K, layout->whole))
-      return w;  // NaN codes, which the layout's decode would make finite: multiplied as stored
-    g_packed_weights.fetch_add(1, std::memory_order_relaxed);
-    return w.WithBackendLayout(std::move(layout));
-  }
+  auto layout = std::make_shared<PackedGroupScaledWeight>();
+  layout->N = w.dim(0);
+  layout->K = w.dim(1);
+  if (!matmul::PackRows(cq, matmul::Avx2PackedKernels(), static_cast<const uint8_t*>(w.data()), layout->N, layout->K,
+                        layout->whole))
+    return w;  // NaN codes, which the layout's decode would make finite: multiplied as stored
+  g_packed_weights.fetch_add(1, std::memory_order_relaxed);
+  return w.WithBackendLayout(std::move(layout));
+#else
+  return w;
 #endif
-  const auto* codes = static_cast<const uint8_t*>(w.data());
-  constexpr int64_t kPiece = 1 << 20;
-  std::atomic<bool> nan{false};
-  cq.pool.ParallelFor((w.numel() + kPiece - 1) / kPiece, 1, [&](int64_t i0, int64_t i1) {
-    const int64_t b0 = i0 * kPiece, b1 = std::min(w.numel(), i1 * kPiece);
-    if (AnyFp8NaNCode(codes + b0, b1 - b0)) nan = true;
-  });
-  if (nan) return w;
-  return w.WithBackendLayout(std::make_shared<const NanFreeFp8Codes>());
 }
 }  // namespace
 

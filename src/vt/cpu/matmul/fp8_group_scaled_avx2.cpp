@@ -21,8 +21,8 @@
 //    against both in tiles of 4 rows of a x 2 weight rows (one alone when a row holds a NaN
 //    code).
 // The decodes make NaN codes finite, so a row holding one is reported and the driver
-// computes it the portable way; a weight prepared for the op (its codes noted free of NaN,
-// GroupScaledRows::codes_nan_free) skips that test.
+// computes it the portable way. (A weight prepared for the op does not come here: it is laid
+// out for the outer-product tiles of matmul/packed_avx2.cpp.)
 #include <immintrin.h>
 
 #include <algorithm>
@@ -84,9 +84,8 @@ __attribute__((always_inline)) inline bool SawNan(__m128i seen) {
 }
 
 // Four weight rows b[j] against the one row of a, decoded in registers. false (out unset)
-// when a row holds a NaN code (kCheck false: the weight is known to hold none; the test is
-// skipped).
-template <bool kBits, bool kCheck>
+// when a row holds a NaN code.
+template <bool kBits>
 bool Rows4(const GroupScaledRows& p, const uint8_t* const* b, const float* const* sc, float* out) {
   const auto* a = static_cast<const float*>(p.a);
   __m256 row[4], acc[4];
@@ -103,7 +102,7 @@ bool Rows4(const GroupScaledRows& p, const uint8_t* const* b, const float* const
         // Each row continues a sequential stream (its quarter of the driver's rows).
         if (((k0 + s) & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(bp) + kStreamPrefetch, _MM_HINT_T0);
         const __m128i x = whole ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(bp)) : LoadPartialCodes(bp, len - s);
-        if constexpr (kCheck) seen = Seen(seen, x);
+        seen = Seen(seen, x);
         __m256 w0, w1;
         Decode<kBits>(x, w0, w1);
         acc[j] = _mm256_fmadd_ps(a0, w0, acc[j]);
@@ -112,7 +111,7 @@ bool Rows4(const GroupScaledRows& p, const uint8_t* const* b, const float* const
     });
     for (int j = 0; j < 4; ++j) row[j] = _mm256_fmadd_ps(acc[j], _mm256_set1_ps(sc[j][g]), row[j]);
   }
-  if (kCheck && SawNan(seen)) return false;
+  if (SawNan(seen)) return false;
   for (int j = 0; j < 4; ++j) out[j] = Hsum(row[j]);
   return true;
 }
@@ -123,7 +122,7 @@ bool Rows4(const GroupScaledRows& p, const uint8_t* const* b, const float* const
 // group's zero codes and a's zero padding as the buffer path has them). The 2·MR rows' sums
 // stay in memory between groups (with the group sums, decodes and a vector of a they would
 // not fit the registers). false (c unset) when either weight row holds a NaN code.
-template <bool kBits, bool kCheck, int MR>
+template <bool kBits, int MR>
 bool PairInRegisters(const GroupScaledRows& p, int64_t m0, int64_t n, float* c0, float* c1, int64_t ldc) {
   const auto* a = static_cast<const float*>(p.a);
   const uint8_t* b[2] = {p.b + n * p.K, p.b + (n + 1) * p.K};
@@ -151,7 +150,7 @@ bool PairInRegisters(const GroupScaledRows& p, int64_t m0, int64_t n, float* c0,
         if (((k0 + s) & 63) == 0)
           _mm_prefetch(reinterpret_cast<const char*>(bp) + AdjacentAhead(k0 + s, p.K, 2, 1), _MM_HINT_T0);
         const __m128i x = whole ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(bp)) : LoadPartialCodes(bp, len - s);
-        if constexpr (kCheck) seen = Seen(seen, x);
+        seen = Seen(seen, x);
         Decode<kBits>(x, w0[j], w1[j]);
       }
       for (int i = 0; i < MR; ++i) {
@@ -166,7 +165,7 @@ bool PairInRegisters(const GroupScaledRows& p, int64_t m0, int64_t n, float* c0,
       for (int j = 0; j < 2; ++j)
         _mm256_store_ps(row[i][j], _mm256_fmadd_ps(acc[i][j], _mm256_set1_ps(sc[i][j][g]), _mm256_load_ps(row[i][j])));
   }
-  if (kCheck && SawNan(seen)) return false;
+  if (SawNan(seen)) return false;
   for (int i = 0; i < MR; ++i) {
     c0[(m0 + i) * ldc] = Hsum(_mm256_load_ps(row[i][0]));
     c1[(m0 + i) * ldc] = Hsum(_mm256_load_ps(row[i][1]));
@@ -177,15 +176,15 @@ bool PairInRegisters(const GroupScaledRows& p, int64_t m0, int64_t n, float* c0,
 // PairInRegisters over every row of a (M <= kPairRowsMax), in passes of up to 4 rows (each
 // pass decodes the pair again, from L1). false when the pair holds a NaN code (the first
 // pass finds it; nothing is written).
-template <bool kBits, bool kCheck>
+template <bool kBits>
 bool PairPasses(const GroupScaledRows& p, int64_t n, float* c0, float* c1, int64_t ldc) {
   for (int64_t m0 = 0; m0 < p.M; m0 += 4) {
     bool ok;
     switch (std::min<int64_t>(4, p.M - m0)) {
-      case 1: ok = PairInRegisters<kBits, kCheck, 1>(p, m0, n, c0, c1, ldc); break;
-      case 2: ok = PairInRegisters<kBits, kCheck, 2>(p, m0, n, c0, c1, ldc); break;
-      case 3: ok = PairInRegisters<kBits, kCheck, 3>(p, m0, n, c0, c1, ldc); break;
-      default: ok = PairInRegisters<kBits, kCheck, 4>(p, m0, n, c0, c1, ldc); break;
+      case 1: ok = PairInRegisters<kBits, 1>(p, m0, n, c0, c1, ldc); break;
+      case 2: ok = PairInRegisters<kBits, 2>(p, m0, n, c0, c1, ldc); break;
+      case 3: ok = PairInRegisters<kBits, 3>(p, m0, n, c0, c1, ldc); break;
+      default: ok = PairInRegisters<kBits, 4>(p, m0, n, c0, c1, ldc); break;
     }
     if (!ok) return false;
   }
@@ -194,7 +193,7 @@ bool PairPasses(const GroupScaledRows& p, int64_t n, float* c0, float* c1, int64
 
 // One weight row decoded into w (G * gstride floats, the steps as Rows4 decodes them); false
 // when it holds a NaN code.
-template <bool kBits, bool kCheck>
+template <bool kBits>
 bool DecodeRow(const GroupScaledRows& p, const uint8_t* b, float* w) {
   __m128i seen = _mm_setzero_si128();
   for (int64_t g = 0; g < p.G; ++g) {
@@ -203,14 +202,14 @@ bool DecodeRow(const GroupScaledRows& p, const uint8_t* b, float* w) {
       if (((k0 + s) & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(b + k0 + s) + 1024, _MM_HINT_T0);
       const __m128i x = whole ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k0 + s))
                               : LoadPartialCodes(b + k0 + s, len - s);
-      if constexpr (kCheck) seen = Seen(seen, x);
+      seen = Seen(seen, x);
       __m256 w0, w1;
       Decode<kBits>(x, w0, w1);
       _mm256_storeu_ps(w + g * p.gstride + s, w0);
       _mm256_storeu_ps(w + g * p.gstride + s + 8, w1);
     });
   }
-  return !(kCheck && SawNan(seen));
+  return !SawNan(seen);
 }
 
 // NR decoded weight rows (w[j]: weight row n[j], its sums into column c[j]) against every row
@@ -262,13 +261,13 @@ void AllRowsOfA(const GroupScaledRows& p, const float* const* w, const int64_t* 
   for (; m < p.M; ++m) Tile<1, NR>(p, w, n, c, ldc, m);
 }
 
-template <bool kBits, bool kCheck>
+template <bool kBits>
 int64_t Sums(const GroupScaledRows& p, int64_t n0, int64_t n1, float* wbuf, float* c, int64_t ldc, uint8_t* nan) {
   int64_t in_registers = 0;
   std::fill(nan, nan + (n1 - n0), uint8_t{0});
   // Weight row n decoded into w, then against every row of a; false when it holds a NaN code.
   auto decode = [&](int64_t n, float* w) {
-    const bool ok = DecodeRow<kBits, kCheck>(p, p.b + n * p.K, w);
+    const bool ok = DecodeRow<kBits>(p, p.b + n * p.K, w);
     if (!ok) nan[n - n0] = 1;
     return ok;
   };
@@ -298,7 +297,7 @@ int64_t Sums(const GroupScaledRows& p, int64_t n0, int64_t n1, float* wbuf, floa
   if (p.M != 1) {
     int64_t n = n0;
     for (; n + 2 <= n1; n += 2) {
-      if (p.M <= kPairRowsMax && PairPasses<kBits, kCheck>(p, n, c + (n - n0), c + (n + 1 - n0), ldc)) {
+      if (p.M <= kPairRowsMax && PairPasses<kBits>(p, n, c + (n - n0), c + (n + 1 - n0), ldc)) {
         in_registers += 2;
         continue;
       }
@@ -320,7 +319,7 @@ int64_t Sums(const GroupScaledRows& p, int64_t n0, int64_t n1, float* wbuf, floa
       sc[j] = p.scales + (n[j] / p.block_n) * p.G;
     }
     float out[4];
-    if (Rows4<kBits, kCheck>(p, bp, sc, out)) {
+    if (Rows4<kBits>(p, bp, sc, out)) {
       for (int j = 0; j < 4; ++j) c[n[j] - n0] = out[j];
       in_registers += 4;
     } else {
@@ -335,10 +334,7 @@ int64_t Sums(const GroupScaledRows& p, int64_t n0, int64_t n1, float* wbuf, floa
 
 int64_t GroupScaledSumsAvx2(const GroupScaledRows& p, bool bits, int64_t n0, int64_t n1, float* wbuf, float* c,
                             int64_t ldc, uint8_t* nan_rows) {
-  if (p.codes_nan_free)
-    return bits ? Sums<true, false>(p, n0, n1, wbuf, c, ldc, nan_rows)
-                : Sums<false, false>(p, n0, n1, wbuf, c, ldc, nan_rows);
-  return bits ? Sums<true, true>(p, n0, n1, wbuf, c, ldc, nan_rows) : Sums<false, true>(p, n0, n1, wbuf, c, ldc, nan_rows);
+  return bits ? Sums<true>(p, n0, n1, wbuf, c, ldc, nan_rows) : Sums<false>(p, n0, n1, wbuf, c, ldc, nan_rows);
 }
 
 }  // namespace vt::cpu::matmul

@@ -181,7 +181,6 @@ struct GroupScaledRows {
   const uint8_t* b;      // the weight's codes [N, K]
   const float* scales;   // [M, NB, G]: s_a[m, g] · s_b[nb, g] (times the decode's unscale)
   int64_t NB, block_n;   // weight row n reads scale row n / block_n
-  bool codes_nan_free = false;  // b holds no NaN code (a prepared weight): the AVX2 rows skip that test
 };
 // Every kernel below gives row m of a and weight row n the same sums whatever M is and
 // whichever of its paths runs them (each file's header says how), so MoE experts may
@@ -237,9 +236,6 @@ int64_t Fp8GroupScaledAvx512Calls();
 int64_t Fp8GroupScaledRows4(bool bits);
 // Weight rows of AVX2 calls with 2 to 8 rows of a that went in pairs in registers.
 int64_t Fp8GroupScaledPairRows();
-// AVX2 calls whose weight was noted free of NaN codes (vt::PrepareWeight with
-// WeightUse::kMatmulGroupScaledB), so that its rows skipped their NaN test.
-int64_t Fp8GroupScaledNanFreeCalls();
 
 // How the AVX2 streaming path (also the AVX-512 F32 set's) decodes fp8 weights:
 //  - kHalf: the half trick (value * 2^-8 as an IEEE half, then vcvtph2ps);

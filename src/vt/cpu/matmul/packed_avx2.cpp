@@ -170,28 +170,32 @@ __attribute__((noinline)) void Tile(const float* a, int64_t lda, const uint8_t* 
     for (int j = 0; j < NB; ++j) _mm256_storeu_ps(c + i * ldc + j * c_stride, acc[i][j]);
 }
 
-using TileFn = void (*)(const float*, int64_t, const uint8_t*, int64_t, int64_t, float*, int64_t, int64_t);
+// A family of tiles (Tile, GroupScaledTile): Tiles::Fn<MR, NB, kBits> is one shape's.
+struct PlainTiles {
+  template <int MR, int NB, bool kBits>
+  static constexpr auto Fn = &Tile<MR, NB, kBits>;
+};
 
 // One row with 4 blocks, two with 3, up to 4 rows with 2: at most 8 accumulators, which
 // with the two decoded K values per block, the broadcasts and the decode's constant fit
 // in the 16 vector registers. TileFor(nb) has exactly nb blocks for those nb.
-template <int MR, bool kBits>
-TileFn TileFor(int nb) {
+template <typename Tiles, int MR, bool kBits>
+auto TileFor(int nb) {
   if constexpr (MR == 1) {
-    if (nb >= 4) return &Tile<MR, 4, kBits>;
+    if (nb >= 4) return Tiles::template Fn<MR, 4, kBits>;
   }
   if constexpr (MR == 2) {
-    if (nb >= 3) return &Tile<MR, 3, kBits>;
+    if (nb >= 3) return Tiles::template Fn<MR, 3, kBits>;
   }
-  return nb >= 2 ? &Tile<MR, 2, kBits> : &Tile<MR, 1, kBits>;
+  return nb >= 2 ? Tiles::template Fn<MR, 2, kBits> : Tiles::template Fn<MR, 1, kBits>;
 }
-template <bool kBits>
-TileFn ChooseTile(int64_t mr, int nb) {
+template <typename Tiles, bool kBits>
+auto ChooseTile(int64_t mr, int nb) {
   switch (mr) {
-    case 1: return TileFor<1, kBits>(nb);
-    case 2: return TileFor<2, kBits>(nb);
-    case 3: return TileFor<3, kBits>(nb);
-    default: return TileFor<4, kBits>(nb);
+    case 1: return TileFor<Tiles, 1, kBits>(nb);
+    case 2: return TileFor<Tiles, 2, kBits>(nb);
+    case 3: return TileFor<Tiles, 3, kBits>(nb);
+    default: return TileFor<Tiles, 4, kBits>(nb);
   }
 }
 
@@ -203,8 +207,9 @@ void GemmBlocks(const float* a, int64_t lda, int64_t M, const uint8_t* packed, i
   const int64_t rows_per_tile = std::min<int64_t>(M, 4);
   ForEachPackedTile(M, rows_per_tile, block0, block1, group,
                     [&](int64_t mr, int64_t m, int64_t j, int nb, int64_t stride) {
-                      ChooseTile<kBits>(mr, nb)(a + m * lda, lda, packed + j * block_bytes, stride * block_bytes,
-                                                pairs, c + m * ldc + (j - block0) * kCols, ldc, stride * kCols);
+                      const auto tile = ChooseTile<PlainTiles, kBits>(mr, nb);
+                      tile(a + m * lda, lda, packed + j * block_bytes, stride * block_bytes, pairs,
+                           c + m * ldc + (j - block0) * kCols, ldc, stride * kCols);
                     });
 }
 
@@ -272,29 +277,10 @@ __attribute__((noinline)) void GroupScaledTile(const GroupScaledPacked& p, int64
   }
 }
 
-using GroupScaledTileFn = void (*)(const GroupScaledPacked&, int64_t, const uint8_t*, int64_t, int64_t, int64_t,
-                                   float*, int64_t, int64_t);
-
-// The shapes of TileFor (at most 8 accumulators).
-template <int MR, bool kBits>
-GroupScaledTileFn GroupScaledTileFor(int nb) {
-  if constexpr (MR == 1) {
-    if (nb >= 4) return &GroupScaledTile<MR, 4, kBits>;
-  }
-  if constexpr (MR == 2) {
-    if (nb >= 3) return &GroupScaledTile<MR, 3, kBits>;
-  }
-  return nb >= 2 ? &GroupScaledTile<MR, 2, kBits> : &GroupScaledTile<MR, 1, kBits>;
-}
-template <bool kBits>
-GroupScaledTileFn ChooseGroupScaledTile(int64_t mr, int nb) {
-  switch (mr) {
-    case 1: return GroupScaledTileFor<1, kBits>(nb);
-    case 2: return GroupScaledTileFor<2, kBits>(nb);
-    case 3: return GroupScaledTileFor<3, kBits>(nb);
-    default: return GroupScaledTileFor<4, kBits>(nb);
-  }
-}
+struct GroupScaledTiles {
+  template <int MR, int NB, bool kBits>
+  static constexpr auto Fn = &GroupScaledTile<MR, NB, kBits>;
+};
 
 template <bool kBits>
 void GroupScaledBlocks(const GroupScaledPacked& p, const uint8_t* packed, int64_t block0, int64_t block1, float* c,
@@ -303,9 +289,9 @@ void GroupScaledBlocks(const GroupScaledPacked& p, const uint8_t* packed, int64_
   const int group = p.M == 1 ? 4 : p.M == 2 ? 3 : 2;
   ForEachPackedTile(p.M, std::min<int64_t>(p.M, 4), block0, block1, group,
                     [&](int64_t mr, int64_t m, int64_t j, int nb, int64_t stride) {
-                      ChooseGroupScaledTile<kBits>(mr, nb)(p, m, packed + j * block_bytes, stride * block_bytes, j,
-                                                           stride, c + m * ldc + (j - block0) * kCols, ldc,
-                                                           stride * kCols);
+                      const auto tile = ChooseTile<GroupScaledTiles, kBits>(mr, nb);
+                      tile(p, m, packed + j * block_bytes, stride * block_bytes, j, stride,
+                           c + m * ldc + (j - block0) * kCols, ldc, stride * kCols);
                     });
 }
 
