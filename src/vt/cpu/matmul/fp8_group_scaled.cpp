@@ -43,8 +43,9 @@ std::atomic<int64_t> g_avx2_calls{0}, g_avx512_calls{0}, g_rows4_bits{0}, g_rows
     g_packed_calls{0}, g_packed_weights{0};
 
 // The CPU's prepared form of a weight [N, K] for MatmulFp8GroupScaled on the AVX2 rows
-// (vt::PrepareWeight, WeightUse::kMatmulGroupScaledB): the codes laid out as MatmulFp8's prepared weights (Avx2PackedKernels), which GroupScaledPackedAvx2
-// multiplies, for the whole weight or a row slice of it. The kernels read only this copy, so
+// (vt::PrepareWeight, WeightUse::kMatmulGroupScaledB): the codes laid out as MatmulFp8's
+// prepared weights (Avx2PackedKernels), which GroupScaledPackedAvx2 multiplies, for the
+// whole weight or a row slice of it. The kernels read only this copy, so
 // the weight's own bytes may go (ReleaseBytes); a call that cannot use the copy (another
 // level, groups that split a pair of K) reads the codes back out of it.
 struct PackedGroupScaledWeight final : BackendLayout {
@@ -155,23 +156,25 @@ Path ChoosePath(CpuIsa isa) {
   return Path::kPortable;
 }
 
+#if defined(VT_CPU_X86)
 // Rows [row0, row0 + rows) of a laid-out weight's codes, read back out of its copy
-// (Avx2PackedKernels' layout, packed_avx2.cpp: block j holds columns 8j..8j+7 as (K + 1) / 2
-// steps of 16 bytes, the code of column 8j + c at K value 2p + t at byte 2c + t of step p).
+// (Avx2PackedKernels' layout, packed_avx2.cpp: a block of block_cols columns is one step of
+// 2 · block_cols bytes per pair of K values, column c's codes at k and k + 1 at bytes 2c and
+// 2c + 1 of the step).
 Tensor UnpackedRows(const PackedGroupScaledWeight& w, int64_t row0, int64_t rows) {
-  const int64_t K = w.K, block_bytes = (K + 1) / 2 * 16;
+  const matmul::PackedFp8Kernels& pk = matmul::Avx2PackedKernels();
+  const int64_t K = w.K, cols = pk.block_cols, step = 2 * cols;
+  const auto block_bytes = static_cast<int64_t>(pk.bytes(cols, K));
   Tensor t = Tensor::Empty({rows, K}, DType::kF8E4M3);
   auto* d = t.data_as<uint8_t>();
-  const uint8_t* src = w.whole.bytes();
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t n = row0 + r;
-    const uint8_t* block = src + (n / 8) * block_bytes + 2 * (n % 8);
-    for (int64_t k = 0; k < K; ++k) d[r * K + k] = block[(k / 2) * 16 + k % 2];
+    const uint8_t* block = w.whole.bytes() + (n / cols) * block_bytes + 2 * (n % cols);
+    for (int64_t k = 0; k < K; ++k) d[r * K + k] = block[(k / 2) * step + k % 2];
   }
   return t;
 }
 
-#if defined(VT_CPU_X86)
 // MatmulFp8GroupScaled on a laid-out weight's rows [row0, row0 + N) (the AVX2 level): the
 // blocks of 8 rows that hold them, each column summed as the whole weight's (so a row slice,
 // a merged q/k/v or gate/up weight's shard, gives the whole product's bytes); a slice
@@ -247,21 +250,22 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
   const int64_t M = a.dim(0), N = b.dim(0), K = a.dim(1), G = a_scales.dim(1);
   if (M == 0 || N == 0) return;
   const Path path = ChoosePath(cpu.isa);
+#if defined(VT_CPU_X86)
+  // A weight laid out at preparation (only ever on x86: PrepareGroupScaledWeightCpu).
   if (const auto* w = dynamic_cast<const PackedGroupScaledWeight*>(b.backend_layout()); w != nullptr) {
     const int64_t row0 = static_cast<int64_t>(b.storage_offset()) / w->K;
-#if defined(VT_CPU_X86)
     // The weight or a row slice of it (a merged q/k/v or gate/up weight's shards).
     if (path == Path::kAvx2 && matmul::GroupScaledPackable(K, block_k)) {
       RunPackedGroupScaled(cpu, *w, row0, out, a, a_scales, b, b_scales, block_n, block_k, bias);
       return;
     }
-#endif
     if (b.bytes_released()) {  // the codes read back out of the laid-out copy, then as stored
       const Tensor plain = UnpackedRows(*w, row0, N);
       MatmulFp8GroupScaledCpu(q, out, a, a_scales, plain, b_scales, block_n, block_k, bias);
       return;
     }
   }
+#endif
   if (cpu.isa == CpuIsa::kScalar) {  // the scalar level runs the plain reference
     cpu.pool.ParallelFor(M, 1, [&](int64_t m0, int64_t m1) {
       ref::MatmulFp8GroupScaled(out, a, a_scales, b, b_scales, block_n, block_k, bias, m0, m1);
