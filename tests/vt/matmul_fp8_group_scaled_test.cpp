@@ -372,8 +372,10 @@ TEST(MatmulFp8GroupScaled, LaidOutWeightAgainstFloat64AndAlone) {
     ~RestoreAuto() { mm::SetFp8StreamDecode(mm::Fp8StreamDecode::kAuto); }
   } restore;
   int packed_levels = 0;
+  // The last two: groups longer than one panel of the many-row kernel (128 pairs of K).
   const PackedShape shapes[] = {{300, 520, 128, 128}, {13, 200, 1, 200}, {40, 16, 1, 16},
-                                {136, 130, 128, 128}, {72, 257, 8, 64},  {50, 300, 24, 100}};
+                                {136, 130, 128, 128}, {72, 257, 8, 64},  {50, 300, 24, 100},
+                                {24, 600, 8, 600},    {20, 700, 16, 512}};
   for (const PackedShape& sh : shapes) {
     const Problem p = Make(40, sh.N, sh.K, sh.bn, sh.bk, static_cast<uint32_t>(sh.N * 31 + sh.K));
     const int64_t G = (p.K + p.bk - 1) / p.bk, NB = (p.N + p.bn - 1) / p.bn;
@@ -399,9 +401,14 @@ TEST(MatmulFp8GroupScaled, LaidOutWeightAgainstFloat64AndAlone) {
         for (DType od : {DType::kBF16, DType::kF32}) {
           for (int64_t M : {1, 2, 3, 5, 9, 17, 40}) {
             SCOPED_TRACE(vt::StrCat("M ", M, " out ", vt::DTypeName(od)));
-            const int64_t calls = mm::Fp8GroupScaledPackedCalls();
+            const int64_t calls = mm::Fp8GroupScaledPackedCalls(), panels = mm::Avx2PanelGemms();
             const vt::Tensor out = RunRows(q, p, 0, M, pb, sb, od, true);
             EXPECT_EQ(mm::Fp8GroupScaledPackedCalls() - calls, 1);
+            // Up to 16 rows the threads split the blocks, so each call has every row: the
+            // panels from kAvx2PanelMinRows rows, the tiles below.
+            if (M <= 16) {
+              EXPECT_EQ(mm::Avx2PanelGemms() > panels, M >= mm::kAvx2PanelMinRows);
+            }
             EXPECT_EQ(vt_test::CheckWithinBound(Floats(out), p.N, [&](int64_t i) { return ref[i]; },
                                                 [&](int64_t i) {
                                                   return vt_test::MatmulBound(ref[i], mag[i], 1.0, p.bias[i % p.N],

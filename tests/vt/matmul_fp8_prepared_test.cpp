@@ -104,8 +104,19 @@ TEST(MatmulFp8, PreparedWeightsWithinBoundOnTheirRelaidOutCopy) {
                                       " decode mode=", mode, " daz=", daz));
               auto out = vt::Tensor::Empty({s.M, s.N}, od);
               const int64_t before = mm::PackedGemmCalls(), bits_before = mm::F32BitsPackedCalls();
+#if defined(__x86_64__)
+              const int64_t panels_before = mm::Avx2PanelGemms();
+#endif
               vt::MatmulFp8(q, out, ta, pb, alpha, with_bias ? &tbias : nullptr);
               EXPECT_EQ(mm::PackedGemmCalls() > before, packed_level);
+#if defined(__x86_64__)
+              // Past a few rows the AVX2 kernel reads weights decoded once into panels (one
+              // thread: its call has every row; more may split the rows).
+              if (threads == 1) {
+                EXPECT_EQ(mm::Avx2PanelGemms() > panels_before,
+                          packed_level && !bf16_packed && s.M >= mm::kAvx2PanelMinRows);
+              }
+#endif
               EXPECT_EQ(mm::F32BitsPackedCalls() > bits_before, packed_level && !bf16_packed && mode % 2 == 1);
               EXPECT_EQ(mm::LastGemmOnThisThread().packed, packed_level);
               if (packed_level) {

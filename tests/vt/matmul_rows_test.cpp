@@ -2,7 +2,7 @@
 // bytes of Matmul/MatmulFp8 on that row alone, on every CPU ISA level, for each operand
 // pairing that picks a different path (F32 x BF16 and F32 x F32: the blocked path; BF16 x
 // BF16: the stream; fp8 x fp8 as stored: the stream with its fp8 decode; fp8 on a prepared
-// weight: the outer-product kernels), M across the streams' and tiles' row counts (2 to 4,
+// weight: the outer-product kernels, on AVX2 by tiles for one row and panels for many), M across the streams' and tiles' row counts (2 to 4,
 // past 4 and 16 where plain calls change path or block K) and K past the K blocks of long
 // products (1024 f32 and 2048 BF16 values), with tails in N and K.
 #include <gtest/gtest.h>
@@ -76,9 +76,18 @@ TEST(GemmRowsAsOne, EveryRowHasTheBytesOfItsOneRowProductOnEveryIsa) {
             const Tensor a = a_all.Slice(0, max_m - M, max_m);  // rows not at the start of a
             Tensor out = Tensor::Empty({M, N}, od);
             const int64_t calls = mm::RowsAsOneCalls(), rows = mm::RowsAsOneRows();
+#if defined(__x86_64__)
+            const int64_t panels = mm::Avx2PanelGemms();
+#endif
             mm::GemmRowsAsOne(q, out, a, b, alpha);
             EXPECT_EQ(mm::RowsAsOneCalls() - calls, 1);
             EXPECT_EQ(mm::RowsAsOneRows() - rows, M);
+#if defined(__x86_64__)
+            // The AVX2 outer-product kernel's panels (many rows) against its tiles (one row).
+            if (pairing == Pairing::kFp8Prepared && (isa == vt::CpuIsa::kAvx2 || isa == vt::CpuIsa::kAvx512)) {
+              EXPECT_EQ(mm::Avx2PanelGemms() > panels, M >= mm::kAvx2PanelMinRows) << "M=" << M;
+            }
+#endif
             const std::vector<uint8_t> got = vt_test::BytesOf(out);
             const size_t row = static_cast<size_t>(N) * vt::DTypeSize(od);
             for (int64_t m = 0; m < M; ++m) {

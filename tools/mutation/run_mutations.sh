@@ -341,6 +341,24 @@ mutate_gs_avx2_pair_fma_order() {
 mutate_gs_packed_first_group_scale() {
   edit src/vt/cpu/matmul/packed_avx2.cpp 's/_mm256_set1_ps\(p\.sa\[\(m \+ i\) \* p\.G \+ g\]\)/_mm256_set1_ps(p.sa[(m + i) * p.G])/'
 }
+# Static FP8 on a laid-out weight, many rows of a (matmul/packed_avx2.cpp, PanelTile): the
+# tiles that read the decoded panel take each pair's first K value for its second.
+mutate_panel_second_k_from_first() {
+  edit src/vt/cpu/matmul/packed_avx2.cpp 's/w1\[j\] = _mm256_load_ps\(q \+ \(NB \+ j\) \* kCols\)/w1[j] = _mm256_load_ps(q + j * kCols)/'
+}
+# The same: every chunk of K after the first multiplies the first chunk's values of a.
+mutate_panel_chunk_a_offset() {
+  edit src/vt/cpu/matmul/packed_avx2.cpp 's/PanelTileFor<NB, kGroup>\(mr\)\(a \+ m \* lda \+ 2 \* q0,/PanelTileFor<NB, kGroup>(mr)(a + m * lda,/'
+}
+# Block FP8 through those panels: a group longer than one panel scaled into c at the end of
+# each panel (its sums restart from zero), and each row tile's rows scaled by the
+# activation scales of the call's first rows.
+mutate_panel_group_flush_every_chunk() {
+  edit src/vt/cpu/matmul/packed_avx2.cpp 's/f\.last = q0 \+ n == p1;/f.last = true;/'
+}
+mutate_panel_group_scale_tile_rows() {
+  edit src/vt/cpu/matmul/packed_avx2.cpp 's/gp\.sa\[\(m \+ i\) \* gp\.G \+ f\.g\]/gp.sa[i * gp.G + f.g]/'
+}
 # The same driver (fp8_group_scaled.cpp, RunPackedGroupScaled): a row slice that starts inside
 # a block of 8 rows stored from the block's first column instead of its own.
 mutate_gs_packed_slice_offset() {
@@ -374,7 +392,8 @@ run_tests() {
   echo "$(( ran - passed ))|$passed|$names"
 }
 
-VT_MUTATIONS=(scale_ignored divide group_quant_reciprocal no_saturation truncate alpha_ignored packed_k_shift parts_c_stride epilogue_bf16_truncate no_denormal_guard)
+VT_MUTATIONS=(scale_ignored divide group_quant_reciprocal no_saturation truncate alpha_ignored packed_k_shift parts_c_stride epilogue_bf16_truncate no_denormal_guard
+              panel_second_k_from_first panel_chunk_a_offset)
 SAMPLER_MUTATIONS=(sampler_logprobs_after_processing sampler_penalties_before_bias sampler_temperature_before_penalties
                    sampler_top_p_before_top_k sampler_no_temperature sampler_greedy_last_tie sampler_repetition_sign)
 ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_last_token engine_preempt_first
@@ -385,7 +404,8 @@ MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped
                moe_gs_group_scale_dropped moe_gs_up_reads_gate_scales moe_gs_x_scales_of_another_token
                moe_gs_down_input_not_quantized_per_group moe_gs_model_up_gets_gate_scales moe_gs_fused_up_own_blocks
                gs_avx512_first_rows_scales gs_avx512_every_group_scaled_as_the_first gs_avx2_many_rows_order
-               gs_avx2_pair_fma_order gs_packed_first_group_scale gs_packed_slice_offset)
+               gs_avx2_pair_fma_order gs_packed_first_group_scale gs_packed_slice_offset
+               panel_group_flush_every_chunk panel_group_scale_tile_rows)
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
 FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fused_group_blocks_not_whole_groups

@@ -253,6 +253,12 @@ void SetFp8StreamDecode(Fp8StreamDecode decode);
 int64_t F32BitsStreamCalls();
 // Calls whose AVX2 outer-product kernel (Avx2PackedKernels) decoded as kF32Bits.
 int64_t F32BitsPackedCalls();
+// From this many rows of a, that kernel (and GroupScaledPackedAvx2 on its layout) decodes
+// each pair of weight blocks once into an f32 panel that all the rows read
+// (matmul/packed_avx2.cpp); their calls (one per thread's range of blocks) that did (0
+// where they are not built).
+inline constexpr int64_t kAvx2PanelMinRows = 9;
+int64_t Avx2PanelGemms();
 
 // The streaming path of the F32 sets (AVX2 code, also used by the AVX-512 F32 set; the NEON
 // sets' own): a packed as their packs do, b fp8, BF16 or F32. It takes M <= kStreamMaxMF32:

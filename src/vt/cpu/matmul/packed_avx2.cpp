@@ -23,7 +23,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "vt/cpu/matmul/fp8_decode_avx2.h"
 #include "vt/cpu/matmul/kernels.h"
@@ -199,9 +202,191 @@ auto ChooseTile(int64_t mr, int nb) {
   }
 }
 
+// ---- Decoded panels (many rows of a) ---------------------------------------------------
+// Tile decodes its blocks once per 4 rows of a, so past a few rows the decode takes the
+// FMA ports' time. From kPanelMinRows rows, each pair of blocks is decoded once per
+// kPanelPairs pairs of K: the first tile of 4 rows decodes as Tile does and also writes
+// the f32 values to a panel (in L1), which tiles of up to 6 rows then read (12
+// accumulators cover the FMA latency). Every sum runs through the same FMAs in the same
+// order as in Tile and GroupScaledTile (a chunk's sums go to memory and come back
+// exactly), so a row's bytes stay those of the row alone. bench/README.md has the
+// measurements and kernel_notes.md the designs tried.
+constexpr int64_t kPanelMinRows = kAvx2PanelMinRows;
+std::atomic<int64_t> g_panel_gemms{0};
+constexpr int64_t kPanelPairs = 128;
+constexpr int kDecodeTileRows = 4;
+constexpr int kPanelTileRows = 6;
+
+// Where a panel tile of MatmulFp8GroupScaled puts its sums at the end of a group of K: c
+// plus the sums times their (row, column, group) scale s_a · s_b · 2^8, as GroupScaledTile.
+struct GroupFlush {
+  const GroupScaledPacked* p;
+  int64_t j, j_stride, g;  // the tile's first block, the blocks' stride, the group
+  float* c;                // the tile's first row and block in c
+  int64_t ldc, c_stride;
+  bool last;  // this chunk ends group g (else the sums go back to s)
+};
+
+// s (MR rows, NB blocks s_stride apart) += `pairs` pairs of K against a's values from a;
+// with kGroup, at the end of a group (f.last) the sums go to c instead (GroupFlush), row m
+// of a being the tile's first. kDecode: the pairs of the NB blocks at w (w_stride bytes
+// apart) are decoded and stored to the panel (per pair NB vectors at k, then NB at k + 1),
+// and the blocks' next `pairs` pairs are prefetched; otherwise they are read from the panel.
+template <int MR, int NB, bool kDecode, bool kBits, bool kGroup>
+__attribute__((noinline)) void PanelTile(const float* a, int64_t lda, const uint8_t* w, int64_t w_stride,
+                                         float* panel, int64_t pairs, float* s, int64_t lds, int64_t s_stride,
+                                         int64_t m, const GroupFlush& f) {
+  __m256 acc[MR][NB];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_loadu_ps(s + i * lds + j * s_stride);
+  auto step = [&](int64_t p) __attribute__((always_inline)) {
+    float* q = panel + p * 2 * NB * kCols;
+    __m256 w0[NB], w1[NB];
+    if constexpr (kDecode) {
+      for (int j = 0; j < NB; ++j) {
+        Decode<kBits>(w + j * w_stride + p * kStep, w0[j], w1[j]);
+        _mm256_store_ps(q + j * kCols, w0[j]);
+        _mm256_store_ps(q + (NB + j) * kCols, w1[j]);
+      }
+    } else {
+      for (int j = 0; j < NB; ++j) w0[j] = _mm256_load_ps(q + j * kCols);
+    }
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a0 = _mm256_broadcast_ss(a + i * lda + 2 * p);
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_fmadd_ps(a0, w0[j], acc[i][j]);
+    }
+    if constexpr (!kDecode)
+      for (int j = 0; j < NB; ++j) w1[j] = _mm256_load_ps(q + (NB + j) * kCols);
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a1 = _mm256_broadcast_ss(a + i * lda + 2 * p + 1);
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm256_fmadd_ps(a1, w1[j], acc[i][j]);
+    }
+  };
+  int64_t p = 0;
+  for (; p + 4 <= pairs; p += 4) {  // 4 steps: 64 bytes of each block
+    if constexpr (kDecode)
+      for (int j = 0; j < NB; ++j)  // the same bytes of the next chunk
+        _mm_prefetch(reinterpret_cast<const char*>(w + j * w_stride + (pairs + p) * kStep), _MM_HINT_T0);
+#pragma GCC unroll 4
+    for (int64_t t = 0; t < 4; ++t) step(p + t);
+  }
+  for (; p < pairs; ++p) step(p);
+  if constexpr (kGroup) {
+    if (f.last) {
+      const GroupScaledPacked& gp = *f.p;
+      for (int j = 0; j < NB; ++j) {
+        const int64_t blk = f.j + j * f.j_stride;
+        const __m256 sb = gp.sb_lanes != nullptr ? _mm256_loadu_ps(gp.sb_lanes + (blk * gp.G + f.g) * kCols)
+                                                 : _mm256_set1_ps(gp.sb[(blk * kCols / gp.block_n) * gp.G + f.g]);
+        for (int i = 0; i < MR; ++i) {
+          const __m256 sc =
+              _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(gp.sa[(m + i) * gp.G + f.g]), sb), _mm256_set1_ps(256.0f));
+          float* cp = f.c + (m + i) * f.ldc + j * f.c_stride;
+          const __m256 prev = f.g == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(cp);
+          _mm256_storeu_ps(cp, _mm256_fmadd_ps(acc[i][j], sc, prev));
+        }
+      }
+      return;
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NB; ++j) _mm256_storeu_ps(s + i * lds + j * s_stride, acc[i][j]);
+}
+
+// The tiles that read the panel (kBits only matters to the decode).
+template <int NB, bool kGroup>
+auto PanelTileFor(int64_t mr) {
+  switch (mr) {
+    case 1: return &PanelTile<1, NB, false, false, kGroup>;
+    case 2: return &PanelTile<2, NB, false, false, kGroup>;
+    case 3: return &PanelTile<3, NB, false, false, kGroup>;
+    case 4: return &PanelTile<4, NB, false, false, kGroup>;
+    case 5: return &PanelTile<5, NB, false, false, kGroup>;
+    default: return &PanelTile<6, NB, false, false, kGroup>;
+  }
+}
+
+// Pairs [p0, p1) of K of blocks j, j + stride (NB of them, at w) for every row of a, chunk by
+// chunk: sums from s (rows lds apart, blocks s_stride apart), to s or at the end through f.
+template <int NB, bool kBits, bool kGroup>
+void PanelChunks(const float* a, int64_t lda, int64_t M, const uint8_t* w, int64_t w_stride, int64_t p0, int64_t p1,
+                 float* s, int64_t lds, int64_t s_stride, GroupFlush f) {
+  alignas(64) static thread_local float panel[kPanelPairs * 2 * 2 * kCols];
+  // After the decoding tile, row tiles as even as tiles of at most kPanelTileRows allow.
+  const int64_t tiles = (M - kDecodeTileRows + kPanelTileRows - 1) / kPanelTileRows;
+  for (int64_t q0 = p0; q0 < p1; q0 += kPanelPairs) {
+    const int64_t n = std::min(p1 - q0, kPanelPairs);
+    f.last = q0 + n == p1;
+    PanelTile<kDecodeTileRows, NB, true, kBits, kGroup>(a + 2 * q0, lda, w + q0 * kStep, w_stride, panel, n, s, lds,
+                                                        s_stride, 0, f);
+    for (int64_t t = 0, m = kDecodeTileRows; t < tiles; ++t) {
+      const int64_t mr = (M - m) / (tiles - t);
+      PanelTileFor<NB, kGroup>(mr)(a + m * lda + 2 * q0, lda, nullptr, 0, panel, n, s + m * lds, lds, s_stride, m, f);
+      m += mr;
+    }
+  }
+}
+
+// Zeroes the sums of M rows of NB blocks.
+template <int NB>
+void ZeroSums(float* s, int64_t M, int64_t lds, int64_t s_stride) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int j = 0; j < NB; ++j) _mm256_storeu_ps(s + m * lds + j * s_stride, _mm256_setzero_ps());
+}
+
+// The pairs of blocks as ForEachPackedTile pairs them (for up to kPackedPartsMaxRows rows,
+// block i of each half of the range; past it, adjacent ones), then a last odd block alone:
+// group(nb, j, stride) with nb an std::integral_constant.
+template <typename Group>
+void ForEachPanelGroup(int64_t M, int64_t block0, int64_t block1, Group group) {
+  const int64_t twos = (block1 - block0) / 2;
+  const bool parts = M <= kPackedPartsMaxRows;
+  for (int64_t i = 0; i < twos; ++i)
+    group(std::integral_constant<int, 2>{}, block0 + (parts ? i : 2 * i), parts ? twos : int64_t{1});
+  for (int64_t j = block0 + 2 * twos; j < block1; ++j) group(std::integral_constant<int, 1>{}, j, int64_t{1});
+}
+
+// GemmBlocks from kPanelMinRows rows.
+template <bool kBits>
+void PanelBlocks(const float* a, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,
+                 int64_t block1, float* c, int64_t ldc) {
+  const int64_t block_bytes = BlockBytes(K), pairs = (K + 1) / 2;
+  ForEachPanelGroup(M, block0, block1, [&](auto nb, int64_t j, int64_t stride) {
+    constexpr int NB = decltype(nb)::value;
+    float* cj = c + (j - block0) * kCols;
+    ZeroSums<NB>(cj, M, ldc, stride * kCols);
+    PanelChunks<NB, kBits, false>(a, lda, M, packed + j * block_bytes, stride * block_bytes, 0, pairs, cj, ldc,
+                                  stride * kCols, GroupFlush{});
+  });
+}
+
+// GroupScaledBlocks from kPanelMinRows rows: group by group of K, each group's sums in a
+// scratch of their own, then scaled into c.
+template <bool kBits>
+void GroupScaledPanelBlocks(const GroupScaledPacked& p, const uint8_t* packed, int64_t block0, int64_t block1,
+                            float* c, int64_t ldc) {
+  const int64_t block_bytes = BlockBytes(p.K);
+  static thread_local std::vector<float> sums;
+  sums.resize(static_cast<size_t>(p.M * 2 * kCols));
+  ForEachPanelGroup(p.M, block0, block1, [&](auto nb, int64_t j, int64_t stride) {
+    constexpr int NB = decltype(nb)::value;
+    for (int64_t g = 0; g < p.G; ++g) {
+      const int64_t k0 = g * p.block_k, k1 = std::min(p.K, k0 + p.block_k);
+      ZeroSums<NB>(sums.data(), p.M, 2 * kCols, kCols);
+      const GroupFlush f{&p, j, stride, g, c + (j - block0) * kCols, ldc, stride * kCols, false};
+      PanelChunks<NB, kBits, true>(p.a, p.lda, p.M, packed + j * block_bytes, stride * block_bytes, k0 / 2,
+                                   (k1 + 1) / 2, sums.data(), 2 * kCols, kCols, f);
+    }
+  });
+}
+
 template <bool kBits>
 void GemmBlocks(const float* a, int64_t lda, int64_t M, const uint8_t* packed, int64_t K, int64_t block0,
                 int64_t block1, float* c, int64_t ldc) {
+  if (M >= kPanelMinRows) {
+    g_panel_gemms.fetch_add(1, std::memory_order_relaxed);
+    return PanelBlocks<kBits>(a, lda, M, packed, K, block0, block1, c, ldc);
+  }
   const int64_t block_bytes = BlockBytes(K), pairs = (K + 1) / 2;
   const int group = M == 1 ? 4 : M == 2 ? 3 : 2;
   const int64_t rows_per_tile = std::min<int64_t>(M, 4);
@@ -285,6 +470,10 @@ struct GroupScaledTiles {
 template <bool kBits>
 void GroupScaledBlocks(const GroupScaledPacked& p, const uint8_t* packed, int64_t block0, int64_t block1, float* c,
                        int64_t ldc) {
+  if (p.M >= kPanelMinRows) {
+    g_panel_gemms.fetch_add(1, std::memory_order_relaxed);
+    return GroupScaledPanelBlocks<kBits>(p, packed, block0, block1, c, ldc);
+  }
   const int64_t block_bytes = BlockBytes(p.K);
   const int group = p.M == 1 ? 4 : p.M == 2 ? 3 : 2;
   ForEachPackedTile(p.M, std::min<int64_t>(p.M, 4), block0, block1, group,
@@ -313,6 +502,8 @@ void GroupScaledPackedAvx2(const GroupScaledPacked& p, const uint8_t* packed, in
     GroupScaledBlocks<false>(p, packed, block0, block1, c, ldc);
   }
 }
+
+int64_t Avx2PanelGemms() { return g_panel_gemms.load(std::memory_order_relaxed); }
 
 const PackedFp8Kernels& Avx2PackedKernels() {
   static const PackedFp8Kernels k{"avx2-outer8", kCols, 4, 8, 256.0f, false, &PackedBytes, &PackWeights, &PackA,
