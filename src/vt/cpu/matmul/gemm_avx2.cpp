@@ -82,11 +82,11 @@ void Tile(const float* a, int64_t lda, const float* p, int64_t ldp, int64_t kcp,
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm256_setzero_ps();
   for (int64_t k = 0; k < kcp; k += kLanes) {
-    __m256 bv[kPanelRows];
-    for (int j = 0; j < kPanelRows; ++j) bv[j] = _mm256_loadu_ps(p + j * ldp + k);
-    for (int i = 0; i < MR; ++i) {
-      const __m256 av = _mm256_loadu_ps(a + i * lda + k);
-      for (int j = 0; j < kPanelRows; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+    __m256 av[MR];
+    for (int i = 0; i < MR; ++i) av[i] = _mm256_loadu_ps(a + i * lda + k);
+    for (int j = 0; j < kPanelRows; ++j) {
+      const __m256 bv = _mm256_loadu_ps(p + j * ldp + k);
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(av[i], bv, acc[i][j]);
     }
   }
   for (int i = 0; i < MR; ++i) {
@@ -95,13 +95,21 @@ void Tile(const float* a, int64_t lda, const float* p, int64_t ldp, int64_t kcp,
   }
 }
 
+// Rows of a in tiles of 3 (12 accumulators: enough to cover the FMA latency, and with the
+// 3 rows of a and one panel row in registers all 16 of them), a last 1 or 2 rows together;
+// every panel row against one tile of a before the next tile, so a's rows stay in L1.
+// Each (row, panel row) sum is its own accumulator and Hsum4 tree whatever the tile, so a
+// row's bytes do not depend on M.
 void Gemm(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, int64_t nrows, int64_t kcp, float* c,
           int64_t ldc) {
   const auto* a = static_cast<const float*>(av);
   const auto* p = static_cast<const float*>(pv);
-  ForEachTile<kRowsA>(M, nrows, [&](auto rows, int64_t m, int64_t n) {
-    Tile<decltype(rows)::value>(a + m * lda, lda, p + n * ldp, ldp, kcp, c + m * ldc + n, ldc);
-  });
+  for (int64_t m = 0; m < M;) {
+    const int64_t mr = std::min<int64_t>(M - m, 3);
+    auto* tile = mr == 3 ? &Tile<3> : mr == 2 ? &Tile<2> : &Tile<1>;
+    for (int64_t n = 0; n < nrows; n += kPanelRows) tile(a + m * lda, lda, p + n * ldp, ldp, kcp, c + m * ldc + n, ldc);
+    m += mr;
+  }
 }
 
 // ---- Streaming decode (small M) -----------------------------------------------------
