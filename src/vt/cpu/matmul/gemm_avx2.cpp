@@ -96,7 +96,8 @@ void Tile(const float* a, int64_t lda, const float* p, int64_t ldp, int64_t kcp,
 }
 
 // Rows of a in tiles of 3 (12 accumulators: enough to cover the FMA latency, and with the
-// 3 rows of a and one panel row in registers all 16 of them), a last 1 or 2 rows together;
+// 3 rows of a and one panel row in registers all 16 of them), or of 2 where M is not a
+// multiple of 3 (16 rows: 2, 2, 3, 3, 3, 3; a tile of 1 row would hold 4 accumulators);
 // every panel row against one tile of a before the next tile, so a's rows stay in L1.
 // Each (row, panel row) sum is its own accumulator and Hsum4 tree whatever the tile, so a
 // row's bytes do not depend on M.
@@ -104,8 +105,9 @@ void Gemm(const void* av, int64_t lda, int64_t M, const void* pv, int64_t ldp, i
           int64_t ldc) {
   const auto* a = static_cast<const float*>(av);
   const auto* p = static_cast<const float*>(pv);
-  for (int64_t m = 0; m < M;) {
-    const int64_t mr = std::min<int64_t>(M - m, 3);
+  const int64_t tiles = (M + 2) / 3;
+  for (int64_t t = 0, m = 0; t < tiles; ++t) {
+    const int64_t mr = (M - m) / (tiles - t);
     auto* tile = mr == 3 ? &Tile<3> : mr == 2 ? &Tile<2> : &Tile<1>;
     for (int64_t n = 0; n < nrows; n += kPanelRows) tile(a + m * lda, lda, p + n * ldp, ldp, kcp, c + m * ldc + n, ldc);
     m += mr;

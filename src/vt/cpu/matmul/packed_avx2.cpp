@@ -107,9 +107,14 @@ void PackA(const uint8_t* a, int64_t K, int64_t rows, void* dst, int64_t lda) {
   for (int64_t r = 0; r < rows; ++r) {
     float* d = static_cast<float*>(dst) + r * lda;
     for (int64_t k = 0; k < lda; k += 8) {
-      alignas(16) uint8_t codes[16] = {};
-      if (k < K) std::memcpy(codes, a + r * K + k, static_cast<size_t>(std::min<int64_t>(8, K - k)));
-      const __m128i x = _mm_load_si128(reinterpret_cast<const __m128i*>(codes));
+      __m128i x;
+      if (k + 8 <= K) {
+        x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + r * K + k));
+      } else {  // the tail: zero codes past K
+        alignas(16) uint8_t codes[16] = {};
+        if (k < K) std::memcpy(codes, a + r * K + k, static_cast<size_t>(K - k));
+        x = _mm_load_si128(reinterpret_cast<const __m128i*>(codes));
+      }
       const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(x), 7),
                                       _mm_set1_epi16(static_cast<int16_t>(0xBF80)));
       const __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(h), scale);
