@@ -357,7 +357,7 @@ mutate_panel_group_flush_every_chunk() {
   edit src/vt/cpu/matmul/packed_avx2.cpp 's/f\.last = q0 \+ n == p1;/f.last = true;/'
 }
 mutate_panel_group_scale_tile_rows() {
-  edit src/vt/cpu/matmul/packed_avx2.cpp 's/gp\.sa\[\(m \+ i\) \* gp\.G \+ f\.g\]/gp.sa[i * gp.G + f.g]/'
+  edit src/vt/cpu/matmul/packed_avx2.cpp 's/ScaleGroupSums<MR, NB>\(acc, \*f\.p, m, /ScaleGroupSums<MR, NB>(acc, *f.p, 0, /'
 }
 # The same driver (fp8_group_scaled.cpp, RunPackedGroupScaled): a row slice that starts inside
 # a block of 8 rows stored from the block's first column instead of its own.

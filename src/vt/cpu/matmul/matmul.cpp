@@ -507,8 +507,6 @@ int64_t matmul::F32BitsStreamCalls() { return g_f32bits_stream_calls.load(std::m
 int64_t matmul::F32BitsPackedCalls() { return g_f32bits_packed_calls.load(std::memory_order_relaxed); }
 #if !defined(VT_CPU_X86)
 int64_t matmul::Avx2PanelGemms() { return 0; }
-#endif
-#if !defined(VT_CPU_X86)
 void matmul::SetFp8StreamDecode(Fp8StreamDecode) {}
 #endif
 

@@ -207,6 +207,27 @@ auto ChooseTile(int64_t mr, int nb) {
   }
 }
 
+// MatmulFp8GroupScaled's end of a group of K for a tile's sums (MR rows from row m of a,
+// NB blocks j, j + j_stride, ... of the weight; c at the tile's first row and block): c (0
+// for the first group) plus the sums times their (row, column, group) scale s_a · s_b · 2^8.
+template <int MR, int NB>
+__attribute__((always_inline)) inline void ScaleGroupSums(const __m256 (&acc)[MR][NB], const GroupScaledPacked& p,
+                                                          int64_t m, int64_t j, int64_t j_stride, int64_t g, float* c,
+                                                          int64_t ldc, int64_t c_stride) {
+  for (int jj = 0; jj < NB; ++jj) {
+    const int64_t blk = j + jj * j_stride;
+    const __m256 sb = p.sb_lanes != nullptr ? _mm256_loadu_ps(p.sb_lanes + (blk * p.G + g) * kCols)
+                                            : _mm256_set1_ps(p.sb[(blk * kCols / p.block_n) * p.G + g]);
+    for (int i = 0; i < MR; ++i) {
+      const __m256 sc =
+          _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(p.sa[(m + i) * p.G + g]), sb), _mm256_set1_ps(256.0f));
+      float* cp = c + i * ldc + jj * c_stride;
+      const __m256 prev = g == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(cp);
+      _mm256_storeu_ps(cp, _mm256_fmadd_ps(acc[i][jj], sc, prev));
+    }
+  }
+}
+
 // ---- Decoded panels (many rows of a) ---------------------------------------------------
 // Tile decodes its blocks once per 4 rows of a, so past a few rows the decode takes the
 // FMA ports' time. From kPanelMinRows rows, each pair of blocks is decoded once per
@@ -222,8 +243,8 @@ constexpr int64_t kPanelPairs = 128;
 constexpr int kDecodeTileRows = 4;
 constexpr int kPanelTileRows = 6;
 
-// Where a panel tile of MatmulFp8GroupScaled puts its sums at the end of a group of K: c
-// plus the sums times their (row, column, group) scale s_a · s_b · 2^8, as GroupScaledTile.
+// Where a panel tile of MatmulFp8GroupScaled puts its sums at the end of a group of K
+// (ScaleGroupSums, as GroupScaledTile).
 struct GroupFlush {
   const GroupScaledPacked* p;
   int64_t j, j_stride, g;  // the tile's first block, the blocks' stride, the group
@@ -278,19 +299,7 @@ __attribute__((noinline)) void PanelTile(const float* a, int64_t lda, const uint
   for (; p < pairs; ++p) step(p);
   if constexpr (kGroup) {
     if (f.last) {
-      const GroupScaledPacked& gp = *f.p;
-      for (int j = 0; j < NB; ++j) {
-        const int64_t blk = f.j + j * f.j_stride;
-        const __m256 sb = gp.sb_lanes != nullptr ? _mm256_loadu_ps(gp.sb_lanes + (blk * gp.G + f.g) * kCols)
-                                                 : _mm256_set1_ps(gp.sb[(blk * kCols / gp.block_n) * gp.G + f.g]);
-        for (int i = 0; i < MR; ++i) {
-          const __m256 sc =
-              _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(gp.sa[(m + i) * gp.G + f.g]), sb), _mm256_set1_ps(256.0f));
-          float* cp = f.c + (m + i) * f.ldc + j * f.c_stride;
-          const __m256 prev = f.g == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(cp);
-          _mm256_storeu_ps(cp, _mm256_fmadd_ps(acc[i][j], sc, prev));
-        }
-      }
+      ScaleGroupSums<MR, NB>(acc, *f.p, m, f.j, f.j_stride, f.g, f.c + m * f.ldc, f.ldc, f.c_stride);
       return;
     }
   }
@@ -452,18 +461,7 @@ __attribute__((noinline)) void GroupScaledTile(const GroupScaledPacked& p, int64
       for (int64_t t = 0; t < 4; ++t) step(q + t);
     }
     for (; q < p1; ++q) step(q);
-    for (int jj = 0; jj < NB; ++jj) {
-      const int64_t blk = j + jj * j_stride;
-      const __m256 sb = p.sb_lanes != nullptr ? _mm256_loadu_ps(p.sb_lanes + (blk * p.G + g) * kCols)
-                                              : _mm256_set1_ps(p.sb[(blk * kCols / p.block_n) * p.G + g]);
-      for (int i = 0; i < MR; ++i) {
-        const __m256 sc =
-            _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(p.sa[(m + i) * p.G + g]), sb), _mm256_set1_ps(256.0f));
-        float* cp = c + i * ldc + jj * c_stride;
-        const __m256 prev = g == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(cp);
-        _mm256_storeu_ps(cp, _mm256_fmadd_ps(acc[i][jj], sc, prev));
-      }
-    }
+    ScaleGroupSums<MR, NB>(acc, p, m, j, j_stride, g, c, ldc, c_stride);
   }
 }
 
