@@ -21,10 +21,12 @@ namespace vt {
   X(kSigmoidGatedAdd, "SigmoidGatedAdd")       \
   X(kCast, "Cast")                             \
   X(kRmsNormQuantFp8, "RmsNormQuantFp8")       \
+  X(kRmsNormZeroCentredQuantFp8, "RmsNormZeroCentredQuantFp8") \
   X(kRmsNormGatedQuantFp8, "RmsNormGatedQuantFp8") \
   X(kSiluMulQuantFp8, "SiluMulQuantFp8")       \
   X(kMatmulFp8SiluMulQuantFp8, "MatmulFp8SiluMulQuantFp8") \
   X(kRmsNormQuantFp8PerTokenGroup, "RmsNormQuantFp8PerTokenGroup") \
+  X(kRmsNormZeroCentredQuantFp8PerTokenGroup, "RmsNormZeroCentredQuantFp8PerTokenGroup") \
   X(kRmsNormGatedQuantFp8PerTokenGroup, "RmsNormGatedQuantFp8PerTokenGroup") \
   X(kSiluMulQuantFp8PerTokenGroup, "SiluMulQuantFp8PerTokenGroup") \
   X(kEmbedding, "Embedding")                   \

@@ -1,7 +1,8 @@
 // The per-token-group fused recipes in the models (BF16 activations): where a block-FP8 or
 // per-channel FP8 linear (or the group-scaled MoE experts) follows an RMSNorm, a Gated
-// DeltaNet's gated RMSNorm or a SiLU-mul, the model runs RmsNormQuantFp8PerTokenGroup,
-// RmsNormGatedQuantFp8PerTokenGroup or SiluMulQuantFp8PerTokenGroup and hands the linear the
+// DeltaNet's gated RMSNorm, a hybrid's zero-centred RMSNorm or a SiLU-mul, the model runs
+// RmsNormQuantFp8PerTokenGroup, RmsNormGatedQuantFp8PerTokenGroup,
+// RmsNormZeroCentredQuantFp8PerTokenGroup or SiluMulQuantFp8PerTokenGroup and hands the linear the
 // quantized activation. Each model is loaded twice, fused (the default) and with
 // LoadOptions::fuse_quant off, and runs a prompt and greedy decode steps: the fused ops ran the
 // expected number of times (and the standalone quantizer that many times less), the unfused
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -36,13 +38,15 @@ const std::string kModels = std::string(VTLLM_FIXTURES_DIR) + "/models/";
 // Dispatches of the CPU kernels of interest since construction.
 struct Counts {
   static constexpr OpId kOps[] = {OpId::kRmsNormQuantFp8PerTokenGroup, OpId::kRmsNormGatedQuantFp8PerTokenGroup,
-                                  OpId::kSiluMulQuantFp8PerTokenGroup, OpId::kQuantFp8PerTokenGroup};
-  int64_t start[4];
+                                  OpId::kSiluMulQuantFp8PerTokenGroup, OpId::kQuantFp8PerTokenGroup,
+                                  OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup};
+  static constexpr int kN = static_cast<int>(std::size(kOps));
+  int64_t start[kN];
   Counts() {
-    for (int i = 0; i < 4; ++i) start[i] = vt::DispatchCount(kOps[i], vt::DeviceType::kCPU);
+    for (int i = 0; i < kN; ++i) start[i] = vt::DispatchCount(kOps[i], vt::DeviceType::kCPU);
   }
   int64_t Since(OpId op) const {
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < kN; ++i)
       if (kOps[i] == op) return vt::DispatchCount(op, vt::DeviceType::kCPU) - start[i];
     return -1;
   }
@@ -51,7 +55,7 @@ struct Counts {
 // Per forward, how many times each fused op must run, and the standalone quantizer's runs
 // that the fusion removes.
 struct Expected {
-  int64_t rms = 0, gated = 0, silu = 0;
+  int64_t rms = 0, gated = 0, silu = 0, zero_centred = 0;
 };
 
 void CheckFusedMatchesUnfused(const std::string& label, const std::string& dir, QuantMethod method,
@@ -70,6 +74,7 @@ void CheckFusedMatchesUnfused(const std::string& label, const std::string& dir, 
     EXPECT_EQ(c.Since(OpId::kRmsNormQuantFp8PerTokenGroup), per_forward.rms * steps);
     EXPECT_EQ(c.Since(OpId::kRmsNormGatedQuantFp8PerTokenGroup), per_forward.gated * steps);
     EXPECT_EQ(c.Since(OpId::kSiluMulQuantFp8PerTokenGroup), per_forward.silu * steps);
+    EXPECT_EQ(c.Since(OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup), per_forward.zero_centred * steps);
     quant_fused = c.Since(OpId::kQuantFp8PerTokenGroup);
   }
   opt.fuse_quant = false;
@@ -80,10 +85,12 @@ void CheckFusedMatchesUnfused(const std::string& label, const std::string& dir, 
     EXPECT_EQ(c.Since(OpId::kRmsNormQuantFp8PerTokenGroup), 0);
     EXPECT_EQ(c.Since(OpId::kRmsNormGatedQuantFp8PerTokenGroup), 0);
     EXPECT_EQ(c.Since(OpId::kSiluMulQuantFp8PerTokenGroup), 0);
+    EXPECT_EQ(c.Since(OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup), 0);
     quant_unfused = c.Since(OpId::kQuantFp8PerTokenGroup);
   }
   // Each fused op stands for one standalone quantization.
-  EXPECT_EQ(quant_unfused - quant_fused, (per_forward.rms + per_forward.gated + per_forward.silu) * steps);
+  EXPECT_EQ(quant_unfused - quant_fused,
+            (per_forward.rms + per_forward.gated + per_forward.silu + per_forward.zero_centred) * steps);
   testing::ExpectSameLogits(fused, unfused);
 }
 
@@ -105,7 +112,8 @@ TEST(FusedGroupQuant, Qwen3PerChannelFp8) {
 // make_random_checkpoint's qwen3-tiny in fp8-block (hidden 128, intermediate 384: whole
 // 128-column groups) and its qwen3-next-tiny (a MoE hybrid whose every sparse layer has a
 // shared expert, block FP8 as the release stores it: experts and shared experts too; value
-// heads of 40, so out_proj's 128-column groups straddle heads and the gated norm stays apart).
+// heads of 40, so out_proj's 128-column groups straddle heads and the gated norm stays apart;
+// each layer's zero-centred norm ahead of its MoE block fuses with the experts' quantization).
 TEST(FusedGroupQuant, RandomCheckpointsBlockFp8) {
   {
     testing::TempDir tmp;
@@ -123,7 +131,8 @@ TEST(FusedGroupQuant, RandomCheckpointsBlockFp8) {
     for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
       mlps += !cfg.IsSparseLayer(l) || cfg.shared_expert_intermediate_size > 0 ? 1 : 0;
     ASSERT_GT(mlps, 0);
-    CheckFusedMatchesUnfused("random qwen3-next-tiny block", dir, QuantMethod::kFp8Block, {0, 0, mlps});
+    CheckFusedMatchesUnfused("random qwen3-next-tiny block", dir, QuantMethod::kFp8Block,
+                             {0, 0, mlps, cfg.num_hidden_layers});
   }
 }
 
@@ -148,9 +157,10 @@ TEST(FusedGroupQuant, Qwen3MoeGroupScaledExperts) {
 }
 
 // The hybrid (Gated DeltaNet) qwen3_5-tiny in block FP8 of 32 x 32: value heads of 32, so each
-// GDN layer's gated norm fuses with out_proj's quantization; the MLPs fuse their SiLU-mul (the
-// zero-centred RMSNorms have no fused recipe). Per-channel: out_proj's one group per token
-// spans the value heads, so only the SiLU-muls fuse.
+// GDN layer's gated norm fuses with out_proj's quantization; the MLPs fuse their SiLU-mul and
+// the zero-centred RMSNorm ahead of them (the one ahead of the token mixer feeds several
+// linears and stays apart). Per-channel: out_proj's one group per token spans the value
+// heads, so the gated norms stay apart.
 TEST(FusedGroupQuant, HybridQwen35) {
   const std::string src = kModels + "qwen3_5-tiny";
   const ModelConfig cfg = ModelConfig::FromDir(src);
@@ -162,12 +172,12 @@ TEST(FusedGroupQuant, HybridQwen35) {
   {
     testing::TempDir tmp;
     const std::string dir = testing::QuantizedCopy(src, tmp, {32, 32});
-    CheckFusedMatchesUnfused("qwen3_5 block 32", dir, QuantMethod::kFp8Block, {0, gdn, L});
+    CheckFusedMatchesUnfused("qwen3_5 block 32", dir, QuantMethod::kFp8Block, {0, gdn, L, L});
   }
   {
     testing::TempDir tmp;
     const std::string dir = testing::QuantizedCopy(src, tmp, {});
-    CheckFusedMatchesUnfused("qwen3_5 channel", dir, QuantMethod::kFp8ChannelToken, {0, 0, L});
+    CheckFusedMatchesUnfused("qwen3_5 channel", dir, QuantMethod::kFp8ChannelToken, {0, 0, L, L});
   }
 }
 
@@ -177,7 +187,7 @@ TEST(FusedGroupQuant, FusedOpsAreOptionalAtLoad) {
   QuantConfig block;
   block.method = QuantMethod::kFp8Block;
   const std::vector<OpId> optional = FusedGroupQuantOps(block, vt::DType::kBF16);
-  ASSERT_EQ(optional.size(), 3u);
+  ASSERT_EQ(optional.size(), 4u);
   for (const auto& required : {DecoderOps(block, vt::DType::kBF16), MoeDecoderOps(block, vt::DType::kBF16),
                                HybridDecoderOps(block, vt::DType::kBF16)})
     for (OpId op : optional) EXPECT_EQ(std::count(required.begin(), required.end(), op), 0) << vt::OpName(op);

@@ -12,11 +12,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "fused_logits.h"
 #include "hybrid_fp8_reference.h"
 #include "loader_test_util.h"
 #include "model/quant_config.h"
 #include "model/quantize.h"
 #include "model_oracle.h"
+#include "vt/registry.h"
 
 namespace vtllm::model {
 namespace {
@@ -85,6 +87,42 @@ void CheckFormat(const std::string& name, const std::string& format, double min_
   EXPECT_GE(c.before, min_unflipped * (c.before + c.after));
   EXPECT_GE(c.fp8_vs_exact, 0.3);
   EXPECT_GE(c.greedy_steps, 4);
+}
+
+// BF16 activations: the zero-centred RMSNorm ahead of each layer's feed-forward block (the
+// MoE experts' or the MLP's static FP8 input) runs as RmsNormZeroCentredQuantFp8, once per
+// layer and forward, and the logits are bit-identical to the same checkpoint loaded with
+// the fused recipes off (the norm, then the standalone quantizer).
+void CheckFusedZeroCentredNorm(const std::string& name) {
+  SCOPED_TRACE(name);
+  const std::string src = kFixtures + name;
+  const ModelConfig cfg = ModelConfig::FromDir(src);
+  testing::TempDir tmp;
+  const std::string out = tmp / "q";
+  QuantizeCheckpoint(src, out, Options("modelopt", cfg.vocab_size));
+  const std::vector<int32_t> prompt = {1, 7, 3, 12, 5, 9, 2};
+  const int steps = 4;
+  const auto count = [] { return vt::DispatchCount(vt::OpId::kRmsNormZeroCentredQuantFp8, vt::DeviceType::kCPU); };
+  LoadOptions opt = testing::CpuOptions(vt::DType::kBF16);
+  std::vector<float> fused, unfused;
+  {
+    auto model = Model::Load(out, opt);
+    const int64_t before = count();
+    fused = testing::RunLogits(*model, prompt, steps);
+    EXPECT_EQ(count() - before, cfg.num_hidden_layers * steps);
+  }
+  opt.fuse_quant = false;
+  {
+    auto model = Model::Load(out, opt);
+    const int64_t before = count();
+    unfused = testing::RunLogits(*model, prompt, steps);
+    EXPECT_EQ(count() - before, 0);
+  }
+  testing::ExpectSameLogits(fused, unfused);
+}
+
+TEST(StaticFp8Hybrid, FusedZeroCentredNormMatchesTheSteps) {
+  for (const char* name : {"qwen3-next-tiny", "qwen3_5-tiny", "qwen3_5-moe-tiny"}) CheckFusedZeroCentredNorm(name);
 }
 
 TEST(StaticFp8Hybrid, Qwen3NextModelOpt) { CheckFormat("qwen3-next-tiny", "modelopt", 0.5); }

@@ -106,10 +106,14 @@ TEST(IsaDispatch, EachLevelRunsItsElementwiseKernels) {
     expect_ran("RmsNorm");
     vt::RmsNormGated(q, bf16, x, gate, w, 1e-6f);
     expect_ran("RmsNormGated");
+    vt::RmsNormZeroCentred(q, bf16, x, w, 1e-6f);
+    expect_ran("RmsNormZeroCentred");
     vt::SiluMul(q, bf16, x2);
     expect_ran("SiluMul");
     vt::RmsNormQuantFp8(q, fp8, x, w, 1e-6f, 0.05f);
     expect_ran("RmsNormQuantFp8");
+    vt::RmsNormZeroCentredQuantFp8(q, fp8, x, w, 1e-6f, 0.05f);
+    expect_ran("RmsNormZeroCentredQuantFp8");
     vt::RmsNormGatedQuantFp8(q, fp8, x, gate, w, 1e-6f, 0.05f);
     expect_ran("RmsNormGatedQuantFp8");
     vt::SiluMulQuantFp8(q, fp8, x2, 0.05f);
@@ -118,6 +122,8 @@ TEST(IsaDispatch, EachLevelRunsItsElementwiseKernels) {
     const vt::Tensor scales = vt::Tensor::Empty({rows, 3}, DType::kF32);
     vt::RmsNormQuantFp8PerTokenGroup(q, fp8, scales, x, w, 1e-6f, 32, vt::kFp8BlockAmaxFloor, 0.0f);
     expect_ran("RmsNormQuantFp8PerTokenGroup");
+    vt::RmsNormZeroCentredQuantFp8PerTokenGroup(q, fp8, scales, x, w, 1e-6f, 32, vt::kFp8BlockAmaxFloor, 0.0f);
+    expect_ran("RmsNormZeroCentredQuantFp8PerTokenGroup");
     vt::RmsNormGatedQuantFp8PerTokenGroup(q, fp8, scales, x, gate, w, 1e-6f, 32, vt::kFp8BlockAmaxFloor, 0.0f);
     expect_ran("RmsNormGatedQuantFp8PerTokenGroup");
     vt::SiluMulQuantFp8PerTokenGroup(q, fp8, scales, x2, 32, vt::kFp8BlockAmaxFloor, 0.0f);
@@ -126,7 +132,7 @@ TEST(IsaDispatch, EachLevelRunsItsElementwiseKernels) {
     vt::RotaryEmbedding(q, pos, query, nullptr, cos_sin, D);
     expect_ran("RotaryEmbedding");
   }
-  EXPECT_EQ(checked, 12 * static_cast<int>(levels.size()));
+  EXPECT_EQ(checked, 15 * static_cast<int>(levels.size()));
   std::cout << "[ elementwise kernels per level ]";
   for (CpuIsa isa : levels) std::cout << " " << vt::CpuIsaName(isa) << "=" << ElementwiseSetOf(isa);
   std::cout << "\n";

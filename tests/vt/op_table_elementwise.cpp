@@ -324,12 +324,15 @@ std::vector<OpCase> CastCases() {
 
 // ---- fused recipes: the op, and FusedChainComposite as its definition --------------------
 
-std::vector<OpCase> RmsNormQuantFp8Cases() {
+namespace {
+// RmsNormQuantFp8's cases, or with zero_centred RmsNormZeroCentredQuantFp8's (its own seeds).
+std::vector<OpCase> NormQuantFp8Cases(bool zero_centred) {
   std::vector<OpCase> cases;
-  int turn = 0;  // the scale's, across the shapes
+  int turn = zero_centred ? 1 : 0;  // the scale's, across the shapes
+  const uint32_t seed = zero_centred ? 221 : 21;
   for (const RowShape& s : kRowShapes) {
-    const auto xv = RowsWithSpecials(s.rows, s.width, 21), wv = Normal(s.width, 22);
-    const auto rv = Normal(s.rows * s.width, 23, 2.0f);
+    const auto xv = RowsWithSpecials(s.rows, s.width, seed), wv = Normal(s.width, seed + 1);
+    const auto rv = Normal(s.rows * s.width, seed + 2, 2.0f);
     for (int di = 0; di < 3; ++di) {
       const DType xd = kFloatTypes[di];
       for (int mode = 0; mode < 3; ++mode) {  // 0: plain, 1: residual, 2: residual + BF16 side output
@@ -345,11 +348,12 @@ std::vector<OpCase> RmsNormQuantFp8Cases() {
                  nullptr};
         if (mode >= 1) c.outputs.push_back(Host(rv, shape, xd));
         if (mode == 2) c.outputs.push_back(Filled(shape, DType::kBF16));
-        c.run = [scale](const vt::Queue& q, const Tensors& in, const Tensors& out) {
-          vt::RmsNormQuantFp8(q, out[0], in[0], in[1], 1e-6f, scale, out.size() > 1 ? &out[1] : nullptr,
-                              out.size() > 2 ? &out[2] : nullptr);
+        c.run = [scale, zero_centred](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+          const auto op = zero_centred ? &vt::RmsNormZeroCentredQuantFp8 : &vt::RmsNormQuantFp8;
+          op(q, out[0], in[0], in[1], 1e-6f, scale, out.size() > 1 ? &out[1] : nullptr,
+             out.size() > 2 ? &out[2] : nullptr);
         };
-        c.definition = [scale](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        c.definition = [scale, zero_centred](const vt::Queue& q, const Tensors& in, const Tensors& out) {
           vt::FusedArgs args;
           args.out = out[0];
           args.x = in[0];
@@ -358,7 +362,10 @@ std::vector<OpCase> RmsNormQuantFp8Cases() {
           if (out.size() > 2) args.normed_out = out[2];
           args.eps = 1e-6f;
           args.input_scale = scale;
-          vt::FusedChainComposite(q, vt::recipes::kRmsNormQuantFp8, args);
+          if (zero_centred)
+            vt::FusedChainComposite(q, vt::recipes::kRmsNormZeroCentredQuantFp8, args);
+          else
+            vt::FusedChainComposite(q, vt::recipes::kRmsNormQuantFp8, args);
         };
         cases.push_back(std::move(c));
       }
@@ -366,6 +373,10 @@ std::vector<OpCase> RmsNormQuantFp8Cases() {
   }
   return cases;
 }
+}  // namespace
+
+std::vector<OpCase> RmsNormQuantFp8Cases() { return NormQuantFp8Cases(false); }
+std::vector<OpCase> RmsNormZeroCentredQuantFp8Cases() { return NormQuantFp8Cases(true); }
 
 std::vector<OpCase> RmsNormGatedQuantFp8Cases() {
   std::vector<OpCase> cases;
@@ -455,12 +466,16 @@ int64_t GroupsOf(int64_t width, int64_t group_size) { return (width + group_size
 
 }  // namespace
 
-std::vector<OpCase> RmsNormQuantFp8PerTokenGroupCases() {
+namespace {
+// RmsNormQuantFp8PerTokenGroup's cases, or with zero_centred
+// RmsNormZeroCentredQuantFp8PerTokenGroup's (its own seeds, the group settings shifted).
+std::vector<OpCase> NormQuantFp8PerTokenGroupCases(bool zero_centred) {
   std::vector<OpCase> cases;
-  int turn = 0;
+  int turn = zero_centred ? 1 : 0;
+  const uint32_t seed = zero_centred ? 321 : 121;
   for (const RowShape& s : kRowShapes) {
-    const auto xv = RowsWithSpecials(s.rows, s.width, 121), wv = Normal(s.width, 122);
-    const auto rv = Normal(s.rows * s.width, 123, 2.0f);
+    const auto xv = RowsWithSpecials(s.rows, s.width, seed), wv = Normal(s.width, seed + 1);
+    const auto rv = Normal(s.rows * s.width, seed + 2, 2.0f);
     for (int di = 0; di < 3; ++di) {
       const DType xd = kFloatTypes[di];
       for (int mode = 0; mode < 3; ++mode) {  // 0: plain, 1: residual, 2: residual + BF16 side output
@@ -475,12 +490,13 @@ std::vector<OpCase> RmsNormQuantFp8PerTokenGroupCases() {
                  nullptr};
         if (mode >= 1) c.outputs.push_back(Host(rv, shape, xd));
         if (mode == 2) c.outputs.push_back(Filled(shape, DType::kBF16));
-        c.run = [g](const vt::Queue& q, const Tensors& in, const Tensors& out) {
-          vt::RmsNormQuantFp8PerTokenGroup(q, out[0], out[1], in[0], in[1], 1e-6f, g.group_size, g.amax_floor,
-                                           g.scale_floor, out.size() > 2 ? &out[2] : nullptr,
-                                           out.size() > 3 ? &out[3] : nullptr);
+        c.run = [g, zero_centred](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+          const auto op =
+              zero_centred ? &vt::RmsNormZeroCentredQuantFp8PerTokenGroup : &vt::RmsNormQuantFp8PerTokenGroup;
+          op(q, out[0], out[1], in[0], in[1], 1e-6f, g.group_size, g.amax_floor, g.scale_floor,
+             out.size() > 2 ? &out[2] : nullptr, out.size() > 3 ? &out[3] : nullptr);
         };
-        c.definition = [g](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+        c.definition = [g, zero_centred](const vt::Queue& q, const Tensors& in, const Tensors& out) {
           vt::FusedArgs args;
           args.out = out[0];
           args.scales = out[1];
@@ -492,7 +508,10 @@ std::vector<OpCase> RmsNormQuantFp8PerTokenGroupCases() {
           args.group_size = g.group_size;
           args.amax_floor = g.amax_floor;
           args.scale_floor = g.scale_floor;
-          vt::FusedChainComposite(q, vt::recipes::kRmsNormQuantFp8PerTokenGroup, args);
+          if (zero_centred)
+            vt::FusedChainComposite(q, vt::recipes::kRmsNormZeroCentredQuantFp8PerTokenGroup, args);
+          else
+            vt::FusedChainComposite(q, vt::recipes::kRmsNormQuantFp8PerTokenGroup, args);
         };
         cases.push_back(std::move(c));
       }
@@ -500,6 +519,10 @@ std::vector<OpCase> RmsNormQuantFp8PerTokenGroupCases() {
   }
   return cases;
 }
+}  // namespace
+
+std::vector<OpCase> RmsNormQuantFp8PerTokenGroupCases() { return NormQuantFp8PerTokenGroupCases(false); }
+std::vector<OpCase> RmsNormZeroCentredQuantFp8PerTokenGroupCases() { return NormQuantFp8PerTokenGroupCases(true); }
 
 std::vector<OpCase> RmsNormGatedQuantFp8PerTokenGroupCases() {
   std::vector<OpCase> cases;

@@ -112,12 +112,12 @@ std::vector<OpCase> GatedDeltaRuleCases() {
 }
 
 // Qwen3-Next's zero-centred RMSNorm (the other norms' cases are in op_table_elementwise.cpp):
-// rows with specials, F32/BF16, weight in x's dtype or F32, with and without a residual.
-// One scalar definition on the CPU: byte-exact.
+// rows with specials, F32/BF16, weight in x's dtype or F32, with and without a residual;
+// widths with vector tails and Qwen3.5's 2048. Every CPU ISA level byte-exact.
 std::vector<OpCase> RmsNormZeroCentredCases() {
   std::vector<OpCase> cases;
   uint32_t seed = 300;
-  for (int64_t width : {1, 31, 64, 257})
+  for (int64_t width : {1, 31, 64, 257, 2048})
     for (DType xd : {DType::kF32, DType::kBF16})
       for (DType wd : {xd, DType::kF32})
         for (bool with_res : {false, true}) {

@@ -142,10 +142,12 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kSigmoidGatedAdd: return SigmoidGatedAddCases();
     case OpId::kCast: return CastCases();
     case OpId::kRmsNormQuantFp8: return RmsNormQuantFp8Cases();
+    case OpId::kRmsNormZeroCentredQuantFp8: return RmsNormZeroCentredQuantFp8Cases();
     case OpId::kRmsNormGatedQuantFp8: return RmsNormGatedQuantFp8Cases();
     case OpId::kSiluMulQuantFp8: return SiluMulQuantFp8Cases();
     case OpId::kMatmulFp8SiluMulQuantFp8: return MatmulFp8SiluMulQuantFp8Cases();
     case OpId::kRmsNormQuantFp8PerTokenGroup: return RmsNormQuantFp8PerTokenGroupCases();
+    case OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup: return RmsNormZeroCentredQuantFp8PerTokenGroupCases();
     case OpId::kRmsNormGatedQuantFp8PerTokenGroup: return RmsNormGatedQuantFp8PerTokenGroupCases();
     case OpId::kSiluMulQuantFp8PerTokenGroup: return SiluMulQuantFp8PerTokenGroupCases();
     case OpId::kEmbedding: return EmbeddingCases();

@@ -49,7 +49,8 @@ TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache
           src/server/output_parsers.cpp src/engine/structured_output_mask.cpp
           include/vt/ops/attention.h src/model/layers/attention.cpp src/model/layers/moe_group_scaled.cpp
           src/vt/cpu/fused.cpp src/model/models/decoder.cpp src/model/layers/mlp.cpp
-          src/vt/cpu/attention.cpp src/vt/cpu/attention_simd.h src/vt/cpu/fp8_nan_scan.h)
+          src/vt/cpu/attention.cpp src/vt/cpu/attention_simd.h src/vt/cpu/fp8_nan_scan.h
+          src/model/models/decoder_parts.cpp src/model/models/hybrid.cpp)
 
 restore() {
   for f in "${TOUCHED[@]}"; do cp "$PRISTINE/$f" "$SRC/$f"; done
@@ -291,8 +292,8 @@ mutate_kv_loader_ignores_scales() {
 # path only); and in the model, the decoder's fused RMSNorm not adding the residual (model_tests
 # compare the fused model's logits with the unfused model's).
 mutate_fused_group_no_residual() {
-  edit src/vt/cpu/fused.cpp 's/a\.residual = residual != nullptr \? residual->data\(\) : nullptr;\n    a\.out = normed_out != nullptr \? normed_out->data\(\) : nullptr;\n    a\.eps = eps;\n    cpu\.pool\.ParallelFor\(rows, GroupGrain/a.residual = nullptr;\n    a.out = normed_out != nullptr ? normed_out->data() : nullptr;\n    a.eps = eps;\n    cpu.pool.ParallelFor(rows, GroupGrain/'
-  edit src/vt/cpu/reference.cpp 's/RmsNorm\(dst, x\.Slice\(0, m0, m1\), weight, eps, residual != nullptr \? &rr : nullptr, 0, m1 - m0\);/RmsNorm(dst, x.Slice(0, m0, m1), weight, eps, rr.defined() ? nullptr : nullptr, 0, m1 - m0);/'
+  edit src/vt/cpu/fused.cpp 's/a\.residual = residual != nullptr \? residual->data\(\) : nullptr;\n    a\.out = normed_out != nullptr \? normed_out->data\(\) : nullptr;\n    a\.eps = eps;\n    a\.zero_centred = kZeroCentred;\n    cpu\.pool\.ParallelFor\(rows, GroupGrain/a.residual = nullptr;\n    a.out = normed_out != nullptr ? normed_out->data() : nullptr;\n    a.eps = eps;\n    a.zero_centred = kZeroCentred;\n    cpu.pool.ParallelFor(rows, GroupGrain/'
+  edit src/vt/cpu/reference.cpp 's/const Tensor\* r = residual != nullptr \? &rr : nullptr;/const Tensor* r = nullptr;/'
 }
 mutate_fused_group_scales_row_stride() {
   edit src/vt/cpu/elementwise_simd.h 's/float\* scales = a\.fp8_scales \+ base \/ width \* groups;/float* scales = a.fp8_scales + base \/ width * (groups > 1 ? 1 : groups);/'
@@ -305,7 +306,17 @@ mutate_fused_group_reciprocal() {
   edit src/vt/cpu/elementwise_simd.h 's/QuantGroupsOf<DType::kBF16>\(bf16, a\.fp8_out/QuantGroupsRecip<DType::kBF16>(bf16, a.fp8_out/'
 }
 mutate_fused_group_model_no_residual() {
-  edit src/model/models/decoder.cpp 's/(vt::RmsNormQuantFp8PerTokenGroup\(q, x8, xs, x, weight, eps_, g->group_size, g->amax_floor, g->scale_floor,\n\s*)residual\);/$1nullptr);/'
+  edit src/model/models/decoder_parts.cpp 's/op\(q, x8, xs, x, weight, eps, g->group_size, g->amax_floor, g->scale_floor, residual, normed_too\);/op(q, x8, xs, x, weight, eps, g->group_size, g->amax_floor, g->scale_floor, nullptr, normed_too);/'
+}
+# The zero-centred RMSNorm (Qwen3-Next, Qwen3.5): the vector kernels multiplying by w instead
+# of 1 + w (the op table compares every ISA level with the scalar kernels, and the fused
+# recipes with their composite); the hybrid model running the plain RMSNorm ahead of its
+# feed-forward block (the HF oracle and the fused-vs-unfused counts).
+mutate_fused_group_zero_centred_vector_weight() {
+  edit src/vt/cpu/elementwise_simd.h 's/Add\(Set1\(1\.0f\), LoadN\(a\.weight, wd, c, n\)\)/LoadN(a.weight, wd, c, n)/'
+}
+mutate_fused_group_model_zero_centred_plain_norm() {
+  edit src/model/models/hybrid.cpp 's/NormThenFeedForward\(q, L\.ff, mixed, L\.post_norm, eps_, true,/NormThenFeedForward(q, L.ff, mixed, L.post_norm, eps_, false,/'
 }
 
 # PagedAttentionQuantFp8: the CPU kernel quantizing with another scale than input_scale (the
@@ -409,7 +420,8 @@ MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
 FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fused_group_blocks_not_whole_groups
-                       fused_group_reciprocal fused_group_model_no_residual)
+                       fused_group_reciprocal fused_group_model_no_residual fused_group_zero_centred_vector_weight
+                       fused_group_model_zero_centred_plain_norm)
 ATTN_QUANT_MUTATIONS=(attn_quant_cpu_scale attn_quant_model_scale)
 KV_DECODE_MUTATIONS=(fp8_nan_scan_blind kv_keys_step_sums_swapped)
 case "${ONLY:-}" in

@@ -18,6 +18,7 @@ namespace vt {
 
 enum class FOp : uint8_t {
   kRmsNorm,         // RmsNorm(tmp, x, weight, eps, residual?)   -> BF16 tmp
+  kRmsNormZeroCentred,  // RmsNormZeroCentred(tmp, x, weight, eps, residual?) -> BF16 tmp
   kRmsNormGated,    // RmsNormGated(tmp, x, gate, weight, eps)   -> BF16 tmp
   kSiluMul,         // SiluMul(tmp, x)                           -> BF16 tmp
   kQuantFp8Static,  // QuantFp8Static(out, tmp, input_scale)
@@ -26,9 +27,12 @@ enum class FOp : uint8_t {
 
 namespace recipes {
 inline constexpr FOp kRmsNormQuantFp8[] = {FOp::kRmsNorm, FOp::kQuantFp8Static};
+inline constexpr FOp kRmsNormZeroCentredQuantFp8[] = {FOp::kRmsNormZeroCentred, FOp::kQuantFp8Static};
 inline constexpr FOp kRmsNormGatedQuantFp8[] = {FOp::kRmsNormGated, FOp::kQuantFp8Static};
 inline constexpr FOp kSiluMulQuantFp8[] = {FOp::kSiluMul, FOp::kQuantFp8Static};
 inline constexpr FOp kRmsNormQuantFp8PerTokenGroup[] = {FOp::kRmsNorm, FOp::kQuantFp8PerTokenGroup};
+inline constexpr FOp kRmsNormZeroCentredQuantFp8PerTokenGroup[] = {FOp::kRmsNormZeroCentred,
+                                                                  FOp::kQuantFp8PerTokenGroup};
 inline constexpr FOp kRmsNormGatedQuantFp8PerTokenGroup[] = {FOp::kRmsNormGated, FOp::kQuantFp8PerTokenGroup};
 inline constexpr FOp kSiluMulQuantFp8PerTokenGroup[] = {FOp::kSiluMul, FOp::kQuantFp8PerTokenGroup};
 }  // namespace recipes
@@ -55,6 +59,11 @@ void FusedChainComposite(const Queue& q, std::span<const FOp> recipe, const Fuse
 // optional residual add -> RMSNorm -> BF16 -> QuantFp8Static (optionally also the BF16 tensor).
 void RmsNormQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
                      float input_scale, const Tensor* residual = nullptr, const Tensor* normed_out = nullptr);
+// The same with the zero-centred RMSNorm of Qwen3-Next / Qwen3.5 (RmsNormZeroCentred:
+// x_hat * (1 + w) in f32) as the first step.
+void RmsNormZeroCentredQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+                                float input_scale, const Tensor* residual = nullptr,
+                                const Tensor* normed_out = nullptr);
 // gated RMSNorm -> BF16 -> QuantFp8Static.
 void RmsNormGatedQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate,
                           const Tensor& weight, float eps, float input_scale);
@@ -80,6 +89,10 @@ void RmsNormQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tenso
                                   const Tensor& weight, float eps, int64_t group_size, float amax_floor,
                                   float scale_floor, const Tensor* residual = nullptr,
                                   const Tensor* normed_out = nullptr);
+void RmsNormZeroCentredQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tensor& scales,
+                                              const Tensor& x, const Tensor& weight, float eps, int64_t group_size,
+                                              float amax_floor, float scale_floor, const Tensor* residual = nullptr,
+                                              const Tensor* normed_out = nullptr);
 void RmsNormGatedQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
                                        const Tensor& gate, const Tensor& weight, float eps, int64_t group_size,
                                        float amax_floor, float scale_floor);
@@ -91,6 +104,8 @@ struct OpTraits<OpId::kRmsNormQuantFp8> {
   using Fn = void(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
                   float input_scale, const Tensor* residual, const Tensor* normed_out);
 };
+template <>
+struct OpTraits<OpId::kRmsNormZeroCentredQuantFp8> : OpTraits<OpId::kRmsNormQuantFp8> {};
 template <>
 struct OpTraits<OpId::kRmsNormGatedQuantFp8> {
   using Fn = void(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight,
@@ -112,6 +127,8 @@ struct OpTraits<OpId::kRmsNormQuantFp8PerTokenGroup> {
                   float eps, int64_t group_size, float amax_floor, float scale_floor, const Tensor* residual,
                   const Tensor* normed_out);
 };
+template <>
+struct OpTraits<OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup> : OpTraits<OpId::kRmsNormQuantFp8PerTokenGroup> {};
 template <>
 struct OpTraits<OpId::kRmsNormGatedQuantFp8PerTokenGroup> {
   using Fn = void(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x, const Tensor& gate,

@@ -138,65 +138,23 @@ class Decoder final : public CausalLM {
     if (comm_) comm_->AllReduceSum(q, residual);  // vocabulary-parallel: one rank's row, zeros elsewhere
     for (size_t l = 0; l < layers_.size(); ++l) {
       const Layer& L = layers_[l];
-      const LinearInput attn_in = NormInto(q, L.attn.qkv(), rs.Input(l), L.input_norm, rs.AddTo(l), normed, T);
+      const LinearInput attn_in = NormForLinear(q, L.attn.qkv(), rs.Input(l), L.input_norm, eps_, false, rs.AddTo(l),
+                                                normed, fuse_quant_, buffers_);
       L.attn.Forward(q, attn_in, m, cache.key(static_cast<int64_t>(l)), cache.value(static_cast<int64_t>(l)),
                      rope_cache_, attn_out, buffers_, fuse_quant_);
       if (comm_) comm_->AllReduceSum(q, attn_out);  // row-parallel o_proj: the ranks' parts summed
-      if (L.ff.sparse) {  // the router reads the normed activations; FP8 experts quantize them
-        const SparseMoeBlock& moe = L.ff.moe;
-        if (moe.takes_quantized_input() && fuse_quant_) {  // the quantization fused with the norm
-          const Tensor x8 = buffers_.Get(kSlotX8, T, H_, DType::kF8E4M3);
-          vt::RmsNormQuantFp8(q, x8, attn_out, L.post_norm, eps_, moe.input_scale(), &residual, &normed);
-          moe.Forward(q, normed, hidden, buffers_, &x8);
-        } else if (const std::optional<Fp8GroupQuant> g = moe.input_group_quant();
-                   g && fuse_quant_ && vt::OpRegistered(vt::OpId::kRmsNormQuantFp8PerTokenGroup, device_.type)) {
-          // Block / per-channel FP8 experts: the norm (also into `normed`, the router's and the
-          // shared expert's input) and the experts' per-token-group quantization in one op.
-          const Tensor x8 = buffers_.Get(kSlotX8, T, H_, DType::kF8E4M3);
-          const Tensor xs = buffers_.Get(kSlotX8Scales, T, g->Groups(H_), DType::kF32);
-          vt::RmsNormQuantFp8PerTokenGroup(q, x8, xs, attn_out, L.post_norm, eps_, g->group_size, g->amax_floor,
-                                           g->scale_floor, &residual, &normed);
-          moe.Forward(q, normed, hidden, buffers_, &x8, &xs);
-        } else {
-          vt::RmsNorm(q, normed, attn_out, L.post_norm, eps_, &residual);
-          L.ff.Forward(q, normed, hidden, fuse_quant_, buffers_);
-        }
-        if (comm_) comm_->AllReduceSum(q, hidden);  // each rank's block of every expert (and shared expert)
-        continue;
-      }
-      const LinearInput mlp_in = NormInto(q, L.ff.mlp.gate_up(), attn_out, L.post_norm, &residual, normed, T);
-      L.ff.Forward(q, mlp_in, hidden, fuse_quant_, buffers_);
-      if (comm_) comm_->AllReduceSum(q, hidden);  // row-parallel down_proj
+      // A sparse block's router reads the normed activations; its FP8 experts take them
+      // quantized by the same op where they can.
+      NormThenFeedForward(q, L.ff, attn_out, L.post_norm, eps_, false, &residual, normed, hidden, fuse_quant_,
+                          buffers_);
+      // Row-parallel down_proj, or each rank's block of every expert (and shared expert).
+      if (comm_) comm_->AllReduceSum(q, hidden);
     }
     vt::RmsNorm(q, normed, hidden, final_norm_, eps_, &residual);
     ApplyLmHead(q, lm_head_, normed, logit_rows, logits, buffers_, comm_);
   }
 
  private:
-  // RMSNorm of x (after adding it to `residual` when given) as the input of `next`: fused
-  // with the FP8 quantization when activations are BF16 and `next` takes FP8 input (static:
-  // RmsNormQuantFp8) or quantizes its input per token group (block, per-channel:
-  // RmsNormQuantFp8PerTokenGroup, where the device has it); else into `normed` (and `next`
-  // quantizes it).
-  LinearInput NormInto(const vt::Queue& q, const Linear& next, const Tensor& x, const Tensor& weight,
-                       const Tensor* residual, const Tensor& normed, int64_t T) {
-    if (next.takes_quantized_input() && fuse_quant_) {
-      Tensor x8 = buffers_.Get(kSlotX8, T, H_, DType::kF8E4M3);
-      vt::RmsNormQuantFp8(q, x8, x, weight, eps_, next.input_scale(), residual);
-      return x8;
-    }
-    if (const std::optional<Fp8GroupQuant> g = next.input_group_quant();
-        g && fuse_quant_ && vt::OpRegistered(vt::OpId::kRmsNormQuantFp8PerTokenGroup, device_.type)) {
-      const Tensor x8 = buffers_.Get(kSlotX8, T, H_, DType::kF8E4M3);
-      const Tensor xs = buffers_.Get(kSlotX8Scales, T, g->Groups(H_), DType::kF32);
-      vt::RmsNormQuantFp8PerTokenGroup(q, x8, xs, x, weight, eps_, g->group_size, g->amax_floor, g->scale_floor,
-                                       residual);
-      return LinearInput{x8, xs};
-    }
-    vt::RmsNorm(q, normed, x, weight, eps_, residual);
-    return normed;
-  }
-
   ModelConfig cfg_;
   vt::Device device_;
   DType act_ = DType::kBF16;

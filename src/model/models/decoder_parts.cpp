@@ -1,12 +1,16 @@
 #include "model/models/decoder_parts.h"
 
 #include <cstring>
+#include <optional>
 
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/progress.h"
 #include "vt/error.h"
 #include "vt/ops/embedding.h"
+#include "vt/ops/fused.h"
+#include "vt/ops/norm.h"
+#include "vt/registry.h"
 
 namespace vtllm::model {
 
@@ -64,8 +68,8 @@ std::vector<vt::OpId> FusedGroupQuantOps(const QuantConfig& quant, vt::DType act
   if (act != vt::DType::kBF16 || (quant.method != QuantMethod::kFp8Block && quant.method != QuantMethod::kFp8ChannelToken &&
                                   quant.method != QuantMethod::kFp8Online))
     return {};
-  return {OpId::kRmsNormQuantFp8PerTokenGroup, OpId::kRmsNormGatedQuantFp8PerTokenGroup,
-          OpId::kSiluMulQuantFp8PerTokenGroup};
+  return {OpId::kRmsNormQuantFp8PerTokenGroup, OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup,
+          OpId::kRmsNormGatedQuantFp8PerTokenGroup, OpId::kSiluMulQuantFp8PerTokenGroup};
 }
 
 void FeedForward::Forward(const vt::Queue& q, const LinearInput& x, const vt::Tensor& out, bool fuse_quant,
@@ -74,6 +78,62 @@ void FeedForward::Forward(const vt::Queue& q, const LinearInput& x, const vt::Te
     moe.Forward(q, x.x, out, buffers);
   else
     mlp.Forward(q, x, out, fuse_quant, buffers);
+}
+
+namespace {
+// The norm (zero_centred or not) of x into normed, plus the FP8 input a consumer wants:
+// static (input_scale set) -> x8; per token group (g set, the device has the recipe) -> x8
+// and its scales; neither -> the norm alone. Returns the consumer's input.
+LinearInput NormInto(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& weight, float eps, bool zero_centred,
+                     const vt::Tensor* residual, const vt::Tensor& normed, std::optional<float> input_scale,
+                     std::optional<Fp8GroupQuant> g, const vt::Tensor* normed_too, ActivationBuffers& buffers) {
+  const int64_t T = x.dim(0), H = x.dim(1);
+  if (input_scale) {
+    const vt::Tensor x8 = buffers.Get(kSlotX8, T, H, vt::DType::kF8E4M3);
+    const auto op = zero_centred ? &vt::RmsNormZeroCentredQuantFp8 : &vt::RmsNormQuantFp8;
+    op(q, x8, x, weight, eps, *input_scale, residual, normed_too);
+    return x8;
+  }
+  const vt::OpId group_op =
+      zero_centred ? vt::OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup : vt::OpId::kRmsNormQuantFp8PerTokenGroup;
+  if (g && vt::OpRegistered(group_op, q.device().type)) {
+    const vt::Tensor x8 = buffers.Get(kSlotX8, T, H, vt::DType::kF8E4M3);
+    const vt::Tensor xs = buffers.Get(kSlotX8Scales, T, g->Groups(H), vt::DType::kF32);
+    const auto op = zero_centred ? &vt::RmsNormZeroCentredQuantFp8PerTokenGroup : &vt::RmsNormQuantFp8PerTokenGroup;
+    op(q, x8, xs, x, weight, eps, g->group_size, g->amax_floor, g->scale_floor, residual, normed_too);
+    return LinearInput{x8, xs};
+  }
+  const auto op = zero_centred ? &vt::RmsNormZeroCentred : &vt::RmsNorm;
+  op(q, normed, x, weight, eps, residual);
+  return normed;
+}
+}  // namespace
+
+LinearInput NormForLinear(const vt::Queue& q, const Linear& next, const vt::Tensor& x, const vt::Tensor& weight,
+                          float eps, bool zero_centred, const vt::Tensor* residual, const vt::Tensor& normed,
+                          bool fuse_quant, ActivationBuffers& buffers) {
+  const bool static_fp8 = fuse_quant && next.takes_quantized_input();
+  return NormInto(q, x, weight, eps, zero_centred, residual, normed,
+                  static_fp8 ? std::optional<float>(next.input_scale()) : std::nullopt,
+                  fuse_quant ? next.input_group_quant() : std::nullopt, nullptr, buffers);
+}
+
+void NormThenFeedForward(const vt::Queue& q, const FeedForward& ff, const vt::Tensor& x, const vt::Tensor& weight,
+                         float eps, bool zero_centred, const vt::Tensor* residual, const vt::Tensor& normed,
+                         const vt::Tensor& out, bool fuse_quant, ActivationBuffers& buffers) {
+  if (!ff.sparse) {
+    const LinearInput in =
+        NormForLinear(q, ff.mlp.gate_up(), x, weight, eps, zero_centred, residual, normed, fuse_quant, buffers);
+    ff.mlp.Forward(q, in, out, fuse_quant, buffers);
+    return;
+  }
+  const SparseMoeBlock& moe = ff.moe;
+  const bool static_fp8 = fuse_quant && moe.takes_quantized_input();
+  const LinearInput in = NormInto(q, x, weight, eps, zero_centred, residual, normed,
+                                  static_fp8 ? std::optional<float>(moe.input_scale()) : std::nullopt,
+                                  fuse_quant ? moe.input_group_quant() : std::nullopt, &normed, buffers);
+  if (in.x.dtype() != vt::DType::kF8E4M3) return moe.Forward(q, normed, out, buffers);
+  moe.Forward(q, normed, out, buffers, &in.x, in.group_quantized() ? &in.scales : nullptr);
 }
 
 vt::Tensor LoadEmbedding(const BuildContext& ctx, const std::string& root) {

@@ -52,6 +52,23 @@ struct FeedForward {
   int64_t weight_bytes() const { return sparse ? moe.active_weight_bytes() : mlp.weight_bytes(); }
 };
 
+// RMSNorm of x [T, H] (after adding it to `residual` when given; zero_centred:
+// RmsNormZeroCentred, Qwen3-Next's and Qwen3.5's) as the input of `next`: fused with the FP8
+// quantization when `fuse_quant` and `next` takes FP8 input (static: the QuantFp8 recipe) or
+// quantizes its input per token group (block, per-channel: the PerTokenGroup recipe, where
+// the device has it); else into `normed` (and `next` quantizes it).
+LinearInput NormForLinear(const vt::Queue& q, const Linear& next, const vt::Tensor& x, const vt::Tensor& weight,
+                          float eps, bool zero_centred, const vt::Tensor* residual, const vt::Tensor& normed,
+                          bool fuse_quant, ActivationBuffers& buffers);
+// The norm ahead of a feed-forward block (as NormForLinear's), then the block into out [T, H].
+// A dense MLP takes NormForLinear of its gate_up. A sparse block always gets the norm in
+// `normed` (its router's and shared expert's input); where its experts take FP8 input
+// (static, or per token group where the device has the recipe) the same op also writes
+// their quantized input.
+void NormThenFeedForward(const vt::Queue& q, const FeedForward& ff, const vt::Tensor& x, const vt::Tensor& weight,
+                         float eps, bool zero_centred, const vt::Tensor* residual, const vt::Tensor& normed,
+                         const vt::Tensor& out, bool fuse_quant, ActivationBuffers& buffers);
+
 // `root` + "embed_tokens.weight" [V, H] on the device, advancing ctx.progress by its bytes.
 // With tensor parallelism (ctx.tp.size > 1) it is vocabulary-parallel: this rank's V / size
 // rows and a zero row after them, [V / size + 1, H], looked up with VocabShardIds' ids; the

@@ -24,7 +24,12 @@ std::vector<vt::OpId> HybridDecoderOps(const QuantConfig& quant, vt::DType act) 
   for (OpId op : MoeBlockOps(quant)) ops.push_back(op);  // kSigmoidGatedAdd: also the attention's output gate
   // A static-FP8 MLP's SiLU-mul fused with the down projection's quantization (BF16), where
   // the gate/up linear cannot do it in its own op (GatedMlp::Forward).
-  if (quant.method == QuantMethod::kFp8Static && act == vt::DType::kBF16) ops.push_back(OpId::kSiluMulQuantFp8);
+  // The zero-centred norm ahead of the feed-forward block fused with its experts' (or MLP's)
+  // static FP8 input quantization.
+  if (quant.method == QuantMethod::kFp8Static && act == vt::DType::kBF16) {
+    ops.push_back(OpId::kSiluMulQuantFp8);
+    ops.push_back(OpId::kRmsNormZeroCentredQuantFp8);
+  }
   return ops;
 }
 
@@ -157,8 +162,7 @@ class HybridDecoder final : public CausalLM {
       else
         L.attn.Forward(q, normed, m, cache.key(L.cache_index), cache.value(L.cache_index), rope_cache_, mixed,
                        buffers_);
-      vt::RmsNormZeroCentred(q, normed, mixed, L.post_norm, eps_, &residual);
-      L.ff.Forward(q, normed, hidden, fuse_quant_, buffers_);
+      NormThenFeedForward(q, L.ff, mixed, L.post_norm, eps_, true, &residual, normed, hidden, fuse_quant_, buffers_);
     }
     vt::RmsNormZeroCentred(q, normed, hidden, final_norm_, eps_, &residual);
     ApplyLmHead(q, lm_head_, normed, logit_rows, logits, buffers_);

@@ -40,6 +40,8 @@ struct RowArgs {
   int64_t width = 0;
   float eps = 0.0f;
   float input_scale = 1.0f;
+  // rms_norm only: RmsNormZeroCentred's element (x_hat * (1 + w) in f32, x_hat not rounded).
+  bool zero_centred = false;
 };
 
 struct KernelSet {

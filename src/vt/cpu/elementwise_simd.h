@@ -273,7 +273,7 @@ VT_INLINE float SumOfSquares(int64_t width, Value&& value) {
   return CombineLanes(acc);
 }
 
-template <typename F>
+template <typename F, bool kZeroCentred>
 void RmsNormRowsOf(const RowArgs& a, int64_t row0, int64_t row1) {
   const int64_t H = a.width;
   const DType xd = F::X(a), wd = F::W(a), td = F::Out(a);
@@ -294,8 +294,12 @@ void RmsNormRowsOf(const RowArgs& a, int64_t row0, int64_t row1) {
     // With a residual the normalised value is the sum just written back (exact in xd).
     const void* src = a.residual != nullptr ? a.residual : a.x;
     EmitRow<F>(a, s, base, H, [&](int64_t c, auto n) VT_ALWAYS_INLINE {
-      const V t = RoundTo(td, Mul(LoadN(src, xd, base + c, n), inv));
-      return Mul(t, LoadN(a.weight, wd, c, n));
+      if constexpr (kZeroCentred) {  // (s * inv) * (1 + w), s * inv not rounded
+        return Mul(Mul(LoadN(src, xd, base + c, n), inv), Add(Set1(1.0f), LoadN(a.weight, wd, c, n)));
+      } else {
+        const V t = RoundTo(td, Mul(LoadN(src, xd, base + c, n), inv));
+        return Mul(t, LoadN(a.weight, wd, c, n));
+      }
     });
   }
 }
@@ -370,7 +374,12 @@ void RopeRow(void* x, DType xd, int64_t heads, int64_t head_size, const float* c
 // them and force every field to be reloaded inside the loops.
 void RmsNormRows(const RowArgs& args, int64_t row0, int64_t row1) {
   const RowArgs a = args;
-  WithRowFormat(a, [&](auto f) { RmsNormRowsOf<decltype(f)>(a, row0, row1); });
+  WithRowFormat(a, [&](auto f) {
+    if (a.zero_centred)
+      RmsNormRowsOf<decltype(f), true>(a, row0, row1);
+    else
+      RmsNormRowsOf<decltype(f), false>(a, row0, row1);
+  });
 }
 
 void RmsNormGatedRows(const RowArgs& args, int64_t row0, int64_t row1) {

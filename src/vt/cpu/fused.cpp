@@ -37,8 +37,10 @@ elementwise::RowArgs FusedArgs(const Tensor& out, const Tensor& x, float input_s
   return a;
 }
 
-void RmsNormQuantFp8Cpu(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
-                        float input_scale, const Tensor* residual, const Tensor* normed_out) {
+// RmsNormQuantFp8 (kZeroCentred false) and RmsNormZeroCentredQuantFp8.
+template <bool kZeroCentred>
+void NormQuantFp8Cpu(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+                     float input_scale, const Tensor* residual, const Tensor* normed_out) {
   const int64_t H = x.dim(-1), rows = ref::Rows(x);
   CpuQueue& cpu = Cpu(q);
   if (const elementwise::KernelSet* vec = elementwise::ForIsa(cpu.isa)) {
@@ -49,13 +51,17 @@ void RmsNormQuantFp8Cpu(const Queue& q, const Tensor& out, const Tensor& x, cons
     a.out = normed_out != nullptr ? normed_out->data() : nullptr;
     a.width = H;
     a.eps = eps;
+    a.zero_centred = kZeroCentred;
     cpu.pool.ParallelFor(rows, 1, [&](int64_t r0, int64_t r1) { vec->rms_norm(a, r0, r1); });
     return;
   }
   ScalarPerRow(q, out, rows, H, input_scale, normed_out, [&](const Tensor& dst, int64_t r0, int64_t r1) {
     Tensor xr = x.View({rows, H}).Slice(0, r0, r1);
     Tensor rr = residual ? residual->View({rows, H}).Slice(0, r0, r1) : Tensor();
-    ref::RmsNorm(dst, xr, weight, eps, residual ? &rr : nullptr, 0, r1 - r0);
+    if constexpr (kZeroCentred)
+      ref::RmsNormZeroCentred(dst, xr, weight, eps, residual ? &rr : nullptr, 0, r1 - r0);
+    else
+      ref::RmsNorm(dst, xr, weight, eps, residual ? &rr : nullptr, 0, r1 - r0);
   });
 }
 
@@ -126,9 +132,11 @@ elementwise::RowArgs GroupArgs(const Tensor& out, const Tensor& scales, const Te
   return a;
 }
 
-void RmsNormQuantFp8PerTokenGroupCpu(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
-                                     const Tensor& weight, float eps, int64_t group_size, float amax_floor,
-                                     float scale_floor, const Tensor* residual, const Tensor* normed_out) {
+// RmsNormQuantFp8PerTokenGroup (kZeroCentred false) and RmsNormZeroCentredQuantFp8PerTokenGroup.
+template <bool kZeroCentred>
+void NormQuantFp8PerTokenGroupCpu(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                                  const Tensor& weight, float eps, int64_t group_size, float amax_floor,
+                                  float scale_floor, const Tensor* residual, const Tensor* normed_out) {
   const int64_t rows = x.dim(0), H = x.dim(1);
   CpuQueue& cpu = Cpu(q);
   if (const elementwise::KernelSet* vec = elementwise::ForIsa(cpu.isa)) {
@@ -138,12 +146,13 @@ void RmsNormQuantFp8PerTokenGroupCpu(const Queue& q, const Tensor& out, const Te
     a.residual = residual != nullptr ? residual->data() : nullptr;
     a.out = normed_out != nullptr ? normed_out->data() : nullptr;
     a.eps = eps;
+    a.zero_centred = kZeroCentred;
     cpu.pool.ParallelFor(rows, GroupGrain(H), [&](int64_t r0, int64_t r1) { vec->rms_norm(a, r0, r1); });
     return;
   }
   cpu.pool.ParallelFor(rows, GroupGrain(H), [&](int64_t r0, int64_t r1) {
     ref::RmsNormQuantFp8PerTokenGroup(out, scales, x, weight, eps, group_size, amax_floor, scale_floor, residual,
-                                      normed_out, r0, r1);
+                                      normed_out, r0, r1, kZeroCentred);
   });
 }
 
@@ -185,11 +194,13 @@ void SiluMulQuantFp8PerTokenGroupCpu(const Queue& q, const Tensor& out, const Te
 }  // namespace
 
 void RegisterFusedKernels() {
-  Register<OpId::kRmsNormQuantFp8>(DeviceType::kCPU, &RmsNormQuantFp8Cpu);
+  Register<OpId::kRmsNormQuantFp8>(DeviceType::kCPU, &NormQuantFp8Cpu<false>);
+  Register<OpId::kRmsNormZeroCentredQuantFp8>(DeviceType::kCPU, &NormQuantFp8Cpu<true>);
   Register<OpId::kRmsNormGatedQuantFp8>(DeviceType::kCPU, &RmsNormGatedQuantFp8Cpu);
   Register<OpId::kSiluMulQuantFp8>(DeviceType::kCPU, &SiluMulQuantFp8Cpu);
   Register<OpId::kMatmulFp8SiluMulQuantFp8>(DeviceType::kCPU, &MatmulFp8SiluMulQuantFp8Cpu);
-  Register<OpId::kRmsNormQuantFp8PerTokenGroup>(DeviceType::kCPU, &RmsNormQuantFp8PerTokenGroupCpu);
+  Register<OpId::kRmsNormQuantFp8PerTokenGroup>(DeviceType::kCPU, &NormQuantFp8PerTokenGroupCpu<false>);
+  Register<OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup>(DeviceType::kCPU, &NormQuantFp8PerTokenGroupCpu<true>);
   Register<OpId::kRmsNormGatedQuantFp8PerTokenGroup>(DeviceType::kCPU, &RmsNormGatedQuantFp8PerTokenGroupCpu);
   Register<OpId::kSiluMulQuantFp8PerTokenGroup>(DeviceType::kCPU, &SiluMulQuantFp8PerTokenGroupCpu);
 }

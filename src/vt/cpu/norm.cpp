@@ -1,4 +1,4 @@
-// CPU RmsNorm and RmsNormGated: the vector kernels of the queue's ISA, or the scalar
+// CPU RmsNorm, RmsNormZeroCentred and RmsNormGated: the vector kernels of the queue's ISA, or the scalar
 // reference; rows are split across the pool.
 #include "vt/cpu/backend.h"
 #include "vt/cpu/reference.h"
@@ -27,12 +27,14 @@ void RmsNormGatedCpu(const Queue& q, const Tensor& out, const Tensor& x, const T
           [&](int64_t r0, int64_t r1) { ref::RmsNormGated(out, x, gate, weight, eps, r0, r1); });
 }
 
-// One scalar definition on every ISA level (correctness first), rows across the pool.
 void RmsNormZeroCentredCpu(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
                            const Tensor* residual) {
-  Cpu(q).pool.ParallelFor(ref::Rows(x), 1, [&](int64_t r0, int64_t r1) {
-    ref::RmsNormZeroCentred(out, x, weight, eps, residual, r0, r1);
-  });
+  elementwise::RowArgs a = RowArgsOf(x, out, x.dim(-1));
+  SetWeight(a, weight, eps);
+  a.residual = residual != nullptr ? residual->data() : nullptr;
+  a.zero_centred = true;
+  RunRows(q, ref::Rows(x), &elementwise::KernelSet::rms_norm, a,
+          [&](int64_t r0, int64_t r1) { ref::RmsNormZeroCentred(out, x, weight, eps, residual, r0, r1); });
 }
 }  // namespace
 

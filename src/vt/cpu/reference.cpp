@@ -182,11 +182,16 @@ void PerTokenGroupRows(const Tensor& out, const Tensor& scales, int64_t width, i
 
 void RmsNormQuantFp8PerTokenGroup(const Tensor& out, const Tensor& scales, const Tensor& x, const Tensor& weight,
                                   float eps, int64_t group_size, float amax_floor, float scale_floor,
-                                  const Tensor* residual, const Tensor* normed_out, int64_t m0, int64_t m1) {
+                                  const Tensor* residual, const Tensor* normed_out, int64_t m0, int64_t m1,
+                                  bool zero_centred) {
   PerTokenGroupRows(out, scales, x.dim(1), group_size, amax_floor, scale_floor, normed_out, m0, m1,
                     [&](const Tensor& dst) {
                       const Tensor rr = residual != nullptr ? residual->Slice(0, m0, m1) : Tensor();
-                      RmsNorm(dst, x.Slice(0, m0, m1), weight, eps, residual != nullptr ? &rr : nullptr, 0, m1 - m0);
+                      const Tensor* r = residual != nullptr ? &rr : nullptr;
+                      if (zero_centred)
+                        RmsNormZeroCentred(dst, x.Slice(0, m0, m1), weight, eps, r, 0, m1 - m0);
+                      else
+                        RmsNorm(dst, x.Slice(0, m0, m1), weight, eps, r, 0, m1 - m0);
                     });
 }
 

@@ -32,10 +32,12 @@ void RmsNormGated(const Tensor& out, const Tensor& x, const Tensor& gate, const 
 void SiluMul(const Tensor& out, const Tensor& x, int64_t row0, int64_t row1);
 // Rows [m0, m1) of the per-token-group fused recipes (vt/ops/fused.h): the step's reference
 // above into a BF16 row buffer (or normed_out's rows), then QuantFp8PerTokenGroup's
-// reference of those rows. out, scales, normed_out: the op's whole tensors.
+// reference of those rows. out, scales, normed_out: the op's whole tensors. zero_centred:
+// RmsNormZeroCentred as the first step (RmsNormZeroCentredQuantFp8PerTokenGroup).
 void RmsNormQuantFp8PerTokenGroup(const Tensor& out, const Tensor& scales, const Tensor& x, const Tensor& weight,
                                   float eps, int64_t group_size, float amax_floor, float scale_floor,
-                                  const Tensor* residual, const Tensor* normed_out, int64_t m0, int64_t m1);
+                                  const Tensor* residual, const Tensor* normed_out, int64_t m0, int64_t m1,
+                                  bool zero_centred);
 void RmsNormGatedQuantFp8PerTokenGroup(const Tensor& out, const Tensor& scales, const Tensor& x, const Tensor& gate,
                                        const Tensor& weight, float eps, int64_t group_size, float amax_floor,
                                        float scale_floor, int64_t m0, int64_t m1);

@@ -11,12 +11,14 @@ namespace vt::cuda {
 
 namespace {
 
-void RmsNormQuantFp8Cuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
-                         float input_scale, const Tensor* residual, const Tensor* normed_out) {
+// RmsNormQuantFp8 (kZeroCentred false) and RmsNormZeroCentredQuantFp8.
+template <bool kZeroCentred>
+void NormQuantFp8Cuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+                      float input_scale, const Tensor* residual, const Tensor* normed_out) {
   const int64_t H = x.dim(-1), rows = x.numel() / H;
   LaunchRmsNorm(Cuda(q), normed_out ? normed_out->data() : nullptr, DType::kBF16, x.data(), x.dtype(),
                 weight.data(), weight.dtype(), residual ? residual->data() : nullptr, rows, H, eps,
-                out.data_as<uint8_t>(), 1.0f / input_scale);
+                out.data_as<uint8_t>(), 1.0f / input_scale, kZeroCentred);
 }
 
 void RmsNormGatedQuantFp8Cuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate,
@@ -47,7 +49,8 @@ void MatmulFp8SiluMulQuantFp8Cuda(const Queue& q, const Tensor& out8, const Tens
 }  // namespace
 
 void RegisterFusedKernels() {
-  Register<OpId::kRmsNormQuantFp8>(DeviceType::kCUDA, &RmsNormQuantFp8Cuda);
+  Register<OpId::kRmsNormQuantFp8>(DeviceType::kCUDA, &NormQuantFp8Cuda<false>);
+  Register<OpId::kRmsNormZeroCentredQuantFp8>(DeviceType::kCUDA, &NormQuantFp8Cuda<true>);
   Register<OpId::kRmsNormGatedQuantFp8>(DeviceType::kCUDA, &RmsNormGatedQuantFp8Cuda);
   Register<OpId::kSiluMulQuantFp8>(DeviceType::kCUDA, &SiluMulQuantFp8Cuda);
 #ifdef VT_CUDA_FP8

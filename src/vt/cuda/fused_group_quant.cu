@@ -38,7 +38,13 @@ struct RowArgs {
   uint16_t* normed;  // RmsNorm: the BF16 row, nullable
   int64_t H, G, group_size;
   float eps, amax_floor, scale_floor;
+  bool zero_centred;  // RmsNorm: RmsNormZeroCentred's element, (v * inv) * (1 + w)
 };
+
+// The RmsNorm element before its BF16 rounding: RmsNorm's or RmsNormZeroCentred's.
+__device__ __forceinline__ float NormElement(float v, float inv, float w, bool zero_centred) {
+  return zero_centred ? (v * inv) * (1.0f + w) : RoundAny(DType::kBF16, v * inv) * w;
+}
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxStagedH = 16384;  // 64 KiB of staged floats (past the 48 KiB default)
@@ -52,7 +58,7 @@ __device__ __forceinline__ float RowValue(const RowArgs& a, int64_t base, int64_
     return RoundAny(DType::kBF16, numerics::Silu(g) * u);
   } else if constexpr (kOp == RowOp::kRmsNorm) {
     const float v = a.residual != nullptr ? LoadAny(a.residual, a.xd, base + i) : LoadAny(a.x, a.xd, base + i);
-    return RoundAny(DType::kBF16, RoundAny(DType::kBF16, v * inv) * LoadAny(a.w, a.wd, i));
+    return RoundAny(DType::kBF16, NormElement(v, inv, LoadAny(a.w, a.wd, i), a.zero_centred));
   } else {
     const float t = RoundAny(DType::kBF16, LoadAny(a.x, a.xd, base + i) * inv);
     const float u = RoundAny(DType::kBF16, t * LoadAny(a.w, a.wd, i));
@@ -204,7 +210,7 @@ __global__ void __launch_bounds__(1024) RowGroupQuantVecKernel(RowArgs a, int64_
         Unpack8(wb[c], a.wd, w);
         if constexpr (kOp == RowOp::kRmsNorm) {
 #pragma unroll
-          for (int k = 0; k < 8; ++k) y[k] = RoundAny(DType::kBF16, RoundAny(DType::kBF16, v[c][k] * inv) * w[k]);
+          for (int k = 0; k < 8; ++k) y[k] = RoundAny(DType::kBF16, NormElement(v[c][k], inv, w[k], a.zero_centred));
         } else {
           float g[8];
           Unpack8(gb[c], a.gd, g);
@@ -267,7 +273,9 @@ template <RowOp kOp>
 void LaunchRowGroupQuant(const Queue& q, const RowArgs& a, int64_t rows) {
   if (rows == 0 || a.H == 0) return;
   VT_CHECK(rows < (int64_t{1} << 31), OpName(kOp == RowOp::kSiluMul        ? OpId::kSiluMulQuantFp8PerTokenGroup
-                                             : kOp == RowOp::kRmsNorm      ? OpId::kRmsNormQuantFp8PerTokenGroup
+                                             : kOp == RowOp::kRmsNorm && a.zero_centred
+                                                 ? OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup
+                                             : kOp == RowOp::kRmsNorm ? OpId::kRmsNormQuantFp8PerTokenGroup
                                                                            : OpId::kRmsNormGatedQuantFp8PerTokenGroup),
            ": ", rows, " rows exceed the CUDA grid");
   CudaQueue& cq = Cuda(q);
@@ -323,15 +331,18 @@ RowArgs Common(const Tensor& out, const Tensor& scales, const Tensor& x, int64_t
   return a;
 }
 
-void RmsNormQuantFp8PerTokenGroupCuda(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
-                                      const Tensor& weight, float eps, int64_t group_size, float amax_floor,
-                                      float scale_floor, const Tensor* residual, const Tensor* normed_out) {
+// RmsNormQuantFp8PerTokenGroup (kZeroCentred false) and RmsNormZeroCentredQuantFp8PerTokenGroup.
+template <bool kZeroCentred>
+void NormQuantFp8PerTokenGroupCuda(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                                   const Tensor& weight, float eps, int64_t group_size, float amax_floor,
+                                   float scale_floor, const Tensor* residual, const Tensor* normed_out) {
   RowArgs a = Common(out, scales, x, x.dim(1), group_size, amax_floor, scale_floor);
   a.w = weight.data();
   a.wd = weight.dtype();
   a.residual = residual != nullptr ? residual->data() : nullptr;
   a.normed = normed_out != nullptr ? normed_out->data_as<uint16_t>() : nullptr;
   a.eps = eps;
+  a.zero_centred = kZeroCentred;
   LaunchRowGroupQuant<RowOp::kRmsNorm>(q, a, x.dim(0));
 }
 
@@ -366,7 +377,8 @@ FusedGroupQuantCounts FusedGroupQuantLaunches() {
 void RegisterFusedGroupQuantKernels() {
   const char* on = std::getenv("VT_CUDA_FUSED_GROUP_QUANT");
   if (on == nullptr || std::string_view(on) != "1") return;
-  Register<OpId::kRmsNormQuantFp8PerTokenGroup>(DeviceType::kCUDA, &RmsNormQuantFp8PerTokenGroupCuda);
+  Register<OpId::kRmsNormQuantFp8PerTokenGroup>(DeviceType::kCUDA, &NormQuantFp8PerTokenGroupCuda<false>);
+  Register<OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup>(DeviceType::kCUDA, &NormQuantFp8PerTokenGroupCuda<true>);
   Register<OpId::kRmsNormGatedQuantFp8PerTokenGroup>(DeviceType::kCUDA, &RmsNormGatedQuantFp8PerTokenGroupCuda);
   Register<OpId::kSiluMulQuantFp8PerTokenGroup>(DeviceType::kCUDA, &SiluMulQuantFp8PerTokenGroupCuda);
 }

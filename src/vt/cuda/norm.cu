@@ -255,14 +255,11 @@ void RmsNormCuda(const Queue& q, const Tensor& out, const Tensor& x, const Tenso
                 residual ? residual->data() : nullptr, rows, H, eps, nullptr, 0.0f);
 }
 
-void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
-                      void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred);
-
 void RmsNormZeroCentredCuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
                             const Tensor* residual) {
   const int64_t H = x.dim(-1), rows = x.numel() / H;
-  LaunchRmsNormAny(Cuda(q), out.data(), out.dtype(), x.data(), x.dtype(), weight.data(), weight.dtype(),
-                   residual ? residual->data() : nullptr, rows, H, eps, nullptr, 0.0f, true);
+  LaunchRmsNorm(Cuda(q), out.data(), out.dtype(), x.data(), x.dtype(), weight.data(), weight.dtype(),
+                residual ? residual->data() : nullptr, rows, H, eps, nullptr, 0.0f, true);
 }
 
 void RmsNormGatedCuda(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate, const Tensor& weight,
@@ -274,9 +271,8 @@ void RmsNormGatedCuda(const Queue& q, const Tensor& out, const Tensor& x, const 
 
 }  // namespace
 
-namespace {
-void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
-                      void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
+void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
+                   void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv, bool zero_centred) {
   if (rows == 0) return;
   DeviceGuard guard(cq.device.index);
   if (H >= 256 && VecRowsFit(out, od, x, xd, w, wd, residual, rows, H, q)) {
@@ -300,15 +296,9 @@ void LaunchRmsNormAny(CudaQueue& cq, void* out, DType od, const void* x, DType x
   LaunchOverlapped(cq, "RmsNormKernel", RmsNormKernel, RowBlocks(rows), kWarpsPerBlock * 32, 0, out, od, x, xd, w, wd,
                    residual, rows, H, eps, q, q_inv, zero_centred);
 }
-}  // namespace
 
 int64_t RmsNormVecLaunches() { return g_vec_launches.load(std::memory_order_relaxed); }
 int64_t RmsNormWideVecLaunches() { return g_wide_vec_launches.load(std::memory_order_relaxed); }
-
-void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
-                   void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {
-  LaunchRmsNormAny(cq, out, od, x, xd, w, wd, residual, rows, H, eps, q, q_inv, false);
-}
 
 void LaunchRmsNormGated(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* gate, DType gd,
                         const void* w, DType wd, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv) {

@@ -12,8 +12,10 @@
 namespace vt::cuda {
 
 // RmsNorm over rows of width H; residual (nullable, x's dtype) is added first and updated.
+// zero_centred: RmsNormZeroCentred's element, (s * inv) * (1 + w).
 void LaunchRmsNorm(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* w, DType wd,
-                   void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv);
+                   void* residual, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv,
+                   bool zero_centred = false);
 // Gated RmsNorm: round(round(round(x * inv) * w) * Silu(gate)).
 void LaunchRmsNormGated(CudaQueue& cq, void* out, DType od, const void* x, DType xd, const void* gate, DType gd,
                         const void* w, DType wd, int64_t rows, int64_t H, float eps, uint8_t* q, float q_inv);

@@ -1,5 +1,7 @@
 #include "vt/ops/fused.h"
 
+#include <string_view>
+
 #include "vt/ops/activation.h"
 #include "vt/ops/matmul.h"
 #include "vt/ops/check.h"
@@ -15,11 +17,15 @@ void FusedChainComposite(const Queue& q, std::span<const FOp> recipe, const Fuse
     const bool last = i + 1 == recipe.size();
     switch (recipe[i]) {
       case FOp::kRmsNorm:
+      case FOp::kRmsNormZeroCentred:
       case FOp::kRmsNormGated: {
         Tensor tmp = args.normed_out.defined() ? args.normed_out
                                                : Tensor::Empty(current.shape(), DType::kBF16, q.device());
+        const Tensor* residual = args.residual.defined() ? &args.residual : nullptr;
         if (recipe[i] == FOp::kRmsNorm)
-          RmsNorm(q, tmp, current, args.weight, args.eps, args.residual.defined() ? &args.residual : nullptr);
+          RmsNorm(q, tmp, current, args.weight, args.eps, residual);
+        else if (recipe[i] == FOp::kRmsNormZeroCentred)
+          RmsNormZeroCentred(q, tmp, current, args.weight, args.eps, residual);
         else
           RmsNormGated(q, tmp, current, args.gate, args.weight, args.eps);
         current = tmp;
@@ -46,9 +52,10 @@ void FusedChainComposite(const Queue& q, std::span<const FOp> recipe, const Fuse
   }
 }
 
-void RmsNormQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
-                     float input_scale, const Tensor* residual, const Tensor* normed_out) {
-  constexpr std::string_view op = "RmsNormQuantFp8";
+namespace {
+// The checks of RmsNormQuantFp8 and RmsNormZeroCentredQuantFp8 (op: the op's name).
+void CheckNormQuantFp8(std::string_view op, const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight,
+                       float eps, float input_scale, const Tensor* residual, const Tensor* normed_out) {
   check::Operand(op, q, "x", x, check::kFloat16Or32);
   check::Operand(op, q, "weight", weight, check::kFloat16Or32);
   check::Output(op, q, "out", out, {DType::kF8E4M3});
@@ -58,7 +65,20 @@ void RmsNormQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, const T
   check::Finite(op, "eps", eps);
   check::PositiveFinite(op, "input_scale", input_scale);
   check::NormSideOutputs(op, q, x, residual, normed_out);
+}
+}  // namespace
+
+void RmsNormQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+                     float input_scale, const Tensor* residual, const Tensor* normed_out) {
+  CheckNormQuantFp8("RmsNormQuantFp8", q, out, x, weight, eps, input_scale, residual, normed_out);
   Kernel<OpId::kRmsNormQuantFp8>(q.device().type)(q, out, x, weight, eps, input_scale, residual, normed_out);
+}
+
+void RmsNormZeroCentredQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& weight, float eps,
+                                float input_scale, const Tensor* residual, const Tensor* normed_out) {
+  CheckNormQuantFp8("RmsNormZeroCentredQuantFp8", q, out, x, weight, eps, input_scale, residual, normed_out);
+  Kernel<OpId::kRmsNormZeroCentredQuantFp8>(q.device().type)(q, out, x, weight, eps, input_scale, residual,
+                                                             normed_out);
 }
 
 void RmsNormGatedQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, const Tensor& gate,
@@ -109,10 +129,11 @@ void MatmulFp8SiluMulQuantFp8(const Queue& q, const Tensor& out8, const Tensor& 
   Kernel<OpId::kMatmulFp8SiluMulQuantFp8>(q.device().type)(q, out8, gate_up, x8, w_gate_up, alpha, input_scale);
 }
 
-void RmsNormQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
-                                  const Tensor& weight, float eps, int64_t group_size, float amax_floor,
-                                  float scale_floor, const Tensor* residual, const Tensor* normed_out) {
-  constexpr std::string_view op = "RmsNormQuantFp8PerTokenGroup";
+namespace {
+void CheckNormQuantFp8PerTokenGroup(std::string_view op, const Queue& q, const Tensor& out, const Tensor& scales,
+                                    const Tensor& x, const Tensor& weight, float eps, int64_t group_size,
+                                    float amax_floor, float scale_floor, const Tensor* residual,
+                                    const Tensor* normed_out) {
   check::Operand(op, q, "x", x, check::kFloat16Or32);
   check::Operand(op, q, "weight", weight, check::kFloat16Or32);
   check::NDim(op, "x", x, 2);
@@ -121,8 +142,26 @@ void RmsNormQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tenso
   check::ShapeIs(op, "weight", weight, {x.dim(1)});
   check::Finite(op, "eps", eps);
   check::NormSideOutputs(op, q, x, residual, normed_out);
+}
+}  // namespace
+
+void RmsNormQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
+                                  const Tensor& weight, float eps, int64_t group_size, float amax_floor,
+                                  float scale_floor, const Tensor* residual, const Tensor* normed_out) {
+  CheckNormQuantFp8PerTokenGroup("RmsNormQuantFp8PerTokenGroup", q, out, scales, x, weight, eps, group_size,
+                                 amax_floor, scale_floor, residual, normed_out);
   Kernel<OpId::kRmsNormQuantFp8PerTokenGroup>(q.device().type)(q, out, scales, x, weight, eps, group_size, amax_floor,
                                                                scale_floor, residual, normed_out);
+}
+
+void RmsNormZeroCentredQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tensor& scales,
+                                             const Tensor& x, const Tensor& weight, float eps, int64_t group_size,
+                                             float amax_floor, float scale_floor, const Tensor* residual,
+                                             const Tensor* normed_out) {
+  CheckNormQuantFp8PerTokenGroup("RmsNormZeroCentredQuantFp8PerTokenGroup", q, out, scales, x, weight, eps,
+                                 group_size, amax_floor, scale_floor, residual, normed_out);
+  Kernel<OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup>(q.device().type)(
+      q, out, scales, x, weight, eps, group_size, amax_floor, scale_floor, residual, normed_out);
 }
 
 void RmsNormGatedQuantFp8PerTokenGroup(const Queue& q, const Tensor& out, const Tensor& scales, const Tensor& x,
