@@ -89,10 +89,11 @@ void CheckFormat(const std::string& name, const std::string& format, double min_
   EXPECT_GE(c.greedy_steps, 4);
 }
 
-// BF16 activations: the zero-centred RMSNorm ahead of each layer's feed-forward block (the
-// MoE experts' or the MLP's static FP8 input) runs as RmsNormZeroCentredQuantFp8, once per
-// layer and forward, and the logits are bit-identical to the same checkpoint loaded with
-// the fused recipes off (the norm, then the standalone quantizer).
+// BF16 activations: the zero-centred RMSNorms ahead of each layer's feed-forward block (the
+// MoE experts' or the MLP's static FP8 input) and of each GDN layer (the input scale its
+// q/k/v/z projections share) run as RmsNormZeroCentredQuantFp8, and the logits are
+// bit-identical to the same checkpoint loaded with the fused recipes off (the norm, then the
+// standalone quantizer).
 void CheckFusedZeroCentredNorm(const std::string& name) {
   SCOPED_TRACE(name);
   const std::string src = kFixtures + name;
@@ -109,7 +110,10 @@ void CheckFusedZeroCentredNorm(const std::string& name) {
     auto model = Model::Load(out, opt);
     const int64_t before = count();
     fused = testing::RunLogits(*model, prompt, steps);
-    EXPECT_EQ(count() - before, cfg.num_hidden_layers * steps);
+    int64_t gdn = 0;
+    for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) gdn += cfg.IsLinearAttentionLayer(l) ? 1 : 0;
+    EXPECT_GT(gdn, 0);
+    EXPECT_EQ(count() - before, (cfg.num_hidden_layers + gdn) * steps);
   }
   opt.fuse_quant = false;
   {

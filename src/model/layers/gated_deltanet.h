@@ -18,6 +18,7 @@
 // norm.weight [dv], out_proj [H, nv*dv].
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "model/kv_cache.h"
@@ -44,9 +45,21 @@ class GatedDeltaNet {
   // in groups that do not straddle value heads (block FP8 with value_head_dim a multiple of
   // the group), the gated norm and that quantization run as one op
   // (RmsNormGatedQuantFp8PerTokenGroup, where the device has it).
+  // x_quantized: x already quantized as input_quant() says (e.g. by the fused RMSNorm that
+  // made x), for the q/k/v/z projections; without it they share one quantization of x
+  // whenever input_quant() has one (the same bytes each would make alone).
   void Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& query_start, const vt::Tensor& state_slots,
                const LayerState& state, const vt::Tensor& out, ActivationBuffers& buffers,
-               bool fuse_quant = false) const;
+               bool fuse_quant = false, const LinearInput* x_quantized = nullptr) const;
+
+  // The FP8 input quantization that the q, k, v and z projections (Qwen3-Next's row blocks
+  // of in_proj_qkvz, or Qwen3.5's merged in_proj_qkv + in_proj_z) all take: a static input
+  // scale, or a per-token-group quantization; neither when they differ or are not FP8.
+  struct InputQuant {
+    std::optional<float> input_scale;
+    std::optional<Fp8GroupQuant> group;
+  };
+  InputQuant input_quant() const;
 
   int64_t weight_bytes() const;
   const GdnShape& shape() const { return s_; }

@@ -115,6 +115,7 @@ struct Fp8GroupQuant {
   float scale_floor = 0.0f;
   // Scale columns of a row of `width` elements.
   int64_t Groups(int64_t width) const { return (width + group_size - 1) / group_size; }
+  bool operator==(const Fp8GroupQuant&) const = default;
 };
 
 // A linear's input: the activation x [T, K] (F32/BF16, or F8E4M3 already quantized with a

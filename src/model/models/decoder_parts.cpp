@@ -80,13 +80,10 @@ void FeedForward::Forward(const vt::Queue& q, const LinearInput& x, const vt::Te
     mlp.Forward(q, x, out, fuse_quant, buffers);
 }
 
-namespace {
-// The norm (zero_centred or not) of x into normed, plus the FP8 input a consumer wants:
-// static (input_scale set) -> x8; per token group (g set, the device has the recipe) -> x8
-// and its scales; neither -> the norm alone. Returns the consumer's input.
-LinearInput NormInto(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& weight, float eps, bool zero_centred,
-                     const vt::Tensor* residual, const vt::Tensor& normed, std::optional<float> input_scale,
-                     std::optional<Fp8GroupQuant> g, const vt::Tensor* normed_too, ActivationBuffers& buffers) {
+LinearInput NormForInput(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& weight, float eps,
+                         bool zero_centred, const vt::Tensor* residual, const vt::Tensor& normed,
+                         std::optional<float> input_scale, std::optional<Fp8GroupQuant> g,
+                         const vt::Tensor* normed_too, ActivationBuffers& buffers) {
   const int64_t T = x.dim(0), H = x.dim(1);
   if (input_scale) {
     const vt::Tensor x8 = buffers.Get(kSlotX8, T, H, vt::DType::kF8E4M3);
@@ -107,13 +104,12 @@ LinearInput NormInto(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& 
   op(q, normed, x, weight, eps, residual);
   return normed;
 }
-}  // namespace
 
 LinearInput NormForLinear(const vt::Queue& q, const Linear& next, const vt::Tensor& x, const vt::Tensor& weight,
                           float eps, bool zero_centred, const vt::Tensor* residual, const vt::Tensor& normed,
                           bool fuse_quant, ActivationBuffers& buffers) {
   const bool static_fp8 = fuse_quant && next.takes_quantized_input();
-  return NormInto(q, x, weight, eps, zero_centred, residual, normed,
+  return NormForInput(q, x, weight, eps, zero_centred, residual, normed,
                   static_fp8 ? std::optional<float>(next.input_scale()) : std::nullopt,
                   fuse_quant ? next.input_group_quant() : std::nullopt, nullptr, buffers);
 }
@@ -129,7 +125,7 @@ void NormThenFeedForward(const vt::Queue& q, const FeedForward& ff, const vt::Te
   }
   const SparseMoeBlock& moe = ff.moe;
   const bool static_fp8 = fuse_quant && moe.takes_quantized_input();
-  const LinearInput in = NormInto(q, x, weight, eps, zero_centred, residual, normed,
+  const LinearInput in = NormForInput(q, x, weight, eps, zero_centred, residual, normed,
                                   static_fp8 ? std::optional<float>(moe.input_scale()) : std::nullopt,
                                   fuse_quant ? moe.input_group_quant() : std::nullopt, &normed, buffers);
   if (in.x.dtype() != vt::DType::kF8E4M3) return moe.Forward(q, normed, out, buffers);

@@ -4,6 +4,7 @@
 // spec and the logits head.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,6 +53,16 @@ struct FeedForward {
   int64_t weight_bytes() const { return sparse ? moe.active_weight_bytes() : mlp.weight_bytes(); }
 };
 
+// RMSNorm of x [T, H] (after adding it to `residual` when given; zero_centred:
+// RmsNormZeroCentred) into `normed`, fused with the FP8 quantization of a consumer's input:
+// input_scale set -> the static recipe into the x8 buffer; else g set (and the device has the
+// recipe) -> the PerTokenGroup recipe into x8 and its scales; neither -> the norm alone.
+// normed_too: a fused op also writes the BF16 norm there. Returns the consumer's input
+// (`normed` when nothing was fused).
+LinearInput NormForInput(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& weight, float eps,
+                         bool zero_centred, const vt::Tensor* residual, const vt::Tensor& normed,
+                         std::optional<float> input_scale, std::optional<Fp8GroupQuant> g,
+                         const vt::Tensor* normed_too, ActivationBuffers& buffers);
 // RMSNorm of x [T, H] (after adding it to `residual` when given; zero_centred:
 // RmsNormZeroCentred, Qwen3-Next's and Qwen3.5's) as the input of `next`: fused with the FP8
 // quantization when `fuse_quant` and `next` takes FP8 input (static: the QuantFp8 recipe) or
