@@ -178,9 +178,11 @@ TEST(CudaMatmulFp8GroupScaled, CublasLtWithinBound) {
     gpu.Synchronize();
   }
   // A partial last block of N or K is refused (cuBLASLt left the bound there: the tiny
-  // models' 192 columns), and the dispatch's other path is within the bound.
+  // models' 192 columns), and so is K below kLtBlocksMinK (one or two whole blocks, where its
+  // in-block tensor-core sums leave the bound); the dispatch's other path is within the bound.
   const int lt_whole = lt;
-  for (const auto& [N, K] : {std::pair<int64_t, int64_t>{192, 1024}, {1024, 192}, {192, 192}}) {
+  for (const auto& [N, K] :
+       {std::pair<int64_t, int64_t>{192, 1024}, {1024, 192}, {192, 192}, {256, 128}, {1024, 256}}) {
     Check(gpu, {64, N, K, 128, 128}, run, "cublaslt refused, naive");
     Check(gpu, {64, N, K, 128, 128}, [](const vt::Queue& q, const vt::Tensor& o, const vt::Tensor& a,
                                         const vt::Tensor& sa, const vt::Tensor& b, const vt::Tensor& sb, int64_t bn,

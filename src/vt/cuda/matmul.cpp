@@ -249,7 +249,7 @@ bool MatmulFp8GroupScaledLt(const Queue& q, const Tensor& out, const Tensor& a, 
   if (!GroupScaledLtOn() || cq.cc_major != 9 || K % 16 != 0 || M % 4 != 0) return false;
   // Whole blocks only: with a partial last block of N or K (a tiny test model's 192 columns)
   // cuBLASLt's output left the DESIGN bound on the H200.
-  const bool blocks = block_n == 128 && block_k == 128 && N % 128 == 0 && K % 128 == 0;
+  const bool blocks = block_n == 128 && block_k == 128 && N % 128 == 0 && K % 128 == 0 && K >= kLtBlocksMinK;
   const bool channels = block_n == 1 && G == 1 && K >= kLtMinK;
   if (!blocks && !channels) return false;
   LtScales sc;

@@ -20,6 +20,12 @@ namespace vt::cuda {
 // bench/kernel_notes.md has the measurements behind these constants.
 inline constexpr int64_t kSmallMMax = 1;
 inline constexpr int64_t kLtMinK = 2048;
+// The block-scaled FP8 GEMM of cuBLASLt (MatmulFp8GroupScaledLt) scales each 128-column
+// block's sum in f32, but inside a block its tensor-core sum has the same ~13 mantissa bits:
+// against the bound 4·K·FLT_EPSILON·Σ|a·b| that is twice over at K = 128 (measured on an
+// H100: 176 of 1,280 outputs of a 4 x 256 x 128 product) and inside it from K = 512 up
+// (0.3-0.8 of the bound at K = 768..3072 on the H100 and the H200).
+inline constexpr int64_t kLtBlocksMinK = 512;
 inline constexpr int64_t kViaBf16MinM = 16;
 // The GEMV kernel's CTA (64 to 768 threads) splits K in 16-byte vectors, 1 or 2 each.
 inline constexpr int64_t kGemvMinK = 1024;
@@ -119,7 +125,7 @@ void MatmulFp8GroupScaledGemv(const Queue& q, const Tensor& out, const Tensor& a
                               const Tensor* bias);
 // MatmulFp8GroupScaled by cuBLASLt's scaled FP8 GEMM (sm_90, f32 accumulation, no fast
 // accumulation): 128 x 128 weight blocks with 1 x 128 activation groups, N and K whole
-// blocks (CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F / VEC128_32F), or per-channel weights with
+// blocks, K >= kLtBlocksMinK (CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F / VEC128_32F), or per-channel weights with
 // per-token activations (OUTER_VEC_32F, K >= kLtMinK as the static path). Returns false,
 // having done nothing, for other layouts or when cuBLASLt offers no algorithm.
 bool MatmulFp8GroupScaledLt(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& a_scales,
