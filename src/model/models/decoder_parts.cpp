@@ -110,8 +110,8 @@ LinearInput NormForLinear(const vt::Queue& q, const Linear& next, const vt::Tens
                           bool fuse_quant, ActivationBuffers& buffers) {
   const bool static_fp8 = fuse_quant && next.takes_quantized_input();
   return NormForInput(q, x, weight, eps, zero_centred, residual, normed,
-                  static_fp8 ? std::optional<float>(next.input_scale()) : std::nullopt,
-                  fuse_quant ? next.input_group_quant() : std::nullopt, nullptr, buffers);
+                      static_fp8 ? std::optional<float>(next.input_scale()) : std::nullopt,
+                      fuse_quant ? next.input_group_quant() : std::nullopt, nullptr, buffers);
 }
 
 void NormThenFeedForward(const vt::Queue& q, const FeedForward& ff, const vt::Tensor& x, const vt::Tensor& weight,
@@ -126,8 +126,8 @@ void NormThenFeedForward(const vt::Queue& q, const FeedForward& ff, const vt::Te
   const SparseMoeBlock& moe = ff.moe;
   const bool static_fp8 = fuse_quant && moe.takes_quantized_input();
   const LinearInput in = NormForInput(q, x, weight, eps, zero_centred, residual, normed,
-                                  static_fp8 ? std::optional<float>(moe.input_scale()) : std::nullopt,
-                                  fuse_quant ? moe.input_group_quant() : std::nullopt, &normed, buffers);
+                                      static_fp8 ? std::optional<float>(moe.input_scale()) : std::nullopt,
+                                      fuse_quant ? moe.input_group_quant() : std::nullopt, &normed, buffers);
   if (in.x.dtype() != vt::DType::kF8E4M3) return moe.Forward(q, normed, out, buffers);
   moe.Forward(q, normed, out, buffers, &in.x, in.group_quantized() ? &in.scales : nullptr);
 }
