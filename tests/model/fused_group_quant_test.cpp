@@ -114,7 +114,8 @@ TEST(FusedGroupQuant, Qwen3PerChannelFp8) {
 // shared expert, block FP8 as the release stores it: experts and shared experts too; value
 // heads of 40, so out_proj's 128-column groups straddle heads and the gated norm stays apart;
 // each layer's zero-centred norm ahead of its MoE block fuses with the experts' quantization,
-// and each GDN layer's input norm with the one quantization its q/k/v/z row blocks share).
+// and each layer's input norm with the one quantization its token mixer's projections share:
+// a GDN layer's q/k/v/z row blocks, an attention layer's q/k/v and gate).
 TEST(FusedGroupQuant, RandomCheckpointsBlockFp8) {
   {
     testing::TempDir tmp;
@@ -128,15 +129,12 @@ TEST(FusedGroupQuant, RandomCheckpointsBlockFp8) {
     const std::string dir = tmp.Sub("next");
     ASSERT_TRUE(testing::RunRandomCheckpoint(dir, "--preset qwen3-next-tiny --seed 3 --threads 2 --format fp8-block"));
     const ModelConfig cfg = ModelConfig::FromDir(dir);
-    int64_t mlps = 0, gdn = 0;
-    for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    int64_t mlps = 0;
+    for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
       mlps += !cfg.IsSparseLayer(l) || cfg.shared_expert_intermediate_size > 0 ? 1 : 0;
-      gdn += cfg.IsLinearAttentionLayer(l) ? 1 : 0;
-    }
     ASSERT_GT(mlps, 0);
-    ASSERT_GT(gdn, 0);
     CheckFusedMatchesUnfused("random qwen3-next-tiny block", dir, QuantMethod::kFp8Block,
-                             {0, 0, mlps, cfg.num_hidden_layers + gdn});
+                             {0, 0, mlps, 2 * cfg.num_hidden_layers});
   }
 }
 
@@ -162,8 +160,8 @@ TEST(FusedGroupQuant, Qwen3MoeGroupScaledExperts) {
 
 // The hybrid (Gated DeltaNet) qwen3_5-tiny in block FP8 of 32 x 32: value heads of 32, so each
 // GDN layer's gated norm fuses with out_proj's quantization; the MLPs fuse their SiLU-mul and
-// the zero-centred RMSNorm ahead of them, and each GDN layer's input norm fuses with the
-// in_proj_qkvz quantization (the full-attention layers' input norm stays apart). Per-channel:
+// the zero-centred RMSNorm ahead of them, and each layer's input norm fuses with the one
+// quantization of its token mixer's projections (in_proj_qkvz, or q/k/v/gate). Per-channel:
 // out_proj's one group per token spans the value heads, so the gated norms stay apart.
 TEST(FusedGroupQuant, HybridQwen35) {
   const std::string src = kModels + "qwen3_5-tiny";
@@ -176,12 +174,12 @@ TEST(FusedGroupQuant, HybridQwen35) {
   {
     testing::TempDir tmp;
     const std::string dir = testing::QuantizedCopy(src, tmp, {32, 32});
-    CheckFusedMatchesUnfused("qwen3_5 block 32", dir, QuantMethod::kFp8Block, {0, gdn, L, L + gdn});
+    CheckFusedMatchesUnfused("qwen3_5 block 32", dir, QuantMethod::kFp8Block, {0, gdn, L, 2 * L});
   }
   {
     testing::TempDir tmp;
     const std::string dir = testing::QuantizedCopy(src, tmp, {});
-    CheckFusedMatchesUnfused("qwen3_5 channel", dir, QuantMethod::kFp8ChannelToken, {0, 0, L, L + gdn});
+    CheckFusedMatchesUnfused("qwen3_5 channel", dir, QuantMethod::kFp8ChannelToken, {0, 0, L, 2 * L});
   }
 }
 

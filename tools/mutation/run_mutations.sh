@@ -315,10 +315,10 @@ mutate_fused_group_model_no_residual() {
 mutate_fused_group_zero_centred_vector_weight() {
   edit src/vt/cpu/elementwise_simd.h 's/Add\(Set1\(1\.0f\), LoadN\(a\.weight, wd, c, n\)\)/LoadN(a.weight, wd, c, n)/'
 }
-# The hybrid's GDN layers quantizing their input again after the fused input norm made it
-# (the fused-vs-unfused quantizer counts).
-mutate_fused_group_model_gdn_quantizes_again() {
-  edit src/model/models/hybrid.cpp 's/fuse_quant_, in\.x\.dtype\(\) == DType::kF8E4M3 \? &in : nullptr\);/fuse_quant_, nullptr);/'
+# The hybrid's token mixers (GDN and attention layers) quantizing their input again after the
+# fused input norm made it (the fused-vs-unfused quantizer counts).
+mutate_fused_group_model_mixer_quantizes_again() {
+  edit src/model/models/hybrid.cpp 's/const LinearInput\* quantized = in\.x\.dtype\(\) == DType::kF8E4M3 \? &in : nullptr;/const LinearInput* quantized = nullptr;/'
 }
 mutate_fused_group_model_zero_centred_plain_norm() {
   edit src/model/models/hybrid.cpp 's/NormThenFeedForward\(q, L\.ff, mixed, L\.post_norm, eps_, true,/NormThenFeedForward(q, L.ff, mixed, L.post_norm, eps_, false,/'
@@ -426,7 +426,7 @@ SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
 FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fused_group_blocks_not_whole_groups
                        fused_group_reciprocal fused_group_model_no_residual fused_group_zero_centred_vector_weight
-                       fused_group_model_zero_centred_plain_norm fused_group_model_gdn_quantizes_again)
+                       fused_group_model_zero_centred_plain_norm fused_group_model_mixer_quantizes_again)
 ATTN_QUANT_MUTATIONS=(attn_quant_cpu_scale attn_quant_model_scale)
 KV_DECODE_MUTATIONS=(fp8_nan_scan_blind kv_keys_step_sums_swapped)
 case "${ONLY:-}" in

@@ -108,16 +108,26 @@ int64_t GatedAttention::weight_bytes() const {
   return b + static_cast<int64_t>(q_norm_.nbytes() + k_norm_.nbytes());
 }
 
+SharedInputQuant GatedAttention::input_quant() const {
+  const Linear* in[] = {&q_, &k_, &v_, &gate_};
+  return SharedInputQuantOf(std::span<const Linear* const>(in, s_.output_gate ? 4 : 3));
+}
+
 void GatedAttention::Forward(const vt::Queue& q, const vt::Tensor& x, const AttentionMetadata& m,
                              const vt::Tensor& key_cache, const vt::Tensor& value_cache, const vt::Tensor& rope_cache,
-                             const vt::Tensor& out, ActivationBuffers& buf) const {
+                             const vt::Tensor& out, ActivationBuffers& buf, const LinearInput* x_quantized) const {
   const int64_t T = x.dim(0), Hq = s_.num_heads, Hk = s_.num_kv_heads, D = s_.head_dim;
   const vt::DType act = out.dtype();
   const vt::Tensor qr = buf.Get(kSlotQ, T, Hq * D, act), kr = buf.Get(kSlotK, T, Hk * D, act);
   const vt::Tensor vr = buf.Get(kSlotV, T, Hk * D, act);
-  q_.Apply(q, x, qr);
-  k_.Apply(q, x, kr);
-  v_.Apply(q, x, vr);
+  // q, k, v and the gate are linears over one input: quantized once when they agree, and the
+  // gate's product taken now, while that quantization is in the buffers.
+  const LinearInput in = x_quantized != nullptr ? *x_quantized : QuantizeShared(q, x, input_quant(), buf);
+  q_.Apply(q, in, qr);
+  k_.Apply(q, in, kr);
+  v_.Apply(q, in, vr);
+  const vt::Tensor gate = s_.output_gate ? buf.Get(kSlotAttnGate, T, Hq * D, act) : vt::Tensor();
+  if (s_.output_gate) gate_.Apply(q, in, gate);
   const vt::Tensor qn = buf.Get(kSlotQn, T, Hq * D, act);
   vt::QkNormRopeCacheWrite(q, qn, qr, kr, vr, &q_norm_, &k_norm_, s_.rms_eps, m.positions, rope_cache, key_cache,
                            value_cache, m.slot_mapping, kv_scales_.k, kv_scales_.v);
@@ -128,8 +138,7 @@ void GatedAttention::Forward(const vt::Queue& q, const vt::Tensor& x, const Atte
     o_proj_.Apply(q, attn, out);
     return;
   }
-  const vt::Tensor gate = buf.Get(kSlotAttnGate, T, Hq * D, act), gated = buf.Get(kSlotAttnGated, T, Hq * D, act);
-  gate_.Apply(q, x, gate);
+  const vt::Tensor gated = buf.Get(kSlotAttnGated, T, Hq * D, act);
   vt::SigmoidGatedAdd(q, gated, attn, gate);
   o_proj_.Apply(q, gated, out);
 }

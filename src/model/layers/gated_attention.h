@@ -40,9 +40,14 @@ class GatedAttention {
   static vt::Tensor BuildRopeCache(const GatedAttentionShape& shape, double theta, int64_t max_positions,
                                    vt::Device device);
 
+  // x_quantized: x already quantized as input_quant() says (e.g. by the fused RMSNorm that
+  // made x; x is then not read); without it q, k, v and the gate share one quantization of x
+  // whenever input_quant() has one.
   void Forward(const vt::Queue& q, const vt::Tensor& x, const AttentionMetadata& meta, const vt::Tensor& key_cache,
                const vt::Tensor& value_cache, const vt::Tensor& rope_cache, const vt::Tensor& out,
-               ActivationBuffers& buffers) const;
+               ActivationBuffers& buffers, const LinearInput* x_quantized = nullptr) const;
+  // The FP8 input quantization q, k, v (and the output gate's rows of q_proj) all take.
+  SharedInputQuant input_quant() const;
 
   int64_t weight_bytes() const;
 

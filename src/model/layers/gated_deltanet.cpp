@@ -5,7 +5,6 @@
 #include "vt/ops/gdn.h"
 #include "vt/ops/fused.h"
 #include "vt/ops/norm.h"
-#include "vt/ops/quant.h"
 #include "vt/registry.h"
 
 namespace vtllm::model {
@@ -71,22 +70,13 @@ int64_t GatedDeltaNet::weight_bytes() const {
   return b + static_cast<int64_t>(conv_weight_.nbytes() + A_log_.nbytes() + dt_bias_.nbytes() + norm_.nbytes());
 }
 
-GatedDeltaNet::InputQuant GatedDeltaNet::input_quant() const {
-  InputQuant iq;
+SharedInputQuant GatedDeltaNet::input_quant() const {
   if (!s_.fused_projections) {
-    if (qkvz_.takes_quantized_input()) iq.input_scale = qkvz_.input_scale();
-    iq.group = qkvz_.input_group_quant();
-    return iq;
+    const Linear* merged[] = {&qkvz_};
+    return SharedInputQuantOf(merged);
   }
   const Linear* in[] = {&q_, &k_, &v_, &z_};
-  bool same_scale = true, same_group = q_.input_group_quant().has_value();
-  for (const Linear* l : in) {
-    same_scale = same_scale && l->takes_quantized_input() && l->input_scale() == q_.input_scale();
-    same_group = same_group && l->input_group_quant() == q_.input_group_quant();
-  }
-  if (same_scale) iq.input_scale = q_.input_scale();
-  if (same_group) iq.group = q_.input_group_quant();
-  return iq;
+  return SharedInputQuantOf(in);
 }
 
 void GatedDeltaNet::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& query_start,
@@ -100,19 +90,7 @@ void GatedDeltaNet::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::T
   const vt::Tensor bp = buf.Get(kSlotGdnB, T, nv, act), ap = buf.Get(kSlotGdnA, T, nv, act);
   if (s_.fused_projections) {
     // q, k, v and z are four linears over one input: quantized once when they agree.
-    LinearInput in = x;
-    if (x_quantized != nullptr) {
-      in = *x_quantized;
-    } else if (const InputQuant iq = input_quant(); iq.input_scale) {
-      const vt::Tensor x8 = buf.Get(kSlotX8, T, x.dim(1), vt::DType::kF8E4M3);
-      vt::QuantFp8Static(q, x8, x, *iq.input_scale);
-      in = x8;
-    } else if (iq.group) {
-      const vt::Tensor x8 = buf.Get(kSlotX8, T, x.dim(1), vt::DType::kF8E4M3);
-      const vt::Tensor xs = buf.Get(kSlotX8Scales, T, iq.group->Groups(x.dim(1)), vt::DType::kF32);
-      vt::QuantFp8PerTokenGroup(q, x8, xs, x, iq.group->group_size, iq.group->amax_floor, iq.group->scale_floor);
-      in = LinearInput{x8, xs};
-    }
+    const LinearInput in = x_quantized != nullptr ? *x_quantized : QuantizeShared(q, x, input_quant(), buf);
     q_.Apply(q, in, qp);
     k_.Apply(q, in, kp);
     v_.Apply(q, in, vp);

@@ -55,11 +55,7 @@ class GatedDeltaNet {
   // The FP8 input quantization that the q, k, v and z projections (Qwen3-Next's row blocks
   // of in_proj_qkvz, or Qwen3.5's merged in_proj_qkv + in_proj_z) all take: a static input
   // scale, or a per-token-group quantization; neither when they differ or are not FP8.
-  struct InputQuant {
-    std::optional<float> input_scale;
-    std::optional<Fp8GroupQuant> group;
-  };
-  InputQuant input_quant() const;
+  SharedInputQuant input_quant() const;
 
   int64_t weight_bytes() const;
   const GdnShape& shape() const { return s_; }

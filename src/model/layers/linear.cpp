@@ -574,4 +574,35 @@ bool Linear::ApplySiluMulQuant(const vt::Queue& q, const vt::Tensor& x, const vt
   return method_->ApplySiluMulQuant(q, QuantizedInput(q, x), gate_up, out8, input_scale);
 }
 
+SharedInputQuant SharedInputQuantOf(std::span<const Linear* const> linears) {
+  SharedInputQuant sq;
+  if (linears.empty()) return sq;
+  const Linear& first = *linears.front();
+  bool same_scale = true, same_group = first.input_group_quant().has_value();
+  for (const Linear* l : linears) {
+    same_scale = same_scale && l->takes_quantized_input() && l->input_scale() == first.input_scale();
+    same_group = same_group && l->input_group_quant() == first.input_group_quant();
+  }
+  if (same_scale) sq.input_scale = first.input_scale();
+  if (same_group) sq.group = first.input_group_quant();
+  return sq;
+}
+
+LinearInput QuantizeShared(const vt::Queue& q, const vt::Tensor& x, const SharedInputQuant& sq,
+                           ActivationBuffers& buffers) {
+  const int64_t T = x.dim(0), K = x.dim(1);
+  if (sq.input_scale) {
+    const vt::Tensor x8 = buffers.Get(kSlotX8, T, K, vt::DType::kF8E4M3);
+    vt::QuantFp8Static(q, x8, x, *sq.input_scale);
+    return x8;
+  }
+  if (sq.group) {
+    const vt::Tensor x8 = buffers.Get(kSlotX8, T, K, vt::DType::kF8E4M3);
+    const vt::Tensor xs = buffers.Get(kSlotX8Scales, T, sq.group->Groups(K), vt::DType::kF32);
+    vt::QuantFp8PerTokenGroup(q, x8, xs, x, sq.group->group_size, sq.group->amax_floor, sq.group->scale_floor);
+    return LinearInput{x8, xs};
+  }
+  return x;
+}
+
 }  // namespace vtllm::model

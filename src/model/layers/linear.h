@@ -253,4 +253,19 @@ class Linear {
   mutable vt::Tensor quantized_scales_;  // and its per-token-group scales
 };
 
+class ActivationBuffers;
+
+// Several linears over one input (a GDN layer's q/k/v/z, a gated attention's q/k/v/gate): the
+// FP8 input quantization they all take, a static input scale or a per-token-group one;
+// neither when they differ or one of them is not FP8 (each then quantizes for itself).
+struct SharedInputQuant {
+  std::optional<float> input_scale;
+  std::optional<Fp8GroupQuant> group;
+};
+SharedInputQuant SharedInputQuantOf(std::span<const Linear* const> linears);
+// x quantized once as `sq` says, into the buffers' x8 (and x8 scales) slots; x itself when
+// sq has neither. The bytes are those each linear would make of x alone.
+LinearInput QuantizeShared(const vt::Queue& q, const vt::Tensor& x, const SharedInputQuant& sq,
+                           ActivationBuffers& buffers);
+
 }  // namespace vtllm::model

@@ -155,20 +155,20 @@ class HybridDecoder final : public CausalLM {
     vt::Embedding(q, residual, embed_, ids);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const HybridLayer& L = layers_[l];
-      if (L.linear) {
-        // The input norm fused with the quantization that the GDN's q/k/v/z projections share
-        // (BF16 activations); the BF16 norm is written too, for in_proj_b / in_proj_a.
-        const GatedDeltaNet::InputQuant iq =
-            fuse_quant_ ? L.gdn.input_quant() : GatedDeltaNet::InputQuant{};
-        const LinearInput in = NormForInput(q, rs.Input(l), L.input_norm, eps_, true, rs.AddTo(l), normed,
-                                            iq.input_scale, iq.group, &normed, buffers_);
+      // The input norm fused with the one quantization that the token mixer's projections
+      // share (BF16 activations): a GDN layer's q/k/v/z (the BF16 norm is written too, for
+      // in_proj_b / in_proj_a), an attention layer's q/k/v/gate.
+      const SharedInputQuant iq =
+          !fuse_quant_ ? SharedInputQuant{} : L.linear ? L.gdn.input_quant() : L.attn.input_quant();
+      const LinearInput in = NormForInput(q, rs.Input(l), L.input_norm, eps_, true, rs.AddTo(l), normed,
+                                          iq.input_scale, iq.group, L.linear ? &normed : nullptr, buffers_);
+      const LinearInput* quantized = in.x.dtype() == DType::kF8E4M3 ? &in : nullptr;
+      if (L.linear)
         L.gdn.Forward(q, normed, m.query_start_loc, m.state_slots, cache.state(L.cache_index), mixed, buffers_,
-                      fuse_quant_, in.x.dtype() == DType::kF8E4M3 ? &in : nullptr);
-      } else {
-        vt::RmsNormZeroCentred(q, normed, rs.Input(l), L.input_norm, eps_, rs.AddTo(l));
+                      fuse_quant_, quantized);
+      else
         L.attn.Forward(q, normed, m, cache.key(L.cache_index), cache.value(L.cache_index), rope_cache_, mixed,
-                       buffers_);
-      }
+                       buffers_, quantized);
       NormThenFeedForward(q, L.ff, mixed, L.post_norm, eps_, true, &residual, normed, hidden, fuse_quant_, buffers_);
     }
     vt::RmsNormZeroCentred(q, normed, hidden, final_norm_, eps_, &residual);
