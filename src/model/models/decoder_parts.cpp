@@ -128,8 +128,8 @@ void NormThenFeedForward(const vt::Queue& q, const FeedForward& ff, const vt::Te
   const LinearInput in = NormForInput(q, x, weight, eps, zero_centred, residual, normed,
                                       static_fp8 ? std::optional<float>(moe.input_scale()) : std::nullopt,
                                       fuse_quant ? moe.input_group_quant() : std::nullopt, &normed, buffers);
-  if (in.x.dtype() != vt::DType::kF8E4M3) return moe.Forward(q, normed, out, buffers);
-  moe.Forward(q, normed, out, buffers, &in.x, in.group_quantized() ? &in.scales : nullptr);
+  const bool quantized = in.x.dtype() == vt::DType::kF8E4M3;
+  moe.Forward(q, normed, out, buffers, quantized ? &in.x : nullptr, in.group_quantized() ? &in.scales : nullptr);
 }
 
 vt::Tensor LoadEmbedding(const BuildContext& ctx, const std::string& root) {
