@@ -1,13 +1,16 @@
 // The CUDA Gated DeltaNet ops (src/vt/cuda/gdn.cu) beyond the op table's small cases: the
-// shapes of Qwen3-Next / Qwen3.5 heads (dk = dv = 128, whose state takes the large
-// shared-memory path) over a long prompt mixed with decode rows and a padding row, against
-// the CPU kernel (whose float64 checks are in tests/vt/gdn_test.cpp), for both chunk sizes;
-// the conv at the model's channel count; and bad metadata, recorded on the device and
-// reported by name at the next synchronization.
+// shapes of Qwen3-Next / Qwen3.5 heads (dk = dv = 128, which take the column-split kernel;
+// the op table's small heads take the shared-memory one) over a long prompt mixed with
+// decode rows and a padding row, against the CPU kernel (whose float64 checks are in
+// tests/vt/gdn_test.cpp), for both chunk sizes; the conv at the model's channel count, in a
+// prefill step (the token-parallel kernels, prompts shorter and longer than the kernel's
+// history) and a decode step; and bad metadata, recorded on the device and reported by name
+// at the next synchronization.
 #include <cmath>
 #include <random>
 
 #include "cuda_test_util.h"
+#include "vt/cuda/kernels.h"  // GatedDeltaRuleColumnLaunches, CausalConv1dTokenLaunches
 #include "vt/ops/gdn.h"
 
 namespace {
@@ -60,10 +63,12 @@ TEST(CudaGdn, DeltaRuleAtModelShapesMatchesCpu) {
       const Tensor state_g = Tensor::FromHost(s0.data(), {slots, nv, dk, dv}, DType::kF32, vtt::kCuda);
       const Tensor out_g = Tensor::Empty({T, nv, dv}, dt, vtt::kCuda);
       const int64_t before = vt::DispatchCount(vt::OpId::kGatedDeltaRule, vt::DeviceType::kCUDA);
+      const int64_t columns_before = vt::cuda::GatedDeltaRuleColumnLaunches();
       vt::GatedDeltaRule(gpu, out_g, query.To(vtt::kCuda), key.To(vtt::kCuda), value.To(vtt::kCuda),
                          a.To(vtt::kCuda), b.To(vtt::kCuda), Al.To(vtt::kCuda), db.To(vtt::kCuda), state_g,
                          I32(qs).To(vtt::kCuda), I32(sl).To(vtt::kCuda), chunk);
       EXPECT_EQ(vt::DispatchCount(vt::OpId::kGatedDeltaRule, vt::DeviceType::kCUDA), before + 1);
+      EXPECT_EQ(vt::cuda::GatedDeltaRuleColumnLaunches(), columns_before + 1);
       const double out_tol = dt == DType::kBF16 ? 1.6e-2 : 2e-4;  // 2 BF16 units, or f32 order
       EXPECT_LE(MaxRelErr(out_g, out_c), out_tol) << vt::DTypeName(dt) << " chunk " << chunk;
       EXPECT_LE(MaxRelErr(state_g, state_c), 2e-4) << vt::DTypeName(dt) << " chunk " << chunk;
@@ -81,25 +86,37 @@ TEST(CudaGdn, DeltaRuleAtModelShapesMatchesCpu) {
 
 TEST(CudaGdn, ConvAtModelWidthEqualsCpu) {
   VT_REQUIRE_CUDA();
-  const int64_t C = 8192, Kw = 4, slots = 3;
-  const std::vector<int32_t> qs = {0, 1, 130, 131}, sl = {2, 0, -1};
-  const int64_t T = qs.back();
+  const int64_t C = 8192, slots = 3;
+  struct Layout {
+    std::vector<int32_t> qs, sl;
+  };
+  // A decode row, a 129-token prompt and a padding row; prompts of 2 and 1 tokens (fewer
+  // than the Kw - 1 = 3 history entries: the new state keeps some old entries); a decode step.
+  const Layout layouts[] = {{{0, 1, 130, 131}, {2, 0, -1}}, {{0, 2, 3, 5}, {1, 0, 2}}, {{0, 1, 2, 3}, {2, 0, 1}}};
   vt::Queue cpu = vt::Queue::Cpu(2), gpu = vt::Queue::Cuda(0);
-  const Tensor x = vtt::HostTensor(Normal(T * C, 7), DType::kBF16, {T, C});
-  const Tensor w = vtt::HostTensor(Normal(C * Kw, 8, 0.5f), DType::kBF16, {C, Kw});
-  const std::vector<float> st0 = Normal(slots * C * (Kw - 1), 9);
-  const Tensor st_c = vtt::HostTensor(st0, DType::kBF16, {slots, C, Kw - 1});
-  const Tensor st_g = st_c.To(vtt::kCuda);
-  const Tensor out_c = Tensor::Empty({T, C}, DType::kBF16), out_g = Tensor::Empty({T, C}, DType::kBF16, vtt::kCuda);
-  vt::CausalConv1d(cpu, out_c, x, w, st_c, I32(qs), I32(sl));
-  const int64_t before = vt::DispatchCount(vt::OpId::kCausalConv1d, vt::DeviceType::kCUDA);
-  vt::CausalConv1d(gpu, out_g, x.To(vtt::kCuda), w.To(vtt::kCuda), st_g, I32(qs).To(vtt::kCuda),
-                   I32(sl).To(vtt::kCuda));
-  EXPECT_EQ(vt::DispatchCount(vt::OpId::kCausalConv1d, vt::DeviceType::kCUDA), before + 1);
-  // The same sum in the same order: the states (copies of inputs) are equal, the outputs
-  // within one BF16 unit (Silu's exp may differ in its last f32 bit).
-  EXPECT_TRUE(vtt::SameBytes(st_g, st_c));
-  EXPECT_LE(MaxRelErr(out_g, out_c), 8e-3);
+  uint32_t seed = 7;
+  for (const Layout& l : layouts)
+    for (int64_t Kw : {4, 3}) {
+      const int64_t T = l.qs.back(), S = static_cast<int64_t>(l.sl.size());
+      const Tensor x = vtt::HostTensor(Normal(T * C, seed++), DType::kBF16, {T, C});
+      const Tensor w = vtt::HostTensor(Normal(C * Kw, seed++, 0.5f), DType::kBF16, {C, Kw});
+      const std::vector<float> st0 = Normal(slots * C * (Kw - 1), seed++);
+      const Tensor st_c = vtt::HostTensor(st0, DType::kBF16, {slots, C, Kw - 1});
+      const Tensor st_g = st_c.To(vtt::kCuda);
+      const Tensor out_c = Tensor::Empty({T, C}, DType::kBF16);
+      const Tensor out_g = Tensor::Empty({T, C}, DType::kBF16, vtt::kCuda);
+      vt::CausalConv1d(cpu, out_c, x, w, st_c, I32(l.qs), I32(l.sl));
+      const int64_t before = vt::DispatchCount(vt::OpId::kCausalConv1d, vt::DeviceType::kCUDA);
+      const int64_t tokens_before = vt::cuda::CausalConv1dTokenLaunches();
+      vt::CausalConv1d(gpu, out_g, x.To(vtt::kCuda), w.To(vtt::kCuda), st_g, I32(l.qs).To(vtt::kCuda),
+                       I32(l.sl).To(vtt::kCuda));
+      EXPECT_EQ(vt::DispatchCount(vt::OpId::kCausalConv1d, vt::DeviceType::kCUDA), before + 1);
+      EXPECT_EQ(vt::cuda::CausalConv1dTokenLaunches(), tokens_before + (T > S ? 1 : 0)) << "T " << T;
+      // The same sum in the same order: the states (copies of inputs) are equal, the outputs
+      // within one BF16 unit (Silu's exp may differ in its last f32 bit).
+      EXPECT_TRUE(vtt::SameBytes(st_g, st_c)) << "T " << T << " Kw " << Kw;
+      EXPECT_LE(MaxRelErr(out_g, out_c), 8e-3) << "T " << T << " Kw " << Kw;
+    }
 }
 
 TEST(CudaGdn, BadSlotIsReportedAndTheQueueKeepsServing) {
