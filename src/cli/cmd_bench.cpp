@@ -134,8 +134,15 @@ RoundResult RunModelOnly(model::Model& model, model::KvCache& cache, int64_t B, 
 // The batch as B requests through the engine: the first step computes every prompt (the
 // token budget holds them all) and draws each request's first token; each later step decodes
 // one token for all B.
+// How the engine's requests draw their tokens: greedy by default; --temperature, --top-p
+// and --top-k measure a sampled step (the sampler's kernels included).
+struct DrawParams {
+  double temperature = 0, top_p = 1;
+  int64_t top_k = 0;
+};
+
 RoundResult RunEngine(engine::Engine& eng, const model::Model& model, int64_t B, int64_t L, int64_t O,
-                      uint32_t seed, int round) {
+                      uint32_t seed, int round, const DrawParams& draw) {
   const int64_t V = model.vocab_size();
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
@@ -145,7 +152,10 @@ RoundResult RunEngine(engine::Engine& eng, const model::Model& model, int64_t B,
     r.request_id.append("-").append(std::to_string(b));
     for (int64_t i = 0; i < L; ++i) r.prompt_token_ids.push_back(tok(rng));
     r.params = eng.default_params();
-    r.params.temperature = 0;
+    r.params.temperature = draw.temperature;
+    r.params.top_p = draw.top_p;
+    r.params.top_k = static_cast<int>(draw.top_k);
+    r.params.seed = seed * 1000 + static_cast<uint64_t>(b);
     r.params.max_tokens = O;
     r.params.ignore_eos = true;
     eng.AddRequest(std::move(r));
@@ -204,6 +214,7 @@ void AddBenchCommand(CLI::App& app) {
     int64_t input_len = 128, output_len = 64, batch = 1;
     int rounds = 2;
     bool json = false;
+    DrawParams draw;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = bench->add_subcommand("latency", "Prefill and decode speed of one batch through the engine, beside bare model steps");
@@ -214,6 +225,9 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--rounds", args->rounds, "rounds of (model steps, engine), alternated; medians reported")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print one JSON object");
+  cmd->add_option("--temperature", args->draw.temperature, "the engine's requests: 0 = greedy")->capture_default_str();
+  cmd->add_option("--top-p", args->draw.top_p, "the engine's requests' top_p")->capture_default_str();
+  cmd->add_option("--top-k", args->draw.top_k, "the engine's requests' top_k (0: off)")->capture_default_str();
   AddModelFlags(cmd, args->model);
   cmd->callback([args] {
     const int64_t B = args->batch, L = args->input_len, O = args->output_len;
@@ -256,7 +270,7 @@ void AddBenchCommand(CLI::App& app) {
     for (int round = 0; round < args->rounds; ++round) {
       const uint32_t seed = static_cast<uint32_t>(round + 1);
       bare.push_back(RunModelOnly(*model, cache, B, L, O, seed));
-      through.push_back(RunEngine(eng, *model, B, L, O, seed, round));
+      through.push_back(RunEngine(eng, *model, B, L, O, seed, round, args->draw));
     }
     VT_CHECK(eng.num_free_blocks() == eng.num_total_blocks(), "bench latency: the engine kept ",
              eng.num_total_blocks() - eng.num_free_blocks(), " KV blocks after its requests ended");
@@ -299,6 +313,7 @@ void AddBenchCommand(CLI::App& app) {
     j["threads"] = model->queue().device().is_cpu() ? model->queue().num_threads() : 0;
     if (model->queue().device().is_cpu()) j["cpu_isa"] = vt::CpuIsaName(model->queue().cpu_isa());
     j["batch_size"] = B;
+    j["sampling"] = {{"temperature", args->draw.temperature}, {"top_p", args->draw.top_p}, {"top_k", args->draw.top_k}};
     j["input_len"] = L;
     j["output_len"] = O;
     j["rounds"] = args->rounds;

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "vt/cuda/kernels.h"  // SampleTokensClusterLaunches
 #include "vt/ops/sampling.h"
 #include "vt/sampling_test_ref.h"
 #include "vt_cuda/cuda_test_util.h"
@@ -69,14 +70,18 @@ const std::vector<Params> kConfigs = {{0.0f},
                                       {0.9f, 0.6f, 0.1f, 200},
                                       {1.0f, 0.999f, 0.0f, 0}};
 
+// Every config at vocabularies whose slices fit a cluster of 8 CTAs (up to 152064), of 16
+// (Qwen3.5's 248320), and at one too large for either (the one-CTA-per-row kernel).
 TEST(SamplingCuda, SampleTokensMatchesCpu) {
   VT_REQUIRE_CUDA();
   vt::Queue cpu = vt::Queue::Cpu(2), gpu = vt::Queue::Cuda(0);
-  for (int64_t V : {int64_t{37}, int64_t{4096}, int64_t{152064}}) {
-    const Batch b = MakeBatch(V, kConfigs, V > 10000 ? 2 : 16, static_cast<uint32_t>(V));
+  for (int64_t V : {int64_t{37}, int64_t{4096}, int64_t{152064}, int64_t{248320}, int64_t{600000}}) {
+    const Batch b = MakeBatch(V, kConfigs, V > 10000 ? (V > 200000 ? 1 : 2) : 16, static_cast<uint32_t>(V));
     const int64_t before = vt::DispatchCount(vt::OpId::kSampleTokens, vt::DeviceType::kCUDA);
+    const int64_t cluster_before = vt::cuda::SampleTokensClusterLaunches();
     const auto g = Sample(gpu, b);
     EXPECT_EQ(vt::DispatchCount(vt::OpId::kSampleTokens, vt::DeviceType::kCUDA), before + 1);
+    EXPECT_EQ(vt::cuda::SampleTokensClusterLaunches() - cluster_before, V <= 400000 ? 1 : 0) << "V " << V;
     const auto c = Sample(cpu, b);
     for (int64_t r = 0; r < b.R; ++r)
       EXPECT_EQ(g[r], c[r]) << "V " << V << " row " << r << " config "

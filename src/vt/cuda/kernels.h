@@ -20,6 +20,9 @@ void RegisterRopeKernels();        // rope.cu
 void RegisterAttentionKernels();   // attention.cu: KvCacheWrite, PagedAttention
 void RegisterQkNormRopeKernels();  // qk_norm_rope.cu: QkNormRopeCacheWrite
 void RegisterSamplingKernels();    // sampling.cu
+// Calls of SampleTokens that took the thread-block cluster kernel (sample_tokens_cluster.cu;
+// all queues) rather than the one-CTA-per-row kernel.
+int64_t SampleTokensClusterLaunches();
 
 // How many PagedAttention calls took the tensor-core prefill path (attention_prefill.cu;
 // all queues): lets tests prove which kernel ran.

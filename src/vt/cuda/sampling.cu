@@ -1,4 +1,5 @@
-// CUDA kernels of the sampling ops (vt/ops/sampling.h): one block per row.
+// CUDA kernels of the sampling ops (vt/ops/sampling.h): one block per row. SampleTokens
+// takes the cluster kernel (sample_tokens_cluster.cu) where it can, this one elsewhere.
 //
 // Selections without sorting: the k-th largest logit (top_k) and the top_p threshold p* are
 // found by bisection over the order-preserving bit patterns of the values, each step a
@@ -15,69 +16,14 @@
 #include "vt/cuda/context.h"
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/kernels.h"
+#include "vt/cuda/sampling_common.cuh"
 #include "vt/ops/sampling.h"
 
 namespace vt::cuda {
 
 namespace {
 
-constexpr int kThreads = 512;
-constexpr int kWarps = kThreads / 32;
-
-// Shared scratch of the block reductions (one slot per warp).
-struct Scratch {
-  double d[kWarps];
-  float f[kWarps];
-  int i[kWarps];
-  unsigned long long u[kWarps];
-};
-
-// Reduces v over the block with op; every thread gets the result, combined in the same
-// order on every thread (warps in index order).
-template <typename T, typename Op>
-__device__ T BlockReduce(T v, Op op, T* slots) {
-#pragma unroll
-  for (int off = 16; off >= 1; off /= 2) v = op(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
-  __syncthreads();  // the slots may still be read by the previous reduction
-  if ((threadIdx.x & 31) == 0) slots[threadIdx.x >> 5] = v;
-  __syncthreads();
-  T r = slots[0];
-  for (int w = 1; w < kWarps; ++w) r = op(r, slots[w]);
-  return r;
-}
-
-struct Sum {
-  template <typename T>
-  __device__ T operator()(T a, T b) const {
-    return a + b;
-  }
-};
-struct Max {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-struct Min {
-  __device__ int operator()(int a, int b) const { return a < b ? a : b; }
-};
-struct MaxInt {
-  __device__ int operator()(int a, int b) const { return a > b ? a : b; }
-};
-
-// (value, id) packed so that a larger key is a larger value, then a lower id.
-__device__ __forceinline__ uint32_t OrderKey(float f) {
-  if (f != f) return 0;     // NaN ranks below everything
-  if (f == 0.0f) f = 0.0f;  // -0 and +0 compare equal
-  const uint32_t u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ unsigned long long ArgKey(float v, int64_t i) {
-  return (static_cast<unsigned long long>(OrderKey(v)) << 32) | (0xFFFFFFFFull - static_cast<unsigned long long>(i));
-}
-struct MaxU64 {
-  __device__ unsigned long long operator()(unsigned long long a, unsigned long long b) const { return a > b ? a : b; }
-};
-__device__ __forceinline__ int ArgKeyId(unsigned long long k) {
-  return static_cast<int>(0xFFFFFFFFull - (k & 0xFFFFFFFFull));
-}
+using namespace sampling;
 
 __device__ float BlockMax(const float* x, int64_t V, float scale_div, Scratch& s) {
   float m = -INFINITY;
@@ -375,6 +321,10 @@ void SampleTokensCuda(const Queue& q, const Tensor& out_ids, const Tensor& logit
                    dim3(static_cast<unsigned>(num_parts), static_cast<unsigned>(R)), kArgmaxThreads, 0,
                    static_cast<unsigned long long*>(parts.data()), logits.data_as<float>(), V,
                    params.data_as<float>());
+  if (LaunchSampleTokensCluster(cq, out_ids.data_as<int32_t>(), logits.data_as<float>(), R, V, params.data_as<float>(),
+                                top_k.data_as<int32_t>(), random_bits.data_as<int64_t>(),
+                                static_cast<const unsigned long long*>(parts.data()), static_cast<int>(num_parts)))
+    return;
   LaunchOverlapped(cq, "SampleTokensKernel", SampleTokensKernel, Rows(logits), kThreads, 0, out_ids.data_as<int32_t>(),
                    logits.data_as<float>(), V, params.data_as<float>(), top_k.data_as<int32_t>(),
                    random_bits.data_as<int64_t>(), static_cast<const unsigned long long*>(parts.data()),
