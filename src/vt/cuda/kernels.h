@@ -23,6 +23,9 @@ void RegisterSamplingKernels();    // sampling.cu
 // Calls of SampleTokens that took the thread-block cluster kernel (sample_tokens_cluster.cu;
 // all queues) rather than the one-CTA-per-row kernel.
 int64_t SampleTokensClusterLaunches();
+// Rows of those calls that top_k left with few candidates, finished in one CTA (device
+// counter, read with a synchronous copy: for tests).
+int64_t SampleTokensGatheredRows();
 
 // How many PagedAttention calls took the tensor-core prefill path (attention_prefill.cu;
 // all queues): lets tests prove which kernel ran.

@@ -6,13 +6,18 @@
 // per step without filters and milliseconds with top_p, whose bisection recomputes every
 // probability at each of its steps. Here each CTA keeps its slice of x = logit / T and of
 // p = f32(exp(double(x - m))) in shared memory, computed once, and every block-wide count
-// or sum of the single-CTA kernel becomes a cluster-wide one: each CTA reduces its slice,
-// publishes the result in its shared memory, and after one cluster barrier every thread
-// of every CTA combines the kCl results in rank order, so all CTAs hold the same value and
-// take the same branches. The selections are the same bisections over the same keys and
-// bit patterns, the draw the same ordered walk (per-thread chunks of a CTA's slice, chunk
-// sums scanned in order, then the CTAs' totals in rank order), so the tokens agree with the
-// CPU's and the single-CTA kernel's except where rounding of a double sum decides a
+// or sum becomes a cluster-wide one: each CTA reduces its slice, publishes the result in its
+// shared memory, and after one cluster barrier every thread of every CTA combines the kCl
+// results in rank order, so all CTAs hold the same value and take the same branches.
+//  - top_k's k-th largest key: radix selection, 8 bits a round, over the CTAs' histograms
+//    (exact counts: the key a bisection finds).
+//  - When top_k leaves at most kGather candidates (the usual k of tens), they are gathered
+//    into CTA 0, which finishes the row as the CPU does (sampling.cpp): p* by a walk over
+//    the candidates by descending p, the kept mass and the draw in id order.
+//  - Else top_p's p* by bisection over p's bit patterns (a cluster sum per step), and the
+//    draw over per-thread chunks of each slice, the chunk sums scanned in order, then the
+//    CTAs' totals in rank order.
+// So the tokens agree with the CPU's except where rounding of a double sum decides a
 // boundary. Greedy rows take the first pass's argmax keys (ArgmaxPartsKernel) in CTA 0.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
@@ -37,8 +42,8 @@ using namespace sampling;
 std::atomic<int64_t> g_cluster_launches{0};
 
 // Dynamic shared memory per CTA: x and p of its slice (floats), within the 227 KiB a CTA
-// may take on sm_90 less the static scratch.
-constexpr int64_t kSliceSmemBudget = int64_t{220} << 10;
+// may take on sm_90 less the static scratch (the gathered candidates' arrays included).
+constexpr int64_t kSliceSmemBudget = int64_t{196} << 10;
 
 // Per-CTA results published for the cluster, double-buffered by the reduction's parity: a
 // CTA rewrites a parity's slot only after the next barrier, which every CTA passes only
@@ -78,6 +83,77 @@ struct ClusterReducer {
   __device__ int MaxIntOf(int v) { return Reduce(v, MaxInt{}, s->i, pub->i); }
 };
 
+// top_k's candidates when few (keys >= the k-th, at most kGather): gathered into CTA 0,
+// which finishes the row as the CPU does (sampling.cpp): the kept mass summed in id order,
+// p* by a walk over the candidates sorted by p (descending, tie groups whole), the draw in
+// id order. The other CTAs leave after the gather.
+constexpr int kGather = 1024;
+__device__ unsigned long long g_gathered_rows = 0;  // rows finished by GatherAndDraw (tests)
+__shared__ int gathered;
+__shared__ int32_t g_ids[kGather], g_by_id[kGather];
+__shared__ float g_p[kGather], g_p_by_id[kGather];
+
+template <int kCl>
+__device__ void GatherAndDraw(cg::cluster_group& cl, int rank, int64_t r, int64_t b, int64_t n, const float* xs,
+                              const float* p, uint32_t kth, float min_p, float top_p, const int64_t* random_bits,
+                              int32_t* out) {
+  int* count0 = cl.map_shared_rank(&gathered, 0);
+  int32_t* ids0 = cl.map_shared_rank(g_ids, 0);
+  float* p0 = cl.map_shared_rank(g_p, 0);
+  for (int64_t i = threadIdx.x; i < n; i += kThreads)
+    if (p[i] >= min_p && OrderKey(xs[i]) >= kth) {
+      const int at = atomicAdd(count0, 1);
+      if (at < kGather) ids0[at] = static_cast<int32_t>(b + i), p0[at] = p[i];
+    }
+  cl.sync();  // every candidate has landed in CTA 0
+  if (rank != 0) return;
+  const int m = gathered < kGather ? gathered : kGather;
+  for (int a = threadIdx.x; a < m; a += kThreads) {  // rank by id (ids are distinct)
+    int before = 0;
+    for (int c = 0; c < m; ++c) before += g_ids[c] < g_ids[a] ? 1 : 0;
+    g_by_id[before] = g_ids[a];
+    g_p_by_id[before] = g_p[a];
+  }
+  __syncthreads();
+  // p* needs the candidates by p descending: rank by (p desc, id asc) into g_ids / g_p.
+  if (top_p < 1.0f) {
+    for (int a = threadIdx.x; a < m; a += kThreads) {
+      int before = 0;
+      for (int c = 0; c < m; ++c)
+        before += (g_p_by_id[c] > g_p_by_id[a] || (g_p_by_id[c] == g_p_by_id[a] && c < a)) ? 1 : 0;
+      g_ids[before] = a;  // the candidate's index in id order
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x != 0) return;
+  double total = 0;
+  for (int a = 0; a < m; ++a) total += g_p_by_id[a];
+  float p_star = 0.0f;
+  if (top_p < 1.0f) {
+    const double need = static_cast<double>(top_p) * total;
+    double cum = 0;
+    for (int j = 0; j < m;) {
+      p_star = g_p_by_id[g_ids[j]];
+      for (; j < m && g_p_by_id[g_ids[j]] == p_star; ++j) cum += g_p_by_id[g_ids[j]];
+      if (cum >= need) break;
+    }
+  }
+  double mass = 0;
+  for (int a = 0; a < m; ++a)
+    if (g_p_by_id[a] >= p_star) mass += g_p_by_id[a];
+  const double target = SampleUniform(static_cast<uint64_t>(random_bits[r])) * mass;
+  double cum = 0;
+  int32_t last = 0;
+  for (int a = 0; a < m; ++a) {
+    if (!(g_p_by_id[a] >= p_star)) continue;
+    cum += g_p_by_id[a];
+    last = g_by_id[a];
+    if (cum > target) break;
+  }
+  out[r] = last;
+  atomicAdd(&g_gathered_rows, 1ull);
+}
+
 // grid (kCl, R), cluster (kCl, 1, 1), kThreads threads; dynamic shared memory: 2 * slice floats.
 template <int kCl>
 __global__ void __launch_bounds__(kThreads) SampleTokensClusterKernel(int32_t* out, const float* logits, int64_t V,
@@ -90,6 +166,8 @@ __global__ void __launch_bounds__(kThreads) SampleTokensClusterKernel(int32_t* o
   __shared__ Scratch s;
   __shared__ Published pub;
   __shared__ double chunk_start[kThreads + 1];
+  __shared__ int hist[2][256];
+  __shared__ int sel[4];
   extern __shared__ float slice_smem[];
   cg::cluster_group cl = cg::this_cluster();
   const int rank = static_cast<int>(cl.block_rank());
@@ -102,6 +180,7 @@ __global__ void __launch_bounds__(kThreads) SampleTokensClusterKernel(int32_t* o
     if (threadIdx.x == 0) out[r] = best == 0 ? 0 : ArgKeyId(best);  // NaN ignored, an all -inf row gives 0
     return;
   }
+  if (threadIdx.x == 0) gathered = 0;  // CTA 0's; the next cluster barrier precedes any gather
   ClusterReducer<kCl> red{cl, &s, &pub};
   const int64_t slice = (V + kCl - 1) / kCl, b = rank * slice;
   const int64_t n = b >= V ? 0 : (V - b < slice ? V - b : slice);
@@ -114,22 +193,69 @@ __global__ void __launch_bounds__(kThreads) SampleTokensClusterKernel(int32_t* o
   const float m = red.MaxOf(m_local);
   for (int64_t i = threadIdx.x; i < n; i += kThreads)
     p[i] = xs[i] == m ? 1.0f : static_cast<float>(exp(static_cast<double>(xs[i] - m)));
-  // top_k: the largest key t with at least k keys >= t is the k-th largest value's key.
+  // top_k: the k-th largest key, by radix selection (8 bits a round, the clusters' histograms
+  // summed in rank order: exact counts, so the same key as a bisection's).
   const int32_t k = top_k[r];
   const bool use_k = k > 0 && k < V;
   uint32_t kth = 0;
+  int64_t at_least_kth = V;  // keys >= kth
   if (use_k) {
-    uint64_t lo = 0, hi = OrderKey(m);  // no key exceeds the max's
-    while (lo < hi) {
-      const uint64_t mid = lo + (hi - lo + 1) / 2;
-      int c = 0;
-      for (int64_t i = threadIdx.x; i < n; i += kThreads) c += OrderKey(xs[i]) >= mid ? 1 : 0;
-      if (red.Count(c) >= k)
-        lo = mid;
-      else
-        hi = mid - 1;
+    uint32_t prefix = 0;
+    int remaining = k, above = 0;
+    for (int round = 0; round < 4; ++round) {
+      const int shift = 24 - 8 * round;
+      int* h = hist[round & 1];
+      for (int d = threadIdx.x; d < 256; d += kThreads) h[d] = 0;
+      __syncthreads();
+      const int64_t iters = (n + kThreads - 1) / kThreads;
+      for (int64_t j = 0; j < iters; ++j) {  // whole warps: the match needs every lane
+        const int64_t i = threadIdx.x + j * kThreads;
+        int d = -1;
+        if (i < n) {
+          const uint32_t key = OrderKey(xs[i]);
+          if (round == 0 || (key >> (shift + 8)) == prefix) d = static_cast<int>((key >> shift) & 255u);
+        }
+        const unsigned peers = __match_any_sync(0xFFFFFFFFu, d);
+        if (d >= 0 && static_cast<int>(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&h[d], __popc(peers));
+      }
+      cl.sync();
+      if (threadIdx.x < 32) {  // lane l: bins 255 - 8l .. 248 - 8l, summed over the cluster in rank order
+        const int lane = static_cast<int>(threadIdx.x);
+        int c[8], lane_sum = 0;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          c[q] = 0;
+          for (int cta = 0; cta < kCl; ++cta) c[q] += cl.map_shared_rank(h, cta)[255 - (8 * lane + q)];
+          lane_sum += c[q];
+        }
+        int incl = lane_sum;
+#pragma unroll
+        for (int o = 1; o < 32; o *= 2) {
+          const int t = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+          if (lane >= o) incl += t;
+        }
+        const unsigned hit = __ballot_sync(0xFFFFFFFFu, incl >= remaining);
+        if (lane == (hit == 0 ? 31 : __ffs(hit) - 1)) {
+          int acc = incl - lane_sum, q = 0;
+          while (q < 7 && acc + c[q] < remaining) acc += c[q++];
+          sel[0] = 255 - (8 * lane + q);
+          sel[1] = remaining - acc;
+          sel[2] = above + acc;
+          sel[3] = c[q];
+        }
+      }
+      __syncthreads();
+      prefix = (prefix << 8) | static_cast<uint32_t>(sel[0]);
+      remaining = sel[1];
+      above = sel[2];
+      at_least_kth = above + sel[3];
+      __syncthreads();  // sel is rewritten next round
     }
-    kth = static_cast<uint32_t>(lo);
+    kth = prefix;
+  }
+  if (use_k && at_least_kth <= kGather) {
+    GatherAndDraw<kCl>(cl, rank, r, b, n, xs, p, kth, min_p, top_p, random_bits, out);
+    return;
   }
   auto kept_by_k = [&](int64_t i) { return p[i] >= min_p && (!use_k || OrderKey(xs[i]) >= kth); };
   // top_p: the largest p* (as bits; p >= 0, so bit order is value order) whose tokens with
@@ -246,5 +372,11 @@ bool LaunchSampleTokensCluster(CudaQueue& cq, int32_t* out, const float* logits,
 }
 
 int64_t SampleTokensClusterLaunches() { return g_cluster_launches.load(std::memory_order_relaxed); }
+
+int64_t SampleTokensGatheredRows() {
+  unsigned long long n = 0;
+  VT_CUDA_CHECK(cudaMemcpyFromSymbol(&n, g_gathered_rows, sizeof n));
+  return static_cast<int64_t>(n);
+}
 
 }  // namespace vt::cuda
