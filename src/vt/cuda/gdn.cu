@@ -9,8 +9,8 @@
 // first token, from the state; a second launch then shifts each sequence's last Kw - 1
 // inputs into its state (the first read the old state, so the two cannot share a launch).
 //
-// GatedDeltaRule, for dk = 128 and dv a multiple of kDrCols: one CTA per (sequence, value
-// head, kDrCols columns of the state). Column j of the state evolves on its own (kv_j =
+// GatedDeltaRule, for dk = 128, dv a multiple of kDrCols and q, k, v, a, b of one dtype
+// (BF16 or F32): one CTA per (sequence, value head, kDrCols columns of the state). Column j of the state evolves on its own (kv_j =
 // S[:, j]·k, o_j = S[:, j]·q), so a head's columns split across CTAs with no exchange: 8
 // lanes of a warp hold one column's 128 rows in registers (16 each), and every sum over dk
 // is a 16-term chain per lane and a 3-step shuffle tree; no shared memory, no barrier. The
@@ -273,20 +273,27 @@ struct DrToken {
   float v, a, b;
 };
 
+// Tag: the element type of q, k, v, a and b, known at compile time so that the 35 loads
+// are straight-line code issued back to back (behind a dtype switch each would wait for
+// the one before it).
+template <typename Tag>
 __device__ __forceinline__ void LoadDrToken(DrToken& in, const GdnArgs& g, int64_t t, int64_t kh, int64_t h,
                                             int64_t row0, int64_t j) {
-  const int64_t qk = (t * g.nk + kh) * kDrDk + row0;
+  using T = typename Tag::T;
+  const T* q = static_cast<const T*>(g.query) + (t * g.nk + kh) * kDrDk + row0;
+  const T* k = static_cast<const T*>(g.key) + (t * g.nk + kh) * kDrDk + row0;
 #pragma unroll
   for (int r = 0; r < kDrRows; ++r) {
-    in.q[r] = LoadAny(g.query, g.qd, qk + r);
-    in.k[r] = LoadAny(g.key, g.kd, qk + r);
+    in.q[r] = Tag::Load(q[r]);
+    in.k[r] = Tag::Load(k[r]);
   }
-  in.v = LoadAny(g.value, g.vd, (t * g.nv + h) * g.dv + j);
-  in.a = LoadAny(g.a, g.ad, t * g.nv + h);
-  in.b = LoadAny(g.b, g.bd, t * g.nv + h);
+  in.v = Tag::Load(static_cast<const T*>(g.value)[(t * g.nv + h) * g.dv + j]);
+  in.a = Tag::Load(static_cast<const T*>(g.a)[t * g.nv + h]);
+  in.b = Tag::Load(static_cast<const T*>(g.b)[t * g.nv + h]);
 }
 
 // grid (nv * dv / kDrCols, S), kDrThreads threads.
+template <typename Tag>
 __global__ void __launch_bounds__(kDrThreads) GatedDeltaRuleColumnsKernel(GdnArgs g) {
   PdlWait();
   const int64_t col_blocks = g.dv / kDrCols;
@@ -311,9 +318,9 @@ __global__ void __launch_bounds__(kDrThreads) GatedDeltaRuleColumnsKernel(GdnArg
   const float bias = LoadAny(g.dt_bias, g.dtd, h);
   const float qscale = 1.0f / sqrtf(static_cast<float>(kDrDk));
   DrToken cur{}, next{};
-  LoadDrToken(cur, g, seq.t0, kh, h, row0, j);
+  LoadDrToken<Tag>(cur, g, seq.t0, kh, h, row0, j);
   for (int64_t t = seq.t0; t < seq.t1; ++t) {
-    if (t + 1 < seq.t1) LoadDrToken(next, g, t + 1, kh, h, row0, j);
+    if (t + 1 < seq.t1) LoadDrToken<Tag>(next, g, t + 1, kh, h, row0, j);
     float sq = 0.0f, sk = 0.0f;
 #pragma unroll
     for (int r = 0; r < kDrRows; ++r) {
@@ -419,9 +426,12 @@ void GatedDeltaRuleCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   if (g.S == 0 || g.nv == 0) return;
   VT_CHECK(g.S < 65536, "GatedDeltaRule on cuda: ", g.S, " sequences exceed the grid's 65535");
   DeviceGuard guard(cq.device.index);
-  if (g.dk == kDrDk && g.dv % kDrCols == 0 && g.nv * (g.dv / kDrCols) < (int64_t{1} << 31)) {
+  const bool one_dtype = g.kd == g.qd && g.vd == g.qd && g.ad == g.qd && g.bd == g.qd &&
+                         (g.qd == DType::kBF16 || g.qd == DType::kF32);
+  if (one_dtype && g.dk == kDrDk && g.dv % kDrCols == 0 && g.nv * (g.dv / kDrCols) < (int64_t{1} << 31)) {
     g_delta_rule_column_launches.fetch_add(1, std::memory_order_relaxed);
-    LaunchOverlapped(cq, "GatedDeltaRuleColumnsKernel", GatedDeltaRuleColumnsKernel,
+    const auto kernel = g.qd == DType::kBF16 ? GatedDeltaRuleColumnsKernel<Bf16> : GatedDeltaRuleColumnsKernel<F32>;
+    LaunchOverlapped(cq, "GatedDeltaRuleColumnsKernel", kernel,
                      dim3(static_cast<unsigned>(g.nv * (g.dv / kDrCols)), static_cast<unsigned>(g.S)), kDrThreads, 0,
                      g);
     return;
