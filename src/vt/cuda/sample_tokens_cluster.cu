@@ -288,18 +288,8 @@ __global__ void __launch_bounds__(kThreads) SampleTokensClusterKernel(int32_t* o
   int last = -1;
   for (int64_t i = cb; i < ce; ++i)
     if (kept(i)) local += p[i], last = static_cast<int>(b + i);
-  chunk_start[threadIdx.x] = local;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double run = 0;
-    for (int t = 0; t < kThreads; ++t) {
-      const double c = chunk_start[t];
-      chunk_start[t] = run;
-      run += c;
-    }
-    chunk_start[kThreads] = run;
-    pub.d[red.parity] = run;
-  }
+  ScanChunkSums(local, chunk_start);
+  if (threadIdx.x == 0) pub.d[red.parity] = chunk_start[kThreads];
   cl.sync();
   double totals[kCl];
 #pragma unroll

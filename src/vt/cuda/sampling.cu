@@ -236,18 +236,7 @@ __global__ void SampleTokensKernel(int32_t* out, const float* logits, int64_t V,
     const float p = prob(i);
     if (kept(i, p)) local += p, last = static_cast<int>(i);
   }
-  chunk_start[threadIdx.x] = local;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double run = 0;
-    for (int t = 0; t < kThreads; ++t) {
-      const double c = chunk_start[t];
-      chunk_start[t] = run;
-      run += c;
-    }
-    chunk_start[kThreads] = run;
-  }
-  __syncthreads();
+  ScanChunkSums(local, chunk_start);
   const double target = SampleUniform(static_cast<uint64_t>(random_bits[r])) * chunk_start[kThreads];
   int pick = INT_MAX;
   if (local > 0) {

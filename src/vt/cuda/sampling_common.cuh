@@ -77,6 +77,23 @@ __device__ __forceinline__ int ArgKeyId(unsigned long long k) {
   return static_cast<int>(0xFFFFFFFFull - (k & 0xFFFFFFFFull));
 }
 
+// The draw's scan: chunk_start[t] becomes the sum of the chunks of threads before t (in
+// thread order), chunk_start[kThreads] the block's total; every thread may read them after.
+__device__ __forceinline__ void ScanChunkSums(double local, double* chunk_start) {
+  chunk_start[threadIdx.x] = local;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double run = 0;
+    for (int t = 0; t < kThreads; ++t) {
+      const double c = chunk_start[t];
+      chunk_start[t] = run;
+      run += c;
+    }
+    chunk_start[kThreads] = run;
+  }
+  __syncthreads();
+}
+
 }  // namespace sampling
 
 }  // namespace vt::cuda
