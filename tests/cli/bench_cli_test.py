@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`vtllm bench latency` on the tiny FP8 fixture: --cpu-isa caps the CPU kernels (the JSON
 names the level that ran), the engine and the bare model steps both decode every token
-(output-len - 1 decode steps after the prefill drew the first), a batch whose sequences end
+(output-len - 1 decode steps after the prefill drew the first), greedy or sampled, a batch whose sequences end
 inside a KV block runs to the end, a hybrid model runs a batch of 12, and bad flag values are refused with a message naming the
 flag and the value; `bench throughput --long-prefill-token-threshold` and
 `--max-num-batched-tokens` split a prompt into capped chunks; `bench serve` times the chunks of a model without a tokenizer.
@@ -44,6 +44,18 @@ for isa in ["scalar", "avx2"]:
               f"--cpu-isa {isa}: model-only figures {mo}")
         check(len(j.get("per_round", [])) == 2, f"--cpu-isa {isa}: {len(j.get('per_round', []))} rounds, not 2")
         check(j.get("engine_step_over_model_step", 0) > 0, f"--cpu-isa {isa}: no engine/model step ratio")
+
+# Sampled requests (--temperature with top_p / top_k): the JSON echoes what the engine's
+# requests drew with, and every token is still decoded; a negative temperature is refused
+# naming the field and the value.
+rc, out, err = bench("--temperature", "0.7", "--top-p", "0.9", "--top-k", "5", "--rounds", "1", "--json")
+check(rc == 0, f"sampled bench: exit {rc}: {err}")
+if rc == 0:
+    j = json.loads(out)
+    check(j.get("sampling") == {"temperature": 0.7, "top_p": 0.9, "top_k": 5}, f"sampled bench: sampling {j.get('sampling')}")
+    check(j.get("decode_steps") == 3, f"sampled bench: {j.get('decode_steps')} decode steps, not 3")
+rc, out, err = bench("--temperature", "-1", "--rounds", "1")
+check(rc != 0 and "temperature" in err and "-1" in err, f"--temperature -1: exit {rc}, {err!r}")
 
 # 4 sequences of 14 + 4 tokens hold 2 blocks of 16 each: 8 blocks, where 4 x 18 tokens
 # alone would round to 5 (the cache was once sized that way and ran out mid-decode).
