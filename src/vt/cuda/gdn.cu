@@ -10,11 +10,12 @@
 // inputs into its state (the first read the old state, so the two cannot share a launch).
 //
 // GatedDeltaRule, for dk = 128, dv a multiple of kDrCols and q, k, v, a, b of one dtype
-// (BF16 or F32): one CTA per (sequence, value head, kDrCols columns of the state). Column j of the state evolves on its own (kv_j =
-// S[:, j]·k, o_j = S[:, j]·q), so a head's columns split across CTAs with no exchange: 8
-// lanes of a warp hold one column's 128 rows in registers (16 each), and every sum over dk
-// is a 16-term chain per lane and a 3-step shuffle tree; no shared memory, no barrier. The
-// next token's inputs load while the current one computes. Other head sizes take one CTA
+// (BF16 or F32): one CTA per (sequence, value head, kDrCols columns of the state). Column j
+// of the state evolves on its own (kv_j = S[:, j]·k, o_j = S[:, j]·q), so a head's columns
+// split across CTAs with no exchange: 8 lanes of a warp hold one column's 128 rows in
+// registers (16 each), and every sum over dk is a 16-term chain per lane and a 3-step
+// shuffle tree; no shared memory, no barrier. The next token's inputs load while the
+// current one computes. Other head sizes (or mixed dtypes) take one CTA
 // per (sequence, value head) with the state in shared memory, thread j owning column j. q
 // and k are L2-normalised per token. Both run the recurrence for every chunk_size: the
 // chunked form is the same math (a way to use matrix units over long prefills, which these
@@ -374,9 +375,10 @@ void CausalConv1dCuda(const Queue& q, const Tensor& out, const Tensor& x, const 
     const int32_t* qs = query_start.data_as<int32_t>();
     const int32_t* sl = state_slots.data_as<int32_t>();
     if (!by_tokens) {
-      LaunchOverlapped(cq, "CausalConv1dKernel", CausalConv1dKernel<Tag>, dim3(channel_blocks, static_cast<unsigned>(S)),
-                       kThreads, 0, static_cast<XT*>(out.data()), xs, weight.data(), weight.dtype(), st, qs, sl, S, T,
-                       C, static_cast<int>(Kw), conv_state.dim(0), cq.index_errors);
+      LaunchOverlapped(cq, "CausalConv1dKernel", CausalConv1dKernel<Tag>,
+                       dim3(channel_blocks, static_cast<unsigned>(S)), kThreads, 0, static_cast<XT*>(out.data()), xs,
+                       weight.data(), weight.dtype(), st, qs, sl, S, T, C, static_cast<int>(Kw), conv_state.dim(0),
+                       cq.index_errors);
       return;
     }
     const unsigned tiles = static_cast<unsigned>((T + kConvTokens - 1) / kConvTokens);
