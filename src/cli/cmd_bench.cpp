@@ -131,9 +131,6 @@ RoundResult RunModelOnly(model::Model& model, model::KvCache& cache, int64_t B, 
   return r;
 }
 
-// The batch as B requests through the engine: the first step computes every prompt (the
-// token budget holds them all) and draws each request's first token; each later step decodes
-// one token for all B.
 // How the engine's requests draw their tokens: greedy by default; --temperature, --top-p
 // and --top-k measure a sampled step (the sampler's kernels included).
 struct DrawParams {
@@ -141,6 +138,9 @@ struct DrawParams {
   int64_t top_k = 0;
 };
 
+// The batch as B requests through the engine: the first step computes every prompt (the
+// token budget holds them all) and draws each request's first token; each later step decodes
+// one token for all B.
 RoundResult RunEngine(engine::Engine& eng, const model::Model& model, int64_t B, int64_t L, int64_t O,
                       uint32_t seed, int round, const DrawParams& draw) {
   const int64_t V = model.vocab_size();

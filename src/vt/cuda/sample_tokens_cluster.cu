@@ -175,9 +175,7 @@ __global__ void __launch_bounds__(kThreads) SampleTokensClusterKernel(int32_t* o
   const float temperature = params[3 * r], top_p = params[3 * r + 1], min_p = params[3 * r + 2];
   if (temperature < kGreedyTemperature) {  // the same for the whole cluster: no barrier is reached
     if (rank != 0) return;
-    unsigned long long best = threadIdx.x < num_parts ? argmax_parts[r * num_parts + threadIdx.x] : 0;
-    best = BlockReduce(best, MaxU64{}, s.u);
-    if (threadIdx.x == 0) out[r] = best == 0 ? 0 : ArgKeyId(best);  // NaN ignored, an all -inf row gives 0
+    GreedyFromParts(out, r, argmax_parts, num_parts, s.u);
     return;
   }
   if (threadIdx.x == 0) gathered = 0;  // CTA 0's; the next cluster barrier precedes any gather

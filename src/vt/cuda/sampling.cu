@@ -172,9 +172,7 @@ __global__ void SampleTokensKernel(int32_t* out, const float* logits, int64_t V,
   const float* x = logits + r * V;
   const float temperature = params[3 * r], top_p = params[3 * r + 1], min_p = params[3 * r + 2];
   if (temperature < kGreedyTemperature) {
-    unsigned long long best = threadIdx.x < num_parts ? argmax_parts[r * num_parts + threadIdx.x] : 0;
-    best = BlockReduce(best, MaxU64{}, s.u);
-    if (threadIdx.x == 0) out[r] = best == 0 ? 0 : ArgKeyId(best);  // NaN ignored, an all -inf row gives 0
+    GreedyFromParts(out, r, argmax_parts, num_parts, s.u);
     return;
   }
   const float m = BlockMax(x, V, temperature, s);

@@ -77,6 +77,15 @@ __device__ __forceinline__ int ArgKeyId(unsigned long long k) {
   return static_cast<int>(0xFFFFFFFFull - (k & 0xFFFFFFFFull));
 }
 
+// A greedy row's token from ArgmaxPartsKernel's num_parts keys of row r (each block of
+// kThreads threads; thread 0 writes out[r]): NaN ignored, an all -inf row gives 0.
+__device__ __forceinline__ void GreedyFromParts(int32_t* out, int64_t r, const unsigned long long* argmax_parts,
+                                                int num_parts, unsigned long long* slots) {
+  unsigned long long best = threadIdx.x < num_parts ? argmax_parts[r * num_parts + threadIdx.x] : 0;
+  best = BlockReduce(best, MaxU64{}, slots);
+  if (threadIdx.x == 0) out[r] = best == 0 ? 0 : ArgKeyId(best);
+}
+
 // The draw's scan: chunk_start[t] becomes the sum of the chunks of threads before t (in
 // thread order), chunk_start[kThreads] the block's total; every thread may read them after.
 __device__ __forceinline__ void ScanChunkSums(double local, double* chunk_start) {
