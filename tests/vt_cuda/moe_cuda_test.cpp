@@ -3,11 +3,13 @@
 // with the CPU kernel; and an expert id outside [0, E), which the kernel cannot throw for
 // (no host synchronization inside the op), recorded and reported at the next
 // synchronization by name; and which kernel the FP8 expert ops ran: the down GEMV
-// (moe_gemv.cuh) for up to 16 tokens, the per-pair kernels beyond (the op table compares
-// both with the CPU's reference over its shapes; here a Qwen3-30B-A3B-wide call).
+// (moe_gemv.cuh) for up to 16 tokens, the tensor-core tiles (moe_tiled.cu) beyond, each
+// against the CPU's reference at the Qwen3-30B-A3B width and with 128 narrow experts (the
+// op table's shapes are too narrow for the tiles and take the per-pair kernels).
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "cuda_test_util.h"
 #include "vt/cuda/kernels.h"
@@ -74,55 +76,79 @@ vt::Tensor Fp8Codes(const vt::Shape& shape, uint32_t seed) {
   return t;
 }
 
-TEST(CudaMoe, FewTokenFp8CallsRunTheDownGemv) {
-  VT_REQUIRE_CUDA();
-  constexpr int64_t H = 2048, I = 768, E = 12, k = 8;
+struct Fp8MoeCase {
+  int64_t T, H, I, E;
+  DType out;
+};
+
+// MoeExpertsFp8 on the GPU against the CPU, and which kernels ran: the down GEMV up to 16
+// tokens, the tensor-core tiles (moe_tiled.cu) beyond.
+void RunFp8Moe(const Fp8MoeCase& c, std::mt19937& rng) {
+  constexpr int64_t k = 8;
+  const int64_t T = c.T, H = c.H, I = c.I, E = c.E;
   const vt::Tensor w13 = Fp8Codes({E * 2 * I, H}, 3), w2 = Fp8Codes({E * H, I}, 4);
   std::vector<float> al13, al2;
   for (int64_t e = 0; e < E; ++e) {
     // gate/up sums near N(0, 1), activations in e4m3fn's normal range (scale 0.05)
-    al13.push_back((1.0f + 0.1f * float(e)) / std::sqrt(float(H)));
-    al2.push_back((1.0f + 0.05f * float(e)) / std::sqrt(float(I)));
+    al13.push_back((1.0f + 0.1f * float(e % 16)) / std::sqrt(float(H)));
+    al2.push_back((1.0f + 0.05f * float(e % 16)) / std::sqrt(float(I)));
   }
   const vt::Tensor a13 = vt::Tensor::FromHost(al13.data(), {E}, DType::kF32);
   const vt::Tensor a2 = vt::Tensor::FromHost(al2.data(), {E}, DType::kF32);
-  const vt::Tensor w13_g = w13.To(vtt::kCuda), w2_g = w2.To(vtt::kCuda);
-  const vt::Tensor a13_g = a13.To(vtt::kCuda), a2_g = a2.To(vtt::kCuda);
   vt::Queue cpu = vt::Queue::Cpu(2), gpu = vt::Queue::Cuda(0);
-  std::mt19937 rng(5);
-  for (int64_t T : {1, 16, 17}) {
-    const vt::Tensor x8 = Fp8Codes({T, H}, 10 + static_cast<uint32_t>(T));
-    std::vector<int32_t> ids;
-    std::vector<float> w;
-    for (int64_t t = 0; t < T; ++t) {
-      std::vector<int32_t> all(E);
-      for (int64_t e = 0; e < E; ++e) all[e] = static_cast<int32_t>(e);
-      std::shuffle(all.begin(), all.end(), rng);
-      for (int64_t j = 0; j < k; ++j) {
-        ids.push_back(all[j]);
-        w.push_back(std::uniform_real_distribution<float>(0.05f, 0.3f)(rng));
-      }
+  const vt::Tensor x8 = Fp8Codes({T, H}, 10 + static_cast<uint32_t>(T));
+  std::vector<int32_t> ids;
+  std::vector<float> w;
+  // Experts drawn unevenly (the low ids more often), so some get several tiles of pairs,
+  // a padded last tile, and some none.
+  std::geometric_distribution<int32_t> skew(4.0 / double(E));
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> mine;
+    for (int tries = 0; tries < 64 && static_cast<int64_t>(mine.size()) < k; ++tries) {
+      const int32_t e = std::min<int32_t>(skew(rng), static_cast<int32_t>(E - 1));
+      if (std::find(mine.begin(), mine.end(), e) == mine.end()) mine.push_back(e);
     }
-    const vt::Tensor ids_t = vt::Tensor::FromHost(ids.data(), {T, k}, DType::kI32);
-    const vt::Tensor w_t = vt::Tensor::FromHost(w.data(), {T, k}, DType::kF32);
-    const vt::Tensor want = vt::Tensor::Empty({T, H}, DType::kF32);
-    vt::MoeExpertsFp8(cpu, want, x8, ids_t, w_t, w13, a13, w2, 0.05f, a2);
-    const vt::Tensor got = vt::Tensor::Empty({T, H}, DType::kF32, vtt::kCuda);
-    const int64_t before = vt::cuda::MoeGemvLaunches();
-    vt::MoeExpertsFp8(gpu, got, x8.To(vtt::kCuda), ids_t.To(vtt::kCuda), w_t.To(vtt::kCuda), w13_g, a13_g, w2_g,
-                      0.05f, a2_g);
-    EXPECT_EQ(vt::cuda::MoeGemvLaunches() - before, T <= 16 ? 1 : 0) << T << " tokens";
-    const vt::Tensor g = got.To(vt::Device::Cpu());
-    double max_want = 0.0, max_diff = 0.0;
-    for (int64_t i = 0; i < T * H; ++i) {
-      max_want = std::max(max_want, std::fabs(double(want.data_as<float>()[i])));
-      max_diff = std::max(max_diff, std::fabs(double(g.data_as<float>()[i]) - double(want.data_as<float>()[i])));
+    for (int32_t e = 0; static_cast<int64_t>(mine.size()) < k; ++e)
+      if (std::find(mine.begin(), mine.end(), e) == mine.end()) mine.push_back(e);
+    std::shuffle(mine.begin(), mine.end(), rng);
+    for (int64_t j = 0; j < k; ++j) {
+      ids.push_back(mine[j]);
+      w.push_back(std::uniform_real_distribution<float>(0.05f, 0.3f)(rng));
     }
-    // An activation one e4m3fn step off moves an output by 2^-3 of one of its k·I terms: far
-    // below 2^-6 of the largest output; a wrong row, slot or scale is not.
-    EXPECT_GT(max_want, 0.0);
-    EXPECT_LE(max_diff, 0x1p-6 * max_want) << T << " tokens";
   }
+  const vt::Tensor ids_t = vt::Tensor::FromHost(ids.data(), {T, k}, DType::kI32);
+  const vt::Tensor w_t = vt::Tensor::FromHost(w.data(), {T, k}, DType::kF32);
+  const vt::Tensor want = vt::Tensor::Empty({T, H}, c.out);
+  vt::MoeExpertsFp8(cpu, want, x8, ids_t, w_t, w13, a13, w2, 0.05f, a2);
+  const vt::Tensor got = vt::Tensor::Empty({T, H}, c.out, vtt::kCuda);
+  const int64_t gemv0 = vt::cuda::MoeGemvLaunches(), tiled0 = vt::cuda::MoeTiledLaunches();
+  vt::MoeExpertsFp8(gpu, got, x8.To(vtt::kCuda), ids_t.To(vtt::kCuda), w_t.To(vtt::kCuda), w13.To(vtt::kCuda),
+                    a13.To(vtt::kCuda), w2.To(vtt::kCuda), 0.05f, a2.To(vtt::kCuda));
+  const std::string what = std::to_string(T) + " tokens, " + std::to_string(E) + " experts, out " +
+                           std::string(vt::DTypeName(c.out));
+  EXPECT_EQ(vt::cuda::MoeGemvLaunches() - gemv0, T <= 16 ? 1 : 0) << what;
+  EXPECT_EQ(vt::cuda::MoeTiledLaunches() - tiled0, T <= 16 ? 0 : 1) << what;
+  const std::vector<float> g = vtt::Floats(got), wf = vtt::Floats(want);
+  double max_want = 0.0, max_diff = 0.0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    max_want = std::max(max_want, std::fabs(double(wf[i])));
+    max_diff = std::max(max_diff, std::fabs(double(g[i]) - double(wf[i])));
+  }
+  // An activation one e4m3fn step off moves an output by 2^-3 of one of its k·I terms: far
+  // below 2^-6 of the largest output; a wrong row, slot, tile or scale is not.
+  EXPECT_GT(max_want, 0.0) << what;
+  EXPECT_LE(max_diff, 0x1p-6 * max_want) << what;
+}
+
+TEST(CudaMoe, Fp8CallsRunTheDownGemvOrTheTiles) {
+  VT_REQUIRE_CUDA();
+  std::mt19937 rng(5);
+  // The Qwen3-30B-A3B width (H 2048, I 768) with 12 experts; then 128 narrow experts, most
+  // of them with a tile of one or two pairs.
+  for (const Fp8MoeCase& c : {Fp8MoeCase{1, 2048, 768, 12, DType::kF32}, Fp8MoeCase{16, 2048, 768, 12, DType::kF32},
+                              Fp8MoeCase{17, 2048, 768, 12, DType::kF32}, Fp8MoeCase{300, 2048, 768, 12, DType::kF32},
+                              Fp8MoeCase{300, 2048, 768, 12, DType::kBF16}, Fp8MoeCase{40, 256, 128, 128, DType::kBF16}})
+    RunFp8Moe(c, rng);
 }
 
 }  // namespace

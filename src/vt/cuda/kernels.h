@@ -53,6 +53,8 @@ void CountQkNormRopeFp8Launch();
 void RegisterMoeKernels();         // moe.cu: MoeTopKRouting, MoeExperts, MoeExpertsFp8(PerToken)
 // How many FP8 expert calls took the few-token down GEMV (moe_gemv.cuh; all queues).
 int64_t MoeGemvLaunches();
+// Calls of MoeExpertsFp8 that ran the tensor-core tiles of moe_tiled.cu (all queues).
+int64_t MoeTiledLaunches();
 void RegisterMoeGroupScaledKernels();  // moe_group_scaled.cu: MoeExpertsFp8GroupScaled
 // Calls of MoeExpertsFp8GroupScaled that ran its CUDA kernels (all queues).
 int64_t MoeGroupScaledLaunches();

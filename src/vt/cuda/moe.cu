@@ -23,9 +23,11 @@
 // bases), else in scalar loads. The f32 sums run in another order than the CPU's GEMMs:
 // the op table's tolerance for these ops (op_table_moe.cpp) covers that. A bad expert id
 // is recorded as an index error (device_error.h) and its slot contributes nothing.
-// Prefill reads each expert's rows once per pair too (no grouped GEMM yet).
+// Prefill reads each expert's rows once per pair too where no tiled kernel applies.
 // FP8 calls of up to kGemvMaxTokens tokens (decode) take the down GEMV of moe_gemv.cuh
-// instead, which streams the selected experts' down rows as one weight.
+// instead, which streams the selected experts' down rows as one weight; static FP8 calls
+// beyond it take the tensor-core tiles of moe_tiled.cu where their shapes fit (each
+// expert's rows read once per tile of 64 pairs).
 // MoeExpertsFp8PerToken runs the same two kernels with the scales of its definition, and
 // between them QuantFp8PerTokenGroup over the [T * k, I] activation rows (G = I: a scale
 // per (token, slot) pair, the bytes the CPU's quantizer gives); the down kernel then reads
@@ -42,6 +44,7 @@
 #include "vt/cuda/fp8_stream.cuh"
 #include "vt/cuda/kernels.h"
 #include "vt/cuda/moe_gemv.cuh"
+#include "vt/cuda/moe_tiled.h"
 #include "vt/ops/moe.h"
 #include "vt/ops/quant.h"
 
@@ -317,13 +320,19 @@ void LaunchExperts(const Queue& q, const Tensor& out, const Tensor& x, const flo
            "MoeExperts on cuda: H=", H, ", I=", I, " or ", T * k, " (token, slot) pairs exceed the kernels' grid");
   CudaQueue& cq = Cuda(q);
   DeviceGuard guard(cq.device.index);
-  const Tensor act = Tensor::Empty({T * k, I}, DType::kF32, out.device());
   constexpr int64_t N = 16 / static_cast<int64_t>(sizeof(typename WTag::T));
   using XT = typename XTag::T;
   using WT = typename WTag::T;
   using OT = typename OTag::T;
   constexpr bool kFp8 = std::is_same_v<XTag, Fp8> && std::is_same_v<WTag, Fp8> && kMode != Scaling::kNone;
   const bool gemv = kFp8 && MoeGemvFits(T, k, I, w2);
+  if constexpr (kFp8 && kMode == Scaling::kStatic) {
+    if (!gemv && MoeTiledFits(cq, H, I, E, x, w13, w2)) {
+      LaunchMoeTiledFp8(cq, out, x, ids, weights, w13, alpha13, w2, inv_down, alpha2);
+      return;
+    }
+  }
+  const Tensor act = Tensor::Empty({T * k, I}, DType::kF32, out.device());
   const bool vec13 = H % N == 0 && Aligned16(x.data()) && Aligned16(w13.data());
   const dim3 grid13(static_cast<unsigned>(T * k), static_cast<unsigned>((I + kWarps - 1) / kWarps));
   auto* gate_up =
