@@ -186,6 +186,7 @@ TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
       {8, 1, 64, 16, {{33, 33}, {100, 3}}},                // MQA
       {6, 6, 128, 8, {{77, 77}}},                          // MHA, small blocks
       {16, 2, 256, 16, {{20, 20}, {65, 17}}},              // the largest head size, GQA 8
+      {16, 2, 256, 16, {{300, 300}, {150, 70}}},           // the same over enough rows for tensor cores
       {12, 4, 80, 16, {{3, 3}, {1, 1}, {48, 48}}},         // a head size not a multiple of 32
       {8, 2, 64, 16, {{50, 50}, {600, 1}, {30, 1}}},       // a mixed batch: a prompt and two decodes
       {16, 8, 64, 16, {{400, 400}}},                       // enough CTAs that the context is not split
@@ -203,15 +204,16 @@ TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
   }
   RunAttentionCase(many, DType::kBF16, 90);
   RunAttentionCase(many, DType::kF32, 91);
-  // BF16 cases with head size 64 or 128 and at least 64 rows per sequence on average take
-  // the tensor-core prefill kernel (attention_prefill.cu): four of them here; and so do the
+  // BF16 cases with head size 64, 128 or 256 (sm_90: Q in shared memory) and at least 64
+  // rows per sequence on average take the tensor-core prefill kernel (attention_prefill.cu):
+  // five of them here; and so do the
   // prompt rows of the two with decode rows beside them (mixed steps: the tensor-core decode
   // kernel takes the one-row sequences at any batch).
   const int64_t mma_before = vt::cuda::PrefillMmaLaunches();
   uint32_t seed = 100;
   for (const auto& c : cases)
     for (DType d : {DType::kBF16, DType::kF32, DType::kF16}) RunAttentionCase(c, d, seed += 7);
-  EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - mma_before, 4 + 2);
+  EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - mma_before, 5 + 2);
 }
 
 TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {

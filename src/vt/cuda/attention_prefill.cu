@@ -12,6 +12,8 @@
 // terms (SplitP) and accumulates O += P_hi V + P_lo V in f32. The result is O / sum rounded
 // once to BF16. An F8E4M3 cache's k_scale is folded into the score scale and its v_scale
 // into the output.
+// Head size 256 keeps Q in shared memory instead of registers (sm_90: two stages and Q take
+// 169 KB) and loads its fragments once per tile.
 // CTAs are numbered heaviest first (the causal mask gives a sequence's last rows the most
 // tiles), so the short ones fill the tail of the grid.
 // Metadata checks are the CUDA-core kernel's (device_error.h).
@@ -35,9 +37,17 @@ constexpr int kTok = kTileTok;      // cached tokens per tile
 
 std::atomic<int64_t> g_launches{0};
 
+// Head sizes past 128 keep Q in shared memory (kQShared): its fragments and the output's
+// would not fit the registers together (D = 256: 64 + 128 per thread).
+template <int D>
+constexpr bool QShared() {
+  return D > 128;
+}
+
 template <int D, bool kFp8>
-__global__ void __launch_bounds__(kWarps * 32, 2) PrefillMmaKernel(AttnArgs a, int64_t items) {
+__global__ void __launch_bounds__(kWarps * 32, QShared<D>() ? 1 : 2) PrefillMmaKernel(AttnArgs a, int64_t items) {
   PdlWait();
+  constexpr bool kQShared = QShared<D>();
   constexpr int kLd = TileRow(D);
   constexpr int kStage = 2 * kTok * kLd;  // bf16 elements of a stage: K rows, then V rows
   extern __shared__ __align__(16) uint16_t staged[];
@@ -69,8 +79,20 @@ __global__ void __launch_bounds__(kWarps * 32, 2) PrefillMmaKernel(AttnArgs a, i
   const uint16_t* qb = static_cast<const uint16_t*>(a.query);
   // Q fragments: k-chunk c covers dims 16c..16c+15; a[0]/a[1]: rows a/b at dims 2(lane%4)
   // and +1; a[2]/a[3]: the same 8 dims further.
-  uint32_t qf[D / 16][4];
-  {
+  // kQShared: the warp's 16 rows [row][d] (pitch kLd) after the two stages, each row
+  // clamped to the sequence as above; the fragments load with ldmatrix per tile.
+  uint32_t qf[kQShared ? 1 : D / 16][4];
+  uint16_t* qs = staged + 2 * kStage + warp * 16 * kLd;
+  if constexpr (kQShared) {
+#pragma unroll
+    for (int e = lane; e < 16 * (D / 8); e += 32) {
+      const int r = e / (D / 8), c = (e % (D / 8)) * 8;
+      const int64_t row = min(wr0 + r, n - 1);
+      *reinterpret_cast<uint4*>(qs + r * kLd + c) =
+          *reinterpret_cast<const uint4*>(qb + ((q0 + row) * a.Hq + h) * D + c);
+    }
+    __syncwarp();
+  } else {
     const uint32_t* qa = reinterpret_cast<const uint32_t*>(qb + ((q0 + ra) * a.Hq + h) * D);
     const uint32_t* qbr = reinterpret_cast<const uint32_t*>(qb + ((q0 + rb) * a.Hq + h) * D);
 #pragma unroll
@@ -107,16 +129,37 @@ __global__ void __launch_bounds__(kWarps * 32, 2) PrefillMmaKernel(AttnArgs a, i
       // S = Q K^T for 8 chunks of 8 tokens: sc[t][0..1] row a, tokens 8t + 2(lane%4) + {0,1};
       // sc[t][2..3] row b. One ldmatrix.x4 gives the B fragments of two 16-dim chunks.
       float sc[kTok / 8][4];
+      if constexpr (kQShared) {
+        // Q's chunks c and c + 1 once per tile (ldmatrix: matrices rows 0-7 / 8-15 of dims
+        // 0-7, then of dims 8-15 — the A fragment), each against the 8 token chunks.
 #pragma unroll
-      for (int t = 0; t < kTok / 8; ++t) {
-        sc[t][0] = sc[t][1] = sc[t][2] = sc[t][3] = 0.0f;
-        const uint16_t* kr = ks + (t * 8 + lane % 8) * kLd + (lane / 8) * 8;
+        for (int t = 0; t < kTok / 8; ++t) sc[t][0] = sc[t][1] = sc[t][2] = sc[t][3] = 0.0f;
+        const uint16_t* qr = qs + ((lane / 8) % 2 * 8 + lane % 8) * kLd + (lane / 16) * 8;
 #pragma unroll
         for (int c = 0; c < D / 16; c += 2) {
-          uint32_t b[4];
-          LdMatrixX4(b, kr + c * 16);
-          Mma(sc[t], qf[c], b[0], b[1]);
-          Mma(sc[t], qf[c + 1], b[2], b[3]);
+          uint32_t q0f[4], q1f[4];
+          LdMatrixX4(q0f, qr + c * 16);
+          LdMatrixX4(q1f, qr + (c + 1) * 16);
+#pragma unroll
+          for (int t = 0; t < kTok / 8; ++t) {
+            uint32_t b[4];
+            LdMatrixX4(b, ks + (t * 8 + lane % 8) * kLd + (lane / 8) * 8 + c * 16);
+            Mma(sc[t], q0f, b[0], b[1]);
+            Mma(sc[t], q1f, b[2], b[3]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int t = 0; t < kTok / 8; ++t) {
+          sc[t][0] = sc[t][1] = sc[t][2] = sc[t][3] = 0.0f;
+          const uint16_t* kr = ks + (t * 8 + lane % 8) * kLd + (lane / 8) * 8;
+#pragma unroll
+          for (int c = 0; c < D / 16; c += 2) {
+            uint32_t b[4];
+            LdMatrixX4(b, kr + c * 16);
+            Mma(sc[t], qf[c], b[0], b[1]);
+            Mma(sc[t], qf[c + 1], b[2], b[3]);
+          }
         }
       }
       float mx_a = -INFINITY, mx_b = -INFINITY;
@@ -205,7 +248,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2) PrefillMmaKernel(AttnArgs a, i
 
 bool PrefillMmaFits(const CudaQueue& cq, const AttnArgs& a, DType query, DType cache) {
   if (query != DType::kBF16 || (cache != DType::kBF16 && cache != DType::kF8E4M3)) return false;
-  if (!a.vec16 || (a.D != 64 && a.D != 128) || cq.cc_major < 8) return false;
+  if (!a.vec16 || cq.cc_major < 8) return false;
+  // D = 256 takes 169 KB of shared memory (two stages and Q): sm_90's opt-in limit allows it.
+  if (a.D != 64 && a.D != 128 && !(a.D == 256 && cq.cc_major >= 9)) return false;
   return AttnItems(a.T, a.S, 1, kRows) * a.Hq < (int64_t{1} << 31);
 }
 
@@ -217,9 +262,11 @@ bool LaunchPrefillMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache
   const bool fp8 = cache == DType::kF8E4M3;
   const int64_t items = AttnItems(a.T, a.S, 1, kRows);
   g_launches.fetch_add(1, std::memory_order_relaxed);
-  const auto kernel = a.D == 64 ? (fp8 ? PrefillMmaKernel<64, true> : PrefillMmaKernel<64, false>)
-                                : (fp8 ? PrefillMmaKernel<128, true> : PrefillMmaKernel<128, false>);
-  const size_t smem = TwoTileSmemBytes(static_cast<int>(a.D));
+  const auto kernel = a.D == 64    ? (fp8 ? PrefillMmaKernel<64, true> : PrefillMmaKernel<64, false>)
+                      : a.D == 128 ? (fp8 ? PrefillMmaKernel<128, true> : PrefillMmaKernel<128, false>)
+                                   : (fp8 ? PrefillMmaKernel<256, true> : PrefillMmaKernel<256, false>);
+  const int d = static_cast<int>(a.D);
+  const size_t smem = TwoTileSmemBytes(d) + (a.D > 128 ? size_t{kRows} * TileRow(d) * sizeof(uint16_t) : 0);
   VT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   LaunchOverlapped(cq, "PrefillMmaKernel", kernel, static_cast<unsigned>(items * a.Hq), kWarps * 32, smem, a, items);
   return true;
