@@ -151,4 +151,57 @@ TEST(CudaMoe, Fp8CallsRunTheDownGemvOrTheTiles) {
     RunFp8Moe(c, rng);
 }
 
+// MoeExperts on BF16 experts past 16 tokens: the tensor-core tiles (moe_tiled.cu), against
+// the CPU; 16 tokens keep the per-pair kernels.
+TEST(CudaMoe, Bf16CallsPast16TokensRunTheTiles) {
+  VT_REQUIRE_CUDA();
+  constexpr int64_t H = 512, I = 256, E = 16, k = 4;
+  const std::vector<float> w13f = vtt::Normal(static_cast<size_t>(E * 2 * I * H), 21, 1.0f / std::sqrt(float(H)));
+  const std::vector<float> w2f = vtt::Normal(static_cast<size_t>(E * H * I), 22, 1.0f / std::sqrt(float(I)));
+  const vt::Tensor w13 = vtt::HostTensor(w13f, DType::kBF16, {E * 2 * I, H});
+  const vt::Tensor w2 = vtt::HostTensor(w2f, DType::kBF16, {E * H, I});
+  const vt::Tensor w13_g = w13.To(vtt::kCuda), w2_g = w2.To(vtt::kCuda);
+  vt::Queue cpu = vt::Queue::Cpu(2), gpu = vt::Queue::Cuda(0);
+  std::mt19937 rng(9);
+  for (int64_t T : {16, 17, 200}) {
+    const vt::Tensor x = vtt::HostTensor(vtt::Normal(static_cast<size_t>(T * H), 30 + static_cast<uint32_t>(T)),
+                                         DType::kBF16, {T, H});
+    std::vector<int32_t> ids;
+    std::vector<float> w;
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<int32_t> all(E);
+      std::vector<float> key(E);
+      for (int64_t e = 0; e < E; ++e) {
+        all[e] = static_cast<int32_t>(e);
+        key[e] = float(e) * std::uniform_real_distribution<float>(0.3f, 1.0f)(rng);
+      }
+      // the first experts more often: several tiles for some, one or none for others
+      std::partial_sort(all.begin(), all.begin() + k, all.end(), [&](int32_t a, int32_t b) { return key[a] < key[b]; });
+      for (int64_t j = 0; j < k; ++j) {
+        ids.push_back(all[j]);
+        w.push_back(std::uniform_real_distribution<float>(0.1f, 0.4f)(rng));
+      }
+    }
+    const vt::Tensor ids_t = vt::Tensor::FromHost(ids.data(), {T, k}, DType::kI32);
+    const vt::Tensor w_t = vt::Tensor::FromHost(w.data(), {T, k}, DType::kF32);
+    const vt::Tensor want = vt::Tensor::Empty({T, H}, DType::kBF16);
+    vt::MoeExperts(cpu, want, x, ids_t, w_t, w13, w2);
+    const vt::Tensor got = vt::Tensor::Empty({T, H}, DType::kBF16, vtt::kCuda);
+    const int64_t tiled0 = vt::cuda::MoeTiledLaunches();
+    vt::MoeExperts(gpu, got, x.To(vtt::kCuda), ids_t.To(vtt::kCuda), w_t.To(vtt::kCuda), w13_g, w2_g);
+    EXPECT_EQ(vt::cuda::MoeTiledLaunches() - tiled0, T > 16 ? 1 : 0) << T << " tokens";
+    const std::vector<float> g = vtt::Floats(got), wf = vtt::Floats(want);
+    double max_want = 0.0, max_diff = 0.0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      max_want = std::max(max_want, std::fabs(double(wf[i])));
+      max_diff = std::max(max_diff, std::fabs(double(g[i]) - double(wf[i])));
+    }
+    // g, u and the activation are rounded to BF16 as on the CPU; another summation order
+    // moves a rounding by one BF16 step (2^-8) of one term: far below 2^-6 of the largest
+    // output; a wrong row, slot, tile or expert is not.
+    EXPECT_GT(max_want, 0.0);
+    EXPECT_LE(max_diff, 0x1p-6 * max_want) << T << " tokens";
+  }
+}
+
 }  // namespace

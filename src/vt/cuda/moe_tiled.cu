@@ -1,21 +1,22 @@
-// The static FP8 experts (MoeExpertsFp8) of calls with many tokens: tensor-core tiles over
-// the (token, slot) pairs sorted by expert, so that each expert's rows are read once per
-// tile of up to 64 pairs instead of once per pair (moe.cu's per-pair kernels). Four
-// launches, no host synchronization (the expert ids stay on the device, the grids are
-// sized for the worst case and idle CTAs return), so a step stays capturable:
+// The experts of calls with many tokens, static FP8 (MoeExpertsFp8) and BF16 (MoeExperts):
+// tensor-core tiles over the (token, slot) pairs sorted by expert, so that each expert's rows
+// are read once per tile of up to 64 pairs instead of once per pair (moe.cu's per-pair
+// kernels). Four launches, no host synchronization (the expert ids stay on the device, the
+// grids are sized for the worst case and idle CTAs return), so a step stays capturable:
 //  1. sort (one CTA): counts the pairs of each expert, lays the experts' pairs out in
 //     tiles of 64 rows (an expert's last tile padded with rows of pair -1), and writes each
 //     tile's expert. A pair's row inside its expert comes from an atomic counter, so it can
 //     change from run to run; nothing below depends on it: every output element is a sum
 //     over one row of the tile only.
-//  2. gate/up: CTA (tile, 64 columns i of I): the 64 gathered rows of x8 times the expert's
-//     gate rows i and up rows I + i (mma.sync m16n8k32, e4m3 in, f32 out), the partial sums
-//     added into f32 registers every 128 of K (the tensor cores' FP8 accumulator keeps
-//     fewer bits than f32 over long sums). Epilogue as moe.cu's per-pair kernel: g and u
-//     times the expert's alpha, rounded to the output dtype, SiLU(g)·u rounded, quantized
-//     with the down input scale; the e4m3fn codes are stored in tile order ([rows, I]).
-//  3. down: CTA (tile, 128 outputs h): the tile's codes times the expert's down rows, the
-//     sums (promoted every 128 of K) times the expert's alpha into y[pair, h] (f32).
+//  2. gate/up: CTA (tile, 64 columns i of I): the 64 gathered rows of x times the expert's
+//     gate rows i and up rows I + i (mma.sync: m16n8k32 e4m3 or m16n8k16 BF16, f32 out), FP8
+//     partial sums added into f32 registers every 128 of K (the tensor cores' FP8
+//     accumulator keeps fewer bits than f32 over long sums). Epilogue as moe.cu's per-pair
+//     kernel: FP8 g and u times the expert's alpha, rounded to the output dtype, SiLU(g)·u
+//     rounded, quantized with the down input scale (BF16: rounded, and the activation kept in
+//     BF16); stored in tile order ([rows, I]).
+//  3. down: CTA (tile, 128 outputs h): the tile's activations times the expert's down rows,
+//     the sums (FP8: promoted every 128 of K, times the expert's alpha) into y[pair, h] (f32).
 //  4. combine: out[t, h] = Σ_j weights[t, j]·y[t·k + j, h] in slot order, rounded to out's
 //     dtype: the per-pair kernel's accumulation, term by term.
 // The sums run in another order than the CPU's; the op table's tolerance for the expert ops
@@ -37,8 +38,6 @@ namespace vt::cuda {
 namespace {
 
 std::atomic<int64_t> g_tiled_launches{0};
-
-#ifdef VT_CUDA_FP8
 
 constexpr int kRows = 64;             // pairs per tile
 constexpr int kSortThreads = 1024;
@@ -110,11 +109,16 @@ __global__ void __launch_bounds__(kSortThreads)
 // c += a b on e4m3fn: a the 16x32 row-major A fragment, (b0, b1) the 32x8 column-major B
 // fragment (sm_89+).
 __device__ __forceinline__ void MmaFp8(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#ifdef VT_CUDA_FP8
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  (void)c, (void)a, (void)b0, (void)b1;
+  __trap();  // MoeTiledFits refuses FP8 without VT_CUDA_FP8
+#endif
 }
 
 struct TileSmem {
@@ -150,8 +154,10 @@ __device__ __forceinline__ int WeightRow(int wn, int nt) {
 
 // acc[mt][nt][c]: the warp's 32 x 64 share of the tile's products over K bytes (a multiple
 // of kBk): rows wm·32 + 16 mt + (lane / 4) (+8 for c >= 2), weight row WeightRow(wn, nt) +
-// 2 (lane % 4) + (c % 2).
-template <bool kGateUp>
+// 2 (lane % 4) + (c % 2). Each 32-byte step of K is one m16n8k32 e4m3 product (kFp8) or one
+// m16n8k16 BF16 product: the fragments' bytes are laid out alike, so the ldmatrix loads are
+// the same. BF16 products accumulate in f32 and need no promotion.
+template <bool kGateUp, bool kFp8>
 __device__ __forceinline__ void TileProduct(float (&acc)[2][8][4], TileSmem& s, const TileSources& src, int64_t K,
                                             int tid) {
   const int lane = tid % 32, warp = tid / 32, wm = warp % 2, wn = warp / 2;
@@ -190,12 +196,17 @@ __device__ __forceinline__ void TileProduct(float (&acc)[2][8][4], TileSmem& s, 
         LdMatrixX4(b, sb + (WeightRow<kGateUp>(wn, 2 * q) + (lm / 2) * 8 + lr) * kPitch + ks * 32 + (lm % 2) * 16);
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-          MmaFp8(part[mt][2 * q], a[mt], b[0], b[1]);
-          MmaFp8(part[mt][2 * q + 1], a[mt], b[2], b[3]);
+          if constexpr (kFp8) {
+            MmaFp8(part[mt][2 * q], a[mt], b[0], b[1]);
+            MmaFp8(part[mt][2 * q + 1], a[mt], b[2], b[3]);
+          } else {
+            Mma(acc[mt][2 * q], a[mt], b[0], b[1]);
+            Mma(acc[mt][2 * q + 1], a[mt], b[2], b[3]);
+          }
         }
       }
     }
-    if ((kt + 1) % kPromoteStages == 0 || kt + 1 == nk) {
+    if (kFp8 && ((kt + 1) % kPromoteStages == 0 || kt + 1 == nk)) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -212,18 +223,20 @@ __device__ __forceinline__ void TileProduct(float (&acc)[2][8][4], TileSmem& s, 
 
 // ---- 2. gate/up ----------------------------------------------------------------------------
 
-// a8[r, i] for the rows r of tile blockIdx.x and i in [64 blockIdx.y, +64): the e4m3fn code
-// of round(SiLU(g)·u)·inv_down, g and u the gate/up sums times alpha13[e] rounded to OTag;
-// 0 for padding rows.
-template <typename OTag>
+// a[r, i] for the rows r of tile blockIdx.x and i in [64 blockIdx.y, +64), 0 for padding
+// rows. kFp8 (x, weights, a: e4m3fn codes): the code of round(SiLU(g)·u)·inv_down, g and u
+// the gate/up sums times alpha13[e] rounded to OTag. Else (BF16 x, weights and a, OTag BF16):
+// round(SiLU(g)·u), g and u the sums rounded.
+template <typename OTag, bool kFp8>
 __global__ void __launch_bounds__(kThreads)
-    MoeTileGateUpKernel(uint8_t* a8, const uint8_t* x8, const int32_t* sorted_pair, const int32_t* tile_expert,
+    MoeTileGateUpKernel(uint8_t* a_out, const uint8_t* x, const int32_t* sorted_pair, const int32_t* tile_expert,
                         const int32_t* num_tiles, const uint8_t* w13, const float* alpha13, float inv_down, int k,
                         int H, int I) {
   PdlWait();
   const int tile = static_cast<int>(blockIdx.x);
   if (tile >= *num_tiles) return;  // uniform across the CTA
   __shared__ __align__(16) TileSmem s;
+  constexpr int kElem = kFp8 ? 1 : 2;
   const int tid = static_cast<int>(threadIdx.x);
   const int e = tile_expert[tile], i0 = static_cast<int>(blockIdx.y) * 64;
   const int64_t row0 = int64_t{tile} * kRows;
@@ -232,18 +245,18 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < 2; ++j) {
     const int p = sorted_pair[row0 + tid / 4 + 32 * j];
     src.a_ok[j] = p >= 0;
-    src.a[j] = x8 + (p >= 0 ? int64_t{p / k} * H : 0);
+    src.a[j] = x + (p >= 0 ? int64_t{p / k} * H * kElem : 0);
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int n = tid / 4 + 32 * j;
     const int w_row = n < 64 ? i0 + n : I + i0 + (n - 64);
-    src.b[j] = w13 + (int64_t{e} * 2 * I + w_row) * H;
+    src.b[j] = w13 + (int64_t{e} * 2 * I + w_row) * H * kElem;
   }
   float acc[2][8][4];
-  TileProduct<true>(acc, s, src, H, tid);
+  TileProduct<true, kFp8>(acc, s, src, int64_t{H} * kElem, tid);
   const int lane = tid % 32, warp = tid / 32, wm = warp % 2, wn = warp / 2;
-  const float al = alpha13[e];
+  const float al = kFp8 ? alpha13[e] : 1.0f;
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -252,46 +265,53 @@ __global__ void __launch_bounds__(kThreads)
       const bool ok = sorted_pair[r] >= 0;
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
-        uint8_t code[2];
+        float v[2];
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          const float g = RoundTo<OTag>(al * acc[mt][nt][2 * half + c]);
-          const float u = RoundTo<OTag>(al * acc[mt][nt + 4][2 * half + c]);
-          code[c] = ok ? QuantizeFp8KeepNan(RoundTo<OTag>(numerics::Silu(g) * u), inv_down) : uint8_t{0};
+          const float g = RoundTo<OTag>(kFp8 ? al * acc[mt][nt][2 * half + c] : acc[mt][nt][2 * half + c]);
+          const float u = RoundTo<OTag>(kFp8 ? al * acc[mt][nt + 4][2 * half + c] : acc[mt][nt + 4][2 * half + c]);
+          v[c] = ok ? RoundTo<OTag>(numerics::Silu(g) * u) : 0.0f;
         }
-        const int i = i0 + wn * 32 + nt * 8 + 2 * (lane % 4);
-        *reinterpret_cast<uint16_t*>(a8 + r * I + i) =
-            static_cast<uint16_t>(code[0] | (static_cast<uint16_t>(code[1]) << 8));
+        const int64_t at = r * I + i0 + wn * 32 + nt * 8 + 2 * (lane % 4);
+        if constexpr (kFp8) {
+          const uint16_t c0 = ok ? QuantizeFp8KeepNan(v[0], inv_down) : 0;
+          const uint16_t c1 = ok ? QuantizeFp8KeepNan(v[1], inv_down) : 0;
+          *reinterpret_cast<uint16_t*>(a_out + at) = static_cast<uint16_t>(c0 | (c1 << 8));
+        } else {
+          *reinterpret_cast<uint32_t*>(a_out + 2 * at) = PackBf16(v[0], v[1]);
+        }
       }
     }
 }
 
 // ---- 3. down -------------------------------------------------------------------------------
 
-// y[p, h] for the pairs p of tile blockIdx.x and h in [128 blockIdx.y, +128): alpha2[e]
-// times the sum over i of a8[r, i]·w2[e·H + h, i].
+// y[p, h] for the pairs p of tile blockIdx.x and h in [128 blockIdx.y, +128): the sum over i
+// of a[r, i]·w2[e·H + h, i], times alpha2[e] (kFp8).
+template <bool kFp8>
 __global__ void __launch_bounds__(kThreads)
-    MoeTileDownKernel(float* y, const uint8_t* a8, const int32_t* sorted_pair, const int32_t* tile_expert,
+    MoeTileDownKernel(float* y, const uint8_t* a, const int32_t* sorted_pair, const int32_t* tile_expert,
                       const int32_t* num_tiles, const uint8_t* w2, const float* alpha2, int H, int I) {
   PdlWait();
   const int tile = static_cast<int>(blockIdx.x);
   if (tile >= *num_tiles) return;  // uniform across the CTA
   __shared__ __align__(16) TileSmem s;
+  constexpr int kElem = kFp8 ? 1 : 2;
   const int tid = static_cast<int>(threadIdx.x);
   const int e = tile_expert[tile], h0 = static_cast<int>(blockIdx.y) * kBRows;
   const int64_t row0 = int64_t{tile} * kRows;
   TileSources src;
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
-    src.a_ok[j] = true;  // padding rows hold zero codes
-    src.a[j] = a8 + (row0 + tid / 4 + 32 * j) * I;
+    src.a_ok[j] = true;  // padding rows hold zeros
+    src.a[j] = a + (row0 + tid / 4 + 32 * j) * I * kElem;
   }
 #pragma unroll
-  for (int j = 0; j < 4; ++j) src.b[j] = w2 + (int64_t{e} * H + h0 + tid / 4 + 32 * j) * I;
+  for (int j = 0; j < 4; ++j) src.b[j] = w2 + (int64_t{e} * H + h0 + tid / 4 + 32 * j) * I * kElem;
   float acc[2][8][4];
-  TileProduct<false>(acc, s, src, I, tid);
+  TileProduct<false, kFp8>(acc, s, src, int64_t{I} * kElem, tid);
   const int lane = tid % 32, warp = tid / 32, wm = warp % 2, wn = warp / 2;
-  const float al = alpha2[e];
+  const float al = kFp8 ? alpha2[e] : 1.0f;
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -301,8 +321,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         const int h = h0 + wn * 64 + nt * 8 + 2 * (lane % 4);
-        *reinterpret_cast<float2*>(y + int64_t{p} * H + h) =
-            make_float2(al * acc[mt][nt][2 * half], al * acc[mt][nt][2 * half + 1]);
+        const float y0 = acc[mt][nt][2 * half], y1 = acc[mt][nt][2 * half + 1];
+        *reinterpret_cast<float2*>(y + int64_t{p} * H + h) = kFp8 ? make_float2(al * y0, al * y1) : make_float2(y0, y1);
       }
     }
 }
@@ -334,36 +354,39 @@ __global__ void MoeTileCombineKernel(typename OTag::T* out, const float* y, cons
   for (int c = 0; c < 4; ++c) out[t * H + h + c] = OTag::Store(acc[c]);
 }
 
-template <typename OTag>
-void LaunchTiles(CudaQueue& cq, const Tensor& out, const Tensor& x8, const Tensor& ids, const Tensor& weights,
+// kFp8: x, the weights and the activations e4m3fn codes (MoeExpertsFp8); else BF16
+// (MoeExperts, OTag Bf16).
+template <typename OTag, bool kFp8>
+void LaunchTiles(CudaQueue& cq, const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
                  const Tensor& w13, const float* alpha13, const Tensor& w2, float inv_down, const float* alpha2) {
-  const int64_t T = x8.dim(0), H = x8.dim(1), k = ids.dim(1), I = w2.dim(1), E = w13.dim(0) / (2 * I);
+  const int64_t T = x.dim(0), H = x.dim(1), k = ids.dim(1), I = w2.dim(1), E = w13.dim(0) / (2 * I);
   const int64_t P = T * k;
   // Σ_e ceil(count_e / 64) <= P / 64 + (experts with a pair)
   const int64_t max_tiles = (P + kRows - 1) / kRows + std::min(E, P);
   const int64_t max_rows = max_tiles * kRows;
-  VT_CHECK(P <= 0x7FFFFFFF && max_rows <= 0x7FFFFFFF && I / 64 <= 65535 && H / kBRows <= 65535,
-           "MoeExpertsFp8 on cuda: ", P, " (token, slot) pairs with H=", H, ", I=", I,
+  VT_CHECK(P <= 0x7FFFFFFF && max_rows <= 0x7FFFFFFF && I / 64 <= 65535 && H / kBRows <= 65535, "MoeExperts",
+           kFp8 ? "Fp8" : "", " on cuda: ", P, " (token, slot) pairs with H=", H, ", I=", I,
            " exceed the tiled kernels' grid");
   const Tensor meta = Tensor::Empty({max_rows + max_tiles + 1}, DType::kI32, out.device());
   int32_t* sorted_pair = meta.data_as<int32_t>();
-  int32_t* tile_expert = sorted_pair + max_rows;
-  int32_t* num_tiles = tile_expert + max_tiles;
-  const Tensor a8 = Tensor::Empty({max_rows, I}, DType::kF8E4M3, out.device());
+  const int32_t* tile_expert = sorted_pair + max_rows;
+  const int32_t* num_tiles = tile_expert + max_tiles;
+  const Tensor act = Tensor::Empty({max_rows, I}, kFp8 ? DType::kF8E4M3 : DType::kBF16, out.device());
   const Tensor y = Tensor::Empty({P, H}, DType::kF32, out.device());
-  LaunchOverlapped(cq, "MoeTileSortKernel", MoeTileSortKernel, 1, kSortThreads, 0, sorted_pair, tile_expert,
-                   num_tiles, ids.data_as<int32_t>(), P, static_cast<int>(E), cq.index_errors);
+  LaunchOverlapped(cq, "MoeTileSortKernel", MoeTileSortKernel, 1, kSortThreads, 0, sorted_pair,
+                   const_cast<int32_t*>(tile_expert), const_cast<int32_t*>(num_tiles), ids.data_as<int32_t>(), P,
+                   static_cast<int>(E), cq.index_errors);
+  const int32_t* sorted = sorted_pair;
+  uint8_t* a = static_cast<uint8_t*>(act.data());
   const dim3 grid13(static_cast<unsigned>(max_tiles), static_cast<unsigned>(I / 64));
-  LaunchOverlapped(cq, "MoeTileGateUpKernel", MoeTileGateUpKernel<OTag>, grid13, kThreads, 0, a8.data_as<uint8_t>(),
-                   x8.data_as<uint8_t>(), static_cast<const int32_t*>(sorted_pair),
-                   static_cast<const int32_t*>(tile_expert), static_cast<const int32_t*>(num_tiles),
-                   w13.data_as<uint8_t>(), alpha13, inv_down, static_cast<int>(k), static_cast<int>(H),
-                   static_cast<int>(I));
+  LaunchOverlapped(cq, "MoeTileGateUpKernel", MoeTileGateUpKernel<OTag, kFp8>, grid13, kThreads, 0, a,
+                   static_cast<const uint8_t*>(x.data()), sorted, tile_expert, num_tiles,
+                   static_cast<const uint8_t*>(w13.data()), alpha13, inv_down, static_cast<int>(k),
+                   static_cast<int>(H), static_cast<int>(I));
   const dim3 grid2(static_cast<unsigned>(max_tiles), static_cast<unsigned>(H / kBRows));
-  LaunchOverlapped(cq, "MoeTileDownKernel", MoeTileDownKernel, grid2, kThreads, 0, y.data_as<float>(),
-                   static_cast<const uint8_t*>(a8.data_as<uint8_t>()), static_cast<const int32_t*>(sorted_pair),
-                   static_cast<const int32_t*>(tile_expert), static_cast<const int32_t*>(num_tiles),
-                   w2.data_as<uint8_t>(), alpha2, static_cast<int>(H), static_cast<int>(I));
+  LaunchOverlapped(cq, "MoeTileDownKernel", MoeTileDownKernel<kFp8>, grid2, kThreads, 0, y.data_as<float>(),
+                   static_cast<const uint8_t*>(a), sorted, tile_expert, num_tiles,
+                   static_cast<const uint8_t*>(w2.data()), alpha2, static_cast<int>(H), static_cast<int>(I));
   const int64_t threads = 256, quads = T * (H / 4);
   LaunchOverlapped(cq, "MoeTileCombineKernel", MoeTileCombineKernel<OTag>,
                    static_cast<unsigned>((quads + threads - 1) / threads), static_cast<unsigned>(threads), 0,
@@ -374,40 +397,33 @@ void LaunchTiles(CudaQueue& cq, const Tensor& out, const Tensor& x8, const Tenso
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-#endif  // VT_CUDA_FP8
-
 }  // namespace
 
-bool MoeTiledFits(const CudaQueue& cq, int64_t H, int64_t I, int64_t E, const Tensor& x8, const Tensor& w13,
-                  const Tensor& w2) {
-#ifdef VT_CUDA_FP8
+bool MoeTiledFits(const CudaQueue& cq, const Tensor& out, const Tensor& x, const Tensor& w13, const Tensor& w2) {
   static const bool on = SwitchOn("VT_CUDA_MOE_TILED");
-  return on && (cq.cc_major > 8 || (cq.cc_major == 8 && cq.cc_minor >= 9)) && H % kBRows == 0 && I % 64 == 0 &&
-         E <= kMaxExperts && Aligned16(x8.data()) && Aligned16(w13.data()) && Aligned16(w2.data());
-#else
-  (void)cq, (void)H, (void)I, (void)E, (void)x8, (void)w13, (void)w2;
-  return false;
+  const int64_t H = x.dim(1), I = w2.dim(1), E = w13.dim(0) / (2 * I);
+  const bool shapes = H % kBRows == 0 && I % 64 == 0 && E <= kMaxExperts && Aligned16(x.data()) &&
+                      Aligned16(w13.data()) && Aligned16(w2.data());
+  const int cc = cq.cc_major * 10 + cq.cc_minor;
+  bool types = false;
+#ifdef VT_CUDA_FP8
+  types = x.dtype() == DType::kF8E4M3 && w13.dtype() == DType::kF8E4M3 && w2.dtype() == DType::kF8E4M3 && cc >= 89 &&
+          (out.dtype() == DType::kF32 || out.dtype() == DType::kBF16);
 #endif
+  types = types || (x.dtype() == DType::kBF16 && w13.dtype() == DType::kBF16 && w2.dtype() == DType::kBF16 &&
+                    out.dtype() == DType::kBF16 && cc >= 80);
+  return on && shapes && types;
 }
 
-void LaunchMoeTiledFp8(CudaQueue& cq, const Tensor& out, const Tensor& x8, const Tensor& ids, const Tensor& weights,
-                       const Tensor& w13, const float* alpha13, const Tensor& w2, float inv_down, const float* alpha2) {
-#ifdef VT_CUDA_FP8
-  switch (out.dtype()) {
-    case DType::kF32:
-      LaunchTiles<F32>(cq, out, x8, ids, weights, w13, alpha13, w2, inv_down, alpha2);
-      break;
-    case DType::kBF16:
-      LaunchTiles<Bf16>(cq, out, x8, ids, weights, w13, alpha13, w2, inv_down, alpha2);
-      break;
-    default: throw Error(StrCat("internal: MoeExpertsFp8's tiled kernels got out dtype ", DTypeName(out.dtype())));
-  }
+void LaunchMoeTiled(CudaQueue& cq, const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                    const Tensor& w13, const float* alpha13, const Tensor& w2, float inv_down, const float* alpha2) {
+  if (x.dtype() == DType::kBF16)
+    LaunchTiles<Bf16, false>(cq, out, x, ids, weights, w13, nullptr, w2, 0.0f, nullptr);
+  else if (out.dtype() == DType::kF32)
+    LaunchTiles<F32, true>(cq, out, x, ids, weights, w13, alpha13, w2, inv_down, alpha2);
+  else
+    LaunchTiles<Bf16, true>(cq, out, x, ids, weights, w13, alpha13, w2, inv_down, alpha2);
   g_tiled_launches.fetch_add(1, std::memory_order_relaxed);
-#else
-  (void)cq, (void)out, (void)x8, (void)ids, (void)weights, (void)w13, (void)alpha13, (void)w2, (void)inv_down,
-      (void)alpha2;
-  throw Error("internal: MoeExpertsFp8's tiled kernels need an sm_89+ build");
-#endif
 }
 
 int64_t MoeTiledLaunches() { return g_tiled_launches.load(std::memory_order_relaxed); }
