@@ -1,5 +1,6 @@
 // Which kernels each CPU ISA level really runs, from the dispatch records the CPU backend keeps
-// (elementwise::LastElementwiseSetOnThisThread, matmul::LastGemmOnThisThread): without this
+// (elementwise::LastElementwiseSetOnThisThread, matmul::LastGemmOnThisThread,
+// attention::LastAttentionOnThisThread): without this
 // a level could silently run the scalar reference (or another level's code) and the
 // op table's byte comparisons would still pass. On x86-64 for the x86 levels, on aarch64
 // (under qemu in CI, once per CPU model) for the ARM levels.
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "elementwise_test_util.h"
+#include "vt/cpu/attention_kernels.h"
 #include "vt/cpu/matmul/kernels.h"
 #include "vt/vt.h"
 
@@ -25,6 +27,7 @@ const char* LastElementwiseSetOnThisThread();
 namespace {
 
 namespace ew = vt::cpu::elementwise;
+namespace at = vt::cpu::attention;
 namespace mm = vt::cpu::matmul;
 using vt::CpuIsa;
 using vt::DType;
@@ -212,6 +215,83 @@ TEST(IsaDispatch, EachLevelRunsItsFp8GemvAndGemm) {
     }
   }
   EXPECT_EQ(checked, 3 * static_cast<int>(vt_test::IsaLevels().size()));
+}
+
+// PagedAttention on each level, D = 64 (a multiple of every set's lanes): a decode step (two
+// sequences of one row, BF16 and F8E4M3 caches), a prefill chunk (20 new rows over 50
+// tokens) through the tile kernel and, with SetPrefillTiles(false), through the one-query
+// kernel. The record names the set of the level and counts the calls of the path's kernel,
+// made where the kernel is called; the portable loops count blocks instead. Before each
+// level's call the same call on a scalar queue must record "scalar" and portable blocks only,
+// so a call that records nothing cannot pass on its predecessor's record.
+TEST(IsaDispatch, EachLevelRunsItsAttentionKernels) {
+  const int64_t Hq = 4, Hk = 2, D = 64, bs = 16, num_blocks = 10, max_blocks = 5;
+  const vt::Tensor kc16 = Random({num_blocks, bs, Hk, D}, DType::kBF16, 21);
+  const vt::Tensor vc16 = Random({num_blocks, bs, Hk, D}, DType::kBF16, 22);
+  const auto k8 = RandomFp8(num_blocks * bs * Hk * D, 23), v8 = RandomFp8(num_blocks * bs * Hk * D, 24);
+  const vt::Tensor kc8 = vt::Tensor::FromHost(k8.data(), {num_blocks, bs, Hk, D}, DType::kF8E4M3);
+  const vt::Tensor vc8 = vt::Tensor::FromHost(v8.data(), {num_blocks, bs, Hk, D}, DType::kF8E4M3);
+  struct Case {
+    const char* name;
+    std::vector<int32_t> lens, starts, tables;  // tables: [S, max_blocks]
+    bool fp8_cache, tiles;
+  };
+  // Decode: contexts of 40 and 70 tokens, 3 + 5 blocks, so 8 * Hk attend_rows calls.
+  const std::vector<int32_t> decode_tables = {7, 2, 9, 0, 0, 1, 4, 6, 3, 8};
+  const std::vector<Case> cases = {
+      {"decode bf16 cache", {40, 70}, {0, 1, 2}, decode_tables, false, true},
+      {"decode fp8 cache", {40, 70}, {0, 1, 2}, decode_tables, true, true},
+      {"prefill tiles", {50}, {0, 20}, {5, 1, 8, 3, 0}, false, true},
+      {"prefill one-query kernel", {50}, {0, 20}, {5, 1, 8, 3, 0}, false, false},
+  };
+  int checked = 0;
+  for (CpuIsa isa : vt_test::IsaLevels()) {
+    const vt::Queue q = vt_test::QueueFor(isa);
+    const vt::Queue scalar = vt_test::QueueFor(CpuIsa::kScalar);
+    const std::string want = ElementwiseSetOf(isa);  // the attention sets share the names
+    for (const Case& c : cases) {
+      SCOPED_TRACE(vt::StrCat("isa=", vt::CpuIsaName(isa), " ", c.name));
+      const int64_t S = static_cast<int64_t>(c.lens.size()), T = c.starts.back();
+      const vt::Tensor query = Random({T, Hq * D}, DType::kBF16, 25);
+      const vt::Tensor out = vt::Tensor::Empty({T, Hq * D}, DType::kBF16);
+      const vt::Tensor lens = vt::Tensor::FromHost(c.lens.data(), {S}, DType::kI32);
+      const vt::Tensor starts = vt::Tensor::FromHost(c.starts.data(), {S + 1}, DType::kI32);
+      const vt::Tensor tables = vt::Tensor::FromHost(c.tables.data(), {S, max_blocks}, DType::kI32);
+      const vt::Tensor& kc = c.fp8_cache ? kc8 : kc16;
+      const vt::Tensor& vc = c.fp8_cache ? vc8 : vc16;
+      const float k_scale = c.fp8_cache ? 0.02f : 1.0f, v_scale = c.fp8_cache ? 0.03f : 1.0f;
+      at::SetPrefillTiles(c.tiles);
+      vt::PagedAttention(scalar, out, query, kc, vc, tables, lens, starts, 0.125f, k_scale, v_scale);
+      at::LastAttention last = at::LastAttentionOnThisThread();
+      ASSERT_NE(last.set, nullptr);
+      EXPECT_STREQ(last.set, "scalar");
+      EXPECT_GT(last.portable_blocks, 0);
+      EXPECT_EQ(last.rows_calls + last.tile_calls + last.block_calls, 0);
+      vt::PagedAttention(q, out, query, kc, vc, tables, lens, starts, 0.125f, k_scale, v_scale);
+      last = at::LastAttentionOnThisThread();
+      at::SetPrefillTiles(true);
+      ASSERT_NE(last.set, nullptr);
+      EXPECT_EQ(std::string(last.set), want);
+      if (isa == CpuIsa::kScalar) {
+        EXPECT_GT(last.portable_blocks, 0);
+        EXPECT_EQ(last.rows_calls + last.tile_calls + last.block_calls, 0);
+      } else if (S == 2) {
+        EXPECT_EQ(last.rows_calls, 8 * Hk);
+        EXPECT_EQ(last.tile_calls + last.block_calls + last.portable_blocks, 0);
+      } else if (c.tiles) {
+        EXPECT_GT(last.tile_calls, 0);
+        EXPECT_EQ(last.rows_calls + last.block_calls + last.portable_blocks, 0);
+      } else {
+        EXPECT_GT(last.block_calls, 0);
+        EXPECT_EQ(last.rows_calls + last.tile_calls + last.portable_blocks, 0);
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 4 * static_cast<int>(vt_test::IsaLevels().size()));
+  std::cout << "[ attention kernels per level ]";
+  for (CpuIsa isa : vt_test::IsaLevels()) std::cout << " " << vt::CpuIsaName(isa) << "=" << ElementwiseSetOf(isa);
+  std::cout << "\n";
 }
 
 }  // namespace

@@ -51,6 +51,7 @@ const KernelSet* ForIsa(CpuIsa isa, int64_t D) {
 namespace {
 std::atomic<int64_t> g_blocks_in_place{0}, g_pieces_combined{0}, g_tile_blocks{0};
 std::atomic<bool> g_read_in_place{true}, g_prefill_tiles{true};
+thread_local LastAttention t_last;
 // Query rows per prefill item with SetPrefillTiles(false) (one-query kernel).
 constexpr int64_t kOneQueryRows = 32;
 // Query vectors (rows × query heads) per prefill item, about.
@@ -61,6 +62,7 @@ int64_t PrefillItemRows(int64_t heads) { return std::max<int64_t>(1, kItemQuerie
 int64_t TileBlocksWidened() { return g_tile_blocks.load(std::memory_order_relaxed); }
 int64_t BlocksReadInPlace() { return g_blocks_in_place.load(std::memory_order_relaxed); }
 int64_t PiecesCombined() { return g_pieces_combined.load(std::memory_order_relaxed); }
+LastAttention LastAttentionOnThisThread() { return t_last; }
 void SetReadInPlace(bool on) { g_read_in_place.store(on, std::memory_order_relaxed); }
 void SetPrefillTiles(bool on) { g_prefill_tiles.store(on, std::memory_order_relaxed); }
 
@@ -158,8 +160,9 @@ void PrefetchBlock(const Geometry& g, const Tensor& key_cache, const Tensor& val
 }
 
 // A prefill item (or, with SetReadInPlace(false), a decode row) by the portable loops, or
-// by the kernel set's one-query kernel attend_block.
-void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& g, const Tensor& out,
+// by the kernel set's one-query kernel attend_block. Returns the attend_block calls, or
+// without a kernel set the blocks the portable loops visited.
+int64_t RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& g, const Tensor& out,
              const Tensor& query, const Tensor& key_cache, const Tensor& value_cache, const int32_t* block_row,
              int64_t ctx, int64_t q_start, int64_t n_new, float scale) {
   const int64_t D = g.D, heads = w.head1 - w.head0, rows = w.row1 - w.row0, nq = heads * rows;
@@ -184,11 +187,13 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
   const int64_t last_pos = first_pos + w.row1 - 1;  // the furthest any row of the item sees
   auto count_of = [&](int64_t b) { return std::min(g.block_size, last_pos + 1 - b * g.block_size); };
   PrefetchBlock(g, key_cache, value_cache, block_row[0], w.kv_head, count_of(0));
+  int64_t ran = 0;
   for (int64_t b = 0; b * g.block_size <= last_pos; ++b) {
     const int64_t tok0 = b * g.block_size, count = count_of(b);
     if ((b + 1) * g.block_size <= last_pos)
       PrefetchBlock(g, key_cache, value_cache, block_row[b + 1], w.kv_head, count_of(b + 1));
     WidenBlock(ks, g, key_cache, value_cache, block_row[b], w.kv_head, count, kf.data(), vf.data());
+    if (ks == nullptr) ++ran;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t pos = first_pos + w.row0 + r;
       const int64_t valid = std::min(count, pos + 1 - tok0);
@@ -198,6 +203,7 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
         const float* qv = &qf[qi * D];
         if (ks != nullptr) {
           ks->attend_block(qv, kf.data(), vf.data(), valid, D, &acc[qi * D], m[qi], l[qi]);
+          ++ran;
           continue;
         }
         float bm = -INFINITY;
@@ -229,13 +235,14 @@ void RunItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& 
       const int64_t o = (t * g.Hq + w.head0 + h) * D;
       for (int64_t i = 0; i < D; ++i) StoreFloat(out.data(), g.dtype, o + i, acc[qi * D + i] * inv);
     }
+  return ran;
 }
 
 // A prefill item by the kernel set's tile kernel: the item's queries transposed into qt
 // (query (r, h) at index (r - row0) * heads + (h - head0), pre-scaled; padded to whole
 // vectors with zero queries at the last row's position), each block widened once, then
-// attend_tile for the queries that see any of its keys.
-void RunTileItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& g, const Tensor& out,
+// attend_tile for the queries that see any of its keys. Returns the attend_tile calls.
+int64_t RunTileItem(const attention::KernelSet* ks, const WorkItem& w, const Geometry& g, const Tensor& out,
                  const Tensor& query, const Tensor& key_cache, const Tensor& value_cache, const int32_t* block_row,
                  int64_t ctx, int64_t q_start, int64_t n_new, float scale) {
   const int64_t D = g.D, heads = w.head1 - w.head0, rows = w.row1 - w.row0, nq = heads * rows;
@@ -289,6 +296,7 @@ void RunTileItem(const attention::KernelSet* ks, const WorkItem& w, const Geomet
       for (int64_t d = 0; d < D; ++d) StoreFloat(dst, g.dtype, o + d, a[d] * inv);
     }
   }
+  return blocks;
 }
 
 // A decode step's sequence (one query row, t) over blocks [b0, b1) of its context, every
@@ -296,7 +304,8 @@ void RunTileItem(const attention::KernelSet* ks, const WorkItem& w, const Geomet
 // cache's dtype, for one KV head's query heads at a time, so a block's bytes (contiguous:
 // [block_size, Hk, D]) are read together. With `partial`, the unnormalised state (m, l,
 // acc of each query head) goes there for CombinePieces; else the result goes to out.
-void RunDecodePiece(const attention::KernelSet* ks, const Geometry& g, const Tensor& out, const Tensor& query,
+// Returns the attend_rows calls.
+int64_t RunDecodePiece(const attention::KernelSet* ks, const Geometry& g, const Tensor& out, const Tensor& query,
                     const Tensor& key_cache, const Tensor& value_cache, const int32_t* block_row, int64_t ctx,
                     int64_t t, int64_t b0, int64_t b1, float scale, float* partial) {
   const int64_t D = g.D, Hq = g.Hq;
@@ -318,6 +327,7 @@ void RunDecodePiece(const attention::KernelSet* ks, const Geometry& g, const Ten
   // do not fit L1 beside the block in use, and the L1 prefetch measured slower
   // (bench/README.md).
   const size_t share = (block_bytes / static_cast<size_t>(g.Hk) + 63) / 64 * 64;
+  int64_t calls = 0;
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t valid = std::min(g.block_size, ctx - b * g.block_size);
     const size_t base = static_cast<size_t>(block_row[b]) * block_bytes;
@@ -349,6 +359,7 @@ void RunDecodePiece(const attention::KernelSet* ks, const Geometry& g, const Ten
       const int64_t h0 = kh * g.group;
       ks->attend_rows(&qf[h0 * D], g.group, kc + base + head, vc + base + head, token_stride, g.cache_dtype,
                       g.k_scale, g.v_scale, valid, D, &acc[h0 * D], &m[h0], &l[h0]);
+      ++calls;
     }
   }
   attention::g_blocks_in_place.fetch_add((b1 - b0) * g.Hk, std::memory_order_relaxed);
@@ -356,12 +367,13 @@ void RunDecodePiece(const attention::KernelSet* ks, const Geometry& g, const Ten
     std::copy(m.begin(), m.end(), partial);
     std::copy(l.begin(), l.end(), partial + Hq);
     std::copy(acc.begin(), acc.end(), partial + 2 * Hq);
-    return;
+    return calls;
   }
   for (int64_t h = 0; h < Hq; ++h) {
     const float inv = 1.0f / l[h];
     for (int64_t i = 0; i < D; ++i) StoreFloat(out.data(), g.dtype, (t * Hq + h) * D + i, acc[h * D + i] * inv);
   }
+  return calls;
 }
 
 // Query row t's result from the states of `count` pieces (consecutive, each 2·Hq + Hq·D
@@ -497,25 +509,38 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
   }
   std::sort(order.begin(), order.end());
   std::atomic<int64_t> next{0};
+  // The dispatch record's counts (attention::LastAttentionOnThisThread), summed over threads.
+  std::atomic<int64_t> rows_calls{0}, tile_calls{0}, block_calls{0}, portable_blocks{0};
   Cpu(q).pool.ParallelFor(std::min<int64_t>(ntasks, threads), 1, [&](int64_t, int64_t) {
     for (int64_t k = next.fetch_add(1); k < ntasks; k = next.fetch_add(1)) {
       const int64_t i = order[k].second;
       if (i < npieces) {
         const Piece& p = pieces[i];
-        RunDecodePiece(ks, g, out, query, key_cache, value_cache, tables + p.seq * g.max_blocks, lens[p.seq],
-                       qsl[p.seq], p.b0, p.b1, scale, p.partial < 0 ? nullptr : &states[p.partial * state]);
+        rows_calls.fetch_add(
+            RunDecodePiece(ks, g, out, query, key_cache, value_cache, tables + p.seq * g.max_blocks, lens[p.seq],
+                           qsl[p.seq], p.b0, p.b1, scale, p.partial < 0 ? nullptr : &states[p.partial * state]),
+            std::memory_order_relaxed);
         continue;
       }
       const WorkItem& w = items[i - npieces];
       const int64_t n = qsl[w.seq + 1] - qsl[w.seq];
-      if (tiles && n > 1)
-        RunTileItem(ks, w, g, out, query, key_cache, value_cache, tables + w.seq * g.max_blocks, lens[w.seq],
-                    qsl[w.seq], n, scale);
-      else
-        RunItem(ks, w, g, out, query, key_cache, value_cache, tables + w.seq * g.max_blocks, lens[w.seq],
-                qsl[w.seq], n, scale);
+      if (tiles && n > 1) {
+        tile_calls.fetch_add(RunTileItem(ks, w, g, out, query, key_cache, value_cache, tables + w.seq * g.max_blocks,
+                                         lens[w.seq], qsl[w.seq], n, scale),
+                             std::memory_order_relaxed);
+      } else {
+        const int64_t ran = RunItem(ks, w, g, out, query, key_cache, value_cache, tables + w.seq * g.max_blocks,
+                                    lens[w.seq], qsl[w.seq], n, scale);
+        (ks != nullptr ? block_calls : portable_blocks).fetch_add(ran, std::memory_order_relaxed);
+      }
     }
   });
+  attention::LastAttention& last = attention::t_last;
+  last.set = ks != nullptr ? ks->name : "scalar";
+  last.rows_calls = rows_calls.load();
+  last.tile_calls = tile_calls.load();
+  last.block_calls = block_calls.load();
+  last.portable_blocks = portable_blocks.load();
   for (size_t c = 0; c < combine.size(); ++c) {
     const int64_t first = combine[c].second;
     const int64_t count = (c + 1 < combine.size() ? combine[c + 1].second : partials) - first;

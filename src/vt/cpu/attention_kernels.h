@@ -71,6 +71,18 @@ void SetReadInPlace(bool on);
 // thread-safe with calls.
 void SetPrefillTiles(bool on);
 
+// For tests: what the calling thread's last PagedAttention ran, written at the end of each
+// call: the kernel set of its queue's level and head size ("scalar": the portable loops)
+// and how many times each path ran during the call, counted where the kernel is called.
+struct LastAttention {
+  const char* set = nullptr;  // nullptr before any call on this thread
+  int64_t rows_calls = 0;     // attend_rows (decode rows read in place), one per (block, KV head)
+  int64_t tile_calls = 0;     // attend_tile (prefill items), one per (item, block)
+  int64_t block_calls = 0;    // attend_block (prefill items without tiles), one per (block, query vector)
+  int64_t portable_blocks = 0;  // (item, block) pairs through the portable loops
+};
+LastAttention LastAttentionOnThisThread();
+
 // The set for a queue's effective ISA and head size, or nullptr: use the portable loops.
 // (Defined in attention.cpp, compiled with the build's ISA macros; tests call it too.)
 const KernelSet* ForIsa(CpuIsa isa, int64_t D);
