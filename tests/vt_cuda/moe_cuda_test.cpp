@@ -79,10 +79,11 @@ vt::Tensor Fp8Codes(const vt::Shape& shape, uint32_t seed) {
 struct Fp8MoeCase {
   int64_t T, H, I, E;
   DType out;
+  bool per_token = false;  // MoeExpertsFp8PerToken (scales per token and pair) instead of MoeExpertsFp8
 };
 
-// MoeExpertsFp8 on the GPU against the CPU, and which kernels ran: the down GEMV up to 16
-// tokens, the tensor-core tiles (moe_tiled.cu) beyond.
+// MoeExpertsFp8 (or MoeExpertsFp8PerToken) on the GPU against the CPU, and which kernels
+// ran: the down GEMV up to 16 tokens, the tensor-core tiles (moe_tiled.cu) beyond.
 void RunFp8Moe(const Fp8MoeCase& c, std::mt19937& rng) {
   constexpr int64_t k = 8;
   const int64_t T = c.T, H = c.H, I = c.I, E = c.E;
@@ -118,14 +119,25 @@ void RunFp8Moe(const Fp8MoeCase& c, std::mt19937& rng) {
   }
   const vt::Tensor ids_t = vt::Tensor::FromHost(ids.data(), {T, k}, DType::kI32);
   const vt::Tensor w_t = vt::Tensor::FromHost(w.data(), {T, k}, DType::kF32);
+  std::vector<float> sx;
+  for (int64_t t = 0; t < T; ++t) sx.push_back(std::uniform_real_distribution<float>(0.5f, 2.0f)(rng));
+  const vt::Tensor x_scales = vt::Tensor::FromHost(sx.data(), {T, 1}, DType::kF32);
   const vt::Tensor want = vt::Tensor::Empty({T, H}, c.out);
-  vt::MoeExpertsFp8(cpu, want, x8, ids_t, w_t, w13, a13, w2, 0.05f, a2);
+  if (c.per_token)
+    vt::MoeExpertsFp8PerToken(cpu, want, x8, x_scales, ids_t, w_t, w13, a13, w2, a2);
+  else
+    vt::MoeExpertsFp8(cpu, want, x8, ids_t, w_t, w13, a13, w2, 0.05f, a2);
   const vt::Tensor got = vt::Tensor::Empty({T, H}, c.out, vtt::kCuda);
   const int64_t gemv0 = vt::cuda::MoeGemvLaunches(), tiled0 = vt::cuda::MoeTiledLaunches();
-  vt::MoeExpertsFp8(gpu, got, x8.To(vtt::kCuda), ids_t.To(vtt::kCuda), w_t.To(vtt::kCuda), w13.To(vtt::kCuda),
-                    a13.To(vtt::kCuda), w2.To(vtt::kCuda), 0.05f, a2.To(vtt::kCuda));
+  if (c.per_token)
+    vt::MoeExpertsFp8PerToken(gpu, got, x8.To(vtt::kCuda), x_scales.To(vtt::kCuda), ids_t.To(vtt::kCuda),
+                              w_t.To(vtt::kCuda), w13.To(vtt::kCuda), a13.To(vtt::kCuda), w2.To(vtt::kCuda),
+                              a2.To(vtt::kCuda));
+  else
+    vt::MoeExpertsFp8(gpu, got, x8.To(vtt::kCuda), ids_t.To(vtt::kCuda), w_t.To(vtt::kCuda), w13.To(vtt::kCuda),
+                      a13.To(vtt::kCuda), w2.To(vtt::kCuda), 0.05f, a2.To(vtt::kCuda));
   const std::string what = std::to_string(T) + " tokens, " + std::to_string(E) + " experts, out " +
-                           std::string(vt::DTypeName(c.out));
+                           std::string(vt::DTypeName(c.out)) + (c.per_token ? ", per token" : ", static");
   EXPECT_EQ(vt::cuda::MoeGemvLaunches() - gemv0, T <= 16 ? 1 : 0) << what;
   EXPECT_EQ(vt::cuda::MoeTiledLaunches() - tiled0, T <= 16 ? 0 : 1) << what;
   const std::vector<float> g = vtt::Floats(got), wf = vtt::Floats(want);
@@ -144,10 +156,13 @@ TEST(CudaMoe, Fp8CallsRunTheDownGemvOrTheTiles) {
   VT_REQUIRE_CUDA();
   std::mt19937 rng(5);
   // The Qwen3-30B-A3B width (H 2048, I 768) with 12 experts; then 128 narrow experts, most
-  // of them with a tile of one or two pairs.
+  // of them with a tile of one or two pairs; static scales, then per token and pair.
   for (const Fp8MoeCase& c : {Fp8MoeCase{1, 2048, 768, 12, DType::kF32}, Fp8MoeCase{16, 2048, 768, 12, DType::kF32},
                               Fp8MoeCase{17, 2048, 768, 12, DType::kF32}, Fp8MoeCase{300, 2048, 768, 12, DType::kF32},
-                              Fp8MoeCase{300, 2048, 768, 12, DType::kBF16}, Fp8MoeCase{40, 256, 128, 128, DType::kBF16}})
+                              Fp8MoeCase{300, 2048, 768, 12, DType::kBF16}, Fp8MoeCase{40, 256, 128, 128, DType::kBF16},
+                              Fp8MoeCase{16, 2048, 768, 12, DType::kF32, true},
+                              Fp8MoeCase{300, 2048, 768, 12, DType::kF32, true},
+                              Fp8MoeCase{40, 256, 128, 128, DType::kBF16, true}})
     RunFp8Moe(c, rng);
 }
 

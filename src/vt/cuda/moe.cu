@@ -25,8 +25,8 @@
 // is recorded as an index error (device_error.h) and its slot contributes nothing.
 // Prefill reads each expert's rows once per pair too where no tiled kernel applies.
 // FP8 calls of up to kGemvMaxTokens tokens (decode) take the down GEMV of moe_gemv.cuh
-// instead, which streams the selected experts' down rows as one weight; static FP8 and BF16
-// calls beyond it take the tensor-core tiles of moe_tiled.cu where their shapes fit (each
+// instead, which streams the selected experts' down rows as one weight; FP8 and BF16 calls
+// beyond it take the tensor-core tiles of moe_tiled.cu where their shapes fit (each
 // expert's rows read once per tile of 64 pairs).
 // MoeExpertsFp8PerToken runs the same two kernels with the scales of its definition, and
 // between them QuantFp8PerTokenGroup over the [T * k, I] activation rows (G = I: a scale
@@ -326,11 +326,11 @@ void LaunchExperts(const Queue& q, const Tensor& out, const Tensor& x, const flo
   using OT = typename OTag::T;
   constexpr bool kFp8 = std::is_same_v<XTag, Fp8> && std::is_same_v<WTag, Fp8> && kMode != Scaling::kNone;
   const bool gemv = kFp8 && MoeGemvFits(T, k, I, w2);
-  constexpr bool kTileable = (kFp8 && kMode == Scaling::kStatic) ||
-                             (kMode == Scaling::kNone && std::is_same_v<XTag, Bf16> && std::is_same_v<WTag, Bf16>);
+  constexpr bool kTileable =
+      kFp8 || (kMode == Scaling::kNone && std::is_same_v<XTag, Bf16> && std::is_same_v<WTag, Bf16>);
   if constexpr (kTileable) {
     if (T > kGemvMaxTokens && MoeTiledFits(cq, out, x, w13, w2)) {
-      LaunchMoeTiled(cq, out, x, ids, weights, w13, alpha13, w2, inv_down, alpha2);
+      LaunchMoeTiled(q, out, x, x_scales, ids, weights, w13, alpha13, w2, inv_down, alpha2);
       return;
     }
   }

@@ -1,8 +1,9 @@
-// The experts of calls with many tokens, static FP8 (MoeExpertsFp8) and BF16 (MoeExperts):
-// tensor-core tiles over the (token, slot) pairs sorted by expert, so that each expert's rows
-// are read once per tile of up to 64 pairs instead of once per pair (moe.cu's per-pair
-// kernels). Four launches, no host synchronization (the expert ids stay on the device, the
-// grids are sized for the worst case and idle CTAs return), so a step stays capturable:
+// The experts of calls with many tokens, FP8 (MoeExpertsFp8, MoeExpertsFp8PerToken) and BF16
+// (MoeExperts): tensor-core tiles over the (token, slot) pairs sorted by expert, so that each
+// expert's rows are read once per tile of up to 64 pairs instead of once per pair (moe.cu's
+// per-pair kernels). Four launches (per-token FP8: five), no host synchronization (the expert
+// ids stay on the device, the grids are sized for the worst case and idle CTAs return), so a
+// step stays capturable:
 //  1. sort (one CTA): counts the pairs of each expert, lays the experts' pairs out in
 //     tiles of 64 rows (an expert's last tile padded with rows of pair -1), and writes each
 //     tile's expert. A pair's row inside its expert comes from an atomic counter, so it can
@@ -12,11 +13,13 @@
 //     gate rows i and up rows I + i (mma.sync: m16n8k32 e4m3 or m16n8k16 BF16, f32 out), FP8
 //     partial sums added into f32 registers every 128 of K (the tensor cores' FP8
 //     accumulator keeps fewer bits than f32 over long sums). Epilogue as moe.cu's per-pair
-//     kernel: FP8 g and u times the expert's alpha, rounded to the output dtype, SiLU(g)·u
-//     rounded, quantized with the down input scale (BF16: rounded, and the activation kept in
-//     BF16); stored in tile order ([rows, I]).
+//     kernel: g and u scaled (static FP8: the expert's alpha; per-token FP8: the token's and
+//     the expert's scales) and rounded to the output dtype, SiLU(g)·u rounded; static FP8
+//     quantizes it with the down input scale, per-token FP8 keeps it in f32 for
+//     QuantFp8PerTokenGroup over each row (a scale per pair, as the per-pair path), BF16 keeps
+//     it in BF16; stored in tile order ([rows, I]).
 //  3. down: CTA (tile, 128 outputs h): the tile's activations times the expert's down rows,
-//     the sums (FP8: promoted every 128 of K, times the expert's alpha) into y[pair, h] (f32).
+//     the sums (FP8: promoted every 128 of K, then scaled) into y[pair, h] (f32).
 //  4. combine: out[t, h] = Σ_j weights[t, j]·y[t·k + j, h] in slot order, rounded to out's
 //     dtype: the per-pair kernel's accumulation, term by term.
 // The sums run in another order than the CPU's; the op table's tolerance for the expert ops
@@ -32,12 +35,20 @@
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/kernels.h"
 #include "vt/cuda/mma_sm80.cuh"
+#include "vt/ops/quant.h"
 
 namespace vt::cuda {
 
 namespace {
 
 std::atomic<int64_t> g_tiled_launches{0};
+
+// What a call's tiles compute: MoeExpertsFp8 (e4m3fn x and weights, static scales),
+// MoeExpertsFp8PerToken (e4m3fn x with a scale per token, weights with a scale per expert,
+// the activations quantized per pair between the two products) or MoeExperts on BF16.
+enum class TileKind { kFp8Static, kFp8PerToken, kBf16 };
+
+constexpr bool IsFp8(TileKind kind) { return kind != TileKind::kBf16; }
 
 constexpr int kRows = 64;             // pairs per tile
 constexpr int kSortThreads = 1024;
@@ -223,19 +234,22 @@ __device__ __forceinline__ void TileProduct(float (&acc)[2][8][4], TileSmem& s, 
 
 // ---- 2. gate/up ----------------------------------------------------------------------------
 
-// a[r, i] for the rows r of tile blockIdx.x and i in [64 blockIdx.y, +64), 0 for padding
-// rows. kFp8 (x, weights, a: e4m3fn codes): the code of round(SiLU(g)·u)·inv_down, g and u
-// the gate/up sums times alpha13[e] rounded to OTag. Else (BF16 x, weights and a, OTag BF16):
-// round(SiLU(g)·u), g and u the sums rounded.
-template <typename OTag, bool kFp8>
+// The activations of the rows r of tile blockIdx.x and i in [64 blockIdx.y, +64), g and u the
+// gate/up sums of row r rounded to OTag after their scales, zero for padding rows:
+//  kFp8Static: a_out[r, i] = the e4m3fn code of round(SiLU(g)·u)·inv_down (scales: alpha13[e]);
+//  kFp8PerToken: ((float*)a_out)[r, i] = round(SiLU(g)·u) (scales: x_scales[token] and
+//    alpha13[e], the expert's weight scale), quantized per row afterwards;
+//  kBf16: ((bf16*)a_out)[r, i] = round(SiLU(g)·u) (no scales; OTag is BF16).
+template <typename OTag, TileKind kKind>
 __global__ void __launch_bounds__(kThreads)
-    MoeTileGateUpKernel(uint8_t* a_out, const uint8_t* x, const int32_t* sorted_pair, const int32_t* tile_expert,
-                        const int32_t* num_tiles, const uint8_t* w13, const float* alpha13, float inv_down, int k,
-                        int H, int I) {
+    MoeTileGateUpKernel(uint8_t* a_out, const uint8_t* x, const float* x_scales, const int32_t* sorted_pair,
+                        const int32_t* tile_expert, const int32_t* num_tiles, const uint8_t* w13,
+                        const float* alpha13, float inv_down, int k, int H, int I) {
   PdlWait();
   const int tile = static_cast<int>(blockIdx.x);
   if (tile >= *num_tiles) return;  // uniform across the CTA
   __shared__ __align__(16) TileSmem s;
+  constexpr bool kFp8 = IsFp8(kKind);
   constexpr int kElem = kFp8 ? 1 : 2;
   const int tid = static_cast<int>(threadIdx.x);
   const int e = tile_expert[tile], i0 = static_cast<int>(blockIdx.y) * 64;
@@ -262,21 +276,30 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int64_t r = row0 + wm * 32 + mt * 16 + lane / 4 + 8 * half;
-      const bool ok = sorted_pair[r] >= 0;
+      const int p = sorted_pair[r];
+      const bool ok = p >= 0;
+      const float sx = kKind == TileKind::kFp8PerToken && ok ? x_scales[p / k] : 1.0f;
+      // The per-pair kernel's scaling: al·sum (static), sum·sx·ws (per token), sum (BF16).
+      auto scaled = [&](float sum) {
+        if constexpr (kKind == TileKind::kFp8Static) return RoundTo<OTag>(al * sum);
+        if constexpr (kKind == TileKind::kFp8PerToken) return RoundTo<OTag>(sum * sx * al);
+        return RoundTo<OTag>(sum);
+      };
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
         float v[2];
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          const float g = RoundTo<OTag>(kFp8 ? al * acc[mt][nt][2 * half + c] : acc[mt][nt][2 * half + c]);
-          const float u = RoundTo<OTag>(kFp8 ? al * acc[mt][nt + 4][2 * half + c] : acc[mt][nt + 4][2 * half + c]);
+          const float g = scaled(acc[mt][nt][2 * half + c]), u = scaled(acc[mt][nt + 4][2 * half + c]);
           v[c] = ok ? RoundTo<OTag>(numerics::Silu(g) * u) : 0.0f;
         }
         const int64_t at = r * I + i0 + wn * 32 + nt * 8 + 2 * (lane % 4);
-        if constexpr (kFp8) {
+        if constexpr (kKind == TileKind::kFp8Static) {
           const uint16_t c0 = ok ? QuantizeFp8KeepNan(v[0], inv_down) : 0;
           const uint16_t c1 = ok ? QuantizeFp8KeepNan(v[1], inv_down) : 0;
           *reinterpret_cast<uint16_t*>(a_out + at) = static_cast<uint16_t>(c0 | (c1 << 8));
+        } else if constexpr (kKind == TileKind::kFp8PerToken) {
+          *reinterpret_cast<float2*>(a_out + 4 * at) = make_float2(v[0], v[1]);
         } else {
           *reinterpret_cast<uint32_t*>(a_out + 2 * at) = PackBf16(v[0], v[1]);
         }
@@ -287,15 +310,18 @@ __global__ void __launch_bounds__(kThreads)
 // ---- 3. down -------------------------------------------------------------------------------
 
 // y[p, h] for the pairs p of tile blockIdx.x and h in [128 blockIdx.y, +128): the sum over i
-// of a[r, i]·w2[e·H + h, i], times alpha2[e] (kFp8).
-template <bool kFp8>
+// of a[r, i]·w2[e·H + h, i] (a: e4m3fn codes or BF16), times alpha2[e] (kFp8Static), or
+// times a_scales[r] and then alpha2[e], the expert's weight scale (kFp8PerToken).
+template <TileKind kKind>
 __global__ void __launch_bounds__(kThreads)
-    MoeTileDownKernel(float* y, const uint8_t* a, const int32_t* sorted_pair, const int32_t* tile_expert,
-                      const int32_t* num_tiles, const uint8_t* w2, const float* alpha2, int H, int I) {
+    MoeTileDownKernel(float* y, const uint8_t* a, const float* a_scales, const int32_t* sorted_pair,
+                      const int32_t* tile_expert, const int32_t* num_tiles, const uint8_t* w2, const float* alpha2,
+                      int H, int I) {
   PdlWait();
   const int tile = static_cast<int>(blockIdx.x);
   if (tile >= *num_tiles) return;  // uniform across the CTA
   __shared__ __align__(16) TileSmem s;
+  constexpr bool kFp8 = IsFp8(kKind);
   constexpr int kElem = kFp8 ? 1 : 2;
   const int tid = static_cast<int>(threadIdx.x);
   const int e = tile_expert[tile], h0 = static_cast<int>(blockIdx.y) * kBRows;
@@ -316,13 +342,20 @@ __global__ void __launch_bounds__(kThreads)
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int p = sorted_pair[row0 + wm * 32 + mt * 16 + lane / 4 + 8 * half];
+      const int64_t r = row0 + wm * 32 + mt * 16 + lane / 4 + 8 * half;
+      const int p = sorted_pair[r];
       if (p < 0) continue;
+      const float sa = kKind == TileKind::kFp8PerToken ? a_scales[r] : 1.0f;
+      auto scaled = [&](float sum) {
+        if constexpr (kKind == TileKind::kFp8Static) return al * sum;
+        if constexpr (kKind == TileKind::kFp8PerToken) return sum * sa * al;
+        return sum;
+      };
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         const int h = h0 + wn * 64 + nt * 8 + 2 * (lane % 4);
-        const float y0 = acc[mt][nt][2 * half], y1 = acc[mt][nt][2 * half + 1];
-        *reinterpret_cast<float2*>(y + int64_t{p} * H + h) = kFp8 ? make_float2(al * y0, al * y1) : make_float2(y0, y1);
+        *reinterpret_cast<float2*>(y + int64_t{p} * H + h) =
+            make_float2(scaled(acc[mt][nt][2 * half]), scaled(acc[mt][nt][2 * half + 1]));
       }
     }
 }
@@ -354,38 +387,48 @@ __global__ void MoeTileCombineKernel(typename OTag::T* out, const float* y, cons
   for (int c = 0; c < 4; ++c) out[t * H + h + c] = OTag::Store(acc[c]);
 }
 
-// kFp8: x, the weights and the activations e4m3fn codes (MoeExpertsFp8); else BF16
-// (MoeExperts, OTag Bf16).
-template <typename OTag, bool kFp8>
-void LaunchTiles(CudaQueue& cq, const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
-                 const Tensor& w13, const float* alpha13, const Tensor& w2, float inv_down, const float* alpha2) {
+// One call's four launches (kFp8PerToken: five, QuantFp8PerTokenGroup over the activation
+// rows between the products, as the per-pair path quantizes its rows).
+template <typename OTag, TileKind kKind>
+void LaunchTiles(const Queue& q, CudaQueue& cq, const Tensor& out, const Tensor& x, const float* x_scales,
+                 const Tensor& ids, const Tensor& weights, const Tensor& w13, const float* alpha13, const Tensor& w2,
+                 float inv_down, const float* alpha2) {
   const int64_t T = x.dim(0), H = x.dim(1), k = ids.dim(1), I = w2.dim(1), E = w13.dim(0) / (2 * I);
   const int64_t P = T * k;
   // Σ_e ceil(count_e / 64) <= P / 64 + (experts with a pair)
   const int64_t max_tiles = (P + kRows - 1) / kRows + std::min(E, P);
   const int64_t max_rows = max_tiles * kRows;
-  VT_CHECK(P <= 0x7FFFFFFF && max_rows <= 0x7FFFFFFF && I / 64 <= 65535 && H / kBRows <= 65535, "MoeExperts",
-           kFp8 ? "Fp8" : "", " on cuda: ", P, " (token, slot) pairs with H=", H, ", I=", I,
-           " exceed the tiled kernels' grid");
+  VT_CHECK(P <= 0x7FFFFFFF && max_rows <= 0x7FFFFFFF && I / 64 <= 65535 && H / kBRows <= 65535,
+           "MoeExperts on cuda: ", P, " (token, slot) pairs with H=", H, ", I=", I, " exceed the tiled kernels' grid");
   const Tensor meta = Tensor::Empty({max_rows + max_tiles + 1}, DType::kI32, out.device());
   int32_t* sorted_pair = meta.data_as<int32_t>();
-  const int32_t* tile_expert = sorted_pair + max_rows;
-  const int32_t* num_tiles = tile_expert + max_tiles;
-  const Tensor act = Tensor::Empty({max_rows, I}, kFp8 ? DType::kF8E4M3 : DType::kBF16, out.device());
+  int32_t* tile_expert = sorted_pair + max_rows;
+  int32_t* num_tiles = tile_expert + max_tiles;
+  constexpr DType kActDType = kKind == TileKind::kFp8Static     ? DType::kF8E4M3
+                              : kKind == TileKind::kFp8PerToken ? DType::kF32
+                                                                : DType::kBF16;
+  const Tensor act = Tensor::Empty({max_rows, I}, kActDType, out.device());
   const Tensor y = Tensor::Empty({P, H}, DType::kF32, out.device());
-  LaunchOverlapped(cq, "MoeTileSortKernel", MoeTileSortKernel, 1, kSortThreads, 0, sorted_pair,
-                   const_cast<int32_t*>(tile_expert), const_cast<int32_t*>(num_tiles), ids.data_as<int32_t>(), P,
-                   static_cast<int>(E), cq.index_errors);
-  const int32_t* sorted = sorted_pair;
-  uint8_t* a = static_cast<uint8_t*>(act.data());
+  LaunchOverlapped(cq, "MoeTileSortKernel", MoeTileSortKernel, 1, kSortThreads, 0, sorted_pair, tile_expert,
+                   num_tiles, ids.data_as<int32_t>(), P, static_cast<int>(E), cq.index_errors);
+  const int32_t *sorted = sorted_pair, *experts = tile_expert, *tiles = num_tiles;
   const dim3 grid13(static_cast<unsigned>(max_tiles), static_cast<unsigned>(I / 64));
-  LaunchOverlapped(cq, "MoeTileGateUpKernel", MoeTileGateUpKernel<OTag, kFp8>, grid13, kThreads, 0, a,
-                   static_cast<const uint8_t*>(x.data()), sorted, tile_expert, num_tiles,
-                   static_cast<const uint8_t*>(w13.data()), alpha13, inv_down, static_cast<int>(k),
+  LaunchOverlapped(cq, "MoeTileGateUpKernel", MoeTileGateUpKernel<OTag, kKind>, grid13, kThreads, 0,
+                   static_cast<uint8_t*>(act.data()), static_cast<const uint8_t*>(x.data()), x_scales, sorted, experts,
+                   tiles, static_cast<const uint8_t*>(w13.data()), alpha13, inv_down, static_cast<int>(k),
                    static_cast<int>(H), static_cast<int>(I));
+  // The down product's input: act, or (kFp8PerToken) its rows' e4m3fn codes and scales.
+  Tensor a8, a_scales;
+  if constexpr (kKind == TileKind::kFp8PerToken) {
+    a8 = Tensor::Empty({max_rows, I}, DType::kF8E4M3, out.device());
+    a_scales = Tensor::Empty({max_rows, 1}, DType::kF32, out.device());
+    QuantFp8PerTokenGroup(q, a8, a_scales, act, I, 0.0f, kFp8PerTokenScaleFloor);
+  }
+  const Tensor& down_in = kKind == TileKind::kFp8PerToken ? a8 : act;
+  const float* down_scales = kKind == TileKind::kFp8PerToken ? a_scales.data_as<float>() : nullptr;
   const dim3 grid2(static_cast<unsigned>(max_tiles), static_cast<unsigned>(H / kBRows));
-  LaunchOverlapped(cq, "MoeTileDownKernel", MoeTileDownKernel<kFp8>, grid2, kThreads, 0, y.data_as<float>(),
-                   static_cast<const uint8_t*>(a), sorted, tile_expert, num_tiles,
+  LaunchOverlapped(cq, "MoeTileDownKernel", MoeTileDownKernel<kKind>, grid2, kThreads, 0, y.data_as<float>(),
+                   static_cast<const uint8_t*>(down_in.data()), down_scales, sorted, experts, tiles,
                    static_cast<const uint8_t*>(w2.data()), alpha2, static_cast<int>(H), static_cast<int>(I));
   const int64_t threads = 256, quads = T * (H / 4);
   LaunchOverlapped(cq, "MoeTileCombineKernel", MoeTileCombineKernel<OTag>,
@@ -415,14 +458,21 @@ bool MoeTiledFits(const CudaQueue& cq, const Tensor& out, const Tensor& x, const
   return on && shapes && types;
 }
 
-void LaunchMoeTiled(CudaQueue& cq, const Tensor& out, const Tensor& x, const Tensor& ids, const Tensor& weights,
-                    const Tensor& w13, const float* alpha13, const Tensor& w2, float inv_down, const float* alpha2) {
+void LaunchMoeTiled(const Queue& q, const Tensor& out, const Tensor& x, const float* x_scales, const Tensor& ids,
+                    const Tensor& weights, const Tensor& w13, const float* alpha13, const Tensor& w2, float inv_down,
+                    const float* alpha2) {
+  CudaQueue& cq = Cuda(q);
+  const bool f32 = out.dtype() == DType::kF32;
   if (x.dtype() == DType::kBF16)
-    LaunchTiles<Bf16, false>(cq, out, x, ids, weights, w13, nullptr, w2, 0.0f, nullptr);
-  else if (out.dtype() == DType::kF32)
-    LaunchTiles<F32, true>(cq, out, x, ids, weights, w13, alpha13, w2, inv_down, alpha2);
+    LaunchTiles<Bf16, TileKind::kBf16>(q, cq, out, x, nullptr, ids, weights, w13, nullptr, w2, 0.0f, nullptr);
+  else if (x_scales != nullptr && f32)
+    LaunchTiles<F32, TileKind::kFp8PerToken>(q, cq, out, x, x_scales, ids, weights, w13, alpha13, w2, 0.0f, alpha2);
+  else if (x_scales != nullptr)
+    LaunchTiles<Bf16, TileKind::kFp8PerToken>(q, cq, out, x, x_scales, ids, weights, w13, alpha13, w2, 0.0f, alpha2);
+  else if (f32)
+    LaunchTiles<F32, TileKind::kFp8Static>(q, cq, out, x, nullptr, ids, weights, w13, alpha13, w2, inv_down, alpha2);
   else
-    LaunchTiles<Bf16, true>(cq, out, x, ids, weights, w13, alpha13, w2, inv_down, alpha2);
+    LaunchTiles<Bf16, TileKind::kFp8Static>(q, cq, out, x, nullptr, ids, weights, w13, alpha13, w2, inv_down, alpha2);
   g_tiled_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
