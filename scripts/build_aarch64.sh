@@ -66,8 +66,9 @@ if [ "$MODE" = ci ]; then
   TARGETS="vt_ci_tests model_ci_tests engine_ci_tests"
   # The first model (max) runs every level, scalar, neon and neonbf16, so the others need
   # only prove detection and that the kernels they run use no instruction they lack: the
-  # op table (every op, every level of the model) and the dispatch records.
-  NARROW_FILTER=${NARROW_FILTER:-"*OpTable*:IsaDispatch.*:Queue.*"}
+  # op table (every op, every level of the model), the dispatch records and the byte hashes
+  # tied to x86's (IsaBytes).
+  NARROW_FILTER=${NARROW_FILTER:-"*OpTable*:IsaDispatch.*:IsaBytes.*:Queue.*"}
 fi
 [ "${BENCH:-0}" = 1 ] && TARGETS="$TARGETS vt_kernels_bench"
 BUILD_TARGETS=$TARGETS
