@@ -23,7 +23,8 @@
 #   bash scripts/build_aarch64.sh --bench  also builds vt_kernels_bench for aarch64 (to copy to ARM hardware)
 #   both modes then run the frontends under the first CPU model: capi_test (every function of
 #   vtllm.h on a random tiny checkpoint and the embedded default model), `vtllm bench latency
-#   --json` (the level it names), tests/js/server/e2e_openai.mjs (the official openai client
+#   --json` (the level it names; then under -cpu max with --cpu-isa neon and neonbf16, each
+#   of which it must name), tests/js/server/e2e_openai.mjs (the official openai client
 #   against `vtllm serve` on loopback: completions, chat, streaming, logprobs, tools, errors,
 #   api key, `vtllm bench serve`, a clean SIGTERM exit); FRONTEND_TESTS=0 skips them
 #
@@ -184,6 +185,28 @@ if [ "$FRONTEND_TESTS" = 1 ]; then
     tail -n 20 "$log"; rc=1
   fi
   echo "== vtllm bench latency -cpu $cpu: $(( $(date +%s) - s )) s (log: $log)"
+
+  # --cpu-isa with each ARM level's name, under -cpu max (which has both): the JSON must name
+  # the level asked for, so that a level the flag does not reach (or a spelling it rejects)
+  # fails.
+  printf '#!/bin/sh\nexec env QEMU_LD_PREFIX=%s QEMU_CPU=max qemu-aarch64 -cpu max -L %s %s "$@"\n' \
+    $SYSROOT $SYSROOT "$PWD/$B/src/cli/vtllm" > "$W/vtllm-max"
+  chmod +x "$W/vtllm-max"
+  for level in neon neonbf16; do
+    echo "== vtllm bench latency --cpu-isa $level --json under qemu-aarch64 -cpu max"
+    s=$(date +%s)
+    log=$B/tests/vtllm_bench.max.$level.log
+    if "$W/vtllm-max" bench latency tests/fixtures/oracles/qwen3-tiny/fp8_modelopt --input-len 8 --output-len 4 \
+         --threads 2 --rounds 1 --cpu-isa $level --json >"$log" 2>&1; then
+      ran=$(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["cpu_isa"])' \
+            "$log" 2>/dev/null || echo "?")
+      echo "vtllm bench latency --cpu-isa $level ran the $ran kernels"
+      if [ "$ran" != "$level" ]; then echo "build_aarch64: expected $level" >&2; rc=1; fi
+    else
+      tail -n 20 "$log"; rc=1
+    fi
+    echo "== vtllm bench latency --cpu-isa $level -cpu max: $(( $(date +%s) - s )) s (log: $log)"
+  done
 
   echo "== tests/js/server/e2e_openai.mjs against vtllm serve under qemu-aarch64 -cpu $cpu"
   s=$(date +%s)

@@ -46,7 +46,8 @@ vt::Device ParseDevice(const std::string& s) {
   throw vt::Error(vt::StrCat("--device: \"", s, "\" is not cpu, cuda or cuda:N"));
 }
 
-// The levels of this build (only scalar on aarch64), so that the error names what is valid here.
+// The levels of this build (vt::CpuIsaLevels: scalar, avx2, avx512, avx512bf16, amx on x86-64;
+// scalar, neon, neonbf16 on aarch64), so that the error names what is valid here.
 vt::CpuIsa ParseCpuIsa(const std::string& s) {
   if (s == "best") return vt::CpuIsa::kBest;
   std::string valid;
