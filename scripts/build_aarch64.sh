@@ -20,6 +20,7 @@
 #                                          cache, MoE with BF16 and FP8 experts, the kernels each
 #                                          level runs) under ENGINE_CPUS (max: neonbf16,
 #                                          neoverse-n1: neon)
+#                                          (--ci also compiles vt_kernels_bench, without running it)
 #   bash scripts/build_aarch64.sh --bench  also builds vt_kernels_bench for aarch64 (to copy to ARM hardware)
 #   both modes then run the frontends under the first CPU model: capi_test (every function of
 #   vtllm.h on a random tiny checkpoint and the embedded default model), `vtllm bench latency
@@ -70,6 +71,8 @@ if [ "$MODE" = ci ]; then
   # op table (every op, every level of the model), the dispatch records and the byte hashes
   # tied to x86's (IsaBytes).
   NARROW_FILTER=${NARROW_FILTER:-"*OpTable*:IsaDispatch.*:IsaBytes.*:Queue.*"}
+  # The ARM kernel benchmark is compiled (not run), so that it cannot break unnoticed.
+  BENCH=1
 fi
 [ "${BENCH:-0}" = 1 ] && TARGETS="$TARGETS vt_kernels_bench"
 BUILD_TARGETS=$TARGETS
