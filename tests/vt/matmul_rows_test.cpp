@@ -140,7 +140,12 @@ TEST(GemmRows, BlockedRowsDoNotDependOnMOnEveryIsa) {
           return vt_test::BytesOf(out);
         };
         const std::vector<uint8_t> all = product(a_all);
-        ASSERT_FALSE(streamed) << vt::CpuIsaName(isa) << " " << Name(pairing);
+        if (streamed) {
+          // Only the AMX set streams this many rows (its tiles take every M up to 4,096): it
+          // has no blocked path at these M to check.
+          ASSERT_EQ(isa, vt::CpuIsa::kAmx) << vt::CpuIsaName(isa) << " " << Name(pairing);
+          continue;
+        }
         const size_t row = static_cast<size_t>(N) * sizeof(float);
         for (int64_t M : {5, 6, 7, 9, 16, 17}) {
           const std::vector<uint8_t> got = product(a_all.Slice(0, max_m - M, max_m));
