@@ -44,27 +44,29 @@ def branch_target(m, ops):
     return None
 
 
+def disassemble(objdump, obj):
+    """The functions of OBJECT in address order: [(demangled name, [(address, mnemonic, operands)])]."""
+    text = subprocess.run([objdump, "-d", "-C", "--no-show-raw-insn", obj], check=True, capture_output=True,
+                          text=True).stdout
+    funcs, cur = [], None
+    for line in text.splitlines():
+        f = FUNC.match(line)
+        if f:
+            cur = (f.group(1), [])
+            funcs.append(cur)
+            continue
+        m = LINE.match(line)
+        if m and cur:
+            cur[1].append((int(m.group(1), 16), m.group(2), m.group(3)))
+    return funcs
+
+
 def main():
     if len(sys.argv) != 6:
         sys.exit(__doc__)
     objdump, obj, func_re, mul, per_mul = sys.argv[1], sys.argv[2], re.compile(sys.argv[3]), sys.argv[4], int(
         sys.argv[5])
-    text = subprocess.run([objdump, "-d", "-C", "--no-show-raw-insn", obj], check=True, capture_output=True,
-                          text=True).stdout
-    insns, inside = [], False
-    for line in text.splitlines():
-        f = FUNC.match(line)
-        if f:
-            if inside:
-                break
-            inside = bool(func_re.search(f.group(1)))
-            if inside:
-                name = f.group(1)
-            continue
-        if inside:
-            m = LINE.match(line)
-            if m:
-                insns.append((int(m.group(1), 16), m.group(2), m.group(3)))
+    name, insns = next(((n, i) for n, i in disassemble(objdump, obj) if func_re.search(n)), (None, []))
     if not insns:
         sys.exit(f"no function matching {sys.argv[3]} in {obj}")
     index = {a: i for i, (a, _, _) in enumerate(insns)}

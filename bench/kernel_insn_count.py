@@ -27,12 +27,11 @@ memory. -v prints each chosen loop's mnemonic histogram.
 import argparse
 import os
 import re
-import subprocess
 import sys
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gemv_insn_count import FUNC, LINE, branch_target, is_branch  # noqa: E402
+from gemv_insn_count import branch_target, disassemble, is_branch  # noqa: E402
 
 VT = "src/vt/CMakeFiles/vtllm_vt.dir/cpu"
 X86, ARM = "objdump", "aarch64-linux-gnu-objdump"
@@ -112,19 +111,7 @@ _cache = {}
 def functions(objdump, obj):
     key = (objdump, obj)
     if key not in _cache:
-        text = subprocess.run([objdump, "-d", "-C", "--no-show-raw-insn", obj], check=True, capture_output=True,
-                              text=True).stdout
-        funcs, cur = [], None
-        for line in text.splitlines():
-            f = FUNC.match(line)
-            if f:
-                cur = (f.group(1), [])
-                funcs.append(cur)
-                continue
-            m = LINE.match(line)
-            if m and cur:
-                cur[1].append((int(m.group(1), 16), m.group(2), m.group(3)))
-        _cache[key] = funcs
+        _cache[key] = disassemble(objdump, obj)
     return _cache[key]
 
 
