@@ -29,6 +29,8 @@
 #include "vt/cpu/avx512_common.h"
 #elif defined(__AVX2__)
 #include "vt/cpu/matmul/fp8_decode_avx2.h"
+#elif defined(__aarch64__)
+#include "vt/cpu/matmul/fp8_decode_neon.h"
 #endif
 
 #include <cstdint>
@@ -442,11 +444,12 @@ VT_INLINE void SumLanes2(V a0, V a1, float* out) {
 }
 
 // kLanes fp8 codes at p -> their exact values times 2^-8 (exact: the smallest subnormal
-// becomes 2^-17), NaN codes a NaN (sign not kept). On x86 by the matmul kernels' fp8 -> f16
-// trick and the converter instruction, about a third of DecodeFp8's instructions; times
+// becomes 2^-17), NaN codes a NaN (x86: sign not kept; NEON: Fp8E4M3ToFloat's NaN times
+// 2^-8, the same bits). By the matmul kernels' fp8 -> f16 trick and the converter
+// instruction (x86 VCVTPH2PS, NEON FCVTL), about a third of DecodeFp8's instructions; times
 // 2^8·scale in f32 this is KvCacheDequantizeFp8(code, scale) bit for bit (the product of
 // the same reals, rounded once) wherever 2^8·scale is finite. kNaN false: the caller knows
-// the codes hold no NaN (S.1111.111), and the x86 forms skip its test.
+// the codes hold no NaN (S.1111.111), and the half-trick forms (x86, NEON) skip its test.
 template <bool kNaN = true>
 VT_INLINE V DecodeFp8Over256(const uint8_t* p) {
 #if defined(__AVX512F__)
@@ -462,16 +465,26 @@ VT_INLINE V DecodeFp8Over256(const uint8_t* p) {
                         _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7FFF)), _mm_set1_epi16(0x3F80)));
   return _mm256_cvtph_ps(h);
 #else
-  return Mul(DecodeFp8(LoadU8(p)), Set1(0x1p-8f));
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  uint16x8_t h = matmul::Fp8ToHalf8(vreinterpret_s8_u32(vdup_n_u32(w)));
+  if constexpr (kNaN) h = matmul::Fp8HalfSignedNaN(h);
+  return matmul::HalfLo(h);
 #endif
 }
 
 // 2·kLanes codes at p -> DecodeFp8Over256<kNaN>(p) in x0 and (p + kLanes) in x1; on AVX2
-// from one 16-byte load, widened in one 256-bit register (Fp8ToF32x16).
+// from one 16-byte load, widened in one 256-bit register (Fp8ToF32x16); on NEON from one
+// 8-byte load, one vector of 8 halves.
 template <bool kNaN = true>
 VT_INLINE void DecodeFp8Over256Pair(const uint8_t* p, V& x0, V& x1) {
 #if defined(__AVX2__) && !defined(__AVX512F__)
   matmul::Fp8ToF32x16<kNaN>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), x0, x1);
+#elif defined(__aarch64__)
+  uint16x8_t h = matmul::Fp8ToHalf8(vreinterpret_s8_u8(vld1_u8(p)));
+  if constexpr (kNaN) h = matmul::Fp8HalfSignedNaN(h);
+  x0 = matmul::HalfLo(h);
+  x1 = matmul::HalfHi(h);
 #else
   x0 = DecodeFp8Over256<kNaN>(p);
   x1 = DecodeFp8Over256<kNaN>(p + kLanes);

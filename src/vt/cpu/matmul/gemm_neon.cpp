@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "vt/cpu/matmul/fp8_decode_neon.h"
 #include "vt/cpu/matmul/kernels.h"
 #include "vt/cpu/matmul/local.h"
 
@@ -19,20 +20,8 @@ namespace {
 constexpr int kVec = 8;  // K padding of packed rows: two 4-lane vectors per step
 constexpr int kRowsA = 2;
 
-// 16 fp8 codes -> 16 halves (two vectors of 8) equal to value * 2^-8: SSHLL sign-extends
-// each code to 16 bits and shifts it left by 7, the mask clears bit 14 (a copy of the sign).
-// The NaN codes (S.1111.111) come out as finite halves; the callers notice them (NanSeen).
-inline void Fp8ToHalf16(uint8x16_t x, uint16x8_t& h0, uint16x8_t& h1) {
-  const int8x16_t s = vreinterpretq_s8_u8(x);
-  const uint16x8_t keep = vdupq_n_u16(0xBF80);
-  h0 = vandq_u16(vreinterpretq_u16_s16(vshll_n_s8(vget_low_s8(s), 7)), keep);
-  h1 = vandq_u16(vreinterpretq_u16_s16(vshll_high_n_s8(s, 7)), keep);
-}
-
-inline float32x4_t HalfLo(uint16x8_t h) { return vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(h))); }
-inline float32x4_t HalfHi(uint16x8_t h) { return vcvt_high_f32_f16(vreinterpretq_f16_u16(h)); }
-
-// 16 fp8 codes -> 16 f32 (value * 2^-8) in w[0..3]; with kNaN the NaN codes become NaN.
+// 16 fp8 codes -> 16 f32 (value * 2^-8) in w[0..3] (Fp8ToHalf16, fp8_decode_neon.h); with
+// kNaN the NaN codes become NaN (unsigned: a matmul sum holding one is NaN whatever its sign).
 template <bool kNaN>
 inline void Fp8ToF32x16(uint8x16_t x, float32x4_t (&w)[4]) {
   uint16x8_t h0, h1;
