@@ -61,6 +61,18 @@ def disassemble(objdump, obj):
     return funcs
 
 
+def innermost_loops(insns):
+    """The loops (backward branches) of insns that hold no other loop: [(head index, back-edge index)]."""
+    index = {a: i for i, (a, _, _) in enumerate(insns)}
+    loops = []
+    for i, (a, m, ops) in enumerate(insns):
+        if is_branch(m):
+            t = branch_target(m, ops)
+            if t is not None and t < a and t in index:
+                loops.append((index[t], i))
+    return [l for l in loops if not any(o != l and l[0] <= o[0] and o[1] <= l[1] for o in loops)]
+
+
 def main():
     if len(sys.argv) != 6:
         sys.exit(__doc__)
@@ -70,15 +82,8 @@ def main():
     if not insns:
         sys.exit(f"no function matching {sys.argv[3]} in {obj}")
     index = {a: i for i, (a, _, _) in enumerate(insns)}
-    loops = []
-    for i, (a, m, ops) in enumerate(insns):
-        if is_branch(m):
-            t = branch_target(m, ops)
-            if t is not None and t < a and t in index:
-                body = insns[index[t]:i + 1]
-                loops.append((sum(1 for x in body if x[1] == mul), -len(body), index[t], i))
     # Innermost loops only (no other loop inside), then the one with the most multiplies.
-    inner = [l for l in loops if not any(o is not l and l[2] <= o[2] and o[3] <= l[3] for o in loops)]
+    inner = [(sum(1 for x in insns[h:b + 1] if x[1] == mul), -(b + 1 - h), h, b) for h, b in innermost_loops(insns)]
     if not inner:
         sys.exit("no loop found")
     muls, _, head, back = max(inner)

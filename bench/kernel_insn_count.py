@@ -31,7 +31,7 @@ import sys
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gemv_insn_count import branch_target, disassemble, is_branch  # noqa: E402
+from gemv_insn_count import branch_target, disassemble, innermost_loops, is_branch  # noqa: E402
 
 VT = "src/vt/CMakeFiles/vtllm_vt.dir/cpu"
 X86, ARM = "objdump", "aarch64-linux-gnu-objdump"
@@ -116,16 +116,8 @@ def functions(objdump, obj):
 
 
 def inner_loop(insns, key, flt):
-    index = {a: i for i, (a, _, _) in enumerate(insns)}
-    loops = []
-    for i, (a, m, ops) in enumerate(insns):
-        if is_branch(m):
-            t = branch_target(m, ops)
-            if t is not None and t < a and t in index:
-                loops.append((index[t], i))
-    inner = [l for l in loops if not any(o != l and l[0] <= o[0] and o[1] <= l[1] for o in loops)]
     best = None
-    for h, b in sorted(inner):
+    for h, b in sorted(innermost_loops(insns)):
         body = insns[h:b + 1]
         if flt:
             hit = any(re.search(flt[1], f"{m} {ops}") for _, m, ops in body)
