@@ -79,12 +79,16 @@ TEST(Fp8DecodeNeon, AllCodesBitIdenticalToScalarDecode) {
 }
 #endif
 
-// Each vector set's cache_to_f32 (the 2^8-scaled decode times 2^8·scale) against
-// KvCacheDequantizeFp8 for all 256 codes: the same bits, NaN codes included on NEON (x86's
-// half-trick decodes give NaN codes an unsigned NaN: there any NaN passes).
+// The CPU attention widens an F8E4M3 cache with each kernel set's vector decode
+// (cache_to_f32: the 2^8-scaled decode times 2^8·scale): the same floats as
+// KvCacheDequantizeFp8 (what the float64 attention tests read), for all 256 codes, at scales
+// whose products round, and for lengths with a partial vector at the end; NaN codes with
+// their bits on NEON (x86's half-trick decodes give NaN codes an unsigned NaN: there any NaN
+// passes).
 TEST(Fp8DecodeNeon, CacheToF32AllCodesBitIdentical) {
-  std::vector<uint8_t> codes(256);
-  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i);
+  std::vector<uint8_t> codes(256 + 37);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 97 + 13) % 256);
+  for (size_t i = 0; i < 256; ++i) codes[i] = static_cast<uint8_t>(i);
   int sets = 0;
   for (vt::CpuIsa isa : vt::CpuIsaLevels()) {
     if (isa == vt::CpuIsa::kScalar || isa > vt::DetectCpuIsa()) continue;
@@ -92,20 +96,25 @@ TEST(Fp8DecodeNeon, CacheToF32AllCodesBitIdentical) {
     if (ks == nullptr) continue;
     ++sets;
     const bool nan_bits = isa == vt::CpuIsa::kNeon || isa == vt::CpuIsa::kNeonBf16;
-    for (float scale : {1.0f, 0.0371f, 1.0f / 448.0f}) {
-      std::vector<float> got(codes.size(), -1.0f);
-      ks->cache_to_f32(got.data(), codes.data(), vt::DType::kF8E4M3, static_cast<int64_t>(codes.size()), scale);
-      for (int c = 0; c < 256; ++c) {
-        const float want = vt::KvCacheDequantizeFp8(static_cast<uint8_t>(c), scale);
-        const float g = got[static_cast<size_t>(c)];
-        if (IsNanCode(c) && !nan_bits) {
-          EXPECT_TRUE(std::isnan(g)) << ks->name << " code " << c;
-        } else {
-          ASSERT_EQ(Bits(g), Bits(want)) << ks->name << " code " << c << " scale " << scale;
+    // 1e-30: products in the f32 subnormals; 2^121: past the 2^8-scaled decode's range (the
+    // exact one then; large codes overflow to infinity, as the definition's do).
+    for (float scale : {1.0f, 0.0371f, 3.7f, 1.0f / 448.0f, 1e-30f, 0x1p121f})
+      for (int64_t n : {int64_t{256}, int64_t{256 + 37}, int64_t{5}}) {
+        std::vector<float> got(static_cast<size_t>(n), -1.0f);
+        ks->cache_to_f32(got.data(), codes.data(), vt::DType::kF8E4M3, n, scale);
+        for (int64_t i = 0; i < n; ++i) {
+          const uint8_t c = codes[static_cast<size_t>(i)];
+          const float want = vt::KvCacheDequantizeFp8(c, scale);
+          const float g = got[static_cast<size_t>(i)];
+          if (IsNanCode(c) && !nan_bits)
+            ASSERT_TRUE(std::isnan(g)) << ks->name << " code " << int{c};
+          else
+            ASSERT_EQ(Bits(g), Bits(want)) << ks->name << " code " << int{c} << " scale " << scale << " n " << n
+                                           << ": " << g << " vs " << want;
         }
       }
-    }
   }
+  // Every vector level of this processor has the widening (x86 CI machines have AVX2).
   if (vt::DetectCpuIsa() != vt::CpuIsa::kScalar) {
     EXPECT_GT(sets, 0);
   }
