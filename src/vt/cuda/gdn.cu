@@ -15,11 +15,13 @@
 // split across CTAs with no exchange: 8 lanes of a warp hold one column's 128 rows in
 // registers (16 each), and every sum over dk is a 16-term chain per lane and a 3-step
 // shuffle tree; no shared memory, no barrier. The next token's inputs load while the
-// current one computes. Other head sizes (or mixed dtypes) take one CTA
-// per (sequence, value head) with the state in shared memory, thread j owning column j. q
-// and k are L2-normalised per token. Both run the recurrence for every chunk_size: the
-// chunked form is the same math (a way to use matrix units over long prefills, which these
-// kernels do not do), and the op's contract allows the f32 rounding difference.
+// current one computes. In a step where some sequence brings several tokens, the sequences
+// of gdn::kChunkedMinTokens or more go instead to the chunked kernel of gdn_chunked.cu (the
+// same math in chunks of 64 tokens, f32 throughout; VT_CUDA_GDN_CHUNKED=0 turns it off).
+// Other head sizes (or mixed dtypes) take one CTA per (sequence, value head) with the state
+// in shared memory, thread j owning column j. q and k are L2-normalised per token. The op's
+// chunk_size does not pick the form here: both forms are the same math, and the op's
+// contract allows the f32 rounding difference.
 //
 // The batch metadata lives on the device: each kernel checks what it reads and records the
 // first inconsistency in the device's index-error record (device_error.h), skipping the
@@ -29,6 +31,7 @@
 
 #include "vt/cuda/device_error.cuh"
 #include "vt/cuda/device_util.cuh"
+#include "vt/cuda/gdn_common.cuh"
 #include "vt/cuda/kernels.h"
 #include "vt/ops/gdn.h"
 
@@ -36,35 +39,14 @@ namespace vt::cuda {
 
 namespace {
 
-std::atomic<int64_t> g_conv_token_launches{0}, g_delta_rule_column_launches{0};
+using gdn::GdnArgs;
+using gdn::GdnSeq;
+using gdn::ReadGdnSeq;
+using gdn::Softplus;
+
+std::atomic<int64_t> g_conv_token_launches{0}, g_delta_rule_column_launches{0}, g_delta_rule_chunked_launches{0};
 
 constexpr int kMaxConvWidth = 16;
-
-// Reads sequence s's token range and state slot; records what is inconsistent (thread with
-// `report` set). Returns false when the sequence is skipped (also for a padding row, slot
-// -1, whose outputs the caller zeroes when its range is valid).
-struct GdnSeq {
-  int64_t t0, t1;
-  int32_t slot;
-  bool range_ok;
-};
-
-__device__ __forceinline__ GdnSeq ReadGdnSeq(const int32_t* qs, const int32_t* slots, int64_t s, int64_t S,
-                                             int64_t T, int64_t num_slots, bool report, IndexErrorRecord* err) {
-  GdnSeq q;
-  q.t0 = qs[s];
-  q.t1 = qs[s + 1];
-  q.slot = slots[s];
-  if (report) {
-    if (s == 0 && q.t0 != 0) RecordIndexError(err, IndexError::kGdnQueryStart, 0, q.t0, T);
-    if (s == S - 1 && q.t1 != T) RecordIndexError(err, IndexError::kGdnQueryStart, S, q.t1, T);
-    if (q.t1 < q.t0) RecordIndexError(err, IndexError::kGdnQueryStart, s + 1, q.t1, T, q.t0);
-    if (q.slot < -1 || q.slot >= num_slots) RecordIndexError(err, IndexError::kGdnStateSlot, s, q.slot, num_slots);
-  }
-  q.range_ok = q.t0 >= 0 && q.t0 <= q.t1 && q.t1 <= T;
-  if (q.slot < -1 || q.slot >= num_slots) q.range_ok = false;
-  return q;
-}
 
 template <typename Tag>
 __global__ void CausalConv1dKernel(typename Tag::T* out, const typename Tag::T* x, const void* weight, DType wd,
@@ -182,17 +164,6 @@ __device__ __forceinline__ float BlockSum(float v, float* red) {
   return t;
 }
 
-__device__ __forceinline__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
-struct GdnArgs {
-  void* out;
-  const void *query, *key, *value, *a, *b, *A_log, *dt_bias;
-  DType qd, kd, vd, ad, bd, Ad, dtd, od;
-  float* state;
-  const int32_t *qs, *slots;
-  int64_t S, T, nk, nv, dk, dv, num_slots;
-  IndexErrorRecord* err;
-};
 
 // grid (nv, S); dynamic shared memory: S [dk * dv], q [dk], k [dk], 32 reduction floats.
 __global__ void GatedDeltaRuleKernel(GdnArgs g) {
@@ -303,7 +274,7 @@ __global__ void __launch_bounds__(kDrThreads) GatedDeltaRuleColumnsKernel(GdnArg
   const int64_t row0 = static_cast<int64_t>(threadIdx.x % kDrLanes) * kDrRows;
   const bool writer = threadIdx.x % kDrLanes == 0;
   const GdnSeq seq = ReadGdnSeq(g.qs, g.slots, s, g.S, g.T, g.num_slots, blockIdx.x == 0 && threadIdx.x == 0, g.err);
-  if (!seq.range_ok) return;
+  if (!seq.range_ok || seq.t1 - seq.t0 >= g.chunked_min) return;  // the chunked kernel's
   if (seq.slot < 0) {
     if (writer)
       for (int64_t t = seq.t0; t < seq.t1; ++t) StoreAny(g.out, g.od, (t * g.nv + h) * g.dv + j, 0.0f);
@@ -425,6 +396,7 @@ void GatedDeltaRuleCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   g.dv = value.dim(2);
   g.num_slots = state.dim(0);
   g.err = cq.index_errors;
+  g.chunked_min = INT64_MAX;
   if (g.S == 0 || g.nv == 0) return;
   VT_CHECK(g.S < 65536, "GatedDeltaRule on cuda: ", g.S, " sequences exceed the grid's 65535");
   DeviceGuard guard(cq.device.index);
@@ -433,9 +405,18 @@ void GatedDeltaRuleCuda(const Queue& q, const Tensor& out, const Tensor& query, 
   if (one_dtype && g.dk == kDrDk && g.dv % kDrCols == 0 && g.nv * (g.dv / kDrCols) < (int64_t{1} << 31)) {
     g_delta_rule_column_launches.fetch_add(1, std::memory_order_relaxed);
     const auto kernel = g.qd == DType::kBF16 ? GatedDeltaRuleColumnsKernel<Bf16> : GatedDeltaRuleColumnsKernel<F32>;
+    // A step where some sequence brings several tokens (T > S) also launches the chunked
+    // kernel, which takes the sequences of gdn::kChunkedMinTokens or more.
+    static const bool chunked_on = SwitchOn("VT_CUDA_GDN_CHUNKED");
+    const bool chunked = chunked_on && g.T > g.S && g.dv % gdn::kChunkCols == 0;
+    g.chunked_min = chunked ? gdn::kChunkedMinTokens : INT64_MAX;
     LaunchOverlapped(cq, "GatedDeltaRuleColumnsKernel", kernel,
                      dim3(static_cast<unsigned>(g.nv * (g.dv / kDrCols)), static_cast<unsigned>(g.S)), kDrThreads, 0,
                      g);
+    if (chunked) {
+      g_delta_rule_chunked_launches.fetch_add(1, std::memory_order_relaxed);
+      gdn::LaunchGatedDeltaRuleChunked(cq, g);
+    }
     return;
   }
   const size_t smem = static_cast<size_t>(g.dk * g.dv + 2 * g.dk + 32) * sizeof(float);
@@ -454,6 +435,7 @@ void GatedDeltaRuleCuda(const Queue& q, const Tensor& out, const Tensor& query, 
 
 int64_t CausalConv1dTokenLaunches() { return g_conv_token_launches.load(std::memory_order_relaxed); }
 int64_t GatedDeltaRuleColumnLaunches() { return g_delta_rule_column_launches.load(std::memory_order_relaxed); }
+int64_t GatedDeltaRuleChunkedLaunches() { return g_delta_rule_chunked_launches.load(std::memory_order_relaxed); }
 
 void RegisterGdnKernels() {
   Register<OpId::kCausalConv1d>(DeviceType::kCUDA, &CausalConv1dCuda);

@@ -61,10 +61,12 @@ int64_t MoeGroupScaledLaunches();
 // Of those, the calls whose kernels took 16-byte vectors of weights.
 int64_t MoeGroupScaledVectorLaunches();
 void RegisterGdnKernels();         // gdn.cu: CausalConv1d, GatedDeltaRule
-// Calls of CausalConv1d that took the token-parallel kernels (a step with T > S), and of
-// GatedDeltaRule that took the column-split kernel (dk = 128); all queues.
+// Calls of CausalConv1d that took the token-parallel kernels (a step with T > S), of
+// GatedDeltaRule that took the column-split kernel (dk = 128), and of those the ones that
+// also launched the chunked kernel for their long sequences (gdn_chunked.cu); all queues.
 int64_t CausalConv1dTokenLaunches();
 int64_t GatedDeltaRuleColumnLaunches();
+int64_t GatedDeltaRuleChunkedLaunches();
 // fused_group_quant.cu: RmsNorm / RmsNormGated / SiluMul -> QuantFp8PerTokenGroup.
 void RegisterFusedGroupQuantKernels();
 // Calls of those three ops that ran their CUDA kernel (all queues); of them the ones that
