@@ -44,7 +44,6 @@ struct ChunkSmem {
   float dl[kC * kLdS];   // Δ
   float de[kC * kLdS];   // Δ exp(G_n - G)
   float beta[kC], g[kC], gam[kC], e[kC];
-  float qn[4 * kC], kn[4 * kC];  // partial sums of squares, per quarter of dk
 };
 
 __device__ __forceinline__ float4 Ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
@@ -75,28 +74,44 @@ __global__ void __launch_bounds__(kThreads, 1) GatedDeltaRuleChunkedKernel(GdnAr
   const float A = -expf(LoadAny(g.A_log, g.Ad, h));
   const float bias = LoadAny(g.dt_bias, g.dtd, h);
   const float qscale = 1.0f / sqrtf(static_cast<float>(kDk));
-  const int lm = tid % kC, lq = tid / kC;  // loads: token lm, quarter lq of dk
   const int ti = tid / 16, tj = tid % 16;  // rows 4ti..; A, P columns 4tj..; x, Δ, O columns 2tj..
   const int sd = tid / 8, sc = tid % 8;    // state rows 4sd.., columns 4sc..
   for (int64_t c0 = seq.t0; c0 < seq.t1; c0 += kC) {
     const int n = seq.t1 - c0 < kC ? static_cast<int>(seq.t1 - c0) : kC;
-    // 1. The chunk's q and k (transposed), v, b and log g; zeros past n.
+    // 1. The chunk's q and k, L2-normalised and transposed, v, b and log g; zeros past n.
+    // A warp takes every 8th token, its lanes d = lane + 32 i: each load instruction reads 32
+    // neighbouring elements of one row (a token per lane would touch 32 rows per load).
     {
-      float sq = 0.0f, sk = 0.0f;
-      const bool live = lm < n;
-      const int64_t row = ((c0 + (live ? lm : 0)) * g.nk + kh) * kDk + lq * 32;
-      const T* qp = static_cast<const T*>(g.query) + row;
-      const T* kp = static_cast<const T*>(g.key) + row;
-#pragma unroll 8
-      for (int r = 0; r < 32; ++r) {
-        const float qv = live ? Tag::Load(qp[r]) : 0.0f, kv = live ? Tag::Load(kp[r]) : 0.0f;
-        sq = fmaf(qv, qv, sq);
-        sk = fmaf(kv, kv, sk);
-        sm.qT[(lq * 32 + r) * kLd + lm] = qv;
-        sm.kT[(lq * 32 + r) * kLd + lm] = kv;
+#pragma unroll 2
+      for (int mi = 0; mi < kC / 8; ++mi) {
+        const int m = tid / 32 + 8 * mi, lane = tid % 32;
+        float qv[4] = {}, kv[4] = {};
+        if (m < n) {
+          const int64_t row = ((c0 + m) * g.nk + kh) * kDk + lane;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            qv[i] = Tag::Load(static_cast<const T*>(g.query)[row + 32 * i]);
+            kv[i] = Tag::Load(static_cast<const T*>(g.key)[row + 32 * i]);
+          }
+        }
+        float sq = 0.0f, sk = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          sq = fmaf(qv[i], qv[i], sq);
+          sk = fmaf(kv[i], kv[i], sk);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) {
+          sq += __shfl_xor_sync(0xffffffffu, sq, o);
+          sk += __shfl_xor_sync(0xffffffffu, sk, o);
+        }
+        const float qinv = qscale / sqrtf(sq + 1e-6f), kinv = 1.0f / sqrtf(sk + 1e-6f);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          sm.qT[(lane + 32 * i) * kLd + m] = qv[i] * qinv;
+          sm.kT[(lane + 32 * i) * kLd + m] = kv[i] * kinv;
+        }
       }
-      sm.qn[lq * kC + lm] = sq;
-      sm.kn[lq * kC + lm] = sk;
       for (int e = tid; e < kC * kCols; e += kThreads) {
         const int m = e / kCols, c = e % kCols;
         sm.x[m * kLdS + c] =
@@ -112,14 +127,6 @@ __global__ void __launch_bounds__(kThreads, 1) GatedDeltaRuleChunkedKernel(GdnAr
     }
     __syncthreads();
     {
-      const float qs = (sm.qn[lm] + sm.qn[kC + lm]) + (sm.qn[2 * kC + lm] + sm.qn[3 * kC + lm]);
-      const float ks = (sm.kn[lm] + sm.kn[kC + lm]) + (sm.kn[2 * kC + lm] + sm.kn[3 * kC + lm]);
-      const float qinv = qscale / sqrtf(qs + 1e-6f), kinv = 1.0f / sqrtf(ks + 1e-6f);
-#pragma unroll 8
-      for (int r = 0; r < 32; ++r) {
-        sm.qT[(lq * 32 + r) * kLd + lm] *= qinv;
-        sm.kT[(lq * 32 + r) * kLd + lm] *= kinv;
-      }
       if (tid < 32) {  // G: the running sum of log g, two tokens a lane
         const float g0 = sm.g[2 * tid], g1 = sm.g[2 * tid + 1];
         float incl = g0 + g1;
