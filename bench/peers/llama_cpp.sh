@@ -24,7 +24,7 @@
 #
 # Environment: ROUNDS (3), THREADS (2), TG (128: output tokens of the batched runs),
 # CONCURRENCY ("1 4 16 64"), PARALLEL ("1,4,16"), LLAMA_TYPES ("q8_0 bf16", llama-bench),
-# BATCHED_TYPES (LLAMA_TYPES), LLAMA_BENCH_REPS (3: llama-bench -r), VTLLM_DTYPES ("fp8 bf16",
+# BATCHED_TYPES (LLAMA_TYPES), LLAMA_CMAKE_ARGS (below), LLAMA_BENCH_REPS (3: llama-bench -r), VTLLM_DTYPES ("fp8 bf16",
 # bench latency), THROUGHPUT_DTYPES (VTLLM_DTYPES), NODE_LLAMA_CPP (node-llama-cpp version,
 # 3.22.1), PEER_DIR, LLAMA_SRC (an unpacked llama.cpp tree to build instead of the npm
 # package's), NICE (10), OUT (results folder, default $PEER_DIR/results-<date>).
@@ -68,14 +68,26 @@ if [ -z "${LLAMA_SRC:-}" ] && { [ ! -d "$SRC/.git" ] || [ "$(cat "$STAMP" 2>/dev
   git clone -q "$PEER_DIR/npm/package/llama/gitRelease.bundle" "$SRC"
   echo "$NODE_LLAMA_CPP" > "$STAMP"
 fi
-LLAMA_BIN=$SRC/build/bin
+# LLAMA_CMAKE_ARGS: extra cmake arguments, built in a folder of their own. On an AMX machine
+# (a Xeon of 2023 on) llama.cpp's native build runs Q8_0 products on its AMX kernels, whose
+# llama-bench crashed there (2026-12-06, node-llama-cpp 3.22.1, in ggml_backend_amx_mul_mat):
+# build without AMX to take its AVX-512 kernels instead (BF16 does not use the AMX ones):
+#   LLAMA_CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+#     -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON'
+# (-mno-amx-tile does not do: -march=native comes after it).
+LLAMA_CMAKE_ARGS=${LLAMA_CMAKE_ARGS:-}
+LLAMA_BUILD_DIR=$SRC/build
+[ -z "$LLAMA_CMAKE_ARGS" ] || LLAMA_BUILD_DIR=$SRC/build-$(echo "$LLAMA_CMAKE_ARGS" | md5sum | cut -c1-8)
+LLAMA_BIN=$LLAMA_BUILD_DIR/bin
 LLAMA_TOOLS=(llama-bench llama-batched-bench llama-quantize llama-completion)
 if ! (for t in "${LLAMA_TOOLS[@]}"; do [ -x "$LLAMA_BIN/$t" ] || exit 1; done); then
-  log "building llama.cpp (CPU, native)"
-  cmake -S "$SRC" -B "$SRC/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+  log "building llama.cpp (CPU, native${LLAMA_CMAKE_ARGS:+, $LLAMA_CMAKE_ARGS})"
+  # shellcheck disable=SC2086  # the extra arguments split on spaces
+  cmake -S "$SRC" -B "$LLAMA_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
     -DGGML_CUDA=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF >/dev/null
-  $NICE ninja -C "$SRC/build" -j"$(nproc)" "${LLAMA_TOOLS[@]}" >/dev/null
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
+    $LLAMA_CMAKE_ARGS >/dev/null
+  $NICE ninja -C "$LLAMA_BUILD_DIR" -j"$(nproc)" "${LLAMA_TOOLS[@]}" >/dev/null
 fi
 LLAMA_COMMIT=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || cat "$SRC/.commit" 2>/dev/null || echo unknown)
 
