@@ -164,7 +164,6 @@ __device__ __forceinline__ float BlockSum(float v, float* red) {
   return t;
 }
 
-
 // grid (nv, S); dynamic shared memory: S [dk * dv], q [dk], k [dk], 32 reduction floats.
 __global__ void GatedDeltaRuleKernel(GdnArgs g) {
   PdlWait();
