@@ -51,6 +51,19 @@ __device__ __forceinline__ float2 Ld2(const float* p) { return *reinterpret_cast
 __device__ __forceinline__ float At(const float4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 __device__ __forceinline__ float At(const float2& v, int i) { return i == 0 ? v.x : v.y; }
 
+// acc[r][c] += Σ_m L[4ti + r][m] R[m][2tj + c] over m <= 4ti + 3, for L lower triangular and
+// stored transposed (LT[m][i], rows of kLd) and R rows of kLdS: this thread's 4 x 2 tile.
+__device__ __forceinline__ void LowerTileProduct(const float* LT, const float* R, int ti, int tj, float (&acc)[4][2]) {
+  for (int m = 0; m < 4 * ti + 4; ++m) {
+    const float4 l = Ld4(&LT[m * kLd + 4 * ti]);
+    const float2 rv = Ld2(&R[m * kLdS + 2 * tj]);
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) acc[r][c] = fmaf(At(l, r), At(rv, c), acc[r][c]);
+  }
+}
+
 // grid (nv * dv / kCols, S), kThreads threads, sizeof(ChunkSmem) of dynamic shared memory.
 template <typename Tag>
 __global__ void __launch_bounds__(kThreads, 1) GatedDeltaRuleChunkedKernel(GdnArgs g) {
@@ -223,14 +236,7 @@ __global__ void __launch_bounds__(kThreads, 1) GatedDeltaRuleChunkedKernel(GdnAr
     // 4. Δ = Tb x (Tb is lower triangular: rows 4ti.. need columns up to 4ti + 3).
     {
       float dacc[4][2] = {};
-      for (int m = 0; m < 4 * ti + 4; ++m) {
-        const float4 tb = Ld4(&sm.tbT[m * kLd + 4 * ti]);
-        const float2 xv = Ld2(&sm.x[m * kLdS + 2 * tj]);
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) dacc[r][c] = fmaf(At(tb, r), At(xv, c), dacc[r][c]);
-      }
+      LowerTileProduct(sm.tbT, sm.x, ti, tj, dacc);
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int i = 4 * ti + r;
@@ -243,14 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1) GatedDeltaRuleChunkedKernel(GdnAr
     // 5. O = Γ q S + P Δ, written out; the new state in registers until every read of the old one is done.
     float snew[4][4] = {};
     {
-      for (int m = 0; m < 4 * ti + 4; ++m) {
-        const float4 p = Ld4(&sm.pT[m * kLd + 4 * ti]);
-        const float2 dv = Ld2(&sm.dl[m * kLdS + 2 * tj]);
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) o[r][c] = fmaf(At(p, r), At(dv, c), o[r][c]);
-      }
+      LowerTileProduct(sm.pT, sm.dl, ti, tj, o);
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int i = 4 * ti + r;
