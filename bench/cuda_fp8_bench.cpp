@@ -17,7 +17,8 @@
 // `--block` measures block-FP8 MatmulFp8GroupScaled (dispatched and naive) beside cuBLASLt's
 // per-tensor FP8. `--rows` measures the row kernels of a decoder layer instead (residual add + RMSNorm +
 // FP8 quantization, SiLU-mul + FP8 quantization) for 1 to 4096 rows of the 0.6B and 8B
-// widths, with the bytes each reads and writes per second.
+// widths, with the bytes each reads and writes per second. `--floor` measures the floor of a
+// replayed chain of dependent kernels of a decode step's grid shapes (cuda_chain_floor.cu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -147,6 +148,7 @@ double GraphUs(cudaStream_t stream, int reps, int chain, const std::function<voi
 }  // namespace
 
 void LaunchStreamRead(const void* p, int64_t bytes, uint32_t* sink, int sms, cudaStream_t stream);
+void RunChainFloor();
 
 int main(int argc, char** argv) {
   // --gemv: only M = 1 (cuBLASLt FP8, the dispatched kernel and every GEMV variant).
@@ -157,6 +159,10 @@ int main(int argc, char** argv) {
   const bool block_only = argc > 1 && std::string(argv[1]) == "--block";
   if (vt::CudaDeviceCount() == 0) {
     std::printf("cuda_fp8_bench: no CUDA device, nothing measured\n");
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--floor") {
+    RunChainFloor();
     return 0;
   }
   vt::Queue q = vt::Queue::Cuda(0);
