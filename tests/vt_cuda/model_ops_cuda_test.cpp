@@ -106,7 +106,8 @@ struct AttnCase {
 //   vs the float64 reference: 2 ulp of the dtype + 2e-5 (the f32 exp/sums of either backend).
 double AttnTol(DType d, double ref, bool vs_f64) { return 2.0 * Ulp(d, ref) + (vs_f64 ? 2e-5 : 1e-5); }
 
-void RunAttentionCase(const AttnCase& c, DType d, uint32_t seed) {
+// Returns the CUDA output's bytes.
+std::vector<uint8_t> RunAttentionCase(const AttnCase& c, DType d, uint32_t seed) {
   vt::Queue cpu = vt::Queue::Cpu(), gpu = vt::Queue::Cuda(0);
   std::vector<std::pair<int64_t, int64_t>> seqs;
   for (const Seq& s : c.seqs) seqs.emplace_back(s.ctx, s.n);
@@ -176,6 +177,7 @@ void RunAttentionCase(const AttnCase& c, DType d, uint32_t seed) {
                          << " worst " << worst_cpu;
   EXPECT_EQ(bad_ref, 0u) << "vs f64: Hq " << c.Hq << " Hk " << c.Hk << " D " << c.D << " " << vt::DTypeName(d)
                          << " worst " << worst_ref;
+  return vtt::Bytes(out_gpu);
 }
 
 TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
@@ -214,6 +216,31 @@ TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
   for (const auto& c : cases)
     for (DType d : {DType::kBF16, DType::kF32, DType::kF16}) RunAttentionCase(c, d, seed += 7);
   EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - mma_before, 5 + 2);
+}
+
+// A CUDA graph records a decode launch for the widest block table, so its context splits are
+// sized for max_model_len and a short context leaves most of them empty: their CTAs return
+// at once and the last CTA of the others combines them (attention_split.cuh). Here one long
+// sequence sets the split count (11) and the short ones leave 1..10 of their splits empty:
+// each kernel's output matches the CPU and the float64 reference (RunAttentionCase) and,
+// byte for byte, the same launch with the empty splits run (VT_CUDA_ATTN_SKIP_EMPTY_SPLITS=0).
+TEST(CudaModelOps, DecodeEmptySplitsSkippedWithTheSameBytes) {
+  VT_REQUIRE_CUDA();
+  const AttnCase c{16, 8, 128, 16, {{1500, 1}, {1, 1}, {17, 1}, {40, 1}, {300, 1}, {33, 1}}};
+  setenv("VT_CUDA_ATTN_DECODE", "always", 1);  // F16 on the CUDA-core decode kernel at 6 sequences
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    const int64_t fused0 = vt::cuda::DecodeSplitsCombinedInLaunch();
+    const int64_t skip0 = vt::cuda::DecodeLaunchesSkippingEmptySplits();
+    const std::vector<uint8_t> skipped = RunAttentionCase(c, d, 700);
+    EXPECT_EQ(vt::cuda::DecodeSplitsCombinedInLaunch() - fused0, 1) << vt::DTypeName(d);
+    EXPECT_EQ(vt::cuda::DecodeLaunchesSkippingEmptySplits() - skip0, 1) << vt::DTypeName(d);
+    setenv("VT_CUDA_ATTN_SKIP_EMPTY_SPLITS", "0", 1);
+    const std::vector<uint8_t> all = RunAttentionCase(c, d, 700);
+    unsetenv("VT_CUDA_ATTN_SKIP_EMPTY_SPLITS");
+    EXPECT_EQ(vt::cuda::DecodeLaunchesSkippingEmptySplits() - skip0, 1) << vt::DTypeName(d);
+    EXPECT_EQ(skipped, all) << vt::DTypeName(d) << ": skipping the empty splits changed the output";
+  }
+  unsetenv("VT_CUDA_ATTN_DECODE");
 }
 
 TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {

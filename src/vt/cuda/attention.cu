@@ -45,12 +45,17 @@ constexpr int kDimsPerLane = kMaxD / 32;
 constexpr int64_t kMaxSplits = 32;  // context ranges of one sequence handled by separate CTAs
 
 std::atomic<int64_t> g_fp8_attention{0}, g_fp8_cache_write{0}, g_fp8_qk_norm_rope{0}, g_fused_combines{0};
+std::atomic<int64_t> g_skip_empty_launches{0};
 
 // VT_CUDA_ATTN_FUSED_COMBINE=0 combines a decode kernel's splits by AttnCombineKernel after
 // it, as the general kernel's (A/B runs, tests). Read at each call, so a test can set it.
 bool FusedCombineOn() {
   return SwitchOn("VT_CUDA_ATTN_FUSED_COMBINE");
 }
+
+// VT_CUDA_ATTN_SKIP_EMPTY_SPLITS=0: the CTAs of empty splits write their (-inf, 0, 0) and
+// arrive, as before (A/B runs). Read at each call.
+bool SkipEmptySplitsOn() { return SwitchOn("VT_CUDA_ATTN_SKIP_EMPTY_SPLITS"); }
 
 // CTAs per SM a step should have before its contexts are not split: 2 for the general
 // kernel (8 warps a CTA), 4 for the decode kernel (4 warps a CTA; of 2, 4, 8 and 16 on an
@@ -427,6 +432,8 @@ void RunPagedAttention(const Queue& q, const Tensor& out, const Tensor* out8, co
     // (sequence, KV head) pairs fit the queue's counters.
     if (decode && S * a.Hk <= CudaQueue::kSplitCounters && FusedCombineOn()) {
       a.split_counters = cq.split_counters;
+      a.skip_empty_splits = SkipEmptySplitsOn();
+      if (a.skip_empty_splits) g_skip_empty_launches.fetch_add(1, std::memory_order_relaxed);
       g_fused_combines.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -473,6 +480,8 @@ void PagedAttentionQuantFp8Cuda(const Queue& q, const Tensor& out, const Tensor&
 }  // namespace
 
 int64_t DecodeSplitsCombinedInLaunch() { return g_fused_combines.load(std::memory_order_relaxed); }
+
+int64_t DecodeLaunchesSkippingEmptySplits() { return g_skip_empty_launches.load(std::memory_order_relaxed); }
 
 KvFp8Launches KvCacheFp8Launches() {
   return {g_fp8_attention.load(std::memory_order_relaxed), g_fp8_cache_write.load(std::memory_order_relaxed),

@@ -37,6 +37,7 @@ namespace {
 
 constexpr int kDecWarps = 4;
 constexpr int kDecTile = 32;  // tokens per warp step (one per lane)
+constexpr int64_t kDecSpan = kDecWarps * kDecTile;  // a split: a whole tile for every warp
 constexpr int kVRows = 8;     // V rows whose loads are in flight together
 
 std::atomic<int64_t> g_decode_launches{0};
@@ -121,9 +122,9 @@ __device__ __forceinline__ void PagedDecodeRows(const AttnArgs& a) {
   if (n == 0 || (a.mixed && n != 1)) return;  // a mixed step's other rows are the prefill kernel's
   const int g = static_cast<int>(a.group);
   int64_t tok_begin = 0, tok_end = ctx;
+  if (SkippedEmptySplit(a, ctx, split, kDecSpan)) return;
   if (a.num_splits > 1) {  // a whole tile for every warp of the CTA per split
-    constexpr int64_t kSpan = kDecWarps * kDecTile;
-    const int64_t chunk = ((ctx + a.num_splits - 1) / a.num_splits + kSpan - 1) / kSpan * kSpan;
+    const int64_t chunk = SplitChunk(ctx, a.num_splits, kDecSpan);
     tok_begin = split * chunk;
     tok_end = min(tok_end, tok_begin + chunk);
   }
@@ -260,7 +261,7 @@ template <typename Tag, typename Cache, int D, int kG>
 __global__ void __launch_bounds__(kDecWarps * 32) PagedDecodeKernel(AttnArgs a) {
   PdlWait();
   PagedDecodeRows<Tag, Cache, D, kG>(a);
-  CombineSplitsInLastCta<Tag>(a);
+  CombineSplitsInLastCta<Tag>(a, kDecSpan);
 }
 
 // Below this many sequences the general kernel's decode step measured faster on the H200

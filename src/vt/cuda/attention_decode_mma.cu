@@ -55,8 +55,9 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   if (n == 0 || (a.mixed && n != 1)) return;  // a mixed step's other rows are the prefill kernel's
   const int g = static_cast<int>(a.group);
   int64_t tok_begin = 0, tok_end = ctx;
+  if (SkippedEmptySplit(a, ctx, split, kSpan)) return;
   if (a.num_splits > 1) {
-    const int64_t chunk = ((ctx + a.num_splits - 1) / a.num_splits + kSpan - 1) / kSpan * kSpan;
+    const int64_t chunk = SplitChunk(ctx, a.num_splits, kSpan);
     tok_begin = split * chunk;
     tok_end = min(tok_end, tok_begin + chunk);
   }
@@ -212,7 +213,7 @@ template <int D>
 __global__ void __launch_bounds__(kWarps * 32) DecodeMmaKernel(AttnArgs a) {
   PdlWait();
   DecodeMmaRows<D>(a);
-  CombineSplitsInLastCta<Bf16>(a);
+  CombineSplitsInLastCta<Bf16>(a, kSpan);
 }
 
 // VT_CUDA_ATTN_DECODE_MMA=0 keeps decode steps on the CUDA-core kernel (A/B runs, tests).

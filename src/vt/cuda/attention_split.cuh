@@ -3,14 +3,21 @@
 // of by AttnCombineKernel after it (one kernel fewer a layer, which a batch-1 decode step
 // feels: it is latency-bound).
 //
-// Every CTA of (sequence s, KV head kh) arrives at the end, whatever it did before (also
-// one that skipped its rows because of bad metadata, so that the count always completes):
-// it makes its partials visible device-wide, then adds one to counter [s * Hk + kh]. The CTA
-// that sees num_splits - 1 resets the counter to zero for the next launch and combines, for
-// each query row of the sequence and each of the group's heads, the splits' (max, sum,
-// accumulator) triples in split order with exactly AttnCombineKernel's arithmetic, so the
-// output bytes do not depend on which CTA finished last, nor on which of the two combines
-// ran.
+// Split p of a context of ctx tokens covers tokens [p·chunk, (p + 1)·chunk), chunk =
+// ceil(ctx / num_splits) rounded up to whole spans of the kernel's tile, so the splits from
+// ceil(ctx / chunk) on hold no token. A CUDA graph sizes num_splits for the widest block
+// table (max_model_len), so a short context leaves most splits empty: with the combine
+// below their CTAs return at once, write nothing and do not arrive.
+//
+// Every other CTA of (sequence s, KV head kh) arrives at the end, whatever it did before
+// (also one that skipped its rows because of bad metadata, so that the count always
+// completes; then every split arrives): it makes its partials visible device-wide, then adds
+// one to counter [s * Hk + kh]. The CTA that sees the last arrival resets the counter to zero
+// for the next launch and combines, for each query row of the sequence and each of the
+// group's heads, the splits' (max, sum, accumulator) triples in split order with exactly
+// AttnCombineKernel's arithmetic (an empty split's (-inf, 0, 0) changes none of its sums),
+// so the output bytes do not depend on which CTA finished last, nor on which of the two
+// combines ran.
 #pragma once
 
 #include <cstdint>
@@ -20,25 +27,48 @@
 
 namespace vt::cuda {
 
+__device__ __forceinline__ int64_t SplitChunk(int64_t ctx, int64_t num_splits, int64_t span) {
+  return ((ctx + num_splits - 1) / num_splits + span - 1) / span * span;
+}
+
+// The splits that hold tokens of a context of ctx tokens (all of them for an empty context).
+__device__ __forceinline__ int64_t SplitsHoldingTokens(int64_t ctx, int64_t num_splits, int64_t span) {
+  if (ctx <= 0) return num_splits;
+  const int64_t chunk = SplitChunk(ctx, num_splits, span);
+  return min(num_splits, (ctx + chunk - 1) / chunk);
+}
+
+// Whether this CTA's split is an empty one that the combine in the launch skips (it writes
+// no partial); uniform across the CTA.
+__device__ __forceinline__ bool SkippedEmptySplit(const AttnArgs& a, int64_t ctx, int64_t split, int64_t span) {
+  return a.num_splits > 1 && a.split_counters != nullptr && a.skip_empty_splits &&
+         split >= SplitsHoldingTokens(ctx, a.num_splits, span);
+}
+
 // Call with every thread of every CTA of a decode launch over the grid (S, Hk, num_splits),
-// after the CTA's partials are written. OutTag: the output's dtype tag (Bf16, F16).
+// after the CTA's partials are written. OutTag: the output's dtype tag (Bf16, F16); span:
+// the kernel's split granularity in tokens.
 template <typename OutTag>
-__device__ void CombineSplitsInLastCta(const AttnArgs& a) {
+__device__ void CombineSplitsInLastCta(const AttnArgs& a, int64_t span) {
   if (a.num_splits <= 1 || a.split_counters == nullptr) return;  // uniform
   __shared__ int last;
   const int64_t s = blockIdx.x, kh = blockIdx.y;
+  AttnSeq seq;
+  const bool seq_ok = ReadAttnSeq(a, s, false, seq);  // bad metadata is reported by the split CTAs
+  const int64_t arrivals =
+      seq_ok && a.skip_empty_splits ? SplitsHoldingTokens(seq.ctx, a.num_splits, span) : a.num_splits;
+  if (static_cast<int64_t>(blockIdx.z) >= arrivals) return;  // an empty split (SkippedEmptySplit)
   __threadfence();  // this CTA's partials before its arrival
   __syncthreads();
   if (threadIdx.x == 0) {
     int32_t* counter = a.split_counters + s * a.Hk + kh;
-    last = atomicAdd(counter, 1) == static_cast<int32_t>(a.num_splits - 1);
+    last = atomicAdd(counter, 1) == static_cast<int32_t>(arrivals - 1);
     if (last) *counter = 0;
   }
   __syncthreads();
   if (!last) return;
   __threadfence();  // the other CTAs' partials, seen after their arrivals
-  AttnSeq seq;
-  if (!ReadAttnSeq(a, s, false, seq)) return;  // reported by the split CTAs
+  if (!seq_ok) return;
   if (a.mixed && seq.n != 1) return;           // a mixed step's other rows are the prefill kernel's
   const int64_t g = a.group, D = a.D, units = a.T * a.Hq;
   for (int64_t r = 0; r < seq.n; ++r)
@@ -46,9 +76,9 @@ __device__ void CombineSplitsInLastCta(const AttnArgs& a) {
       const int64_t h = e / D, d = e - h * D;
       const int64_t u = (seq.q0 + r) * a.Hq + kh * g + h;
       float M = -INFINITY;
-      for (int64_t p = 0; p < a.num_splits; ++p) M = fmaxf(M, __ldcg(a.part_ml + 2 * (p * units + u)));
+      for (int64_t p = 0; p < arrivals; ++p) M = fmaxf(M, __ldcg(a.part_ml + 2 * (p * units + u)));
       float L = 0.0f, o = 0.0f;
-      for (int64_t p = 0; p < a.num_splits; ++p) {
+      for (int64_t p = 0; p < arrivals; ++p) {
         const int64_t at = p * units + u;
         const float mp = __ldcg(a.part_ml + 2 * at);
         const float w = mp == -INFINITY ? 0.0f : expf(mp - M);

@@ -43,6 +43,9 @@ int64_t DecodeMmaLaunches();
 // How many decode launches with split contexts combined the splits in the launch itself
 // (attention_split.cuh) rather than by a combine kernel after it (all queues).
 int64_t DecodeSplitsCombinedInLaunch();
+// Of those, how many let the CTAs of empty splits return at once (attention_split.cuh;
+// VT_CUDA_ATTN_SKIP_EMPTY_SPLITS=0 turns it off).
+int64_t DecodeLaunchesSkippingEmptySplits();
 // How many launches read or wrote an F8E4M3 KV cache (attention.cu, qk_norm_rope.cu; all
 // queues): the attention kernel, the cache-write kernel and the fused prelude.
 struct KvFp8Launches {
