@@ -4,8 +4,10 @@
 # turn, the whole round twice, on random checkpoints made by tools/make_random_checkpoint:
 # Qwen3-0.6B and Qwen3-8B shapes in ModelOpt static FP8 and Qwen3-0.6B in BF16.
 # Usage: bench/cuda_decode_ab.sh BUILD_DIR VARIABLE "VALUE VALUE ..." [SCRATCH_DIR]
-#   e.g. bench/cuda_decode_ab.sh build/cuda VT_CUDA_GEMV_NEXT_PREFETCH "16 0"
-# MODELS="q06 q8 b06" picks the checkpoints (default all three).
+#   e.g. bench/cuda_decode_ab.sh build/cuda VT_CUDA_PDL "1 0"
+# MODELS="q06 q8 b06" picks the checkpoints (default all three); ROUNDS=N the rounds (default 2);
+# BENCH_ARGS adds arguments to each `bench latency` (e.g. "--max-model-len 32768": a server's
+# CUDA graphs, recorded for that block-table width).
 set -euo pipefail
 BUILD=${1:?usage: bench/cuda_decode_ab.sh BUILD_DIR VARIABLE \"VALUES\" [SCRATCH_DIR]}
 VAR=${2:?the environment variable to switch}
@@ -20,12 +22,12 @@ declare -A FORMAT=([q06]=fp8-modelopt [q8]=fp8-modelopt [b06]=bf16)
 for m in ${MODELS:-q06 q8 b06}; do
   [ -f "$SCRATCH/$m/config.json" ] || "$MAKE" --out "$SCRATCH/$m" --preset "${PRESET[$m]}" --format "${FORMAT[$m]}" >/dev/null
 done
-for round in 1 2; do
+for round in $(seq 1 "${ROUNDS:-2}"); do
   for m in ${MODELS:-q06 q8 b06}; do
     for v in $VALUES; do
       echo "== ${PRESET[$m]} ${FORMAT[$m]}, batch 1, $VAR=$v (round $round)"
       env "$VAR=$v" "$VTLLM" bench latency "$SCRATCH/$m" --device cuda --batch-size 1 --input-len 128 \
-        --output-len 64 --rounds 3 | grep -E "^[a-z -]*:$|decode:|bandwidth|graphs"
+        --output-len 64 --rounds 3 ${BENCH_ARGS:-} | grep -E "^[a-z -]*:$|decode:|bandwidth|graphs"
     done
   done
 done

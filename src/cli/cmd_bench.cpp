@@ -211,7 +211,7 @@ void AddBenchCommand(CLI::App& app) {
   AddBenchThroughputCommand(*bench);
   struct Args {
     ModelArgs model;
-    int64_t input_len = 128, output_len = 64, batch = 1;
+    int64_t input_len = 128, output_len = 64, batch = 1, max_model_len = 0;
     int rounds = 2;
     bool json = false;
     DrawParams draw;
@@ -222,6 +222,10 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_option("--input-len", args->input_len, "prompt tokens per sequence")->capture_default_str();
   cmd->add_option("--output-len", args->output_len, "tokens generated per sequence")->capture_default_str();
   cmd->add_option("--batch-size", args->batch, "sequences decoded together")->capture_default_str();
+  cmd->add_option("--max-model-len", args->max_model_len,
+                  "the engine's context limit (0: input + output); a server's is the model's, and the block "
+                  "tables its CUDA graphs record are that wide")
+      ->capture_default_str();
   cmd->add_option("--rounds", args->rounds, "rounds of (model steps, engine), alternated; medians reported")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print one JSON object");
@@ -237,6 +241,10 @@ void AddBenchCommand(CLI::App& app) {
     const int64_t V = model->vocab_size();
     VT_CHECK(L + O <= model->config().max_position_embeddings, "bench latency: input + output length ", L + O,
              " exceeds the model's context ", model->config().max_position_embeddings);
+    const int64_t max_model_len = args->max_model_len > 0 ? args->max_model_len : L + O;
+    VT_CHECK(max_model_len >= L + O && max_model_len <= model->config().max_position_embeddings,
+             "bench latency: --max-model-len ", max_model_len, " must hold input + output (", L + O,
+             ") and fit the model's context (", model->config().max_position_embeddings, ")");
     // The bare steps' cache: every sequence holds whole blocks, plus the warm-up's block. Made
     // before the engine sizes its own from what memory is left.
     constexpr int64_t kBlock = 16;
@@ -252,7 +260,7 @@ void AddBenchCommand(CLI::App& app) {
     config.model_dir = ModelDir(args->model);
     config.load = LoadOptionsFor(args->model, false);
     config.max_num_seqs = B;
-    config.max_model_len = L + O;
+    config.max_model_len = max_model_len;
     config.max_num_batched_tokens = std::max<int64_t>(B * L, B);
     config.enable_prefix_caching = false;  // random prompts; and each round's prompts are new
     engine::Engine eng(config, model, std::nullopt);
