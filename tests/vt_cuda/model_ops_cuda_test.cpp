@@ -221,7 +221,8 @@ TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
 // A CUDA graph records a decode launch for the widest block table, so its context splits are
 // sized for max_model_len and a short context leaves most of them empty: their CTAs return
 // at once and the last CTA of the others combines them (attention_split.cuh). Here one long
-// sequence sets the split count (11) and the short ones leave 1..10 of their splits empty:
+// sequence widens the block tables (11 splits on a 132-SM GPU) and the short contexts leave
+// most of their splits empty:
 // each kernel's output matches the CPU and the float64 reference (RunAttentionCase) and,
 // byte for byte, the same launch with the empty splits run (VT_CUDA_ATTN_SKIP_EMPTY_SPLITS=0).
 TEST(CudaModelOps, DecodeEmptySplitsSkippedWithTheSameBytes) {
