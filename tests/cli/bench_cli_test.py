@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`vtllm bench latency` on the tiny FP8 fixture: --cpu-isa caps the CPU kernels (the JSON
 names the level that ran), the engine and the bare model steps both decode every token
-(output-len - 1 decode steps after the prefill drew the first), greedy or sampled, a batch whose sequences end
+(output-len - 1 decode steps after the prefill drew the first), greedy or sampled, also with
+--max-model-len wider than the run, a batch whose sequences end
 inside a KV block runs to the end, a hybrid model runs a batch of 12, and bad flag values are refused with a message naming the
 flag and the value; `bench throughput --long-prefill-token-threshold` and
 `--max-num-batched-tokens` split a prompt into capped chunks; `bench serve` times the chunks of a model without a tokenizer.
@@ -56,6 +57,16 @@ if rc == 0:
     check(j.get("decode_steps") == 3, f"sampled bench: {j.get('decode_steps')} decode steps, not 3")
 rc, out, err = bench("--temperature", "-1", "--rounds", "1")
 check(rc != 0 and "temperature" in err and "-1" in err, f"--temperature -1: exit {rc}, {err!r}")
+
+# --max-model-len widens the engine's context (a server's block tables, which its CUDA
+# graphs record) and every token is still decoded; one shorter than input + output is refused
+# naming the flag and the value.
+rc, out, err = bench("--max-model-len", "64", "--rounds", "1", "--json")
+check(rc == 0, f"--max-model-len 64: exit {rc}: {err}")
+if rc == 0:
+    check(json.loads(out).get("decode_steps") == 3, f"--max-model-len 64: {json.loads(out).get('decode_steps')} decode steps")
+rc, out, err = bench("--max-model-len", "11", "--rounds", "1")
+check(rc != 0 and "--max-model-len" in err and "11" in err, f"--max-model-len 11: exit {rc}, {err!r}")
 
 # 4 sequences of 14 + 4 tokens hold 2 blocks of 16 each: 8 blocks, where 4 x 18 tokens
 # alone would round to 5 (the cache was once sized that way and ran out mid-decode).
