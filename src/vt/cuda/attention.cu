@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
   // The cached tokens this CTA reads: all it sees, or its split's whole tiles of them.
   int64_t tok_begin = 0, tok_end = cta_last + 1;
   if (a.num_splits > 1) {
-    const int64_t chunk = ((ctx + a.num_splits - 1) / a.num_splits + kTile - 1) / kTile * kTile;
+    const int64_t chunk = SplitChunk(ctx, a.num_splits, kTile);
     tok_begin = split * chunk;
     tok_end = min(tok_end, tok_begin + chunk);
   }

@@ -29,8 +29,9 @@ struct AttnArgs {
   // the splits itself (CombineSplitsInLastCta, attention_split.cuh); else AttnCombineKernel
   // runs after the launch. [S * Hk] counters, zero before and after.
   int32_t* split_counters;
-  // With split_counters: the CTAs of the splits a short context leaves empty return at once
-  // (attention_split.cuh); VT_CUDA_ATTN_SKIP_EMPTY_SPLITS=0 keeps them (A/B runs).
+  // Set only with split_counters (so only with num_splits > 1): the CTAs of the splits a short
+  // context leaves empty return at once (attention_split.cuh); VT_CUDA_ATTN_SKIP_EMPTY_SPLITS=0
+  // keeps them (A/B runs).
   bool skip_empty_splits;
   bool vec16;          // rows of the caches load as 16-byte vectors
   // A mixed step split in two launches: a decode kernel serves the sequences of one query

@@ -20,6 +20,12 @@ __device__ __forceinline__ void StoreAttnOut(const AttnArgs& a, int64_t i, float
   if (a.out8 != nullptr) a.out8[i] = QuantizeFp8KeepNan(Tag::Load(r), a.out8_inv);
 }
 
+// The tokens of each of num_splits splits of a context of ctx tokens: ceil(ctx / num_splits)
+// rounded up to whole spans of the kernel's tile (split p covers [p·chunk, (p + 1)·chunk)).
+__device__ __forceinline__ int64_t SplitChunk(int64_t ctx, int64_t num_splits, int64_t span) {
+  return ((ctx + num_splits - 1) / num_splits + span - 1) / span * span;
+}
+
 __device__ __forceinline__ float WarpMax(float v) {
 #pragma unroll
   for (int off = 16; off >= 1; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));

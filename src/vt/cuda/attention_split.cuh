@@ -27,10 +27,6 @@
 
 namespace vt::cuda {
 
-__device__ __forceinline__ int64_t SplitChunk(int64_t ctx, int64_t num_splits, int64_t span) {
-  return ((ctx + num_splits - 1) / num_splits + span - 1) / span * span;
-}
-
 // The splits that hold tokens of a context of ctx tokens (all of them for an empty context).
 __device__ __forceinline__ int64_t SplitsHoldingTokens(int64_t ctx, int64_t num_splits, int64_t span) {
   if (ctx <= 0) return num_splits;
@@ -41,8 +37,7 @@ __device__ __forceinline__ int64_t SplitsHoldingTokens(int64_t ctx, int64_t num_
 // Whether this CTA's split is an empty one that the combine in the launch skips (it writes
 // no partial); uniform across the CTA.
 __device__ __forceinline__ bool SkippedEmptySplit(const AttnArgs& a, int64_t ctx, int64_t split, int64_t span) {
-  return a.num_splits > 1 && a.split_counters != nullptr && a.skip_empty_splits &&
-         split >= SplitsHoldingTokens(ctx, a.num_splits, span);
+  return a.skip_empty_splits && split >= SplitsHoldingTokens(ctx, a.num_splits, span);
 }
 
 // Call with every thread of every CTA of a decode launch over the grid (S, Hk, num_splits),
