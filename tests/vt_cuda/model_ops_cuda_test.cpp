@@ -222,16 +222,21 @@ TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
 // sized for max_model_len and a short context leaves most of them empty: their CTAs return
 // at once and the last CTA of the others combines them (attention_split.cuh). Here one long
 // sequence widens the block tables (11 splits on a 132-SM GPU) and the short contexts leave
-// most of their splits empty:
-// each kernel's output matches the CPU and the float64 reference (RunAttentionCase) and,
-// byte for byte, the same launch with the empty splits run (VT_CUDA_ATTN_SKIP_EMPTY_SPLITS=0).
+// most of their splits empty: each kernel's output matches the CPU and the float64 reference
+// (RunAttentionCase) and, byte for byte, the same launch with the empty splits run
+// (VT_CUDA_ATTN_SKIP_EMPTY_SPLITS=0), also where one split holds a whole context (1 to 40
+// tokens) and its CTA writes the output itself (OneSplitOut). Then contexts of up to 320
+// tokens are served by one split (VT_CUDA_ATTN_ONE_SPLIT_TOKENS): the 300-token one changes
+// its partition (checked against the references), every other row keeps its bytes.
 TEST(CudaModelOps, DecodeEmptySplitsSkippedWithTheSameBytes) {
   VT_REQUIRE_CUDA();
   const AttnCase c{16, 8, 128, 16, {{1500, 1}, {1, 1}, {17, 1}, {40, 1}, {300, 1}, {33, 1}}};
   setenv("VT_CUDA_ATTN_DECODE", "always", 1);  // F16 on the CUDA-core decode kernel at 6 sequences
+  setenv("VT_CUDA_ATTN_ONE_SPLIT_TOKENS", "0", 1);
   for (DType d : {DType::kBF16, DType::kF16}) {
     const int64_t fused0 = vt::cuda::DecodeSplitsCombinedInLaunch();
     const int64_t skip0 = vt::cuda::DecodeLaunchesSkippingEmptySplits();
+    const int64_t one0 = vt::cuda::DecodeLaunchesWithOneSplitContexts();
     const std::vector<uint8_t> skipped = RunAttentionCase(c, d, 700);
     EXPECT_EQ(vt::cuda::DecodeSplitsCombinedInLaunch() - fused0, 1) << vt::DTypeName(d);
     EXPECT_EQ(vt::cuda::DecodeLaunchesSkippingEmptySplits() - skip0, 1) << vt::DTypeName(d);
@@ -240,7 +245,19 @@ TEST(CudaModelOps, DecodeEmptySplitsSkippedWithTheSameBytes) {
     unsetenv("VT_CUDA_ATTN_SKIP_EMPTY_SPLITS");
     EXPECT_EQ(vt::cuda::DecodeLaunchesSkippingEmptySplits() - skip0, 1) << vt::DTypeName(d);
     EXPECT_EQ(skipped, all) << vt::DTypeName(d) << ": skipping the empty splits changed the output";
+    EXPECT_EQ(vt::cuda::DecodeLaunchesWithOneSplitContexts() - one0, 0) << vt::DTypeName(d);
+    setenv("VT_CUDA_ATTN_ONE_SPLIT_TOKENS", "320", 1);
+    std::vector<uint8_t> one = RunAttentionCase(c, d, 700);
+    setenv("VT_CUDA_ATTN_ONE_SPLIT_TOKENS", "0", 1);
+    EXPECT_EQ(vt::cuda::DecodeLaunchesWithOneSplitContexts() - one0, 1) << vt::DTypeName(d);
+    // Rows are [sequence][Hq][D]: sequence 4 (300 tokens) is the one whose partition changed
+    // (its rounded output may or may not show it: RunAttentionCase checked it).
+    const size_t row = all.size() / c.seqs.size();
+    ASSERT_EQ(one.size(), all.size());
+    std::copy(all.begin() + 4 * row, all.begin() + 5 * row, one.begin() + 4 * row);
+    EXPECT_EQ(one, all) << vt::DTypeName(d) << ": serving short contexts by one split changed other rows";
   }
+  unsetenv("VT_CUDA_ATTN_ONE_SPLIT_TOKENS");
   unsetenv("VT_CUDA_ATTN_DECODE");
 }
 

@@ -45,7 +45,7 @@ constexpr int kDimsPerLane = kMaxD / 32;
 constexpr int64_t kMaxSplits = 32;  // context ranges of one sequence handled by separate CTAs
 
 std::atomic<int64_t> g_fp8_attention{0}, g_fp8_cache_write{0}, g_fp8_qk_norm_rope{0}, g_fused_combines{0};
-std::atomic<int64_t> g_skip_empty_launches{0};
+std::atomic<int64_t> g_skip_empty_launches{0}, g_one_split_launches{0};
 
 // VT_CUDA_ATTN_FUSED_COMBINE=0 combines a decode kernel's splits by AttnCombineKernel after
 // it, as the general kernel's (A/B runs, tests). Read at each call, so a test can set it.
@@ -56,6 +56,15 @@ bool FusedCombineOn() {
 // VT_CUDA_ATTN_SKIP_EMPTY_SPLITS=0: the CTAs of empty splits write their (-inf, 0, 0) and
 // arrive, as before (A/B runs). Read at each call.
 bool SkipEmptySplitsOn() { return SwitchOn("VT_CUDA_ATTN_SKIP_EMPTY_SPLITS"); }
+
+// The longest context a decode launch that skips empty splits serves by one CTA per KV head
+// (AttnArgs::one_split_tokens): kOneSplitTokens, or VT_CUDA_ATTN_ONE_SPLIT_TOKENS=n (0: none;
+// A/B runs, tests). Read at each call. bench/README.md has the A/B behind the value.
+constexpr int64_t kOneSplitTokens = 256;
+int64_t OneSplitTokens() {
+  const char* v = std::getenv("VT_CUDA_ATTN_ONE_SPLIT_TOKENS");
+  return v != nullptr && std::atoll(v) >= 0 ? std::atoll(v) : kOneSplitTokens;
+}
 
 // CTAs per SM a step should have before its contexts are not split: 2 for the general
 // kernel (8 warps a CTA), 4 for the decode kernel (4 warps a CTA; of 2, 4, 8 and 16 on an
@@ -433,7 +442,11 @@ void RunPagedAttention(const Queue& q, const Tensor& out, const Tensor* out8, co
     if (decode && S * a.Hk <= CudaQueue::kSplitCounters && FusedCombineOn()) {
       a.split_counters = cq.split_counters;
       a.skip_empty_splits = SkipEmptySplitsOn();
-      if (a.skip_empty_splits) g_skip_empty_launches.fetch_add(1, std::memory_order_relaxed);
+      if (a.skip_empty_splits) {
+        g_skip_empty_launches.fetch_add(1, std::memory_order_relaxed);
+        a.one_split_tokens = OneSplitTokens();
+        if (a.one_split_tokens > 0) g_one_split_launches.fetch_add(1, std::memory_order_relaxed);
+      }
       g_fused_combines.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -482,6 +495,8 @@ void PagedAttentionQuantFp8Cuda(const Queue& q, const Tensor& out, const Tensor&
 int64_t DecodeSplitsCombinedInLaunch() { return g_fused_combines.load(std::memory_order_relaxed); }
 
 int64_t DecodeLaunchesSkippingEmptySplits() { return g_skip_empty_launches.load(std::memory_order_relaxed); }
+
+int64_t DecodeLaunchesWithOneSplitContexts() { return g_one_split_launches.load(std::memory_order_relaxed); }
 
 KvFp8Launches KvCacheFp8Launches() {
   return {g_fp8_attention.load(std::memory_order_relaxed), g_fp8_cache_write.load(std::memory_order_relaxed),

@@ -33,6 +33,10 @@ struct AttnArgs {
   // context leaves empty return at once (attention_split.cuh); VT_CUDA_ATTN_SKIP_EMPTY_SPLITS=0
   // keeps them (A/B runs).
   bool skip_empty_splits;
+  // Set only with skip_empty_splits: a context of at most this many tokens is held by split 0
+  // alone, whose CTA writes the output without partials (attention_split.cuh); longer ones
+  // split as num_splits says. VT_CUDA_ATTN_ONE_SPLIT_TOKENS sets it (A/B runs, tests).
+  int64_t one_split_tokens;
   bool vec16;          // rows of the caches load as 16-byte vectors
   // A mixed step split in two launches: a decode kernel serves the sequences of one query
   // row and skips the others, the tensor-core prefill serves the others and skips those.

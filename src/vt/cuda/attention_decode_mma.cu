@@ -56,8 +56,9 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   const int g = static_cast<int>(a.group);
   int64_t tok_begin = 0, tok_end = ctx;
   if (SkippedEmptySplit(a, ctx, split, kSpan)) return;
+  const bool partials = a.num_splits > 1 && !OneSplitHoldsAll(a, ctx, kSpan);
   if (a.num_splits > 1) {
-    const int64_t chunk = SplitChunk(ctx, a.num_splits, kSpan);
+    const int64_t chunk = DecodeSplitChunk(a, ctx, kSpan);
     tok_begin = split * chunk;
     tok_end = min(tok_end, tok_begin + chunk);
   }
@@ -195,13 +196,15 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
         O += red_acc[(w * kMaxGroup + h) * D + d] * wt;
       }
       const int64_t unit = t * a.Hq + kh * g + h;
-      if (a.num_splits > 1) {  // a split past the row's position leaves (-inf, 0, 0)
+      if (partials) {  // a split past the row's position leaves (-inf, 0, 0)
         const int64_t at = split * a.T * a.Hq + unit;
         if (d == 0) {
           a.part_ml[2 * at] = M;
           a.part_ml[2 * at + 1] = L;
         }
         a.part_acc[at * D + d] = O;
+      } else if (a.num_splits > 1) {
+        StoreAttnOut<Bf16>(a, unit * D + d, OneSplitOut(O, L));
       } else {
         StoreAttnOut<Bf16>(a, unit * D + d, O / L);
       }

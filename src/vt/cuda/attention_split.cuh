@@ -4,10 +4,13 @@
 // feels: it is latency-bound).
 //
 // Split p of a context of ctx tokens covers tokens [p·chunk, (p + 1)·chunk), chunk =
-// ceil(ctx / num_splits) rounded up to whole spans of the kernel's tile, so the splits from
-// ceil(ctx / chunk) on hold no token. A CUDA graph sizes num_splits for the widest block
-// table (max_model_len), so a short context leaves most splits empty: with the combine
-// below their CTAs return at once, write nothing and do not arrive.
+// ceil(ctx / num_splits) rounded up to whole spans of the kernel's tile (a context of at
+// most a.one_split_tokens: the whole context), so the splits from ceil(ctx / chunk) on hold
+// no token. A CUDA graph sizes num_splits for the widest block table
+// (max_model_len), so a short context leaves most splits empty: with the combine below
+// their CTAs return at once, write nothing and do not arrive. When one split holds the
+// whole context, its CTA writes the output itself (OneSplitHoldsAll), with the combine's
+// arithmetic, and nothing arrives.
 //
 // Every other CTA of (sequence s, KV head kh) arrives at the end, whatever it did before
 // (also one that skipped its rows because of bad metadata, so that the count always
@@ -27,17 +30,39 @@
 
 namespace vt::cuda {
 
+// The tokens of each split of a decode kernel's context of ctx tokens: SplitChunk, or, when
+// empty splits are skipped and ctx <= a.one_split_tokens, the whole context in whole spans.
+__device__ __forceinline__ int64_t DecodeSplitChunk(const AttnArgs& a, int64_t ctx, int64_t span) {
+  if (a.skip_empty_splits && ctx <= a.one_split_tokens) return max((ctx + span - 1) / span * span, span);
+  return SplitChunk(ctx, a.num_splits, span);
+}
+
 // The splits that hold tokens of a context of ctx tokens (all of them for an empty context).
-__device__ __forceinline__ int64_t SplitsHoldingTokens(int64_t ctx, int64_t num_splits, int64_t span) {
-  if (ctx <= 0) return num_splits;
-  const int64_t chunk = SplitChunk(ctx, num_splits, span);
-  return min(num_splits, (ctx + chunk - 1) / chunk);
+__device__ __forceinline__ int64_t SplitsHoldingTokens(const AttnArgs& a, int64_t ctx, int64_t span) {
+  if (ctx <= 0) return a.num_splits;
+  const int64_t chunk = DecodeSplitChunk(a, ctx, span);
+  return min(a.num_splits, (ctx + chunk - 1) / chunk);
 }
 
 // Whether this CTA's split is an empty one that the combine in the launch skips (it writes
 // no partial); uniform across the CTA.
 __device__ __forceinline__ bool SkippedEmptySplit(const AttnArgs& a, int64_t ctx, int64_t split, int64_t span) {
-  return a.skip_empty_splits && split >= SplitsHoldingTokens(ctx, a.num_splits, span);
+  return a.skip_empty_splits && split >= SplitsHoldingTokens(a, ctx, span);
+}
+
+// Whether split 0 holds the whole (non-empty) context of a split launch whose empty splits
+// are skipped: its CTA then writes the output (OneSplitOut) instead of partials, and
+// CombineSplitsInLastCta does nothing. Uniform across the CTA.
+__device__ __forceinline__ bool OneSplitHoldsAll(const AttnArgs& a, int64_t ctx, int64_t span) {
+  return a.num_splits > 1 && a.skip_empty_splits && ctx > 0 && SplitsHoldingTokens(a, ctx, span) == 1;
+}
+
+// The output of a context held by one split from its unnormalised sum o (v_scale applied)
+// and its softmax sum l: the combine's arithmetic over one arrival (weight e^0 = 1, the sums
+// started at 0), so the bytes equal those of the partial combined by the last CTA.
+__device__ __forceinline__ float OneSplitOut(float o, float l) {
+  const float acc = 0.0f + o;
+  return acc * (1.0f / l);
 }
 
 // Call with every thread of every CTA of a decode launch over the grid (S, Hk, num_splits),
@@ -50,9 +75,9 @@ __device__ void CombineSplitsInLastCta(const AttnArgs& a, int64_t span) {
   const int64_t s = blockIdx.x, kh = blockIdx.y;
   AttnSeq seq;
   const bool seq_ok = ReadAttnSeq(a, s, false, seq);  // bad metadata is reported by the split CTAs
-  const int64_t arrivals =
-      seq_ok && a.skip_empty_splits ? SplitsHoldingTokens(seq.ctx, a.num_splits, span) : a.num_splits;
+  const int64_t arrivals = seq_ok && a.skip_empty_splits ? SplitsHoldingTokens(a, seq.ctx, span) : a.num_splits;
   if (static_cast<int64_t>(blockIdx.z) >= arrivals) return;  // an empty split (SkippedEmptySplit)
+  if (seq_ok && OneSplitHoldsAll(a, seq.ctx, span)) return;   // its CTA wrote the output
   __threadfence();  // this CTA's partials before its arrival
   __syncthreads();
   if (threadIdx.x == 0) {

@@ -46,6 +46,9 @@ int64_t DecodeSplitsCombinedInLaunch();
 // Of those, how many let the CTAs of empty splits return at once (attention_split.cuh;
 // VT_CUDA_ATTN_SKIP_EMPTY_SPLITS=0 turns it off).
 int64_t DecodeLaunchesSkippingEmptySplits();
+// Of those, how many served short contexts by one split (AttnArgs::one_split_tokens > 0,
+// VT_CUDA_ATTN_ONE_SPLIT_TOKENS).
+int64_t DecodeLaunchesWithOneSplitContexts();
 // How many launches read or wrote an F8E4M3 KV cache (attention.cu, qk_norm_rope.cu; all
 // queues): the attention kernel, the cache-write kernel and the fused prelude.
 struct KvFp8Launches {
