@@ -429,7 +429,9 @@ TEST(ModelCuda, GraphReplayEqualsEagerStep) {
                                                       {FixturesDir() + "/models/qwen3-moe-tiny-fp8", "auto"},
                                                       {FixturesDir() + "/models/qwen2-moe-tiny", "auto"},
                                                       {FixturesDir() + "/oracles/qwen3-tiny/bf16", "fp8"},
-                                                      {FixturesDir() + "/oracles/qwen3-tiny/fp8_modelopt", "fp8"}};
+                                                      {FixturesDir() + "/oracles/qwen3-tiny/fp8_modelopt", "fp8"},
+                                                      // Head size 64: the tensor-core decode attention.
+                                                      {FixturesDir() + "/models/qwen3-fp8-block-tiny", "auto"}};
   for (const auto& [dir, kv] : runs) {
     auto m = LoadOn(dir, vt::Device::Cuda(0), vt::DType::kBF16, kv);
     ASSERT_TRUE(m->step_graphs()) << "graphs are on by default on CUDA";
@@ -460,11 +462,25 @@ TEST(ModelCuda, GraphReplayEqualsEagerStep) {
         return out;
       };
       const Model::GraphStats s0 = m->graph_stats();
+      // The eager step with the tensor-core decode attention (head size 64 or 128) reading its
+      // context before the kernel's wait (after the prelude that wrote the cache) and without:
+      // the same bytes.
+      const int64_t early0 = vt::cuda::DecodeMmaLaunchesReadingEarly();
       const std::vector<float> eager = run(false);
+      const int64_t early1 = vt::cuda::DecodeMmaLaunchesReadingEarly();
+      if (dir.ends_with("qwen3-fp8-block-tiny")) {
+        EXPECT_GT(early1, early0) << dir << " S=" << S;
+      }
+      setenv("VT_CUDA_ATTN_EARLY_READS", "0", 1);
+      const std::vector<float> waited = run(false);
+      unsetenv("VT_CUDA_ATTN_EARLY_READS");
+      EXPECT_EQ(vt::cuda::DecodeMmaLaunchesReadingEarly(), early1) << dir << " S=" << S;
+      EXPECT_EQ(std::memcmp(waited.data(), eager.data(), eager.size() * sizeof(float)), 0)
+          << dir << " S=" << S << ": reading the context before the wait changed the logits";
       const std::vector<float> first = run(true);
       const std::vector<float> again = run(true);
       const Model::GraphStats s1 = m->graph_stats();
-      EXPECT_EQ(s1.eager - s0.eager, 1) << dir << " S=" << S;
+      EXPECT_EQ(s1.eager - s0.eager, 2) << dir << " S=" << S;
       EXPECT_EQ(s1.replays - s0.replays, 2) << dir << " S=" << S;
       // S = 4 records bucket 4; S = 3 replays that same graph, padded.
       EXPECT_EQ(s1.captures - s0.captures, S == 4 ? 1 : 0) << dir << " S=" << S;

@@ -401,6 +401,11 @@ void RunPagedAttention(const Queue& q, const Tensor& out, const Tensor* out8, co
             reinterpret_cast<uintptr_t>(a.value_cache) % 16 == 0 &&
             reinterpret_cast<uintptr_t>(a.query) % 16 == 0 && reinterpret_cast<uintptr_t>(a.out) % 16 == 0;
   a.num_splits = 1;
+  // Right after the prelude that wrote this cache (no overlapped launch between them, see
+  // CudaQueue::prelude_key_cache): the tensor-core decode kernel reads ahead of its wait.
+  // VT_CUDA_ATTN_EARLY_READS=0 turns it off (A/B runs, tests), read at each call.
+  a.early_context = cq.prelude_key_cache == key_cache.data() && cq.prelude_launch == cq.overlap_asks &&
+                    SwitchOn("VT_CUDA_ATTN_EARLY_READS");
   DeviceGuard guard(cq.device.index);
   // The tensor-core prefill (attention_prefill.cu): BF16 queries, BF16 or F8E4M3 caches.
   if (LaunchPrefillMma(cq, a, query.dtype(), key_cache.dtype())) {

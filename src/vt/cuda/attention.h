@@ -38,6 +38,10 @@ struct AttnArgs {
   // split as num_splits says. VT_CUDA_ATTN_ONE_SPLIT_TOKENS sets it (A/B runs, tests).
   int64_t one_split_tokens;
   bool vec16;          // rows of the caches load as 16-byte vectors
+  // The launch follows the prelude that wrote this cache (CudaQueue::prelude_key_cache): the
+  // tensor-core decode kernel reads a one-row sequence's metadata, block table and cached
+  // tokens but the newest before griddepcontrol.wait (attention_decode_mma.cu).
+  bool early_context;
   // A mixed step split in two launches: a decode kernel serves the sequences of one query
   // row and skips the others, the tensor-core prefill serves the others and skips those.
   bool mixed;

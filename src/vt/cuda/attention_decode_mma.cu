@@ -34,10 +34,13 @@ constexpr int kWarps = 4;             // each takes 16 tokens of a tile
 constexpr int kMaxGroup = 8;          // query heads per KV head: rows 0..7 of the operand
 constexpr int kSpan = kTileTok;       // a split's tokens are whole tiles
 
-std::atomic<int64_t> g_launches{0};
+std::atomic<int64_t> g_launches{0}, g_early_launches{0};
 
 // The kernel's work before its splits are combined; every return is uniform across the CTA.
-template <int D>
+// kEarly (AttnArgs::early_context): the sequence's metadata, block table and, for a sequence
+// of one row, its first tile but the newest token are read before griddepcontrol.wait,
+// which this function then runs; the newest token's row is staged after it.
+template <int D, bool kEarly>
 __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   constexpr int kLd = TileRow(D);
   constexpr int kStage = 2 * kTileTok * kLd;
@@ -65,6 +68,15 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   if (!CheckAttnBlocks(a, s, tok_begin, tok_end, &bad_block)) return;  // uniform
   const int32_t* table = a.block_tables + s * a.max_blocks;
   const int head = lane / 4;  // this lane's operand row: query head kh * g + head when head < g
+  // One row (n == 1): it sees tokens [tok_begin, tok_end), the newest (ctx - 1, written by the
+  // prelude) staged after the wait.
+  const bool early = kEarly && n == 1 && tok_end > tok_begin;
+  if (early) {
+    StageTile<D, false, kWarps * 32>(a, table, kh, tok_begin, static_cast<int>(min(int64_t{kTileTok}, tok_end - tok_begin)),
+                                    staged, ctx - 1);
+    CpAsyncCommit();
+  }
+  if constexpr (kEarly) PdlWait();
 
   for (int64_t r = 0; r < n; ++r) {
     const int64_t t = seq.q0 + r, pos = ctx - n + r;
@@ -89,9 +101,12 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
     float m = -INFINITY, l = 0.0f;
     const int64_t tiles = end > tok_begin ? (end - tok_begin + kTileTok - 1) / kTileTok : 0;
     __syncthreads();  // the previous row's merge buffers (the stages) are consumed
-    if (tiles > 0)
+    if (early) {
+      if (ctx - 1 < tok_begin + kTileTok) StageRow<D>(a, table, kh, ctx - 1, static_cast<int>(ctx - 1 - tok_begin), staged);
+    } else if (tiles > 0) {
       StageTile<D, false, kWarps * 32>(a, table, kh, tok_begin, static_cast<int>(min(int64_t{kTileTok}, end - tok_begin)),
                                       staged);
+    }
     CpAsyncCommit();
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const int64_t tok0 = tok_begin + tile * kTileTok;
@@ -212,10 +227,11 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   }
 }
 
-template <int D>
+template <int D, bool kEarly>
 __global__ void __launch_bounds__(kWarps * 32) DecodeMmaKernel(AttnArgs a) {
-  PdlWait();
-  DecodeMmaRows<D>(a);
+  if constexpr (!kEarly) PdlWait();
+  DecodeMmaRows<D, kEarly>(a);
+  if constexpr (kEarly) PdlWait();  // for a CTA that returned before its rows' wait (returns at once otherwise)
   CombineSplitsInLastCta<Bf16>(a, kSpan);
 }
 
@@ -234,7 +250,9 @@ bool DecodeMmaTakes(const AttnArgs& a, DType query, DType cache) {
 bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache) {
   if (cq.cc_major < 8 || !DecodeMmaTakes(a, query, cache)) return false;
   g_launches.fetch_add(1, std::memory_order_relaxed);
-  const auto kernel = a.D == 64 ? DecodeMmaKernel<64> : DecodeMmaKernel<128>;
+  if (a.early_context) g_early_launches.fetch_add(1, std::memory_order_relaxed);
+  const auto kernel = a.early_context ? (a.D == 64 ? DecodeMmaKernel<64, true> : DecodeMmaKernel<128, true>)
+                                      : (a.D == 64 ? DecodeMmaKernel<64, false> : DecodeMmaKernel<128, false>);
   const size_t smem = TwoTileSmemBytes(static_cast<int>(a.D));
   VT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(a.S), static_cast<unsigned>(a.Hk), static_cast<unsigned>(a.num_splits));
@@ -243,5 +261,7 @@ bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache)
 }
 
 int64_t DecodeMmaLaunches() { return g_launches.load(std::memory_order_relaxed); }
+
+int64_t DecodeMmaLaunchesReadingEarly() { return g_early_launches.load(std::memory_order_relaxed); }
 
 }  // namespace vt::cuda

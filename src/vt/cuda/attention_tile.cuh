@@ -31,13 +31,21 @@ __device__ __forceinline__ uint4 Fp8x8ToBf16x8(uint2 v) {
   return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
+// The offset in the caches of token tok's row of KV head kh.
+template <int D>
+__device__ __forceinline__ int64_t CacheRowOffset(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok) {
+  const int64_t block = table[tok / a.block_size];
+  return ((block * a.block_size + tok % a.block_size) * a.Hk + kh) * D;
+}
+
 // Tokens [tok0, tok0 + count) of KV head kh into a stage (ks: K rows, then V rows); rows
 // past count are zero. Called by all kThreads threads of the CTA; thread tid copies the
 // 16-byte pieces tid, tid + kThreads, ...: piece e is token e / kVecs. Lane l of each warp
 // finds the cache offsets of tokens l and 32 + l once; the others take them by shuffle.
+// Token skip_tok's row (BF16 caches only) is neither copied nor zeroed: StageRow fills it.
 template <int D, bool kFp8, int kThreads>
 __device__ __forceinline__ void StageTile(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok0,
-                                          int count, uint16_t* ks) {
+                                          int count, uint16_t* ks, int64_t skip_tok = -1) {
   static_assert(kTileTok == 64 && (kTileTok * D / 8) % kThreads == 0, "every thread copies as many pieces");
   constexpr int kLd = TileRow(D);
   constexpr int kVecs = D / 8;  // 16-byte BF16 pieces per row
@@ -48,9 +56,7 @@ __device__ __forceinline__ void StageTile(const AttnArgs& a, const int32_t* tabl
     const int j = half * 32 + lane;
     src[half] = 0;
     if (j < count) {
-      const int64_t tok = tok0 + j;
-      const int64_t block = table[tok / a.block_size];
-      src[half] = ((block * a.block_size + tok % a.block_size) * a.Hk + kh) * D;
+      src[half] = CacheRowOffset<D>(a, table, kh, tok0 + j);
     }
   }
   uint16_t* vs = ks + kTileTok * kLd;
@@ -68,11 +74,27 @@ __device__ __forceinline__ void StageTile(const AttnArgs& a, const int32_t* tabl
       }
       *reinterpret_cast<uint4*>(ks + j * kLd + c) = kv;
       *reinterpret_cast<uint4*>(vs + j * kLd + c) = vv;
-    } else {
+    } else if (tok0 + j != skip_tok) {
       CpAsync16(ks + j * kLd + c, static_cast<const uint16_t*>(a.key_cache) + at, valid);
       CpAsync16(vs + j * kLd + c, static_cast<const uint16_t*>(a.value_cache) + at, valid);
     }
   }
+}
+
+// Token tok's K and V rows of KV head kh (a BF16 cache) into row j of a stage, by cp.async;
+// the first 2 * D / 8 threads of the CTA copy one 16-byte piece each.
+template <int D>
+__device__ __forceinline__ void StageRow(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok, int j,
+                                         uint16_t* ks) {
+  constexpr int kLd = TileRow(D);
+  constexpr int kVecs = D / 8;
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid >= 2 * kVecs) return;
+  const bool value = tid >= kVecs;
+  const int c = (tid - (value ? kVecs : 0)) * 8;
+  const int64_t at = CacheRowOffset<D>(a, table, kh, tok) + c;
+  uint16_t* dst = (value ? ks + kTileTok * kLd : ks) + j * kLd + c;
+  CpAsync16(dst, static_cast<const uint16_t*>(value ? a.value_cache : a.key_cache) + at, true);
 }
 
 // P as two BF16 terms for the A fragment of O += P V, p = hi + lo (hi = p rounded, lo = the

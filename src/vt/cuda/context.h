@@ -66,6 +66,15 @@ struct CudaQueue : Queue::Impl {
   // It was added for a block-FP8 server hang that turned out to have another cause (a row
   // count not a multiple of 4, matmul.cpp) and is kept since the servers measured with it.
   bool serialize_next = false;
+  // Launches that asked TakeOverlap so far, and the key cache that the QK-norm/RoPE/cache-
+  // write prelude (qk_norm_rope.cu) wrote at launch number prelude_launch. A decode attention
+  // over that cache launched right after it (no overlapped launch between) may read its
+  // metadata and every cached token but the step's before griddepcontrol.wait (attention.cu):
+  // the prelude waits before it lets the next kernel start, so everything before the prelude
+  // has completed, and the prelude writes only the queries and the step's tokens.
+  uint64_t overlap_asks = 0;
+  const void* prelude_key_cache = nullptr;
+  uint64_t prelude_launch = 0;
 #ifdef VT_CUDA_CUBLASLT
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
@@ -87,6 +96,7 @@ bool OverlappedLaunches(const CudaQueue& cq);
 // Whether the next kernel launch on cq may be overlapped: OverlappedLaunches(cq), unless
 // serialize_next was set (which this clears).
 inline bool TakeOverlap(CudaQueue& cq) {
+  ++cq.overlap_asks;
   const bool serialize = cq.serialize_next;
   cq.serialize_next = false;
   return !serialize && OverlappedLaunches(cq);

@@ -40,6 +40,9 @@ int64_t QuantFp8VecLaunches();  // QuantFp8Static's vector kernel (quant.cu)
 // how many of those the tensor-core one (attention_decode_mma.cu).
 int64_t DecodeAttentionLaunches();
 int64_t DecodeMmaLaunches();
+// Of those, how many read the context before griddepcontrol.wait (AttnArgs::early_context:
+// right after the prelude that wrote the cache; VT_CUDA_ATTN_EARLY_READS=0 turns it off).
+int64_t DecodeMmaLaunchesReadingEarly();
 // How many decode launches with split contexts combined the splits in the launch itself
 // (attention_split.cuh) rather than by a combine kernel after it (all queues).
 int64_t DecodeSplitsCombinedInLaunch();

@@ -151,6 +151,8 @@ void Launch(CudaQueue& cq, const Tensor& query_out, const Tensor& query, const T
         slot_mapping.data_as<int64_t>(), key_cache.dim(0) * key_cache.dim(1), T, Hq, Hk, D, k_scale, v_scale,
         cq.index_errors);
   });
+  cq.prelude_key_cache = key_cache.data();
+  cq.prelude_launch = cq.overlap_asks;
   if (fp8) CountQkNormRopeFp8Launch();
 }
 
