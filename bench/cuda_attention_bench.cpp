@@ -12,52 +12,27 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <numeric>
-#include <string>
 #include <cstdint>
 #include <cstdio>
-#include <functional>
+#include <cstring>
+#include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "cuda_bench_util.h"
 #include "vt/cuda/runtime.h"
 #include "vt/vt.h"
 
 namespace {
-
-#define CHECK_CUDA(x)                                                                                  \
-  do {                                                                                                 \
-    cudaError_t e_ = (x);                                                                              \
-    if (e_ != cudaSuccess) {                                                                           \
-      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                                    \
-    }                                                                                                  \
-  } while (0)
 
 constexpr int64_t kHq = 32, kHk = 8, kD = 128, kBlock = 16;
 constexpr int kChain = 20, kReps = 9;
 
 // The median over kReps replays of `graph` (kChain calls) between two events, per call.
 double ReplayUs(cudaStream_t stream, const vt::Graph& graph) {
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
   for (int i = 0; i < 2; ++i) graph.Replay();
-  std::vector<double> t;
-  for (int r = 0; r < kReps; ++r) {
-    CHECK_CUDA(cudaEventRecord(e0, stream));
-    graph.Replay();
-    CHECK_CUDA(cudaEventRecord(e1, stream));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1000.0 / kChain);
-  }
-  CHECK_CUDA(cudaEventDestroy(e0));
-  CHECK_CUDA(cudaEventDestroy(e1));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return vtllm_bench::EventMedianUs(stream, kReps, kChain, [&](int) { graph.Replay(); });
 }
 
 vt::Tensor RandomBf16(const vt::Shape& shape, std::mt19937& rng) {
@@ -138,21 +113,10 @@ int main() {
     void *a = nullptr, *b = nullptr;
     CHECK_CUDA(cudaMalloc(&a, bytes));
     CHECK_CUDA(cudaMalloc(&b, bytes));
-    cudaEvent_t e0, e1;
-    CHECK_CUDA(cudaEventCreate(&e0));
-    CHECK_CUDA(cudaEventCreate(&e1));
-    std::vector<double> t;
-    for (int r = 0; r < 9; ++r) {
-      CHECK_CUDA(cudaEventRecord(e0, stream));
+    const double us = vtllm_bench::EventMedianUs(stream, 9, 1, [&](int) {
       CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
-      CHECK_CUDA(cudaEventRecord(e1, stream));
-      CHECK_CUDA(cudaEventSynchronize(e1));
-      float ms = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9);
-    }
-    std::sort(t.begin(), t.end());
-    copy_gbs = t[t.size() / 2];
+    });
+    copy_gbs = 2.0 * static_cast<double>(bytes) / (us * 1e-6) / 1e9;
     CHECK_CUDA(cudaFree(a));
     CHECK_CUDA(cudaFree(b));
   }

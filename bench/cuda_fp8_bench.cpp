@@ -31,20 +31,14 @@
 #include <string>
 #include <vector>
 
+#include "cuda_bench_util.h"
 #include "vt/cuda/matmul.h"
 #include "vt/cuda/runtime.h"
 #include "vt/vt.h"
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                  \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
+using vtllm_bench::EventMedianUs;
 
 // Median microseconds of fn(i) over `iters` calls, timed with events on `stream`.
 double MedianUs(cudaStream_t stream, int iters, const std::function<void(int)>& fn) {
@@ -76,28 +70,6 @@ std::vector<uint8_t> RandomFp8(size_t n, std::mt19937& rng) {
     while ((b & 0x7F) == 0x7F || (b & 0x78) >= 0x60);  // finite, |x| < 16: no overflow in BF16 either
   }
   return v;
-}
-
-// The median over `reps` of the microseconds between two events around enqueue(rep), per
-// call of the `calls` that enqueue issues.
-double EventMedianUs(cudaStream_t stream, int reps, int calls, const std::function<void(int)>& enqueue) {
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    CHECK_CUDA(cudaEventRecord(e0, stream));
-    enqueue(r);
-    CHECK_CUDA(cudaEventRecord(e1, stream));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1000.0 / calls);
-  }
-  CHECK_CUDA(cudaEventDestroy(e0));
-  CHECK_CUDA(cudaEventDestroy(e1));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 // Per-call microseconds of fn(i) run `chain` times back to back between two events (the
