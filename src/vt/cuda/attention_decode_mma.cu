@@ -12,7 +12,11 @@
 // (max, sum, accumulator) triples are merged through shared memory and rounded once to
 // BF16, or left as a split's partial (combined as by the CUDA-core kernel). A sequence with
 // n != 1 rows (possible only if another one has none, as T == S) is served row by row.
-// Metadata is checked on the device as by the other kernels (attention_seq.cuh).
+// Metadata is checked on the device as by the other kernels (attention_seq.cuh). Launched
+// right after the QK-norm/RoPE/cache-write prelude that wrote the cache (AttnArgs::
+// early_context), a one-row sequence's metadata, block table and first tile but the newest
+// token are read before griddepcontrol.wait: everything but the queries and the step's tokens
+// was complete before the prelude let this kernel start.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
