@@ -63,7 +63,8 @@ bool SkipEmptySplitsOn() { return SwitchOn("VT_CUDA_ATTN_SKIP_EMPTY_SPLITS"); }
 constexpr int64_t kOneSplitTokens = 256;
 int64_t OneSplitTokens() {
   const char* v = std::getenv("VT_CUDA_ATTN_ONE_SPLIT_TOKENS");
-  return v != nullptr && std::atoll(v) >= 0 ? std::atoll(v) : kOneSplitTokens;
+  const long long n = v != nullptr ? std::atoll(v) : -1;
+  return n >= 0 ? n : kOneSplitTokens;
 }
 
 // CTAs per SM a step should have before its contexts are not split: 2 for the general
@@ -216,9 +217,7 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(AttnArgs a) 
     const int count = static_cast<int>(min(static_cast<int64_t>(kTile), tok_end - tok0));
     __syncthreads();  // the previous tile is consumed (and the queries are staged)
     if (threadIdx.x < count) {
-      const int64_t tok = tok0 + threadIdx.x;
-      const int64_t block = table[tok / a.block_size];
-      tok_src[threadIdx.x] = ((block * a.block_size + tok % a.block_size) * a.Hk + kh) * D;
+      tok_src[threadIdx.x] = CacheRowOffset(a, table, kh, tok0 + threadIdx.x, D);
     }
     __syncthreads();
     if (a.vec16) {

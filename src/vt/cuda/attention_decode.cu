@@ -161,10 +161,7 @@ __device__ __forceinline__ void PagedDecodeRows(const AttnArgs& a) {
       const int64_t tok = tile + lane;
       const bool valid = tok < end;
       int64_t row = 0;  // this lane's token's offset in the caches
-      if (valid) {
-        const int64_t blk = table[tok / a.block_size];
-        row = ((blk * a.block_size + tok % a.block_size) * a.Hk + kh) * D;
-      }
+      if (valid) row = CacheRowOffset(a, table, kh, tok, D);
       float sc[kG];
 #pragma unroll
       for (int h = 0; h < kG; ++h) sc[h] = 0.0f;

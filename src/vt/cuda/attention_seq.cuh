@@ -20,6 +20,14 @@ __device__ __forceinline__ void StoreAttnOut(const AttnArgs& a, int64_t i, float
   if (a.out8 != nullptr) a.out8[i] = QuantizeFp8KeepNan(Tag::Load(r), a.out8_inv);
 }
 
+// The offset in the caches [num_blocks, block_size, Hk, D] of token tok's row of KV head kh,
+// the sequence's block table given.
+__device__ __forceinline__ int64_t CacheRowOffset(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok,
+                                                  int64_t D) {
+  const int64_t block = table[tok / a.block_size];
+  return ((block * a.block_size + tok % a.block_size) * a.Hk + kh) * D;
+}
+
 // The tokens of each of num_splits splits of a context of ctx tokens: ceil(ctx / num_splits)
 // rounded up to whole spans of the kernel's tile (split p covers [p·chunk, (p + 1)·chunk)).
 __device__ __forceinline__ int64_t SplitChunk(int64_t ctx, int64_t num_splits, int64_t span) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "vt/cuda/attention.h"
+#include "vt/cuda/attention_seq.cuh"
 #include "vt/cuda/fp8_stream.cuh"
 #include "vt/cuda/mma_sm80.cuh"
 
@@ -31,13 +32,6 @@ __device__ __forceinline__ uint4 Fp8x8ToBf16x8(uint2 v) {
   return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
-// The offset in the caches of token tok's row of KV head kh.
-template <int D>
-__device__ __forceinline__ int64_t CacheRowOffset(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok) {
-  const int64_t block = table[tok / a.block_size];
-  return ((block * a.block_size + tok % a.block_size) * a.Hk + kh) * D;
-}
-
 // Tokens [tok0, tok0 + count) of KV head kh into a stage (ks: K rows, then V rows); rows
 // past count are zero. Called by all kThreads threads of the CTA; thread tid copies the
 // 16-byte pieces tid, tid + kThreads, ...: piece e is token e / kVecs. Lane l of each warp
@@ -56,7 +50,7 @@ __device__ __forceinline__ void StageTile(const AttnArgs& a, const int32_t* tabl
     const int j = half * 32 + lane;
     src[half] = 0;
     if (j < count) {
-      src[half] = CacheRowOffset<D>(a, table, kh, tok0 + j);
+      src[half] = CacheRowOffset(a, table, kh, tok0 + j, D);
     }
   }
   uint16_t* vs = ks + kTileTok * kLd;
@@ -92,7 +86,7 @@ __device__ __forceinline__ void StageRow(const AttnArgs& a, const int32_t* table
   if (tid >= 2 * kVecs) return;
   const bool value = tid >= kVecs;
   const int c = (tid - (value ? kVecs : 0)) * 8;
-  const int64_t at = CacheRowOffset<D>(a, table, kh, tok) + c;
+  const int64_t at = CacheRowOffset(a, table, kh, tok, D) + c;
   uint16_t* dst = (value ? ks + kTileTok * kLd : ks) + j * kLd + c;
   CpAsync16(dst, static_cast<const uint16_t*>(value ? a.value_cache : a.key_cache) + at, true);
 }
