@@ -1,10 +1,13 @@
 // The paged KV cache: block allocation, slot mapping, and the step input of a batch.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "model/model.h"
 #include "model/step_input.h"
+#include "model_oracle.h"
 #include "vt/error.h"
 
 namespace vtllm::model {
@@ -79,6 +82,34 @@ TEST(StepInput, RowsFollowEachSequencesBlockTable) {
   EXPECT_THROW(step.AddSequence(ta, 2, a.block_table, 2), vt::Error);
   const std::vector<int32_t> wide = {0, 1, 2};
   EXPECT_THROW(step.AddSequence(tb, 0, wide, 2), vt::Error);
+}
+
+// The engine budgets a hybrid model's recurrent state as max_num_seqs * StateBytesPerSlot()
+// and its KV blocks at KvCacheBytesPerBlock() each (engine.cpp); both are the bytes of the
+// tensors MakeKvCacheTensors allocates for those counts, for each hybrid fixture with f32 and
+// with bf16 activations (the conv state is kept in the activation dtype).
+TEST(KvCacheBytes, HybridBudgetIsWhatTheCacheAllocates) {
+  const std::string models = std::string(VTLLM_FIXTURES_DIR) + "/models/";
+  for (const char* name : {"qwen3-next-tiny", "qwen3_5-tiny", "qwen3_5-moe-tiny"}) {
+    for (vt::DType act : {vt::DType::kF32, vt::DType::kBF16}) {
+      SCOPED_TRACE(std::string(name) + " " + std::string(vt::DTypeName(act)));
+      auto model = Model::Load(models + name, testing::CpuOptions(act));
+      ASSERT_TRUE(model->has_recurrent_state());
+      const int64_t blocks = 3, block_size = 16, slots = 5;
+      const KvCacheTensors t = model->MakeKvCacheTensors(blocks, block_size, slots);
+      ASSERT_GT(t.spec().state.num_layers, 0);
+      int64_t state = 0, kv = 0;
+      for (int64_t l = 0; l < t.spec().state.num_layers; ++l) {
+        const LayerState& st = t.state(l);
+        for (const vt::Tensor* x : {&st.conv_q, &st.conv_k, &st.conv_v, &st.ssm})
+          state += static_cast<int64_t>(x->nbytes());
+      }
+      for (int64_t l = 0; l < t.spec().num_layers; ++l)
+        kv += static_cast<int64_t>(t.key(l).nbytes() + t.value(l).nbytes());
+      EXPECT_EQ(state, slots * model->StateBytesPerSlot());
+      EXPECT_EQ(kv, blocks * model->KvCacheBytesPerBlock(block_size));
+    }
+  }
 }
 
 }  // namespace

@@ -9,12 +9,16 @@
 // hybrid_fp8_oracle_test.cpp's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
+#include <vector>
 
 #include "fused_logits.h"
 #include "hybrid_fp8_reference.h"
 #include "loader_test_util.h"
+#include "model/models/hybrid.h"
 #include "model/quant_config.h"
 #include "model/quantize.h"
 #include "model_oracle.h"
@@ -89,13 +93,18 @@ void CheckFormat(const std::string& name, const std::string& format, double min_
   EXPECT_GE(c.greedy_steps, 4);
 }
 
-// BF16 activations: the zero-centred RMSNorms ahead of each layer's feed-forward block (the
-// MoE experts' or the MLP's static FP8 input) and of each token mixer (the input scale a GDN
-// layer's q/k/v/z or an attention layer's q/k/v/gate share) run as RmsNormZeroCentredQuantFp8,
-// and the logits are
-// bit-identical to the same checkpoint loaded with the fused recipes off (the norm, then the
-// standalone quantizer).
-void CheckFusedZeroCentredNorm(const std::string& name) {
+// BF16 activations: the static FP8 recipes that fuse a step with the next linear's input
+// quantization run, and the logits are bit-identical to the same checkpoint loaded with the
+// fused recipes off (the step, then the standalone quantizer). Dispatches per forward:
+// - RmsNormZeroCentredQuantFp8: two per layer, the input norm (with the input scale that a GDN
+//   layer's q/k/v/z or an attention layer's q/k/v/gate share) and the post-attention norm (with
+//   the experts' or the MLP's);
+// - RmsNormGatedQuantFp8: one per GDN layer, the gated norm with out_proj's;
+// - MatmulFp8SiluMulQuantFp8: one per layer, the dense MLP's or the shared expert's gate/up
+//   product, SiLU-mul and down input quantization.
+// With the recipes off none of the three runs, and QuantFp8Static runs once more for each
+// recipe run it replaced.
+void CheckFusedRecipes(const std::string& name) {
   SCOPED_TRACE(name);
   const std::string src = kFixtures + name;
   const ModelConfig cfg = ModelConfig::FromDir(src);
@@ -104,27 +113,65 @@ void CheckFusedZeroCentredNorm(const std::string& name) {
   QuantizeCheckpoint(src, out, Options("modelopt", cfg.vocab_size));
   const std::vector<int32_t> prompt = {1, 7, 3, 12, 5, 9, 2};
   const int steps = 4;
-  const auto count = [] { return vt::DispatchCount(vt::OpId::kRmsNormZeroCentredQuantFp8, vt::DeviceType::kCPU); };
+  int64_t gdn = 0;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) gdn += cfg.IsLinearAttentionLayer(l) ? 1 : 0;
+  ASSERT_GT(gdn, 0);
+  using vt::OpId;
+  // The three recipes, then the standalone quantizer.
+  const OpId ops[] = {OpId::kRmsNormZeroCentredQuantFp8, OpId::kRmsNormGatedQuantFp8,
+                      OpId::kMatmulFp8SiluMulQuantFp8, OpId::kQuantFp8Static};
+  const int64_t per_forward[] = {2 * cfg.num_hidden_layers, gdn, cfg.num_hidden_layers};
+  const size_t recipes = std::size(per_forward);
+  // The dispatches of each of `ops` while `model` runs the prompt and its decode steps.
+  const auto run = [&](Model& model, std::vector<int64_t>& counts) {
+    std::vector<int64_t> before;
+    for (OpId op : ops) before.push_back(vt::DispatchCount(op, vt::DeviceType::kCPU));
+    std::vector<float> logits = testing::RunLogits(model, prompt, steps);
+    for (size_t i = 0; i < std::size(ops); ++i)
+      counts.push_back(vt::DispatchCount(ops[i], vt::DeviceType::kCPU) - before[i]);
+    return logits;
+  };
   LoadOptions opt = testing::CpuOptions(vt::DType::kBF16);
   std::vector<float> fused, unfused;
+  std::vector<int64_t> fused_counts, unfused_counts;
   {
     auto model = Model::Load(out, opt);
-    const int64_t before = count();
-    fused = testing::RunLogits(*model, prompt, steps);
-    EXPECT_EQ(count() - before, 2 * cfg.num_hidden_layers * steps);
+    fused = run(*model, fused_counts);
   }
   opt.fuse_quant = false;
   {
     auto model = Model::Load(out, opt);
-    const int64_t before = count();
-    unfused = testing::RunLogits(*model, prompt, steps);
-    EXPECT_EQ(count() - before, 0);
+    unfused = run(*model, unfused_counts);
   }
+  int64_t replaced = 0;
+  for (size_t i = 0; i < recipes; ++i) {
+    EXPECT_EQ(fused_counts[i], per_forward[i] * steps) << vt::OpName(ops[i]);
+    EXPECT_EQ(unfused_counts[i], 0) << vt::OpName(ops[i]);
+    replaced += fused_counts[i];
+  }
+  // Each recipe run stands for one standalone quantization.
+  EXPECT_EQ(unfused_counts[recipes] - fused_counts[recipes], replaced);
   testing::ExpectSameLogits(fused, unfused);
 }
 
-TEST(StaticFp8Hybrid, FusedZeroCentredNormMatchesTheSteps) {
-  for (const char* name : {"qwen3-next-tiny", "qwen3_5-tiny", "qwen3_5-moe-tiny"}) CheckFusedZeroCentredNorm(name);
+TEST(StaticFp8Hybrid, FusedRecipesMatchTheSteps) {
+  for (const char* name : {"qwen3-next-tiny", "qwen3_5-tiny", "qwen3_5-moe-tiny"}) CheckFusedRecipes(name);
+}
+
+// The gated-norm recipe is on the load's required list of a static-FP8 hybrid with BF16
+// activations, and of no other.
+TEST(StaticFp8Hybrid, GatedNormRecipeRequiredOnlyByStaticFp8Bf16) {
+  QuantConfig fp8;
+  fp8.method = QuantMethod::kFp8Static;
+  QuantConfig block;
+  block.method = QuantMethod::kFp8Block;
+  const auto has = [](const std::vector<vt::OpId>& ops) {
+    return std::count(ops.begin(), ops.end(), vt::OpId::kRmsNormGatedQuantFp8);
+  };
+  EXPECT_EQ(has(HybridDecoderOps(fp8, vt::DType::kBF16)), 1);
+  EXPECT_EQ(has(HybridDecoderOps(fp8, vt::DType::kF32)), 0);
+  EXPECT_EQ(has(HybridDecoderOps(block, vt::DType::kBF16)), 0);
+  EXPECT_EQ(has(HybridDecoderOps(QuantConfig{}, vt::DType::kBF16)), 0);
 }
 
 TEST(StaticFp8Hybrid, Qwen3NextModelOpt) { CheckFormat("qwen3-next-tiny", "modelopt", 0.5); }

@@ -128,6 +128,14 @@ void GatedDeltaNet::Forward(const vt::Queue& q, const vt::Tensor& x, const vt::T
     out_proj_.Apply(q, LinearInput{x8, xs}, out);
     return;
   }
+  // Static FP8 out_proj (one input scale): the gated norm and that quantization as one op.
+  if (fuse_quant && act == vt::DType::kBF16 && out_proj_.takes_quantized_input()) {
+    const vt::Tensor x8 = buf.Get(kSlotGdnX8, T, Cv, vt::DType::kF8E4M3);
+    vt::RmsNormGatedQuantFp8(q, x8.View({T * nv, dv}), core.View({T * nv, dv}), zp.View({T * nv, dv}), norm_,
+                             s_.rms_eps, out_proj_.input_scale());
+    out_proj_.Apply(q, x8, out);
+    return;
+  }
   const vt::Tensor normed = buf.Get(kSlotGdnNormed, T, Cv, act);
   vt::RmsNormGated(q, normed.View({T * nv, dv}), core.View({T * nv, dv}), zp.View({T * nv, dv}), norm_, s_.rms_eps);
   out_proj_.Apply(q, normed, out);

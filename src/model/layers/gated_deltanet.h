@@ -41,10 +41,11 @@ class GatedDeltaNet {
 
   // x: the layer's normed input [T, H] (activation dtype); query_start [S + 1] and
   // state_slots [S] I32: the step's sequences and their slots in `state`; out: [T, H].
-  // fuse_quant: activations are BF16, so when out_proj quantizes its input per token group
-  // in groups that do not straddle value heads (block FP8 with value_head_dim a multiple of
-  // the group), the gated norm and that quantization run as one op
-  // (RmsNormGatedQuantFp8PerTokenGroup, where the device has it).
+  // fuse_quant, with BF16 activations: the gated norm and out_proj's input quantization run
+  // as one op: RmsNormGatedQuantFp8 when out_proj is static FP8 (one input scale), or
+  // RmsNormGatedQuantFp8PerTokenGroup (where the device has it) when out_proj quantizes per
+  // token group in groups that do not straddle value heads (block FP8 with value_head_dim a
+  // multiple of the group).
   // x_quantized: x already quantized as input_quant() says (e.g. by the fused RMSNorm that
   // made x), for the q/k/v/z projections; without it they share one quantization of x
   // whenever input_quant() has one (the same bytes each would make alone).

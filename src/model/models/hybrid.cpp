@@ -22,13 +22,15 @@ std::vector<vt::OpId> HybridDecoderOps(const QuantConfig& quant, vt::DType act) 
                            OpId::kGatedDeltaRule, OpId::kRmsNormGated};
   for (OpId op : LinearOps(quant)) ops.push_back(op);
   for (OpId op : MoeBlockOps(quant)) ops.push_back(op);  // kSigmoidGatedAdd: also the attention's output gate
-  // A static-FP8 MLP's SiLU-mul fused with the down projection's quantization (BF16), where
-  // the gate/up linear cannot do it in its own op (GatedMlp::Forward).
-  // The zero-centred norm ahead of the feed-forward block fused with its experts' (or MLP's)
-  // static FP8 input quantization.
+  // Static FP8 with BF16 activations: a static-FP8 MLP's SiLU-mul fused with the down
+  // projection's quantization, where the gate/up linear cannot do it in its own op
+  // (GatedMlp::Forward); the zero-centred norms fused with the static FP8 input quantization
+  // of the token mixer's projections and of the experts (or MLP); a GDN layer's gated norm
+  // fused with out_proj's (GatedDeltaNet::Forward).
   if (quant.method == QuantMethod::kFp8Static && act == vt::DType::kBF16) {
     ops.push_back(OpId::kSiluMulQuantFp8);
     ops.push_back(OpId::kRmsNormZeroCentredQuantFp8);
+    ops.push_back(OpId::kRmsNormGatedQuantFp8);
   }
   return ops;
 }
