@@ -19,7 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/loader_test_util.h"
 #include "model/model.h"
+#include "model/quantize.h"
 #include "model/moe_fp8_dynamic_copy.h"
 #include "vt/cuda/kernels.h"  // KvCacheFp8Launches
 #include "vt/vt.h"
@@ -353,6 +355,38 @@ TEST(ModelCuda, HybridFixturesMatchCpu) {
       }
     }
   }
+}
+
+// Static FP8 of the three hybrid fixtures, as `vtllm quantize` writes them in both formats
+// (ModelOpt, compressed-tensors; every GDN projection and, in qwen3_5-moe-tiny, every expert),
+// with BF16 activations, where the fused recipes run: CUDA against the CPU as above, and the
+// dispatch counts prove the CUDA fused recipes ran (the zero-centred norms' and the GDN
+// layers' gated norm + FP8 ahead of out_proj).
+TEST(ModelCuda, StaticFp8HybridBf16MatchesCpu) {
+  REQUIRE_CUDA();
+  const auto prompts = Prompts(FixturesDir() + "/oracles/qwen3-tiny/reference.json");
+  ASSERT_FALSE(prompts.empty());
+  constexpr int kSteps = 8;
+  for (const char* name : {"qwen3-next-tiny", "qwen3_5-tiny", "qwen3_5-moe-tiny"})
+    for (const char* format : {"modelopt", "compressed-tensors"}) {
+      SCOPED_TRACE(std::string(name) + " " + format);
+      testing::TempDir tmp;
+      const std::string dir = tmp / name;
+      QuantizeOptions qo;
+      qo.format = format;
+      qo.progress = false;
+      qo.cpu_threads = 2;
+      qo.calibration = {{1, 5, 9, 200, 17, 33, 2, 300, 41, 7, 99, 150, 3, 8, 12, 64}};
+      QuantizeCheckpoint(FixturesDir() + "/models/" + name, dir, qo);
+      auto cpu = LoadOn(dir, vt::Device::Cpu(), vt::DType::kBF16);
+      auto gpu = LoadOn(dir, vt::Device::Cuda(0), vt::DType::kBF16);
+      ASSERT_EQ(gpu->quant().method, QuantMethod::kFp8Static);
+      const int64_t gated = vt::DispatchCount(vt::OpId::kRmsNormGatedQuantFp8, vt::DeviceType::kCUDA);
+      const int64_t zc = vt::DispatchCount(vt::OpId::kRmsNormZeroCentredQuantFp8, vt::DeviceType::kCUDA);
+      ExpectGreedyMatchesCpu(*cpu, *gpu, dir, vt::DType::kBF16, prompts, kSteps, TolFor(vt::DType::kBF16));
+      EXPECT_GT(vt::DispatchCount(vt::OpId::kRmsNormGatedQuantFp8, vt::DeviceType::kCUDA), gated);
+      EXPECT_GT(vt::DispatchCount(vt::OpId::kRmsNormZeroCentredQuantFp8, vt::DeviceType::kCUDA), zc);
+    }
 }
 
 TEST(ModelCuda, BatchedStepsMatchCpu) {
