@@ -50,7 +50,7 @@ TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache
           include/vt/ops/attention.h src/model/layers/attention.cpp src/model/layers/moe_group_scaled.cpp
           src/vt/cpu/fused.cpp src/model/models/decoder.cpp src/model/layers/mlp.cpp
           src/vt/cpu/attention.cpp src/vt/cpu/attention_simd.h src/vt/cpu/fp8_nan_scan.h
-          src/model/models/decoder_parts.cpp src/model/models/hybrid.cpp)
+          src/model/models/decoder_parts.cpp src/model/models/hybrid.cpp src/model/layers/gated_deltanet.cpp)
 
 restore() {
   for f in "${TOUCHED[@]}"; do cp "$PRISTINE/$f" "$SRC/$f"; done
@@ -323,6 +323,11 @@ mutate_fused_group_model_mixer_quantizes_again() {
 mutate_fused_group_model_zero_centred_plain_norm() {
   edit src/model/models/hybrid.cpp 's/NormThenFeedForward\(q, L\.ff, mixed, L\.post_norm, eps_, true,/NormThenFeedForward(q, L.ff, mixed, L.post_norm, eps_, false,/'
 }
+# The GDN layer's gated norm quantizing out_proj's input with another scale than out_proj's
+# (StaticFp8Hybrid.FusedRecipesMatchTheSteps compares the fused logits with the unfused).
+mutate_fused_group_model_gated_norm_scale() {
+  edit src/model/layers/gated_deltanet.cpp 's/s_\.rms_eps, out_proj_\.input_scale\(\)\);/s_.rms_eps, out_proj_.input_scale() * 1.001f);/'
+}
 
 # PagedAttentionQuantFp8: the CPU kernel quantizing with another scale than input_scale (the
 # op table compares the op with its definition); the model handing the op another scale
@@ -426,7 +431,8 @@ SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
 FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fused_group_blocks_not_whole_groups
                        fused_group_reciprocal fused_group_model_no_residual fused_group_zero_centred_vector_weight
-                       fused_group_model_zero_centred_plain_norm fused_group_model_mixer_quantizes_again)
+                       fused_group_model_zero_centred_plain_norm fused_group_model_mixer_quantizes_again
+                       fused_group_model_gated_norm_scale)
 ATTN_QUANT_MUTATIONS=(attn_quant_cpu_scale attn_quant_model_scale)
 KV_DECODE_MUTATIONS=(fp8_nan_scan_blind kv_keys_step_sums_swapped)
 case "${ONLY:-}" in
