@@ -123,6 +123,13 @@ inline bool RunRandomCheckpoint(const std::string& out, const std::string& args)
   return rc == 0;
 }
 
+// The fixtures' root: VTLLM_FIXTURES_DIR from the environment (a copy of the tree elsewhere,
+// as on a GPU machine), else the build's.
+inline std::string FixturesRoot() {
+  if (const char* env = std::getenv("VTLLM_FIXTURES_DIR")) return env;
+  return VTLLM_FIXTURES_DIR;
+}
+
 inline std::string FixtureDir(const std::string& name) {
   return std::string(VTLLM_FIXTURES_DIR) + "/oracles/qwen3-tiny/" + name;
 }

@@ -18,7 +18,7 @@
 #include "model/hybrid_fp8_reference.h"
 #include "model/loader_test_util.h"
 #include "model/model_oracle.h"
-#include "model/quantize.h"
+#include "model/quantized_fixture.h"
 #include "vt/vt.h"
 
 namespace vtllm::model {
@@ -81,11 +81,7 @@ TEST(ModelCuda, StaticFp8HybridMatchesTheFloat64Emulation) {
     const std::string src = kFixtures + name;
     testing::TempDir tmp;
     const std::string out = tmp / "q";
-    QuantizeOptions qo;
-    qo.progress = false;
-    qo.cpu_threads = 2;
-    qo.calibration = {{1, 5, 9, 200, 17, 33, 2, 300, 41, 7, 99, 150, 3, 8, 12, 64}};
-    QuantizeCheckpoint(src, out, qo);
+    testing::QuantizeStaticFp8(src, out, "modelopt");
     auto model = Model::Load(out, Cuda(""));
     ASSERT_EQ(model->quant().method, QuantMethod::kFp8Static);
     testing::HybridReference emu(out, testing::HybridMode::kStatic);

@@ -6,19 +6,16 @@
 // dispatch counts prove the CUDA GDN kernels ran.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 
+#include "model/loader_test_util.h"
 #include "model/model_oracle.h"
 #include "vt/vt.h"
 
 namespace vtllm::model {
 namespace {
 
-std::string Fixture(const char* name) {
-  const char* env = std::getenv("VTLLM_FIXTURES_DIR");
-  return std::string(env != nullptr ? env : VTLLM_FIXTURES_DIR) + "/models/" + name;
-}
+std::string Fixture(const char* name) { return testing::FixturesRoot() + "/models/" + name; }
 
 // f32 on CUDA runs the same arithmetic as on the CPU but for the order of its sums (matmuls,
 // the delta rule's tiles, attention). The bounds are the CPU oracle tests': an H100 measured

@@ -21,7 +21,7 @@
 
 #include "model/loader_test_util.h"
 #include "model/model.h"
-#include "model/quantize.h"
+#include "model/quantized_fixture.h"
 #include "model/moe_fp8_dynamic_copy.h"
 #include "vt/cuda/kernels.h"  // KvCacheFp8Launches
 #include "vt/vt.h"
@@ -34,10 +34,7 @@ namespace {
     if (vt::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: skipped"; \
   } while (0)
 
-std::string FixturesDir() {
-  if (const char* env = std::getenv("VTLLM_FIXTURES_DIR")) return env;
-  return VTLLM_FIXTURES_DIR;
-}
+std::string FixturesDir() { return testing::FixturesRoot(); }
 
 // The prompts of an oracle's reference.json (token ids written by the Hugging Face run).
 std::vector<std::vector<int32_t>> Prompts(const std::string& reference_json) {
@@ -372,12 +369,7 @@ TEST(ModelCuda, StaticFp8HybridBf16MatchesCpu) {
       SCOPED_TRACE(std::string(name) + " " + format);
       testing::TempDir tmp;
       const std::string dir = tmp / name;
-      QuantizeOptions qo;
-      qo.format = format;
-      qo.progress = false;
-      qo.cpu_threads = 2;
-      qo.calibration = {{1, 5, 9, 200, 17, 33, 2, 300, 41, 7, 99, 150, 3, 8, 12, 64}};
-      QuantizeCheckpoint(FixturesDir() + "/models/" + name, dir, qo);
+      testing::QuantizeStaticFp8(FixturesDir() + "/models/" + name, dir, format);
       auto cpu = LoadOn(dir, vt::Device::Cpu(), vt::DType::kBF16);
       auto gpu = LoadOn(dir, vt::Device::Cuda(0), vt::DType::kBF16);
       ASSERT_EQ(gpu->quant().method, QuantMethod::kFp8Static);
