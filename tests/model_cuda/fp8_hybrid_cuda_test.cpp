@@ -7,13 +7,16 @@
 //  - online FP8 of the three fixtures (the MoE ones' experts through the CUDA
 //    MoeExpertsFp8PerToken kernel, whose dispatch is counted);
 //  - static FP8 (ModelOpt) of qwen3-next-tiny and qwen3_5-tiny as `vtllm quantize` writes them,
-//    every GDN projection included.
+//    every GDN projection included;
+//  - the HF-made static FP8 fixtures (qwen3_5-tiny-fp8, qwen3-next-tiny-fp8,
+//    qwen3_5-moe-tiny-fp8) against their HF references.
 // Without a GPU: SKIPPED.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "model/hybrid_fp8_reference.h"
 #include "model/loader_test_util.h"
@@ -36,14 +39,16 @@ LoadOptions Cuda(const std::string& quantization) {
   return o;
 }
 
-void CheckAgainstEmulation(const std::string& what, Model& model, const std::string& prompts_dir,
-                           testing::HybridReference& emu, double min_unflipped) {
+// `reference` gives a prompt's [T, V] logits.
+template <typename Reference>
+void CheckUpToTheFirstFlip(const std::string& what, const char* against, Model& model, const std::string& prompts_dir,
+                           Reference reference, double min_unflipped) {
   const int64_t V = model.vocab_size();
   int before = 0, after = 0, flipped_at_0 = 0;
   double worst = 0;
   for (const testing::OracleCase& oc : testing::ReadOracle(prompts_dir)) {
     const std::vector<float> got = testing::PromptLogits(model, oc.prompt);
-    const std::vector<double> ref = emu.Logits(oc.prompt);
+    const std::vector<double> ref = reference(oc);
     bool flipped = false;
     for (int64_t t = 0; t < oc.T; ++t) {
       double d = 0;
@@ -54,10 +59,16 @@ void CheckAgainstEmulation(const std::string& what, Model& model, const std::str
       (flipped ? after : before)++;
     }
   }
-  std::printf("[%s] cuda vs float64 emulation: max %.3g over %d positions before a flip, %d from there\n",
-              what.c_str(), worst, before, after);
+  std::printf("[%s] cuda vs %s: max %.3g over %d positions before a flip, %d from there\n", what.c_str(), against,
+              worst, before, after);
   EXPECT_EQ(flipped_at_0, 0) << what;
   EXPECT_GE(before, min_unflipped * (before + after)) << what;
+}
+
+void CheckAgainstEmulation(const std::string& what, Model& model, const std::string& prompts_dir,
+                           testing::HybridReference& emu, double min_unflipped) {
+  CheckUpToTheFirstFlip(what, "float64 emulation", model, prompts_dir,
+                        [&](const testing::OracleCase& oc) { return emu.Logits(oc.prompt); }, min_unflipped);
 }
 
 TEST(ModelCuda, OnlineFp8HybridMatchesTheFloat64Emulation) {
@@ -86,6 +97,26 @@ TEST(ModelCuda, StaticFp8HybridMatchesTheFloat64Emulation) {
     ASSERT_EQ(model->quant().method, QuantMethod::kFp8Static);
     testing::HybridReference emu(out, testing::HybridMode::kStatic);
     CheckAgainstEmulation(std::string(name) + " static", *model, src, emu, 0.5);
+  }
+}
+
+// The HF-made static FP8 fixtures (tools/oracle/gdn_moe_oracle.py --only fp8 / fp8-next /
+// fp8-moe: transformers in f32 with every quantized linear and the routed experts replaced by
+// the FP8 emulation) against the CUDA model, the rule above; the sparse fixtures' experts run
+// the CUDA static-FP8 expert kernel (its dispatch counted).
+TEST(ModelCuda, StaticFp8HybridMatchesHfEmulation) {
+  if (vt::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: skipped";
+  for (const char* name : {"qwen3_5-tiny-fp8", "qwen3-next-tiny-fp8", "qwen3_5-moe-tiny-fp8"}) {
+    const std::string dir = kFixtures + name;
+    const int64_t experts = vt::DispatchCount(vt::OpId::kMoeExpertsFp8, vt::DeviceType::kCUDA);
+    auto model = Model::Load(dir, Cuda(""));
+    ASSERT_EQ(model->quant().method, QuantMethod::kFp8Static);
+    CheckUpToTheFirstFlip(name, "HF's FP8 emulation", *model, dir, [](const testing::OracleCase& oc) {
+      return std::vector<double>(oc.logits.begin(), oc.logits.end());
+    }, 0.5);
+    if (std::string(name) != "qwen3_5-tiny-fp8") {
+      EXPECT_GT(vt::DispatchCount(vt::OpId::kMoeExpertsFp8, vt::DeviceType::kCUDA), experts) << name;
+    }
   }
 }
 

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Builds the Qwen3.5 MoE hybrid fixture and the static-FP8 Qwen3.5 hybrid fixture with their
-references, with gdn_oracle's, moe_oracle's and model_oracle's machinery.
+"""Builds the Qwen3.5 MoE hybrid fixture and the static-FP8 hybrid fixtures (Qwen3.5, Qwen3-Next,
+Qwen3.5-MoE) with their references, with gdn_oracle's, moe_oracle's and model_oracle's machinery.
 
 Run from the repository root where PyTorch and transformers 5 (with Qwen3.5 and Qwen3.5-MoE)
 are installed, without flash-linear-attention / causal-conv1d (gdn_oracle's rule), on the CPU
 in float32:
 
-    python3 tools/oracle/gdn_moe_oracle.py --out OUT_DIR
-    cp -r OUT_DIR/qwen3_5-moe-tiny OUT_DIR/qwen3_5-tiny-fp8 tests/fixtures/models/
+    python3 tools/oracle/gdn_moe_oracle.py --out OUT_DIR [--only moe|fp8|fp8-next|fp8-moe ...]
+    cp -r OUT_DIR/* tests/fixtures/models/
+
+(fp8, fp8-next and fp8-moe read the BF16 fixtures from --fixtures, the committed ones by
+default: build moe and copy it in before fp8-moe if it is rebuilt.)
 
 Fixtures (the format of tests/fixtures/models, written by model_oracle.run_cases):
   qwen3_5-moe-tiny  Qwen3_5MoeForCausalLM (flat Qwen3_5MoeTextConfig, model_type
@@ -38,6 +41,21 @@ Fixtures (the format of tests/fixtures/models, written by model_oracle.run_cases
                     records code_flip_sensitivity: how far the emulation's logits move when every
                     quantized input is scaled by 1 + 2^-21 (activations on e4m3 rounding
                     boundaries flip code), the noise floor between two correct f32 runs.
+
+  qwen3-next-tiny-fp8, qwen3_5-moe-tiny-fp8
+                    tests/fixtures/models/qwen3-next-tiny and qwen3_5-moe-tiny the same way, the
+                    merges of these architectures: in_proj_qkvz (Next) or in_proj_qkv +
+                    in_proj_z, out_proj, q/k/v, o_proj, the shared expert's gate/up and down;
+                    BF16 (exclude_modules) also in_proj_ba, the router mlp.gate and
+                    mlp.shared_expert_gate. The routed experts are written per expert, gate and
+                    up with one weight scale per expert, and every expert of a layer carries the
+                    block's input scales (amax of the block input; amax of the SwiGLU output
+                    over the routed (token, expert) pairs), so that vLLM's fused-MoE merge (max
+                    input scale over experts, gate/up requantized to the larger weight scale) is
+                    the identity. The reference replaces the fused experts module inside HF's
+                    sparse block (EmuExperts; HF's router, renormalisation and sigmoid-gated
+                    shared expert run as they are), first with the BF16 weights, which must give
+                    HF's own logits, then with the FP8 emulation.
 
 Checks before any reference is written (failing loudly, exit status 1):
 - the classes exist and transformers runs the torch GDN fallbacks (gdn_oracle);
@@ -77,9 +95,14 @@ Q35_MOE_CFG = dict({k: v for k, v in g.COMMON.items()}, layer_types=g.Q35_LAYER_
                    num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=64,
                    output_router_logits=False)
 Q35_MOE_ARCH = "Qwen3_5MoeForCausalLM"
-# vLLM keeps in_proj_ba (in_proj_b + in_proj_a) unquantized in its GDN layer.
-FP8_EXCLUDED = ("linear_attn.in_proj_a", "linear_attn.in_proj_b")
+# vLLM keeps in_proj_ba (in_proj_b + in_proj_a; Qwen3-Next's fused in_proj_ba) unquantized in
+# its GDN layer, and the MoE router and the shared expert's gate in BF16.
+FP8_EXCLUDED = ("linear_attn.in_proj_a", "linear_attn.in_proj_b", "linear_attn.in_proj_ba", "mlp.gate",
+                "mlp.shared_expert_gate")
 FP8_EXCLUDE_MODULES = ["lm_head", "model.layers.*.linear_attn.in_proj_a", "model.layers.*.linear_attn.in_proj_b"]
+FP8_EXCLUDE_MODULES_MOE = ["lm_head", "model.layers.*.linear_attn.in_proj_a", "model.layers.*.linear_attn.in_proj_b",
+                           "model.layers.*.linear_attn.in_proj_ba", "model.layers.*.mlp.gate",
+                           "model.layers.*.mlp.shared_expert_gate"]
 
 
 def need_class(name, module):
@@ -227,12 +250,22 @@ def qwen3_5_moe_fixture(out_root, _fixtures):
 # ---------------------------------------------------------------------------------------
 def fp8_groups(layer):
     """(submodule, [linears]) that vLLM merges into one linear (one weight scale, one input
-    scale), the single ones as groups of one."""
+    scale), the single ones as groups of one. The routed experts of a sparse block are not
+    linears (fp8_experts has them); its shared expert's are."""
     if hasattr(layer, "linear_attn"):
-        groups = [("linear_attn", ["in_proj_qkv", "in_proj_z"]), ("linear_attn", ["out_proj"])]
+        qkvz = ["in_proj_qkvz"] if hasattr(layer.linear_attn, "in_proj_qkvz") else ["in_proj_qkv", "in_proj_z"]
+        groups = [("linear_attn", qkvz), ("linear_attn", ["out_proj"])]
     else:
         groups = [("self_attn", ["q_proj", "k_proj", "v_proj"]), ("self_attn", ["o_proj"])]
-    return groups + [("mlp", ["gate_proj", "up_proj"]), ("mlp", ["down_proj"])]
+    mlp = "mlp.shared_expert" if mx.is_sparse(layer) else "mlp"
+    return groups + [(mlp, ["gate_proj", "up_proj"]), (mlp, ["down_proj"])]
+
+
+def submodule(layer, dotted):
+    m = layer
+    for part in dotted.split("."):
+        m = getattr(m, part)
+    return m
 
 
 @torch.no_grad()
@@ -262,7 +295,7 @@ def quantize_by_group(model, amax):
     qw = {}
     for li, layer in enumerate(model.model.layers):
         for sub, names in fp8_groups(layer):
-            mods = [getattr(getattr(layer, sub), nm) for nm in names]
+            mods = [getattr(submodule(layer, sub), nm) for nm in names]
             pre = [f"model.layers.{li}.{sub}.{nm}" for nm in names]
             ws = f32(max(float(m.weight.abs().max()) for m in mods) / 448.0)
             s = f32(max(amax[p] for p in pre) / 448.0)
@@ -286,7 +319,7 @@ def install_fp8_emulation(model, qw, cls=mo.EmuLinear):
     n = 0
     for li, layer in enumerate(model.model.layers):
         for sub, names in fp8_groups(layer):
-            mod = getattr(layer, sub)
+            mod = submodule(layer, sub)
             for nm in names:
                 w8, ws, s = qw[f"model.layers.{li}.{sub}.{nm}"]
                 setattr(mod, nm, cls(w8, ws, s, getattr(mod, nm).bias))
@@ -381,12 +414,216 @@ def qwen3_5_fp8_fixture(out_root, fixtures):
     return "ok"
 
 
+# ---------------------------------------------------------------------------------------
+# Static FP8 of the sparse hybrids: the routed experts replaced inside HF's own sparse block
+# (HF keeps its router, top-k, renormalisation and gated shared expert; the shared expert's
+# linears are emulated like any other).
+def experts_call(args, kwargs):
+    """(hidden_states [T, H], top_k_index [T, k], top_k_weights [T, k]) of HF's experts call."""
+    names = ("hidden_states", "top_k_index", "top_k_weights")
+    vals = list(args[:3]) + [kwargs.get(n) for n in names[len(args[:3]):]]
+    if len(vals) != 3 or any(v is None for v in vals) or vals[0].ndim != 2 or vals[1].shape != vals[2].shape:
+        die(f"the sparse block called its experts with {len(args)} positional arguments and keys {sorted(kwargs)}; "
+            f"this script expects (hidden_states [T, H], top_k_index [T, k], top_k_weights [T, k])")
+    return vals
+
+
+class EmuExperts(nn.Module):
+    """A sparse block's routed experts for HF's call experts(x, top_k_index, top_k_weights).
+    q None: the BF16 weights in f32 (checks the replacement against HF's own experts) and the
+    calibration of the input scales (amax of the block input; amax of the SwiGLU output over
+    the (token, expert) pairs routed). q = (experts [(w8 gate|up, ws13, w8 down, ws2)], s13, s2):
+    vLLM's static per-tensor FP8 MoE, with every expert's input scales already the block's
+    (the max over experts) and gate/up one weight scale per expert, so vLLM's merges are the
+    identity; x * (1/s) in f32, clamp, RNE e4m3; float64 products of fp8 values times s * ws."""
+
+    def __init__(self, weights, q=None, perturb=1.0):
+        super().__init__()
+        self.weights, self.q, self.perturb = weights, q, perturb
+        self.amax_in = self.amax_mid = 0.0
+
+    def forward(self, *args, **kwargs):
+        hidden, top_i, top_w = experts_call(args, kwargs)
+        x = hidden.float()
+        out = torch.zeros_like(x)
+        f32 = lambda v: torch.tensor(v, dtype=torch.float32)  # noqa: E731
+        if self.q is None:
+            self.amax_in = max(self.amax_in, float(x.abs().max()))
+        else:
+            experts, s13, s2 = self.q
+            x8 = mo.quantize(x * f32(self.perturb), s13).float()
+        for t in range(x.shape[0]):
+            for j in range(top_i.shape[1]):
+                e = int(top_i[t, j])
+                if self.q is None:
+                    g, u, d = (w.float() for w in self.weights[e])
+                    a = F.silu(g @ x[t]) * (u @ x[t])
+                    self.amax_mid = max(self.amax_mid, float(a.abs().max()))
+                    y = d @ a
+                else:
+                    w13, ws13, w2, ws2 = experts[e]
+                    gu = (x8[t].double() @ w13.double().T).float() * (f32(s13) * f32(ws13))
+                    inter = gu.shape[0] // 2
+                    a = F.silu(gu[:inter]) * gu[inter:]
+                    a8 = mo.quantize(a * f32(self.perturb), s2).float()
+                    y = (a8.double() @ w2.double().T).float() * (f32(s2) * f32(ws2))
+                out[t] += top_w[t, j].float() * y
+        return out.to(hidden.dtype)
+
+
+def install_experts(model, per_layer):
+    """per_layer[li]: the EmuExperts of layer li's sparse block; returns them."""
+    for li, layer in enumerate(model.model.layers):
+        if not mx.is_sparse(layer):
+            die(f"layer {li} has no sparse block")
+        if isinstance(layer.mlp.experts, nn.ModuleList):
+            die(f"layer {li}: experts are an nn.ModuleList (transformers 4.x); this script replaces the fused "
+                "experts module of transformers 5")
+        layer.mlp.experts = per_layer[li]
+    return per_layer
+
+
+@torch.no_grad()
+def fp8_experts(model, calib):
+    """Calibrates and quantizes every sparse block's experts (see EmuExperts); per layer
+    (experts [(w8 gate|up, ws13, w8 down, ws2)], s13, s2) and per expert the checkpoint's
+    {gate, up, down: (w8, weight_scale, input_scale)}."""
+    weights = [[tuple(w.detach().float() for w in gud) for gud in mx.expert_weights(layer.mlp)]
+               for layer in model.model.layers]
+    emus = install_experts(model, [EmuExperts(w) for w in weights])
+    for p in calib:
+        model(input_ids=torch.tensor([p], dtype=torch.long))
+    f32 = lambda v: float(torch.tensor(v, dtype=torch.float32))  # noqa: E731
+    q, ckpt = [], []
+    for li, (emu, ws) in enumerate(zip(emus, weights)):
+        s13, s2 = f32(emu.amax_in / 448.0), f32(emu.amax_mid / 448.0)
+        if not (s13 > 0 and s2 > 0):
+            die(f"layer {li}: expert input scales {s13}, {s2} (no token routed?)")
+        experts, files = [], []
+        for g, u, d in ws:
+            ws13 = f32(max(float(g.abs().max()), float(u.abs().max())) / 448.0)
+            ws2 = f32(float(d.abs().max()) / 448.0)
+            g8, u8, d8 = mo.quantize(g, ws13), mo.quantize(u, ws13), mo.quantize(d, ws2)
+            experts.append((torch.cat([g8.float(), u8.float()]), ws13, d8.float(), ws2))
+            files.append({"gate": (g8, ws13, s13), "up": (u8, ws13, s13), "down": (d8, ws2, s2)})
+        q.append((experts, s13, s2))
+        ckpt.append(files)
+    return weights, q, ckpt
+
+
+def moe_fp8_fixture(name, arch, module, out_root, fixtures):
+    log(f"== {name}-fp8")
+    cls = need_class(arch, module)
+    src = os.path.join(fixtures, name)
+    for fn in ("config.json", "model.safetensors", "reference.json", "ref0.logits.f32"):
+        if not os.path.isfile(os.path.join(src, fn)):
+            die(f"{src}/{fn} is missing (run from the repository root, or pass --fixtures tests/fixtures/models)")
+    with open(os.path.join(src, "reference.json")) as f:
+        src_ref = json.load(f)
+    if src_ref.get("experts_layout") != "per-expert":
+        die(f"{src}: experts_layout {src_ref.get('experts_layout')}; the FP8 checkpoint is written per expert")
+    prompts = [c["prompt"] for c in src_ref["cases"]]
+    g.check_torch_fallbacks()
+
+    def load():
+        m, _ = g.reload_exact(cls, src, None)
+        return m
+
+    ref = load()
+    want = []
+    for i, got in enumerate(all_logits(ref, prompts)):
+        w = torch.frombuffer(bytearray(open(os.path.join(src, src_ref["cases"][i]["logits_file"]), "rb").read()),
+                             dtype=torch.float32).reshape(got.shape)
+        err = float((got - w).abs().max())
+        if not err < 1e-3 * float(w.abs().max()) + 1e-4:
+            die(f"{name} reloaded gives logits {err} away from its reference.json (a different model?)")
+        want.append(w)
+    log(f"  {name} reproduces its reference")
+
+    gen = torch.Generator().manual_seed(359)
+    calib = [torch.randint(0, ref.config.vocab_size, (48,), generator=gen).tolist() for _ in range(4)] + prompts
+    qw = quantize_by_group(ref, input_amax(ref, calib))
+    # The replacement experts with BF16 weights give HF's own logits (the call is understood).
+    weights, qe, ckpt = fp8_experts(ref, calib)
+    d_float = max(float((a - b).abs().max()) for a, b in zip(all_logits(ref, prompts), want))
+    if not d_float < 1e-4 * max(float(w.abs().max()) for w in want) + 1e-5:
+        die(f"the replaced experts with BF16 weights move HF's logits by {d_float}")
+    log(f"  replaced experts, unquantized, vs HF's: max |diff| {d_float:.3g}")
+
+    out = os.path.join(out_root, name + "-fp8")
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    with safe_open(os.path.join(src, "model.safetensors"), framework="pt") as f:
+        sd = {k: f.get_tensor(k) for k in f.keys()}
+    scalar = lambda v: torch.tensor(v, dtype=torch.float32)  # noqa: E731  ModelOpt: 0-d scales
+    entries = list(qw.items())
+    for li, files in enumerate(ckpt):
+        for e, projs in enumerate(files):
+            entries += [(f"model.layers.{li}.mlp.experts.{e}.{p}_proj", v) for p, v in projs.items()]
+    for p, (w8, ws, s) in entries:
+        if sd.get(p + ".weight") is None or sd[p + ".weight"].dtype != torch.bfloat16:
+            die(f"{p}.weight is not a BF16 tensor of {src}")
+        sd[p + ".weight"] = w8.contiguous()
+        sd[p + ".weight_scale"] = scalar(ws)
+        sd[p + ".input_scale"] = scalar(s)
+    save_file(sd, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(src, "config.json")) as f:
+        config = json.load(f)
+    config["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "FP8",
+                                     "exclude_modules": FP8_EXCLUDE_MODULES_MOE}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    shutil.copy(os.path.join(src, "generation_config.json"), out)
+
+    def emulated(perturb, linear_cls):
+        m = load()
+        install_fp8_emulation(m, qw, linear_cls)
+        install_experts(m, [EmuExperts(w, q, perturb) for w, q in zip(weights, qe)])
+        return m
+
+    emu = emulated(1.0, mo.EmuLinear)
+    emu_logits = all_logits(emu, prompts)
+    d = max(float((e - w).abs().max()) for e, w in zip(emu_logits, want))
+    if not (d > 0 and math.isfinite(d)):
+        die(f"the FP8 emulation moves the logits by {d}")
+    log(f"  FP8 emulation vs the f32 model: max |diff| {d:.4g}")
+    pert = emulated(1.0 + 2.0 ** -21, PerturbedEmuLinear)
+    per_pos = torch.cat([(a - b).abs().amax(dim=-1) for a, b in zip(all_logits(pert, prompts), emu_logits)])
+    flips = {"max": float(per_pos.max()), "positions": int(per_pos.numel()),
+             "above_1e-4": int((per_pos > 1e-4).sum()), "above_1e-2": int((per_pos > 1e-2).sum()),
+             "median": float(per_pos.median())}
+    log("  code-flip sensitivity (inputs x (1 + 2^-21)):", flips)
+    mo.run_cases(emu, prompts, out, extra={
+        "arch": src_ref.get("arch"), "layer_types": src_ref.get("layer_types"),
+        "quant": "modelopt fp8 static per-tensor", "source": f"tests/fixtures/models/{name}",
+        "fp8_excluded": FP8_EXCLUDE_MODULES_MOE, "experts_layout": "per-expert",
+        "emulation": "static FP8 with one weight scale and one input scale per vLLM merge (q/k/v, gate/up of the "
+                     "shared expert, in_proj_qkv+in_proj_z), written per linear, so merging is the identity; routed "
+                     "experts as vLLM's fused MoE (one input scale per projection kind over the block, written to "
+                     "every expert; gate/up one weight scale per expert); in_proj_a/b/ba, router, shared_expert_gate, "
+                     "conv1d, lm_head bf16; x*(1/s) f32, clamp 448, RNE e4m3fn; f64 GEMM of fp8 values times s*ws "
+                     "in f32",
+        "dtype_ref": "float32 emulation", "fp8_vs_f32_max_abs_logit_diff": d, "code_flip_sensitivity": flips})
+    return "ok"
+
+
+def qwen3_next_fp8_fixture(out_root, fixtures):
+    return moe_fp8_fixture("qwen3-next-tiny", "Qwen3NextForCausalLM", "qwen3_next", out_root, fixtures)
+
+
+def qwen3_5_moe_fp8_fixture(out_root, fixtures):
+    return moe_fp8_fixture("qwen3_5-moe-tiny", Q35_MOE_ARCH, "qwen3_5_moe", out_root, fixtures)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--fixtures", default=os.path.join("tests", "fixtures", "models"),
                     help="where qwen3_5-tiny is read from (default: tests/fixtures/models)")
-    ap.add_argument("--only", choices=["moe", "fp8"], default=None)
+    ap.add_argument("--only", choices=["moe", "fp8", "fp8-next", "fp8-moe"], action="append",
+                    help="build only these fixtures (repeatable); default all")
     args = ap.parse_args()
     torch.set_num_threads(max(1, min(16, os.cpu_count() or 1)))
     log("python", sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__)
@@ -394,10 +631,11 @@ def main():
         die(f"transformers {transformers.__version__}: these fixtures need transformers 5")
     os.makedirs(args.out, exist_ok=True)
     g.check_torch_fallbacks()
-    jobs = {"moe": qwen3_5_moe_fixture, "fp8": qwen3_5_fp8_fixture}
+    jobs = {"moe": qwen3_5_moe_fixture, "fp8": qwen3_5_fp8_fixture, "fp8-next": qwen3_next_fp8_fixture,
+            "fp8-moe": qwen3_5_moe_fp8_fixture}
     failed = []
     for name, job in jobs.items():
-        if args.only and name != args.only:
+        if args.only and name not in args.only:
             continue
         try:
             job(args.out, args.fixtures)
