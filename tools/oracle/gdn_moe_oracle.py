@@ -338,6 +338,54 @@ def all_logits(model, prompts):
     return [model(input_ids=torch.tensor([p], dtype=torch.long)).logits[0].float() for p in prompts]
 
 
+def source_logits(src, src_ref, name, got):
+    """The source fixture's reference logits; got (the reload's own) must reproduce them."""
+    want = []
+    for i, g_i in enumerate(got):
+        w = torch.frombuffer(bytearray(open(os.path.join(src, src_ref["cases"][i]["logits_file"]), "rb").read()),
+                             dtype=torch.float32).reshape(g_i.shape)
+        err = float((g_i - w).abs().max())
+        if not err < 1e-3 * float(w.abs().max()) + 1e-4:
+            die(f"{name} reloaded gives logits {err} away from its reference.json (a different model?)")
+        want.append(w)
+    log(f"  {name} reproduces its reference")
+    return want
+
+
+def write_fp8_checkpoint(out, src, sd, entries, exclude_modules):
+    """out: src's checkpoint sd with each (prefix, (w8, weight_scale, input_scale)) of entries
+    written as ModelOpt static FP8 (0-d f32 scales), src's config with the quantization_config
+    and its generation_config."""
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    scalar = lambda v: torch.tensor(v, dtype=torch.float32)  # noqa: E731  ModelOpt: 0-d scales
+    for p, (w8, ws, s) in entries:
+        if p + ".weight" not in sd:
+            die(f"{p}.weight is not in the checkpoint")
+        sd[p + ".weight"] = w8.contiguous()
+        sd[p + ".weight_scale"] = scalar(ws)
+        sd[p + ".input_scale"] = scalar(s)
+    save_file(sd, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(src, "config.json")) as f:
+        config = json.load(f)
+    config["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "FP8",
+                                     "exclude_modules": exclude_modules}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    shutil.copy(os.path.join(src, "generation_config.json"), out)
+
+
+def flip_sensitivity(perturbed_logits, emu_logits):
+    per_pos = torch.cat([(a - b).abs().amax(dim=-1) for a, b in zip(perturbed_logits, emu_logits)])
+    flips = {"max": float(per_pos.max()), "positions": int(per_pos.numel()),
+             "above_1e-4": int((per_pos > 1e-4).sum()), "above_1e-2": int((per_pos > 1e-2).sum()),
+             "median": float(per_pos.median())}
+    log("  code-flip sensitivity (inputs x (1 + 2^-21)):", flips)
+    return flips
+
+
 def qwen3_5_fp8_fixture(out_root, fixtures):
     log("== qwen3_5-tiny-fp8")
     cls = need_class("Qwen3_5ForCausalLM", "qwen3_5")
@@ -351,15 +399,7 @@ def qwen3_5_fp8_fixture(out_root, fixtures):
     ref, _ = g.reload_exact(cls, src, None)
     g.check_torch_fallbacks()
     # The reload must reproduce qwen3_5-tiny's own reference (same model, same math).
-    want = []
-    for i, got in enumerate(all_logits(ref, prompts)):
-        w = torch.frombuffer(bytearray(open(os.path.join(src, src_ref["cases"][i]["logits_file"]), "rb").read()),
-                             dtype=torch.float32).reshape(got.shape)
-        err = float((got - w).abs().max())
-        if not err < 1e-3 * float(w.abs().max()) + 1e-4:
-            die(f"qwen3_5-tiny reloaded gives logits {err} away from its reference.json (a different model?)")
-        want.append(w)
-    log("  qwen3_5-tiny reproduces its reference")
+    want = source_logits(src, src_ref, "qwen3_5-tiny", all_logits(ref, prompts))
 
     # Input scales from calibration prompts and the test prompts, so that no test activation
     # is clipped at 448 (a clipped activation is exact in both runs, but makes the fixture
@@ -369,26 +409,7 @@ def qwen3_5_fp8_fixture(out_root, fixtures):
     qw = quantize_by_group(ref, input_amax(ref, calib + prompts))
 
     out = os.path.join(out_root, "qwen3_5-tiny-fp8")
-    if os.path.exists(out):
-        shutil.rmtree(out)
-    os.makedirs(out)
-    sd = g.plain_state_dict(ref)
-    scalar = lambda v: torch.tensor(v, dtype=torch.float32)  # noqa: E731  ModelOpt: 0-d scales
-    for p, (w8, ws, s) in qw.items():
-        if p + ".weight" not in sd:
-            die(f"{p}.weight is not in the checkpoint")
-        sd[p + ".weight"] = w8.contiguous()
-        sd[p + ".weight_scale"] = scalar(ws)
-        sd[p + ".input_scale"] = scalar(s)
-    save_file(sd, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(src, "config.json")) as f:
-        config = json.load(f)
-    config["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "FP8",
-                                     "exclude_modules": FP8_EXCLUDE_MODULES}
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(config, f, indent=2, sort_keys=True)
-        f.write("\n")
-    shutil.copy(os.path.join(src, "generation_config.json"), out)
+    write_fp8_checkpoint(out, src, g.plain_state_dict(ref), qw.items(), FP8_EXCLUDE_MODULES)
 
     emu, _ = g.reload_exact(cls, src, None)
     install_fp8_emulation(emu, qw)
@@ -399,11 +420,7 @@ def qwen3_5_fp8_fixture(out_root, fixtures):
     log(f"  FP8 emulation vs the f32 model: max |diff| {d:.4g} (max |logit| {max(float(w.abs().max()) for w in want):.4g})")
     pert, _ = g.reload_exact(cls, src, None)
     install_fp8_emulation(pert, qw, PerturbedEmuLinear)
-    per_pos = torch.cat([(a - b).abs().amax(dim=-1) for a, b in zip(all_logits(pert, prompts), emu_logits)])
-    flips = {"max": float(per_pos.max()), "positions": int(per_pos.numel()),
-             "above_1e-4": int((per_pos > 1e-4).sum()), "above_1e-2": int((per_pos > 1e-2).sum()),
-             "median": float(per_pos.median())}
-    log("  code-flip sensitivity (inputs x (1 + 2^-21)):", flips)
+    flips = flip_sensitivity(all_logits(pert, prompts), emu_logits)
     mo.run_cases(emu, prompts, out, extra={
         "arch": "qwen3_5_text", "layer_types": g.Q35_LAYER_TYPES, "quant": "modelopt fp8 static per-tensor",
         "source": "tests/fixtures/models/qwen3_5-tiny", "fp8_excluded": FP8_EXCLUDE_MODULES,
@@ -530,15 +547,7 @@ def moe_fp8_fixture(name, arch, module, out_root, fixtures):
         return m
 
     ref = load()
-    want = []
-    for i, got in enumerate(all_logits(ref, prompts)):
-        w = torch.frombuffer(bytearray(open(os.path.join(src, src_ref["cases"][i]["logits_file"]), "rb").read()),
-                             dtype=torch.float32).reshape(got.shape)
-        err = float((got - w).abs().max())
-        if not err < 1e-3 * float(w.abs().max()) + 1e-4:
-            die(f"{name} reloaded gives logits {err} away from its reference.json (a different model?)")
-        want.append(w)
-    log(f"  {name} reproduces its reference")
+    want = source_logits(src, src_ref, name, all_logits(ref, prompts))
 
     gen = torch.Generator().manual_seed(359)
     calib = [torch.randint(0, ref.config.vocab_size, (48,), generator=gen).tolist() for _ in range(4)] + prompts
@@ -551,31 +560,16 @@ def moe_fp8_fixture(name, arch, module, out_root, fixtures):
     log(f"  replaced experts, unquantized, vs HF's: max |diff| {d_float:.3g}")
 
     out = os.path.join(out_root, name + "-fp8")
-    if os.path.exists(out):
-        shutil.rmtree(out)
-    os.makedirs(out)
     with safe_open(os.path.join(src, "model.safetensors"), framework="pt") as f:
         sd = {k: f.get_tensor(k) for k in f.keys()}
-    scalar = lambda v: torch.tensor(v, dtype=torch.float32)  # noqa: E731  ModelOpt: 0-d scales
     entries = list(qw.items())
     for li, files in enumerate(ckpt):
         for e, projs in enumerate(files):
             entries += [(f"model.layers.{li}.mlp.experts.{e}.{p}_proj", v) for p, v in projs.items()]
-    for p, (w8, ws, s) in entries:
-        if sd.get(p + ".weight") is None or sd[p + ".weight"].dtype != torch.bfloat16:
-            die(f"{p}.weight is not a BF16 tensor of {src}")
-        sd[p + ".weight"] = w8.contiguous()
-        sd[p + ".weight_scale"] = scalar(ws)
-        sd[p + ".input_scale"] = scalar(s)
-    save_file(sd, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(src, "config.json")) as f:
-        config = json.load(f)
-    config["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "FP8",
-                                     "exclude_modules": FP8_EXCLUDE_MODULES_MOE}
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(config, f, indent=2, sort_keys=True)
-        f.write("\n")
-    shutil.copy(os.path.join(src, "generation_config.json"), out)
+    bad = [p for p, _ in entries if p + ".weight" in sd and sd[p + ".weight"].dtype != torch.bfloat16]
+    if bad:
+        die(f"{src}: quantized tensors not stored in BF16: {bad[:4]}")
+    write_fp8_checkpoint(out, src, sd, entries, FP8_EXCLUDE_MODULES_MOE)
 
     def emulated(perturb, linear_cls):
         m = load()
@@ -590,11 +584,7 @@ def moe_fp8_fixture(name, arch, module, out_root, fixtures):
         die(f"the FP8 emulation moves the logits by {d}")
     log(f"  FP8 emulation vs the f32 model: max |diff| {d:.4g}")
     pert = emulated(1.0 + 2.0 ** -21, PerturbedEmuLinear)
-    per_pos = torch.cat([(a - b).abs().amax(dim=-1) for a, b in zip(all_logits(pert, prompts), emu_logits)])
-    flips = {"max": float(per_pos.max()), "positions": int(per_pos.numel()),
-             "above_1e-4": int((per_pos > 1e-4).sum()), "above_1e-2": int((per_pos > 1e-2).sum()),
-             "median": float(per_pos.median())}
-    log("  code-flip sensitivity (inputs x (1 + 2^-21)):", flips)
+    flips = flip_sensitivity(all_logits(pert, prompts), emu_logits)
     mo.run_cases(emu, prompts, out, extra={
         "arch": src_ref.get("arch"), "layer_types": src_ref.get("layer_types"),
         "quant": "modelopt fp8 static per-tensor", "source": f"tests/fixtures/models/{name}",
