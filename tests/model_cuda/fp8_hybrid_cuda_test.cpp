@@ -27,7 +27,7 @@
 namespace vtllm::model {
 namespace {
 
-const std::string kFixtures = std::string(VTLLM_FIXTURES_DIR) + "/models/";
+const std::string kFixtures = testing::FixturesRoot() + "/models/";
 
 LoadOptions Cuda(const std::string& quantization) {
   LoadOptions o;
