@@ -47,7 +47,8 @@ constexpr int64_t kStreamMaxM = 4096;
 
 // Palette 1: tmm0, tmm1 the two 16 x 32 BF16 weight slices of a 64-value K step; tmm2,
 // tmm3 a's matching slices (16 K pairs x M rows); tmm4, tmm5 f32 sums [16 weight rows][M],
-// one per slice, so the two tdpbf16ps of a step do not wait on each other.
+// one per slice, so the two tdpbf16ps of a step do not wait on each other; tmm6, tmm7 the
+// same for the next block of weight rows (blocks alternate between the two pairs).
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
   uint8_t start_row = 0;
@@ -62,7 +63,7 @@ TileConfig ConfigFor(int64_t M) {
   const auto m_bytes = static_cast<uint16_t>(M * 4);
   for (int t : {0, 1}) c.colsb[t] = 64, c.rows[t] = kTileRows;
   for (int t : {2, 3}) c.colsb[t] = m_bytes, c.rows[t] = 16;
-  for (int t : {4, 5}) c.colsb[t] = m_bytes, c.rows[t] = kTileRows;
+  for (int t : {4, 5, 6, 7}) c.colsb[t] = m_bytes, c.rows[t] = kTileRows;
   return c;
 }
 
@@ -84,18 +85,104 @@ struct alignas(64) Staging {
   float sums[2][kTileRows * kMaxM];
 };
 
+// c[m * ldc + j] for the rows of a block of a (16 rows from m0, `mrows` real) and j < rows,
+// from a 16 x 16 sums tile stored as sums[j * 16 + m] (64-byte aligned): a 16 x 16
+// transpose in registers (32-bit, then 64-bit interleaves within 128-bit lanes, then two
+// rounds of 128-bit lane shuffles), one masked store per row of a.
+void StoreTile(const float* sums, int64_t rows, int64_t mrows, float* c, int64_t ldc) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    const __m512 r0 = _mm512_load_ps(sums + 32 * i), r1 = _mm512_load_ps(sums + 32 * i + 16);
+    t[2 * i] = _mm512_unpacklo_ps(r0, r1);  // per lane L: r0[4L], r1[4L], r0[4L+1], r1[4L+1]
+    t[2 * i + 1] = _mm512_unpackhi_ps(r0, r1);
+  }
+  const auto pd = [](__m512 x) { return _mm512_castps_pd(x); };
+  for (int q = 0; q < 4; ++q) {  // u[4q + e], lane L: element 4L + e of sums rows 4q..4q+3
+    const __m512* tq = t + 4 * q;
+    u[4 * q + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(tq[0]), pd(tq[2])));
+    u[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(tq[0]), pd(tq[2])));
+    u[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(tq[1]), pd(tq[3])));
+    u[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(tq[1]), pd(tq[3])));
+  }
+  const auto mask = static_cast<__mmask16>((1u << rows) - 1);
+  for (int e = 0; e < 4; ++e) {
+    const __m512 x02 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), x13 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xDD);
+    const __m512 y02 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88);
+    const __m512 y13 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xDD);
+    const __m512 col[4] = {_mm512_shuffle_f32x4(x02, y02, 0x88), _mm512_shuffle_f32x4(x13, y13, 0x88),
+                           _mm512_shuffle_f32x4(x02, y02, 0xDD), _mm512_shuffle_f32x4(x13, y13, 0xDD)};
+    for (int l = 0; l < 4; ++l) {  // row of a m = 4l + e: its 16 sums, lane j = weight row j
+      const int64_t m = 4 * l + e;
+      if (m < mrows) _mm512_mask_storeu_ps(c + m * ldc, mask, col[l]);
+    }
+  }
+}
+
+// The tile intrinsics take literal register numbers: pair kAcc's operations spelled out.
+template <int kAcc>
+inline void ZeroPair() {
+  if constexpr (kAcc == 4) {
+    _tile_zero(4);
+    _tile_zero(5);
+  } else {
+    _tile_zero(6);
+    _tile_zero(7);
+  }
+}
+template <int kAcc>
+inline void DotPair() {  // kAcc += tmm0 x tmm2, kAcc + 1 += tmm1 x tmm3
+  if constexpr (kAcc == 4) {
+    _tile_dpbf16ps(4, 0, 2);
+    _tile_dpbf16ps(5, 1, 3);
+  } else {
+    _tile_dpbf16ps(6, 0, 2);
+    _tile_dpbf16ps(7, 1, 3);
+  }
+}
+template <int kAcc>
+inline void StorePair(float* s0, float* s1) {  // rows 64 bytes apart
+  if constexpr (kAcc == 4) {
+    _tile_stored(4, s0, 64);
+    _tile_stored(5, s1, 64);
+  } else {
+    _tile_stored(6, s0, 64);
+    _tile_stored(7, s1, 64);
+  }
+}
+
+// A block's sums waiting in their tile pair to be stored: rows weight rows for c.
+struct PendingSums {
+  float* c = nullptr;
+  int64_t rows = 0;
+};
+
+// The sums of the block in tile pair kAcc (4: tmm4, tmm5; 6: tmm6, tmm7) into p.c: the two
+// slices' sums added (the block's only rounding after the tiles), transposed into c's rows.
+template <int kAcc>
+void StoreSums(const PendingSums& p, int64_t M, Staging& st, int64_t ldc) {
+  StorePair<kAcc>(st.sums[0], st.sums[1]);
+  for (int j = 0; j < kTileRows; ++j)
+    _mm512_store_ps(st.sums[0] + 16 * j,
+                    _mm512_add_ps(_mm512_load_ps(st.sums[0] + 16 * j), _mm512_load_ps(st.sums[1] + 16 * j)));
+  StoreTile(st.sums[0], p.rows, M, p.c, ldc);
+}
+
 // One block of `rows` (<= 16) weight rows of length K against the M rows of a (block 0 of
-// the prepared vnni), into c[m * ldc + j] for j < rows. Per 64-value K step: the first 32
-// values (tmm0 x tmm2) add into tmm4, the second (tmm1 x tmm3) into tmm5.
+// the prepared vnni), into tile pair kAcc: per 64-value K step, the first 32 values (tmm0 x
+// tmm2) add into tile kAcc, the second (tmm1 x tmm3) into kAcc + 1. The sums stay there (the
+// caller stores them); the previous block's, in the other pair, are stored a few steps in,
+// when its last products are long done: storing them at the block's own end waited for the
+// tiles to drain and held up the next block's first products (bench/kernel_notes.md).
+template <int kAcc>
 __attribute__((target("avx512vbmi"))) void Block(const Fp8ToBf16Lut& lut, DType dt, const void* b, int64_t K,
                                                  int64_t rows, const uint32_t* vnni, int64_t M, Staging& st,
-                                                 float* c, int64_t ldc) {
-  const int64_t m_bytes = M * 4;
+                                                 PendingSums& previous, int64_t ldc) {
+  constexpr int kOther = kAcc == 4 ? 6 : 4;
   // Rows past the block's end stay zero in the staging tiles.
   if (rows < kTileRows)
     for (auto& h : st.half) std::memset(h + rows * 32, 0, static_cast<size_t>((kTileRows - rows) * 64));
-  _tile_zero(4);
-  _tile_zero(5);
+  ZeroPair<kAcc>();
+  const int64_t store_at = std::min<int64_t>(2 * 64, (K - 1) / 64 * 64);  // a K step's offset
   for (int64_t k = 0; k < K; k += 64) {
     const bool full = k + 64 <= K;
     if (dt == DType::kF8E4M3) {
@@ -141,13 +228,12 @@ __attribute__((target("avx512vbmi"))) void Block(const Fp8ToBf16Lut& lut, DType 
     }
     _tile_loadd(2, vnni + (k / 32) * 256, 64);
     _tile_loadd(3, vnni + (k / 32 + 1) * 256, 64);
-    _tile_dpbf16ps(4, 0, 2);
-    _tile_dpbf16ps(5, 1, 3);
+    DotPair<kAcc>();
+    if (k == store_at && previous.c != nullptr) {
+      StoreSums<kOther>(previous, M, st, ldc);
+      previous.c = nullptr;
+    }
   }
-  _tile_stored(4, st.sums[0], m_bytes);
-  _tile_stored(5, st.sums[1], m_bytes);
-  for (int64_t j = 0; j < rows; ++j)
-    for (int64_t m = 0; m < M; ++m) c[m * ldc + j] = st.sums[0][j * M + m] + st.sums[1][j * M + m];
 }
 
 // ---- Many rows of a (prefill) ---------------------------------------------------------
@@ -234,39 +320,6 @@ __attribute__((target("avx512vbmi"))) void StageRows(const Fp8ToBf16Lut& lut, DT
       const uint16_t* row = static_cast<const uint16_t*>(b) + j * K;
       for (int64_t k = 0; k < width; k += 32)
         _mm512_store_si512(dst + k, _mm512_maskz_loadu_epi16(Mask32(K - k0 - k), row + k0 + k));
-    }
-  }
-}
-
-// c[m * ldc + j] for the rows of a block of a (16 rows from m0, `mrows` real) and j < rows,
-// from a 16 x 16 sums tile stored as sums[j * 16 + m] (64-byte aligned): a 16 x 16
-// transpose in registers (32-bit, then 64-bit interleaves within 128-bit lanes, then two
-// rounds of 128-bit lane shuffles), one masked store per row of a.
-void StoreTile(const float* sums, int64_t rows, int64_t mrows, float* c, int64_t ldc) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    const __m512 r0 = _mm512_load_ps(sums + 32 * i), r1 = _mm512_load_ps(sums + 32 * i + 16);
-    t[2 * i] = _mm512_unpacklo_ps(r0, r1);  // per lane L: r0[4L], r1[4L], r0[4L+1], r1[4L+1]
-    t[2 * i + 1] = _mm512_unpackhi_ps(r0, r1);
-  }
-  const auto pd = [](__m512 x) { return _mm512_castps_pd(x); };
-  for (int q = 0; q < 4; ++q) {  // u[4q + e], lane L: element 4L + e of sums rows 4q..4q+3
-    const __m512* tq = t + 4 * q;
-    u[4 * q + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(tq[0]), pd(tq[2])));
-    u[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(tq[0]), pd(tq[2])));
-    u[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(tq[1]), pd(tq[3])));
-    u[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(tq[1]), pd(tq[3])));
-  }
-  const auto mask = static_cast<__mmask16>((1u << rows) - 1);
-  for (int e = 0; e < 4; ++e) {
-    const __m512 x02 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), x13 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xDD);
-    const __m512 y02 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88);
-    const __m512 y13 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xDD);
-    const __m512 col[4] = {_mm512_shuffle_f32x4(x02, y02, 0x88), _mm512_shuffle_f32x4(x13, y13, 0x88),
-                           _mm512_shuffle_f32x4(x02, y02, 0xDD), _mm512_shuffle_f32x4(x13, y13, 0xDD)};
-    for (int l = 0; l < 4; ++l) {  // row of a m = 4l + e: its 16 sums, lane j = weight row j
-      const int64_t m = 4 * l + e;
-      if (m < mrows) _mm512_mask_storeu_ps(c + m * ldc, mask, col[l]);
     }
   }
 }
@@ -390,9 +443,24 @@ __attribute__((target("avx512vbmi"))) void StreamAmx(DType dt, const void* av, i
   _tile_loadconfig(&cfg);
   const Fp8ToBf16Lut lut;
   const size_t row_bytes = static_cast<size_t>(K) * (dt == DType::kF8E4M3 ? 1 : 2);
-  for (int64_t n = 0; n < nrows; n += kTileRows)
-    Block(lut, dt, static_cast<const std::byte*>(bv) + static_cast<size_t>(n) * row_bytes, K,
-          std::min<int64_t>(kTileRows, nrows - n), vnni, M, st, c + n, ldc);
+  // Blocks alternate between the sums pairs; each block stores its predecessor's.
+  PendingSums previous;
+  for (int64_t n = 0; n < nrows; n += kTileRows) {
+    const void* b = static_cast<const std::byte*>(bv) + static_cast<size_t>(n) * row_bytes;
+    const int64_t rows = std::min<int64_t>(kTileRows, nrows - n);
+    const bool even = n / kTileRows % 2 == 0;
+    if (even)
+      Block<4>(lut, dt, b, K, rows, vnni, M, st, previous, ldc);
+    else
+      Block<6>(lut, dt, b, K, rows, vnni, M, st, previous, ldc);
+    previous = {c + n, rows};
+    if (n + kTileRows >= nrows) {  // the last block's sums
+      if (even)
+        StoreSums<4>(previous, M, st, ldc);
+      else
+        StoreSums<6>(previous, M, st, ldc);
+    }
+  }
   _tile_release();
 }
 
