@@ -1,6 +1,6 @@
-// The CUDA MoE ops (src/vt/cuda/moe.cu) beyond the op table's cases: routing at the shape of
-// Qwen3-30B-A3B (128 experts, top 8) over more tokens than one CTA holds, byte for byte
-// with the CPU kernel; and an expert id outside [0, E), which the kernel cannot throw for
+// The CUDA MoE ops (src/vt/cuda/moe.cu) beyond the op table's cases: routing at the routers'
+// shapes (128 to 512 experts) and past the register kernel's limits, byte for byte with the
+// CPU kernel; and an expert id outside [0, E), which the kernel cannot throw for
 // (no host synchronization inside the op), recorded and reported at the next
 // synchronization by name; and which kernel the FP8 expert ops ran: the down GEMV
 // (moe_gemv.cuh) for up to 16 tokens, the tensor-core tiles (moe_tiled.cu) beyond, each
@@ -8,6 +8,7 @@
 // op table's shapes are too narrow for the tiles and take the per-pair kernels).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -20,27 +21,47 @@ namespace {
 
 using vt::DType;
 
-TEST(CudaMoe, RoutingAt128ExpertsEqualsCpuBytes) {
+// Routing at the routers' shapes (Qwen3-30B-A3B 128 experts top 8, Qwen3.5-MoE 256 top 8,
+// Qwen3-Next 512 top 10) and past the register kernel's limits (600 experts; 40 picks), over
+// more tokens than one CTA holds, with a row of ties: byte for byte
+// the CPU's, on the register kernel where it applies (counted) and, with it switched off, on
+// the shared-memory kernel.
+TEST(CudaMoe, RoutingEqualsCpuBytes) {
   VT_REQUIRE_CUDA();
-  constexpr int64_t T = 37, E = 128, k = 8;
-  std::mt19937 rng(11);
-  std::normal_distribution<float> nd(0.0f, 3.0f);
-  std::vector<float> l(static_cast<size_t>(T * E));
-  for (auto& v : l) v = nd(rng);
-  for (int64_t i = 0; i < E; i += 3) l[5 * E + i] = l[5 * E];  // a row of ties
-  const vt::Tensor logits = vt::Tensor::FromHost(l.data(), {T, E}, DType::kF32);
+  struct Shape {
+    int64_t T, E, k;
+    bool registers;
+  };
+  const Shape shapes[] = {{37, 128, 8, true}, {9, 256, 8, true}, {6, 512, 10, true}, {5, 600, 8, false},
+                          {5, 60, 40, false}, {7, 20, 3, true}};
   vt::Queue cpu = vt::Queue::Cpu(2), gpu = vt::Queue::Cuda(0);
-  for (bool renorm : {true, false}) {
-    const vt::Tensor ids_c = vt::Tensor::Empty({T, k}, DType::kI32), w_c = vt::Tensor::Empty({T, k}, DType::kF32);
-    vt::MoeTopKRouting(cpu, ids_c, w_c, logits, renorm);
-    const vt::Tensor ids_g = vt::Tensor::Empty({T, k}, DType::kI32, vtt::kCuda);
-    const vt::Tensor w_g = vt::Tensor::Empty({T, k}, DType::kF32, vtt::kCuda);
-    const int64_t before = vt::DispatchCount(vt::OpId::kMoeTopKRouting, vt::DeviceType::kCUDA);
-    vt::MoeTopKRouting(gpu, ids_g, w_g, logits.To(vtt::kCuda), renorm);
-    EXPECT_GT(vt::DispatchCount(vt::OpId::kMoeTopKRouting, vt::DeviceType::kCUDA), before);
-    EXPECT_TRUE(vtt::SameBytes(ids_g, ids_c)) << "renormalize " << renorm;
-    EXPECT_TRUE(vtt::SameBytes(w_g, w_c)) << "renormalize " << renorm;
-  }
+  uint32_t seed = 11;
+  for (const Shape& sh : shapes)
+    for (const char* reg : {"1", "0"}) {
+      const int64_t T = sh.T, E = sh.E, k = sh.k;
+      std::mt19937 rng(++seed);
+      std::normal_distribution<float> nd(0.0f, 3.0f);
+      std::vector<float> l(static_cast<size_t>(T * E));
+      for (auto& v : l) v = nd(rng);
+      for (int64_t i = 0; i < E; i += 3) l[1 * E + i] = l[1 * E];  // a row of ties
+      const vt::Tensor logits = vt::Tensor::FromHost(l.data(), {T, E}, DType::kF32);
+      setenv("VT_CUDA_MOE_REG_ROUTING", reg, 1);
+      for (bool renorm : {true, false}) {
+        const std::string what = vt::StrCat(T, "x", E, " k=", k, " registers=", reg, " renormalize=", renorm);
+        const vt::Tensor ids_c = vt::Tensor::Empty({T, k}, DType::kI32), w_c = vt::Tensor::Empty({T, k}, DType::kF32);
+        vt::MoeTopKRouting(cpu, ids_c, w_c, logits, renorm);
+        const vt::Tensor ids_g = vt::Tensor::Empty({T, k}, DType::kI32, vtt::kCuda);
+        const vt::Tensor w_g = vt::Tensor::Empty({T, k}, DType::kF32, vtt::kCuda);
+        const int64_t before = vt::DispatchCount(vt::OpId::kMoeTopKRouting, vt::DeviceType::kCUDA);
+        const int64_t reg_before = vt::cuda::MoeRoutingRegisterLaunches();
+        vt::MoeTopKRouting(gpu, ids_g, w_g, logits.To(vtt::kCuda), renorm);
+        EXPECT_GT(vt::DispatchCount(vt::OpId::kMoeTopKRouting, vt::DeviceType::kCUDA), before) << what;
+        EXPECT_EQ(vt::cuda::MoeRoutingRegisterLaunches() - reg_before, sh.registers && reg[0] == '1' ? 1 : 0) << what;
+        EXPECT_TRUE(vtt::SameBytes(ids_g, ids_c)) << what;
+        EXPECT_TRUE(vtt::SameBytes(w_g, w_c)) << what;
+      }
+      unsetenv("VT_CUDA_MOE_REG_ROUTING");
+    }
 }
 
 TEST(CudaMoe, ExpertIdOutsideRangeIsReported) {

@@ -62,6 +62,9 @@ void CountQkNormRopeFp8Launch();
 void RegisterMoeKernels();         // moe.cu: MoeTopKRouting, MoeExperts, MoeExpertsFp8(PerToken)
 // How many FP8 expert calls took the few-token down GEMV (moe_gemv.cuh; all queues).
 int64_t MoeGemvLaunches();
+// MoeTopKRouting launches that kept each token's row in registers (up to 512 experts and 32
+// picks; VT_CUDA_MOE_REG_ROUTING=0 sends every call through shared memory).
+int64_t MoeRoutingRegisterLaunches();
 // Calls of MoeExpertsFp8 that ran the tensor-core tiles of moe_tiled.cu (all queues).
 int64_t MoeTiledLaunches();
 void RegisterMoeGroupScaledKernels();  // moe_group_scaled.cu: MoeExpertsFp8GroupScaled

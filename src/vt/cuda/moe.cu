@@ -7,7 +7,10 @@
 // lane 0 sums them in index order as the CPU does, the lanes divide, and each of the k
 // rounds takes the largest untaken p (equal values: the lower index) by a warp reduction
 // under that total order, which is exactly the CPU's sequential scan. So the bytes equal
-// the CPU's (the op table demands it), ties and the renormalisation sum included.
+// the CPU's (the op table demands it), ties and the renormalisation sum included. Up to
+// kRegExperts experts and kRegTopK picks (every Qwen MoE router) the row stays in registers
+// (lane l holds experts l, l + 32, ...; lane j the j-th pick) and the picks are written
+// once, renormalised; larger rows go through shared memory. Same operations, same order.
 //
 // MoeExperts / MoeExpertsFp8: two kernels, each grid row reading its expert id on the device.
 //  - gate/up: a CTA per (token, slot) pair and group of 8 activation indices i, a warp per i:
@@ -53,6 +56,10 @@ namespace vt::cuda {
 namespace {
 
 constexpr int kRouteWarps = 4;     // tokens per routing CTA (when their rows fit in shared memory)
+constexpr int kRegExperts = 512;   // the register routing kernel: experts a row, picks a token
+constexpr int kRegTopK = 32;
+
+std::atomic<int64_t> g_register_routing{0};
 constexpr int kWarps = 8;          // rows per expert CTA, one warp each
 constexpr int kThreads = kWarps * 32;
 constexpr size_t kSmemLimit = 48 << 10;
@@ -126,10 +133,107 @@ __global__ void MoeTopKRoutingKernel(int32_t* ids, float* weights, const float* 
     for (int64_t j = 0; j < k; ++j) weights[t * k + j] = weights[t * k + j] / sum;
 }
 
+// The same routing with a token's row in registers: kPer = ceil(E / 32) values a lane
+// (lane l: experts l + 32u), k <= 32 picks kept by lanes 0..k-1.
+template <int kPer>
+__global__ void MoeTopKRoutingRegKernel(int32_t* ids, float* weights, const float* logits, int64_t T, int E, int k,
+                                        bool renormalize) {
+  PdlWait();
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * warps + warp;
+  if (t >= T) return;  // uniform across the warp; the kernel has no block-wide barrier
+  const float* row = logits + t * E;
+  float p[kPer];
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) p[u] = lane + 32 * u < E ? row[lane + 32 * u] : 0.0f;
+  // The CPU's max, as the shared-memory kernel takes it.
+  float m = row[0];
+#pragma unroll
+  for (int u = 0; u < kPer; ++u)
+    if (lane + 32 * u < E) m = p[u] > m ? p[u] : m;
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) {
+    const float o = __shfl_xor_sync(0xFFFFFFFFu, m, off);
+    m = o > m ? o : m;
+  }
+  m = __shfl_sync(0xFFFFFFFFu, m, 0);
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) p[u] = numerics::Exp(p[u] - m);
+  // Lane 0 sums in index order (every lane runs the shuffles).
+  float s = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kPer; ++u)
+    for (int l = 0; l < 32 && l + 32 * u < E; ++l) s += __shfl_sync(0xFFFFFFFFu, p[u], l);
+  s = __shfl_sync(0xFFFFFFFFu, s, 0);
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) p[u] = p[u] / s;
+  uint32_t taken = 0;  // bit u: expert lane + 32u
+  int my_id = 0;       // lane j: the j-th pick
+  float my_w = 0.0f, sum = 0.0f;  // sum: lane 0's, in pick order
+  for (int j = 0; j < k; ++j) {
+    int bi = -1;
+    float bv = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kPer; ++u)
+      if (lane + 32 * u < E && !(taken >> u & 1u) && (bi < 0 || p[u] > bv)) {
+        bi = lane + 32 * u;
+        bv = p[u];
+      }
+#pragma unroll
+    for (int off = 16; off >= 1; off /= 2) {
+      const int oi = __shfl_xor_sync(0xFFFFFFFFu, bi, off);
+      const float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, off);
+      if (oi >= 0 && (bi < 0 || ov > bv || (!(bv > ov) && oi < bi))) {
+        bi = oi;
+        bv = ov;
+      }
+    }
+    bi = __shfl_sync(0xFFFFFFFFu, bi, 0);  // j < k <= E: some entry is untaken, bi >= 0
+    bv = __shfl_sync(0xFFFFFFFFu, bv, 0);
+    if (lane == bi % 32) taken |= 1u << (bi / 32);
+    if (lane == j) {
+      my_id = bi;
+      my_w = bv;
+    }
+    sum += bv;
+  }
+  if (lane < k) {
+    ids[t * k + lane] = my_id;
+    weights[t * k + lane] = renormalize ? my_w / sum : my_w;  // every lane's sum is lane 0's
+  }
+}
+
+template <int kPer>
+void LaunchRegRouting(CudaQueue& cq, const Tensor& ids, const Tensor& weights, const Tensor& logits, bool renormalize) {
+  const int64_t T = logits.dim(0);
+  const unsigned blocks = static_cast<unsigned>((T + kRouteWarps - 1) / kRouteWarps);
+  LaunchOverlapped(cq, "MoeTopKRoutingRegKernel", MoeTopKRoutingRegKernel<kPer>, blocks, kRouteWarps * 32, 0,
+                   ids.data_as<int32_t>(), weights.data_as<float>(), logits.data_as<float>(), T,
+                   static_cast<int>(logits.dim(1)), static_cast<int>(ids.dim(1)), renormalize);
+}
+
 void MoeTopKRoutingCuda(const Queue& q, const Tensor& ids, const Tensor& weights, const Tensor& logits,
                         bool renormalize) {
   const int64_t T = logits.dim(0), E = logits.dim(1), k = ids.dim(1);
   if (T == 0) return;
+  if (E <= kRegExperts && k <= kRegTopK && SwitchOn("VT_CUDA_MOE_REG_ROUTING")) {
+    CudaQueue& cq = Cuda(q);
+    DeviceGuard guard(cq.device.index);
+    g_register_routing.fetch_add(1, std::memory_order_relaxed);
+    const int per = static_cast<int>((E + 31) / 32);
+    if (per <= 1)
+      LaunchRegRouting<1>(cq, ids, weights, logits, renormalize);
+    else if (per <= 2)
+      LaunchRegRouting<2>(cq, ids, weights, logits, renormalize);
+    else if (per <= 4)
+      LaunchRegRouting<4>(cq, ids, weights, logits, renormalize);
+    else if (per <= 8)
+      LaunchRegRouting<8>(cq, ids, weights, logits, renormalize);
+    else
+      LaunchRegRouting<16>(cq, ids, weights, logits, renormalize);
+    return;
+  }
   const size_t per_warp = static_cast<size_t>(E) * (sizeof(float) + 1);
   const int warps = per_warp * kRouteWarps <= kSmemLimit ? kRouteWarps : 1;
   VT_CHECK(per_warp <= kSmemLimit, "MoeTopKRouting: logits is ", logits.Describe(), ": the cuda kernel takes up to ",
@@ -427,6 +531,8 @@ void MoeExpertsFp8PerTokenCuda(const Queue& q, const Tensor& out, const Tensor& 
 }  // namespace
 
 int64_t MoeGemvLaunches() { return g_gemv_launches.load(std::memory_order_relaxed); }
+
+int64_t MoeRoutingRegisterLaunches() { return g_register_routing.load(std::memory_order_relaxed); }
 
 void RegisterMoeKernels() {
   Register<OpId::kMoeTopKRouting>(DeviceType::kCUDA, &MoeTopKRoutingCuda);
