@@ -66,6 +66,20 @@ constexpr size_t kSmemLimit = 48 << 10;
 
 // ---- routing ---------------------------------------------------------------------------
 
+// Every lane's (index, value) candidate -> the warp's best, in every lane's bi, bv: the larger
+// value; equal (or unordered: a NaN row) the lower index; bi < 0 is no candidate.
+__device__ __forceinline__ void WarpBestPick(int& bi, float& bv) {
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) {
+    const int oi = __shfl_xor_sync(0xFFFFFFFFu, bi, off);
+    const float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, off);
+    if (oi >= 0 && (bi < 0 || ov > bv || (!(bv > ov) && oi < bi))) {
+      bi = oi;
+      bv = ov;
+    }
+  }
+}
+
 // Shared memory: warps * E floats (p), then warps * E bytes (taken).
 __global__ void MoeTopKRoutingKernel(int32_t* ids, float* weights, const float* logits, int64_t T, int64_t E,
                                      int64_t k, bool renormalize) {
@@ -110,16 +124,7 @@ __global__ void MoeTopKRoutingKernel(int32_t* ids, float* weights, const float* 
         bi = static_cast<int>(i);
         bv = p[i];
       }
-    // Across lanes: larger value, equal (or unordered: a NaN row) the lower index.
-#pragma unroll
-    for (int off = 16; off >= 1; off /= 2) {
-      const int oi = __shfl_xor_sync(0xFFFFFFFFu, bi, off);
-      const float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, off);
-      if (oi >= 0 && (bi < 0 || ov > bv || (!(bv > ov) && oi < bi))) {
-        bi = oi;
-        bv = ov;
-      }
-    }
+    WarpBestPick(bi, bv);
     bi = __shfl_sync(0xFFFFFFFFu, bi, 0);  // j < k <= E: some entry is untaken, bi >= 0
     if (lane == 0) {
       taken[bi] = 1;
@@ -180,15 +185,7 @@ __global__ void MoeTopKRoutingRegKernel(int32_t* ids, float* weights, const floa
         bi = lane + 32 * u;
         bv = p[u];
       }
-#pragma unroll
-    for (int off = 16; off >= 1; off /= 2) {
-      const int oi = __shfl_xor_sync(0xFFFFFFFFu, bi, off);
-      const float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, off);
-      if (oi >= 0 && (bi < 0 || ov > bv || (!(bv > ov) && oi < bi))) {
-        bi = oi;
-        bv = ov;
-      }
-    }
+    WarpBestPick(bi, bv);
     bi = __shfl_sync(0xFFFFFFFFu, bi, 0);  // j < k <= E: some entry is untaken, bi >= 0
     bv = __shfl_sync(0xFFFFFFFFu, bv, 0);
     if (lane == bi % 32) taken |= 1u << (bi / 32);
