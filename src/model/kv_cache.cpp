@@ -1,6 +1,8 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
+#include <thread>
 #include <vector>
 
 #include "vt/error.h"
@@ -38,6 +40,31 @@ void KvCacheTensors::ZeroStateSlot(int64_t slot) const {
   }
 }
 
+namespace {
+
+// Host cache tensors are written through (zeroed) once, when they are made, by up to 8
+// threads. Otherwise their pages are first touched by the KV writes of serving steps, which
+// then wait while the kernel faults in and clears fresh (huge) pages: on a 2-core VM that
+// was 10% of a CPU server's time at 32 concurrent requests (bench/README.md, session 37).
+void TouchHostPages(const std::vector<vt::Tensor>& tensors) {
+  std::vector<std::pair<char*, size_t>> parts;  // (start, bytes) of each thread's share
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  for (const vt::Tensor& t : tensors) {
+    if (!t.device().is_cpu() || t.nbytes() == 0) continue;
+    char* p = static_cast<char*>(t.data());
+    const size_t n = t.nbytes(), share = (n + threads - 1) / threads;
+    for (size_t o = 0; o < n; o += share) parts.emplace_back(p + o, std::min(share, n - o));
+  }
+  std::vector<std::thread> pool;
+  for (size_t i = 0; i < threads && i < parts.size(); ++i)
+    pool.emplace_back([&parts, i, threads] {
+      for (size_t j = i; j < parts.size(); j += threads) std::memset(parts[j].first, 0, parts[j].second);
+    });
+  for (std::thread& th : pool) th.join();
+}
+
+}  // namespace
+
 KvCacheTensors::KvCacheTensors(const KvCacheSpec& spec) : spec_(spec) {
   VT_CHECK(spec.num_layers > 0 && spec.num_kv_heads > 0 && spec.head_dim > 0 && spec.block_size > 0 &&
                spec.num_blocks > 0,
@@ -49,6 +76,8 @@ KvCacheTensors::KvCacheTensors(const KvCacheSpec& spec) : spec_(spec) {
     keys_.push_back(vt::Tensor::Empty(shape, spec.dtype, spec.device));
     values_.push_back(vt::Tensor::Empty(shape, spec.dtype, spec.device));
   }
+  TouchHostPages(keys_);
+  TouchHostPages(values_);
   const StateSpec& st = spec.state;
   if (st.num_layers == 0) return;
   VT_CHECK(st.num_slots > 0 && st.key_channels > 0 && st.value_channels > 0 && st.conv_width > 0 &&
