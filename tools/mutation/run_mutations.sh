@@ -50,7 +50,8 @@ TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache
           include/vt/ops/attention.h src/model/layers/attention.cpp src/model/layers/moe_group_scaled.cpp
           src/vt/cpu/fused.cpp src/model/models/decoder.cpp src/model/layers/mlp.cpp
           src/vt/cpu/attention.cpp src/vt/cpu/attention_simd.h src/vt/cpu/fp8_nan_scan.h
-          src/model/models/decoder_parts.cpp src/model/models/hybrid.cpp src/model/layers/gated_deltanet.cpp)
+          src/model/models/decoder_parts.cpp src/model/models/hybrid.cpp src/model/layers/gated_deltanet.cpp
+          src/model/kv_cache.cpp)
 
 restore() {
   for f in "${TOUCHED[@]}"; do cp "$PRISTINE/$f" "$SRC/$f"; done
@@ -281,6 +282,10 @@ mutate_kv_reciprocal_multiply() {
 mutate_kv_loader_ignores_scales() {
   edit src/model/layers/attention.cpp 's/return found == nullptr \? 1\.0f : ckpt\.GetScaleF32\(\*found\);/return found == nullptr ? 1.0f : 1.0f;/'
 }
+# A host KV cache left untouched when made (its pages then fault in during serving steps).
+mutate_kv_host_cache_untouched() {
+  edit src/model/kv_cache.cpp 's/  TouchHostPages\(keys_\);\n  TouchHostPages\(values_\);\n//'
+}
 
 # The per-token-group fused recipes (RmsNorm / gated RmsNorm / SiluMul -> QuantFp8PerTokenGroup;
 # cpu/fused.cpp and the group path of EmitRow in elementwise_simd.h; their definition, the
@@ -428,7 +433,8 @@ MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped
                gs_avx2_pair_fma_order gs_packed_first_group_scale gs_packed_slice_offset
                panel_group_flush_every_chunk panel_group_scale_tile_rows)
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
-KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales)
+KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales
+              kv_host_cache_untouched)
 FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fused_group_blocks_not_whole_groups
                        fused_group_reciprocal fused_group_model_no_residual fused_group_zero_centred_vector_weight
                        fused_group_model_zero_centred_plain_norm fused_group_model_mixer_quantizes_again
