@@ -14,7 +14,12 @@
 // until an activation that sits on an e4m3 rounding boundary flips code; these tiny random
 // models amplify a flip (reference.json's code_flip_sensitivity measures how far: every
 // quantized input scaled by 1 + 2^-21) and the GDN state carries it on, so a prompt is compared
-// up to its first position off by more than 3e-4, position 0 always, and at least half of all
+// up to its first position off by more than 3e-4. Where that flip comes depends on the
+// kernels' f32 order, so on the processor: in qwen3_5-moe-tiny-fp8 (55 of 189 positions moved
+// by the nudge above) the scalar kernels (and the AMX ones on a Xeon) match over 115 of 189
+// positions, the AVX2 and AVX-512 ones over 67 (its 61-token prompt flips at position 13). So
+// every prompt must match over its first min(T, 8) positions (its first token through every
+// layer kind, then the recurrent state carried over 7 more), and at least a quarter of all
 // positions must come before a flip. Greedy tokens must equal the reference's up to its first
 // near-tie (margin 0.05) for prompts that did not flip.
 #include <gtest/gtest.h>
@@ -53,23 +58,25 @@ TEST_P(HybridFp8Oracle, F32ActivationsMatchHfEmulationUpToTheFirstFlip) {
   ASSERT_EQ(model->quant().method, QuantMethod::kFp8Static);
   testing::HybridReference emu(kFp8, testing::HybridMode::kStatic);
   const int64_t V = model->vocab_size();
-  int before = 0, after = 0, flipped_at_0 = 0, greedy_steps = 0;
+  constexpr int64_t kMatchedAtLeast = 8;  // positions of each prompt before any flip
+  int before = 0, after = 0, greedy_steps = 0;
   double worst = 0, worst_emu = 0;
   for (const testing::OracleCase& oc : testing::ReadOracle(kFp8)) {
     const std::vector<float> got = testing::PromptLogits(*model, oc.prompt);
     const std::vector<double> ours_emu = emu.Logits(oc.prompt);
     bool flipped = false;
+    int64_t first_flip = oc.T;
     for (int64_t t = 0; t < oc.T; ++t) {
       double d = 0, de = 0;
       for (int64_t v = t * V; v < (t + 1) * V; ++v) {
         d = std::max(d, std::fabs(static_cast<double>(got[v]) - oc.logits[v]));
         de = std::max(de, std::fabs(ours_emu[v] - oc.logits[v]));
       }
-      flipped = flipped || !(d <= 3e-4);
-      flipped_at_0 += t == 0 && flipped;
+      if (!flipped && !(d <= 3e-4)) flipped = true, first_flip = t;
       if (!flipped) worst = std::max(worst, d), worst_emu = std::max(worst_emu, de);
       (flipped ? after : before)++;
     }
+    EXPECT_GE(first_flip, std::min(oc.T, kMatchedAtLeast)) << "prompt of " << oc.T << " tokens";
     if (flipped) continue;
     const std::vector<int32_t> greedy = testing::GreedyTokens(*model, oc.prompt, static_cast<int>(oc.greedy.size()));
     const size_t n = testing::StepsBeforeNearTie(oc.margins, 0.05);
@@ -79,8 +86,7 @@ TEST_P(HybridFp8Oracle, F32ActivationsMatchHfEmulationUpToTheFirstFlip) {
   std::printf("[%s] static fp8 vs HF's FP8 emulation: max %.3g over %d positions before a flip, %d from there; the "
               "float64 emulation of this file vs HF's there: %.3g; %d greedy steps equal\n",
               GetParam().c_str(), worst, before, after, worst_emu, greedy_steps);
-  EXPECT_EQ(flipped_at_0, 0);
-  EXPECT_GE(before, (before + after) / 2);
+  EXPECT_GE(4 * before, before + after);
   EXPECT_GT(greedy_steps, 0);
 }
 
