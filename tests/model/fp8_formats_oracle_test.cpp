@@ -35,13 +35,15 @@ TEST(Fp8FormatsOracle, BlockFp8MatchesTheEmulationAtEveryPosition) {
   EXPECT_EQ(model->quant().method, QuantMethod::kFp8Block);
   const int64_t laid_out = mm::Fp8GroupScaledPackedWeights() - weights_before;
   const int64_t avx2_before = mm::Fp8GroupScaledAvx2Calls(), packed_before = mm::Fp8GroupScaledPackedCalls();
+  const int64_t avx512_before = mm::Fp8GroupScaledAvx512Calls();
   testing::CheckAgainstOracle(*model, kBlock, {.first_row = 1e-4, .all_rows = 0.05}, "block fp8 / f32 act");
-  // The block linears' weights were laid out at load where this processor takes the AVX2
-  // rows, and every call then multiplied the laid-out copy.
+  // The block linears' weights were laid out at load on every x86 level from AVX2, and every
+  // call then multiplied the laid-out copy.
   EXPECT_EQ(laid_out > 0, testing::LaysOutGroupScaledWeights());
   if (laid_out > 0) {
     EXPECT_GT(mm::Fp8GroupScaledPackedCalls() - packed_before, 0);
     EXPECT_EQ(mm::Fp8GroupScaledAvx2Calls() - avx2_before, 0);
+    EXPECT_EQ(mm::Fp8GroupScaledAvx512Calls() - avx512_before, 0);
   }
 }
 

@@ -132,13 +132,11 @@ inline LoadOptions CpuOptions(vt::DType dtype) {
 }
 
 // Whether a CPU model of this processor's best level lays out its block / per-channel fp8
-// weights at load (the AVX2 rows: AVX2, or AVX-512 without the VBMI that the AVX-512 BF16
-// rows need; cpu/matmul/fp8_group_scaled.cpp).
+// weights at load (every x86 level from AVX2: the AVX2 rows' layout, or on AVX-512 BF16 with
+// VBMI the static-FP8 outer-product layout; cpu/matmul/fp8_group_scaled.cpp).
 inline bool LaysOutGroupScaledWeights() {
 #if defined(__x86_64__)
-  const vt::CpuIsa isa = vt::DetectCpuIsa();
-  if (isa >= vt::CpuIsa::kAvx512Bf16 && __builtin_cpu_supports("avx512vbmi")) return false;
-  return isa >= vt::CpuIsa::kAvx2;
+  return vt::DetectCpuIsa() >= vt::CpuIsa::kAvx2;
 #else
   return false;
 #endif

@@ -50,6 +50,8 @@ std::atomic<int64_t> g_avx2_calls{0}, g_avx512_calls{0}, g_rows4_bits{0}, g_rows
 // level, groups that split a pair of K) reads the codes back out of it.
 struct PackedGroupScaledWeight final : BackendLayout {
   int64_t N = 0, K = 0;
+  const matmul::PackedFp8Kernels* kernels = nullptr;  // the layout: Avx2PackedKernels or Avx512Bf16PackedKernels
+  int64_t k_step = 2;                                 // K values per step of that layout
   matmul::PackedCopy whole;
 };
 
@@ -161,16 +163,22 @@ Path ChoosePath(CpuIsa isa) {
 // (Avx2PackedKernels' layout, packed_avx2.cpp: a block of block_cols columns is one step of
 // 2 · block_cols bytes per pair of K values, column c's codes at k and k + 1 at bytes 2c and
 // 2c + 1 of the step).
+// On the AVX-512 layout (packed_avx512.cpp) a block of 16 columns is one step of 64 bytes per
+// 4 K values, column c's code at k = 4s + t at byte 16 (c / 4) + 8 (t / 2) + 2 (c % 4) + t % 2.
 Tensor UnpackedRows(const PackedGroupScaledWeight& w, int64_t row0, int64_t rows) {
-  const matmul::PackedFp8Kernels& pk = matmul::Avx2PackedKernels();
-  const int64_t K = w.K, cols = pk.block_cols, step = 2 * cols;
+  const matmul::PackedFp8Kernels& pk = *w.kernels;
+  const int64_t K = w.K, cols = pk.block_cols, step = w.k_step * cols;
   const auto block_bytes = static_cast<int64_t>(pk.bytes(cols, K));
   Tensor t = Tensor::Empty({rows, K}, DType::kF8E4M3);
   auto* d = t.data_as<uint8_t>();
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = row0 + r;
-    const uint8_t* block = w.whole.bytes() + (n / cols) * block_bytes + 2 * (n % cols);
-    for (int64_t k = 0; k < K; ++k) d[r * K + k] = block[(k / 2) * step + k % 2];
+    const int64_t n = row0 + r, col = n % cols;
+    const uint8_t* block = w.whole.bytes() + (n / cols) * block_bytes;
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t t4 = k % 4;
+      d[r * K + k] = w.k_step == 2 ? block[(k / 2) * step + 2 * col + k % 2]
+                                   : block[(k / 4) * step + 16 * (col / 4) + 8 * (t4 / 2) + 2 * (col % 4) + t4 % 2];
+    }
   }
   return t;
 }
@@ -186,14 +194,15 @@ Tensor UnpackedRows(const PackedGroupScaledWeight& w, int64_t row0, int64_t rows
 void RunPackedGroupScaled(CpuQueue& cq, const PackedGroupScaledWeight& w, int64_t row0, const Tensor& out,
                           const Tensor& a, const Tensor& a_scales, const Tensor& b, const Tensor& b_scales,
                           int64_t block_n, int64_t block_k, const Tensor* bias) {
-  const matmul::PackedFp8Kernels& pk = matmul::Avx2PackedKernels();
+  const matmul::PackedFp8Kernels& pk = *w.kernels;
+  const bool avx512 = w.k_step == 4;
   const int64_t M = a.dim(0), N = b.dim(0), K = w.K, G = a_scales.dim(1), cols = pk.block_cols;
   const int64_t off = row0 % cols;  // the slice's first column in its first block
   const uint8_t* packed = w.whole.bytes() + (row0 / cols) * pk.bytes(cols, K);
   const int64_t lda = RoundUp(K, pk.a_align), blocks = (off + N + cols - 1) / cols;
   float* ap = Grow(ARows(), M * lda);
   cq.pool.ParallelFor(M, 16, [&](int64_t m0, int64_t m1) {
-    pk.pack_a(a.data_as<uint8_t>() + m0 * K, K, m1 - m0, ap + m0 * lda, lda);
+    pk.pack_a(a.data_as<uint8_t>() + m0 * K, K, m1 - m0, reinterpret_cast<char*>(ap) + m0 * lda * pk.a_elt_size, lda);
   });
   // The slice's column n reads scale row n / block_n of b_scales (the op's definition).
   const float* sb = b_scales.data_as<float>();
@@ -214,7 +223,7 @@ void RunPackedGroupScaled(CpuQueue& cq, const PackedGroupScaledWeight& w, int64_
     thread_local std::vector<float> sums, bias_f32;
     // Up to 16 rows the kernel reads its blocks in long streams: the thread's range in as
     // few even pieces of up to 4096 columns as it takes; else chunks of 256 columns.
-    constexpr int64_t kPieceBlocks = 4096 / 8, kChunkBlocks = 256 / 8;
+    const int64_t kPieceBlocks = 4096 / cols, kChunkBlocks = 256 / cols;
     const int64_t pieces = (j1 - j0 + kPieceBlocks - 1) / kPieceBlocks;
     const int64_t chunk = M <= matmul::kPackedPartsMaxRows ? (j1 - j0 + pieces - 1) / pieces : kChunkBlocks;
     const int64_t ldc = chunk * cols;
@@ -222,12 +231,16 @@ void RunPackedGroupScaled(CpuQueue& cq, const PackedGroupScaledWeight& w, int64_
     for (int64_t m0 = m_begin; m0 < m_end; m0 += mc) {
       matmul::GroupScaledPacked p = base;
       p.M = std::min(mc, m_end - m0);
-      p.a = ap + m0 * lda;
+      p.a = reinterpret_cast<const char*>(ap) + m0 * lda * pk.a_elt_size;
       p.sa = base.sa + m0 * G;
       const Tensor rows_out = out.Slice(0, m0, m0 + p.M);
       for (int64_t jb = j0; jb < j1; jb += chunk) {
         const int64_t je = std::min(jb + chunk, j1);
-        matmul::GroupScaledPackedAvx2(p, packed, jb, je, c, ldc);
+        if (avx512) {
+          matmul::GroupScaledPackedAvx512(p, packed, jb, je, c, ldc);
+        } else {
+          matmul::GroupScaledPackedAvx2(p, packed, jb, je, c, ldc);
+        }
         // The slice's columns among these blocks' (c's column i is the blocks' column jb * 8 + i).
         const int64_t n0 = std::max<int64_t>(0, jb * cols - off), n1 = std::min(N, je * cols - off);
         if (n1 > n0) StoreSums(rows_out, bias, c + (n0 + off - jb * cols), ldc, p.M, n0, n1, bias_f32);
@@ -255,7 +268,8 @@ void MatmulFp8GroupScaledCpu(const Queue& q, const Tensor& out, const Tensor& a,
   if (const auto* w = dynamic_cast<const PackedGroupScaledWeight*>(b.backend_layout()); w != nullptr) {
     const int64_t row0 = static_cast<int64_t>(b.storage_offset()) / w->K;
     // The weight or a row slice of it (a merged q/k/v or gate/up weight's shards).
-    if (path == Path::kAvx2 && matmul::GroupScaledPackable(K, block_k)) {
+    const Path laid_out_for = w->k_step == 4 ? Path::kAvx512 : Path::kAvx2;
+    if (path == laid_out_for && matmul::GroupScaledPackable(K, block_k, w->k_step)) {
       RunPackedGroupScaled(cpu, *w, row0, out, a, a_scales, b, b_scales, block_n, block_k, bias);
       return;
     }
@@ -383,12 +397,15 @@ namespace {
 // in; anything else is left as it is.
 Tensor PrepareGroupScaledWeightCpu(const Queue& q, const Tensor& w, WeightUse, std::span<const int64_t>) {
   CpuQueue& cq = Cpu(q);
-  if (w.dtype() != DType::kF8E4M3 || ChoosePath(cq.isa) != Path::kAvx2 || w.numel() == 0) return w;
+  const Path path = ChoosePath(cq.isa);
+  if (w.dtype() != DType::kF8E4M3 || path == Path::kPortable || w.numel() == 0) return w;
 #if defined(VT_CPU_X86)
   auto layout = std::make_shared<PackedGroupScaledWeight>();
   layout->N = w.dim(0);
   layout->K = w.dim(1);
-  if (!matmul::PackRows(cq, matmul::Avx2PackedKernels(), static_cast<const uint8_t*>(w.data()), layout->N, layout->K,
+  layout->kernels = path == Path::kAvx512 ? &matmul::Avx512Bf16PackedKernels() : &matmul::Avx2PackedKernels();
+  layout->k_step = path == Path::kAvx512 ? 4 : 2;
+  if (!matmul::PackRows(cq, *layout->kernels, static_cast<const uint8_t*>(w.data()), layout->N, layout->K,
                         layout->whole))
     return w;  // NaN codes, which the layout's decode would make finite: multiplied as stored
   g_packed_weights.fetch_add(1, std::memory_order_relaxed);

@@ -213,7 +213,7 @@ int64_t GroupScaledSumsAvx2(const GroupScaledRows& p, bool bits, int64_t n0, int
 // must start on pairs of K (GroupScaledPackable). Each (row, column) is summed in K order
 // in one lane whatever M and the tile are, so a row's sums are those it gets alone.
 struct GroupScaledPacked {
-  const float* a;  // M rows, lda apart
+  const void* a;  // M rows, lda elements apart (f32 for AVX2, BF16 for AVX-512)
   int64_t lda, M, K, G, block_k;
   const float* sa;  // a's group scales, G per row
   const float* sb;  // the weight's [NB, G]: column n reads row n / block_n
@@ -222,9 +222,17 @@ struct GroupScaledPacked {
   // (each block's 8 columns share one scale row).
   const float* sb_lanes;
 };
-inline bool GroupScaledPackable(int64_t K, int64_t block_k) { return block_k % 2 == 0 || block_k >= K; }
+// k_step: the K values of one step of the layout (2 for AVX2, 4 for AVX-512).
+inline bool GroupScaledPackable(int64_t K, int64_t block_k, int64_t k_step) {
+  return block_k % k_step == 0 || block_k >= K;
+}
 void GroupScaledPackedAvx2(const GroupScaledPacked& p, const uint8_t* packed, int64_t block0, int64_t block1, float* c,
                            int64_t ldc);
+// The same on the AVX-512 BF16 level (with VBMI): the weight laid out as Avx512Bf16PackedKernels
+// lays out static FP8 (blocks of 16 columns, K in steps of 4), a's rows as its pack_a lays
+// them out (BF16), the scale s_a · s_b (its decode is exact); groups start on steps of 4.
+void GroupScaledPackedAvx512(const GroupScaledPacked& p, const uint8_t* packed, int64_t block0, int64_t block1,
+                             float* c, int64_t ldc);
 // AVX2 calls of MatmulFp8GroupScaled on such a laid-out weight, and weights laid out for it.
 int64_t Fp8GroupScaledPackedCalls();
 int64_t Fp8GroupScaledPackedWeights();

@@ -388,7 +388,7 @@ void GroupScaledPanelBlocks(const GroupScaledPacked& p, const uint8_t* packed, i
       const int64_t k0 = g * p.block_k, k1 = std::min(p.K, k0 + p.block_k);
       ZeroSums<NB>(sums.data(), p.M, 2 * kCols, kCols);
       const GroupFlush f{&p, j, stride, g, c + (j - block0) * kCols, ldc, stride * kCols, false};
-      PanelChunks<NB, kBits, true>(p.a, p.lda, p.M, packed + j * block_bytes, stride * block_bytes, k0 / 2,
+      PanelChunks<NB, kBits, true>(static_cast<const float*>(p.a), p.lda, p.M, packed + j * block_bytes, stride * block_bytes, k0 / 2,
                                    (k1 + 1) / 2, sums.data(), 2 * kCols, kCols, f);
     }
   });
@@ -434,7 +434,7 @@ template <int MR, int NB, bool kBits>
 __attribute__((noinline)) void GroupScaledTile(const GroupScaledPacked& p, int64_t m, const uint8_t* w,
                                                int64_t w_stride, int64_t j, int64_t j_stride, float* c, int64_t ldc,
                                                int64_t c_stride) {
-  const float* a = p.a + m * p.lda;
+  const float* a = static_cast<const float*>(p.a) + m * p.lda;
   for (int64_t g = 0; g < p.G; ++g) {
     const int64_t k0 = g * p.block_k, k1 = std::min(p.K, k0 + p.block_k);
     const int64_t p0 = k0 / 2, p1 = (k1 + 1) / 2;

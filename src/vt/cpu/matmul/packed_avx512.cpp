@@ -204,7 +204,95 @@ __attribute__((target("avx512vbmi"))) void GemmPacked(const void* av, int64_t ld
                     });
 }
 
+// MatmulFp8GroupScaled on the same blocks (GroupScaledPackedAvx512, matmul/kernels.h): Tile's
+// steps group by group of K, each group's sums from zero, then added into c (L1) times the
+// (row, column, group) scale s_a · s_b; the first group's product is stored. Each (row,
+// column) lane gets the same operations in the same order whatever MR and NB are.
+template <int MR, int NB>
+__attribute__((target("avx512vbmi"), noinline)) void GroupScaledTile(const Fp8ToBf16Lut& lut,
+                                                                     const GroupScaledPacked& p, int64_t m,
+                                                                     const uint8_t* w, int64_t w_stride, int64_t j,
+                                                                     int64_t j_stride, float* c, int64_t ldc,
+                                                                     int64_t c_stride) {
+  const uint16_t* a = static_cast<const uint16_t*>(p.a) + m * p.lda;
+  for (int64_t g = 0; g < p.G; ++g) {
+    const int64_t k0 = g * p.block_k, k1 = std::min(p.K, k0 + p.block_k);
+    __m512 acc[MR][NB];
+    for (int i = 0; i < MR; ++i)
+      for (int jj = 0; jj < NB; ++jj) acc[i][jj] = _mm512_setzero_ps();
+    for (int64_t s = k0 / 4; s < (k1 + 3) / 4; ++s) {
+      __m512bh w0[NB], w1[NB];
+      for (int jj = 0; jj < NB; ++jj) {
+        const uint8_t* q = w + jj * w_stride + s * kStep;
+        _mm_prefetch(reinterpret_cast<const char*>(q + kAhead), _MM_HINT_T0);
+        __m512i x0, x1;
+        lut.Decode(_mm512_loadu_si512(q), x0, x1);
+        w0[jj] = reinterpret_cast<__m512bh>(x0);
+        w1[jj] = reinterpret_cast<__m512bh>(x1);
+      }
+      for (int i = 0; i < MR; ++i) {
+        int32_t p0, p1;  // BF16 pairs (k, k + 1) and (k + 2, k + 3) of row i
+        std::memcpy(&p0, a + i * p.lda + 4 * s, 4);
+        std::memcpy(&p1, a + i * p.lda + 4 * s + 2, 4);
+        const __m512bh a0 = reinterpret_cast<__m512bh>(_mm512_set1_epi32(p0));
+        const __m512bh a1 = reinterpret_cast<__m512bh>(_mm512_set1_epi32(p1));
+        for (int jj = 0; jj < NB; ++jj) {
+          acc[i][jj] = _mm512_dpbf16_ps(acc[i][jj], a0, w0[jj]);
+          acc[i][jj] = _mm512_dpbf16_ps(acc[i][jj], a1, w1[jj]);
+        }
+      }
+    }
+    for (int jj = 0; jj < NB; ++jj) {
+      const int64_t blk = j + jj * j_stride;
+      const __m512 sb = p.sb_lanes != nullptr ? _mm512_loadu_ps(p.sb_lanes + (blk * p.G + g) * kCols)
+                                              : _mm512_set1_ps(p.sb[(blk * kCols / p.block_n) * p.G + g]);
+      for (int i = 0; i < MR; ++i) {
+        const __m512 sc = _mm512_mul_ps(_mm512_set1_ps(p.sa[(m + i) * p.G + g]), sb);
+        float* cp = c + i * ldc + jj * c_stride;
+        const __m512 prev = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(cp);
+        _mm512_storeu_ps(cp, _mm512_fmadd_ps(acc[i][jj], sc, prev));
+      }
+    }
+  }
+}
+
+using GroupScaledTileFn = void (*)(const Fp8ToBf16Lut&, const GroupScaledPacked&, int64_t, const uint8_t*, int64_t,
+                                   int64_t, int64_t, float*, int64_t, int64_t);
+template <int MR>
+constexpr GroupScaledTileFn GroupScaledTileFor(int nb) {
+  if constexpr (MR <= 4) {
+    if (nb >= 4) return &GroupScaledTile<MR, 4>;
+  }
+  return nb >= 2 ? &GroupScaledTile<MR, 2> : &GroupScaledTile<MR, 1>;
+}
+GroupScaledTileFn ChooseGroupScaledTile(int64_t mr, int nb) {
+  switch (mr) {
+    case 1: return GroupScaledTileFor<1>(nb);
+    case 2: return GroupScaledTileFor<2>(nb);
+    case 3: return GroupScaledTileFor<3>(nb);
+    case 4: return GroupScaledTileFor<4>(nb);
+    case 5: return GroupScaledTileFor<5>(nb);
+    case 6: return GroupScaledTileFor<6>(nb);
+    case 7: return GroupScaledTileFor<7>(nb);
+    default: return GroupScaledTileFor<8>(nb);
+  }
+}
+
 }  // namespace
+
+__attribute__((target("avx512vbmi"))) void GroupScaledPackedAvx512(const GroupScaledPacked& p, const uint8_t* packed,
+                                                                   int64_t block0, int64_t block1, float* c,
+                                                                   int64_t ldc) {
+  const Fp8ToBf16Lut lut;
+  const int64_t block_bytes = (p.K + 3) / 4 * kStep;
+  const int group = p.M <= 4 ? 4 : 2;
+  const int64_t rows_per_tile = p.M <= 4 ? p.M : 8;
+  ForEachPackedTile(p.M, rows_per_tile, block0, block1, group,
+                    [&](int64_t mr, int64_t m, int64_t j, int nb, int64_t stride) {
+                      ChooseGroupScaledTile(mr, nb)(lut, p, m, packed + j * block_bytes, stride * block_bytes, j,
+                                                    stride, c + m * ldc + (j - block0) * kCols, ldc, stride * kCols);
+                    });
+}
 
 const PackedFp8Kernels& Avx512Bf16PackedKernels() {
   static const PackedFp8Kernels k{"avx512bf16-outer16", kCols, 2, 64, 1.0f, true,
