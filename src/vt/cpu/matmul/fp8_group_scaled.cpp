@@ -4,6 +4,10 @@
 // kernel's step, and every (row of a, block of rows of b, group) pair's scale s_a · s_b is
 // formed once; the threads split the rows of b and each writes its f32 sums, then rounds
 // them (bias added) into out. The kernels:
+//  - on x86 from AVX2, a weight prepared by vt::PrepareWeight is laid out at load as static
+//    FP8's prepared weights are, and multiplied by the outer-product tiles of
+//    matmul/packed_avx2.cpp or, on AVX-512 BF16 with VBMI, matmul/packed_avx512.cpp
+//    (RunPackedGroupScaled below); weights that are not laid out take the rows below;
 //  - AVX-512 BF16 levels (with AVX512-VBMI): matmul/fp8_group_scaled_avx512.cpp (the fp8
 //    table into vdpbf16ps);
 //  - AVX2 and AVX-512 F32 levels: matmul/fp8_group_scaled_avx2.cpp (either fp8 decode of
@@ -42,12 +46,13 @@ namespace {
 std::atomic<int64_t> g_avx2_calls{0}, g_avx512_calls{0}, g_rows4_bits{0}, g_rows4_half{0}, g_pair_rows{0},
     g_packed_calls{0}, g_packed_weights{0};
 
-// The CPU's prepared form of a weight [N, K] for MatmulFp8GroupScaled on the AVX2 rows
+// The CPU's prepared form of a weight [N, K] for MatmulFp8GroupScaled on x86 from AVX2
 // (vt::PrepareWeight, WeightUse::kMatmulGroupScaledB): the codes laid out as MatmulFp8's
-// prepared weights (Avx2PackedKernels), which GroupScaledPackedAvx2 multiplies, for the
+// prepared weights of the level (Avx2PackedKernels, or Avx512Bf16PackedKernels on AVX-512
+// BF16 with VBMI), which GroupScaledPackedAvx2 / GroupScaledPackedAvx512 multiply, for the
 // whole weight or a row slice of it. The kernels read only this copy, so
 // the weight's own bytes may go (ReleaseBytes); a call that cannot use the copy (another
-// level, groups that split a pair of K) reads the codes back out of it.
+// level, groups that split a step of K) reads the codes back out of it.
 struct PackedGroupScaledWeight final : BackendLayout {
   int64_t N = 0, K = 0;
   const matmul::PackedFp8Kernels* kernels = nullptr;  // the layout: Avx2PackedKernels or Avx512Bf16PackedKernels
@@ -183,8 +188,8 @@ Tensor UnpackedRows(const PackedGroupScaledWeight& w, int64_t row0, int64_t rows
   return t;
 }
 
-// MatmulFp8GroupScaled on a laid-out weight's rows [row0, row0 + N) (the AVX2 level): the
-// blocks of 8 rows that hold them, each column summed as the whole weight's (so a row slice,
+// MatmulFp8GroupScaled on a laid-out weight's rows [row0, row0 + N) (the level it was laid
+// out for): the blocks of 8 (AVX2) or 16 (AVX-512) rows that hold them, each column summed as the whole weight's (so a row slice,
 // a merged q/k/v or gate/up weight's shard, gives the whole product's bytes); a slice
 // starting inside a block computes that block's other columns too and keeps its own. a's
 // rows are packed once, then, as MatmulFp8's prepared weights run (matmul.cpp, RunPacked),
@@ -391,10 +396,11 @@ int64_t matmul::Fp8GroupScaledPackedCalls() { return g_packed_calls.load(std::me
 int64_t matmul::Fp8GroupScaledPackedWeights() { return g_packed_weights.load(std::memory_order_relaxed); }
 
 namespace {
-// The CPU's preparer for WeightUse::kMatmulGroupScaledB: on the levels that take the AVX2
-// rows (AVX2, AVX-512 F32), an fp8 weight whose codes hold no NaN is laid out for
-// GroupScaledPackedAvx2 (PackedGroupScaledWeight), whichever row slices it will be multiplied
-// in; anything else is left as it is.
+// The CPU's preparer for WeightUse::kMatmulGroupScaledB: on x86 from AVX2, an fp8 weight
+// whose codes the layout can hold is laid out for GroupScaledPackedAvx2 (the AVX2 and
+// AVX-512 F32 levels) or GroupScaledPackedAvx512 (AVX-512 BF16 with VBMI)
+// (PackedGroupScaledWeight), whichever row slices it will be multiplied in; anything else is
+// left as it is.
 Tensor PrepareGroupScaledWeightCpu(const Queue& q, const Tensor& w, WeightUse, std::span<const int64_t>) {
   CpuQueue& cq = Cpu(q);
   const Path path = ChoosePath(cq.isa);
