@@ -457,18 +457,24 @@ TEST(MatmulFp8GroupScaled, LaidOutWeightAgainstFloat64AndAlone) {
 // NaN code is not laid out (the layout's decodes would make it finite).
 TEST(MatmulFp8GroupScaled, LaidOutWeightFallsBackToItsCodes) {
 #if !defined(__x86_64__)
-  GTEST_SKIP() << "the laid-out copy is the AVX2 rows'";
+  GTEST_SKIP() << "the laid-out copies are the x86 levels'";
 #else
   namespace mm = vt::cpu::matmul;
   if (vt::DetectCpuIsa() < vt::CpuIsa::kAvx2) GTEST_SKIP() << "no AVX2 on this processor";
   const vt::Queue avx2_queue = vt_test::QueueFor(vt::CpuIsa::kAvx2);
+  // The AVX2 layout, and the AVX-512 one (K in steps of 4) where this processor has it.
+  std::vector<vt::CpuIsa> layouts = {vt::CpuIsa::kAvx2};
+  if (KernelFor(vt::DetectCpuIsa()) == Kernel::kAvx512) layouts.push_back(vt::CpuIsa::kAvx512Bf16);
+  for (vt::CpuIsa level : layouts)
   for (int64_t bk : {int64_t{128}, int64_t{65}}) {
+    SCOPED_TRACE(vt::StrCat("laid out for ", vt::CpuIsaName(level), ", groups of ", bk));
+    const vt::Queue lq = vt_test::QueueFor(level);
     const Problem p = Make(6, 60, 200, bk == 65 ? 4 : 128, bk, 5);
     const int64_t G = (p.K + p.bk - 1) / p.bk, NB = (p.N + p.bn - 1) / p.bn;
     vt::Tensor b = vt::Tensor::FromHost(p.b.data(), {p.N, p.K}, DType::kF8E4M3);
     b.SetReadOnly();
     const vt::Tensor sb = vt::Tensor::FromHost(p.sb.data(), {NB, G}, DType::kF32);
-    const vt::Tensor pb = vt::PrepareWeight(avx2_queue, b, vt::WeightUse::kMatmulGroupScaledB);
+    const vt::Tensor pb = vt::PrepareWeight(lq, b, vt::WeightUse::kMatmulGroupScaledB);
     ASSERT_NE(pb.backend_layout(), nullptr);
     ASSERT_TRUE(pb.ReleaseBytes());
     const int64_t calls = mm::Fp8GroupScaledPackedCalls();
@@ -476,16 +482,16 @@ TEST(MatmulFp8GroupScaled, LaidOutWeightFallsBackToItsCodes) {
     const int64_t r0 = 4;
     if (bk == 65) {
       const vt::Tensor s_tail = sb.Slice(0, r0 / p.bn, NB);
-      EXPECT_EQ(vt_test::FirstDiff(vt_test::BytesOf(RunRows(avx2_queue, p, 0, 6, pb.Slice(0, r0, p.N), s_tail,
+      EXPECT_EQ(vt_test::FirstDiff(vt_test::BytesOf(RunRows(lq, p, 0, 6, pb.Slice(0, r0, p.N), s_tail,
                                                              DType::kBF16, false)),
-                                   vt_test::BytesOf(RunRows(avx2_queue, p, 0, 6, b.Slice(0, r0, p.N), s_tail,
+                                   vt_test::BytesOf(RunRows(lq, p, 0, 6, b.Slice(0, r0, p.N), s_tail,
                                                             DType::kBF16, false))),
                 -1);
     }
     // Odd groups on the whole weight (bk 65), and the scalar level (either).
     if (bk == 65) {
-      EXPECT_EQ(vt_test::FirstDiff(vt_test::BytesOf(RunRows(avx2_queue, p, 0, 6, pb, sb, DType::kBF16, true)),
-                                   vt_test::BytesOf(RunRows(avx2_queue, p, 0, 6, b, sb, DType::kBF16, true))),
+      EXPECT_EQ(vt_test::FirstDiff(vt_test::BytesOf(RunRows(lq, p, 0, 6, pb, sb, DType::kBF16, true)),
+                                   vt_test::BytesOf(RunRows(lq, p, 0, 6, b, sb, DType::kBF16, true))),
                 -1);
     }
     const vt::Queue scalar = vt_test::QueueFor(vt::CpuIsa::kScalar);
