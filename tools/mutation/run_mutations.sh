@@ -385,6 +385,15 @@ mutate_panel_group_flush_every_chunk() {
 mutate_panel_group_scale_tile_rows() {
   edit src/vt/cpu/matmul/packed_avx2.cpp 's/ScaleGroupSums<MR, NB>\(acc, \*f\.p, m, /ScaleGroupSums<MR, NB>(acc, *f.p, 0, /'
 }
+# Block FP8 on a weight laid out for AVX-512 BF16 (matmul/packed_avx512.cpp, GroupScaledTile):
+# every group's sums scaled by the first group's activation scale, and each group's scaled
+# sums stored over c instead of added to the groups before it.
+mutate_gs_packed512_first_group_scale() {
+  edit src/vt/cpu/matmul/packed_avx512.cpp 's/_mm512_set1_ps\(p\.sa\[\(m \+ i\) \* p\.G \+ g\]\)/_mm512_set1_ps(p.sa[(m + i) * p.G])/'
+}
+mutate_gs_packed512_groups_overwrite() {
+  edit src/vt/cpu/matmul/packed_avx512.cpp 's/const __m512 prev = g == 0 \? _mm512_setzero_ps\(\) : _mm512_loadu_ps\(cp\);/const __m512 prev = _mm512_setzero_ps();/'
+}
 # The same driver (fp8_group_scaled.cpp, RunPackedGroupScaled): a row slice that starts inside
 # a block of 8 rows stored from the block's first column instead of its own.
 mutate_gs_packed_slice_offset() {
@@ -431,6 +440,7 @@ MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped
                moe_gs_down_input_not_quantized_per_group moe_gs_model_up_gets_gate_scales moe_gs_fused_up_own_blocks
                gs_avx512_first_rows_scales gs_avx512_every_group_scaled_as_the_first gs_avx2_many_rows_order
                gs_avx2_pair_fma_order gs_packed_first_group_scale gs_packed_slice_offset
+               gs_packed512_first_group_scale gs_packed512_groups_overwrite
                panel_group_flush_every_chunk panel_group_scale_tile_rows)
 SERVER_MUTATIONS=(server_tool_args_no_holdback)
 KV_MUTATIONS=(kv_scale_ignored_on_store kv_scale_ignored_on_read kv_reciprocal_multiply kv_loader_ignores_scales
