@@ -6,9 +6,10 @@
 # Usage: bench/cuda_decode_ab.sh BUILD_DIR VARIABLE "VALUE VALUE ..." [SCRATCH_DIR]
 #   e.g. bench/cuda_decode_ab.sh build/cuda VT_CUDA_PDL "1 0"
 # MODELS="q06 q8 b06" picks the checkpoints (default all three); ROUNDS=N the rounds (default 2);
-# INPUT_LEN / OUTPUT_LEN the prompt and output lengths (default 128 / 64); BENCH_ARGS adds
+# INPUT_LEN / OUTPUT_LEN the prompt and output lengths (default 128 / 64); BATCH the batch size
+# (default 1); BENCH_ARGS adds
 # arguments to each `bench latency` (e.g. "--max-model-len 32768": a server's CUDA graphs,
-# recorded for that block-table width).
+# recorded for that block-table width; "--kv-cache-dtype fp8": an F8E4M3 cache).
 set -euo pipefail
 BUILD=${1:?usage: bench/cuda_decode_ab.sh BUILD_DIR VARIABLE \"VALUES\" [SCRATCH_DIR]}
 VAR=${2:?the environment variable to switch}
@@ -26,8 +27,8 @@ done
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for m in ${MODELS:-q06 q8 b06}; do
     for v in $VALUES; do
-      echo "== ${PRESET[$m]} ${FORMAT[$m]}, batch 1, prompt ${INPUT_LEN:-128}, $VAR=$v (round $round)"
-      env "$VAR=$v" "$VTLLM" bench latency "$SCRATCH/$m" --device cuda --batch-size 1 --input-len "${INPUT_LEN:-128}" \
+      echo "== ${PRESET[$m]} ${FORMAT[$m]}, batch ${BATCH:-1}, prompt ${INPUT_LEN:-128}, $VAR=$v (round $round)"
+      env "$VAR=$v" "$VTLLM" bench latency "$SCRATCH/$m" --device cuda --batch-size "${BATCH:-1}" --input-len "${INPUT_LEN:-128}" \
         --output-len "${OUTPUT_LEN:-64}" --rounds 3 ${BENCH_ARGS:-} | grep -E "^[a-z -]*:$|decode:|bandwidth|graphs"
     done
   done

@@ -474,9 +474,18 @@ TEST(ModelCuda, GraphReplayEqualsEagerStep) {
                                                       {FixturesDir() + "/models/qwen2-moe-tiny", "auto"},
                                                       {FixturesDir() + "/oracles/qwen3-tiny/bf16", "fp8"},
                                                       {FixturesDir() + "/oracles/qwen3-tiny/fp8_modelopt", "fp8"},
-                                                      // Head size 64: the tensor-core decode attention.
-                                                      {FixturesDir() + "/models/qwen3-fp8-block-tiny", "auto"}};
+                                                      // Head size 64: the tensor-core decode attention,
+                                                      // over a BF16 and an F8E4M3 cache.
+                                                      {FixturesDir() + "/models/qwen3-fp8-block-tiny", "auto"},
+                                                      {FixturesDir() + "/models/qwen3-fp8-block-tiny", "fp8"}};
   for (const auto& [dir, kv] : runs) {
+    // An F8E4M3 cache's steps take a decode kernel from 8 sequences; these steps have 3-4.
+    struct DecodeAlways {
+      explicit DecodeAlways(bool on) {
+        if (on) setenv("VT_CUDA_ATTN_DECODE", "always", 1);
+      }
+      ~DecodeAlways() { unsetenv("VT_CUDA_ATTN_DECODE"); }
+    } decode_always(kv == "fp8");
     auto m = LoadOn(dir, vt::Device::Cuda(0), vt::DType::kBF16, kv);
     ASSERT_TRUE(m->step_graphs()) << "graphs are on by default on CUDA";
     const int64_t V = m->vocab_size();
@@ -509,11 +518,12 @@ TEST(ModelCuda, GraphReplayEqualsEagerStep) {
       // The eager step with the tensor-core decode attention (head size 64 or 128) reading its
       // context before the kernel's wait (after the prelude that wrote the cache) and without:
       // the same bytes.
-      const int64_t early0 = vt::cuda::DecodeMmaLaunchesReadingEarly();
+      const int64_t early0 = vt::cuda::DecodeMmaLaunchesReadingEarly(), fp80 = vt::cuda::DecodeMmaFp8Launches();
       const std::vector<float> eager = run(false);
       const int64_t early1 = vt::cuda::DecodeMmaLaunchesReadingEarly();
       if (dir.ends_with("qwen3-fp8-block-tiny")) {
         EXPECT_GT(early1, early0) << dir << " S=" << S;
+        EXPECT_EQ(vt::cuda::DecodeMmaFp8Launches() > fp80, kv == "fp8") << dir << " S=" << S;
       }
       setenv("VT_CUDA_ATTN_EARLY_READS", "0", 1);
       const std::vector<float> waited = run(false);

@@ -110,7 +110,9 @@ struct Case {
 
 // Random F8E4M3 caches (keys / ks and values / vs quantized by the reference), the GPU's
 // attention against float64 over the dequantized bytes and against the CPU kernel.
-void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs) {
+// decode_mma false: VT_CUDA_ATTN_DECODE_MMA_FP8=0 keeps BF16 queries' decode steps on the
+// CUDA-core kernel.
+void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs, bool decode_mma = true, float q_std = 1.5f) {
   vt::Queue cpu = vt::Queue::Cpu(2), gpu = vt::Queue::Cuda(0);
   const vt_table::PagedBatch b = vt_table::MakePagedBatch(c.seqs, c.block_size, seed);
   const vt::Shape cshape{b.num_blocks, c.block_size, c.Hk, c.D};
@@ -124,7 +126,7 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs) {
   const std::vector<uint8_t> kb = cache(seed + 1, ks), vb = cache(seed + 2, vs);
   const Tensor kc = Tensor::FromHost(kb.data(), cshape, DType::kF8E4M3);
   const Tensor vc = Tensor::FromHost(vb.data(), cshape, DType::kF8E4M3);
-  const Tensor qh = vtt::HostTensor(vtt::Normal(static_cast<size_t>(b.T * c.Hq * c.D), seed + 3, 1.5f), d, {b.T, c.Hq * c.D});
+  const Tensor qh = vtt::HostTensor(vtt::Normal(static_cast<size_t>(b.T * c.Hq * c.D), seed + 3, q_std), d, {b.T, c.Hq * c.D});
   const Tensor bt = Tensor::FromHost(b.tables.data(), {b.S, b.max_blocks}, DType::kI32);
   const Tensor sl = Tensor::FromHost(b.lens.data(), {b.S}, DType::kI32);
   const Tensor ql = Tensor::FromHost(b.query_start_loc.data(), {b.S + 1}, DType::kI32);
@@ -133,14 +135,17 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs) {
   vt::PagedAttention(cpu, out, qh, kc, vc, bt, sl, ql, scale, ks, vs);
   const int64_t fp8_before = vt::cuda::KvCacheFp8Launches().attention, mma_before = vt::cuda::PrefillMmaLaunches();
   const int64_t dec_before = vt::cuda::DecodeAttentionLaunches(), dec_mma_before = vt::cuda::DecodeMmaLaunches();
+  const int64_t dec_fp8_before = vt::cuda::DecodeMmaFp8Launches();
+  if (!decode_mma) setenv("VT_CUDA_ATTN_DECODE_MMA_FP8", "0", 1);
   vt::PagedAttention(gpu, out_gpu, qh.To(vtt::kCuda), kc.To(vtt::kCuda), vc.To(vtt::kCuda), bt.To(vtt::kCuda),
                      sl.To(vtt::kCuda), ql.To(vtt::kCuda), scale, ks, vs);
   gpu.Synchronize();
+  unsetenv("VT_CUDA_ATTN_DECODE_MMA_FP8");
   EXPECT_EQ(vt::cuda::KvCacheFp8Launches().attention, fp8_before + 1);
   // The tensor-core prefill kernel takes BF16 queries over many rows per sequence, or the
-  // prompt rows of a mixed step; a decode kernel (the CUDA-core one: an F8E4M3 cache never
-  // takes the tensor-core decode) one row per sequence from 8 sequences, or a mixed step's
-  // one-row sequences.
+  // prompt rows of a mixed step; a decode kernel one row per sequence from 8 sequences, or a
+  // mixed step's one-row sequences: the tensor-core one for BF16 queries (unless switched
+  // off), the CUDA-core one for F16.
   // (Head size 256 takes the prefill kernel on sm_90, the devices these tests run on, and no
   // decode kernel.)
   const bool geom = (c.D == 64 || c.D == 128) && c.Hq / c.Hk <= 8;
@@ -150,7 +155,9 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs) {
   const bool dec = d != DType::kF32 && geom && b.S >= 8 && (b.T == b.S || mixed);
   EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - mma_before, mma ? 1 : 0) << vt::DTypeName(d) << " D " << c.D;
   EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - dec_before, dec ? 1 : 0) << vt::DTypeName(d) << " D " << c.D;
-  EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - dec_mma_before, 0);
+  const int64_t dec_mma = dec && d == DType::kBF16 && decode_mma ? 1 : 0;
+  EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - dec_mma_before, dec_mma) << vt::DTypeName(d) << " D " << c.D;
+  EXPECT_EQ(vt::cuda::DecodeMmaFp8Launches() - dec_fp8_before, dec_mma) << vt::DTypeName(d) << " D " << c.D;
   const std::vector<float> got = vtt::Floats(out_gpu), on_cpu = vtt::Floats(out), q = vtt::Floats(qh);
   const int mant = d == DType::kF32 ? 23 : d == DType::kBF16 ? 7 : 10;
   auto tol = [&](double ref, double extra) {
@@ -204,14 +211,24 @@ TEST(CudaKvFp8, PagedAttentionMatchesReferenceAndCpu) {
       // a decode step of 9 sequences (the decode kernels), contexts 1..1000, GQA 4 and 8
       {16, 4, 128, 16, {{1, 1}, {63, 1}, {64, 1}, {65, 1}, {200, 1}, {1000, 1}, {7, 1}, {129, 1}, {300, 1}}},
       {16, 2, 64, 16, {{5, 1}, {90, 1}, {700, 1}, {33, 1}, {64, 1}, {128, 1}, {1, 1}, {250, 1}, {17, 1}}},
+      // Qwen3-8B's heads (GQA 4, D = 128) at 8 sequences up to 4k: split contexts
+      {32, 8, 128, 16, {{4096, 1}, {3000, 1}, {1, 1}, {257, 1}, {2048, 1}, {77, 1}, {4095, 1}, {640, 1}}},
+      // GQA 1, D = 64, block size 32
+      {4, 4, 64, 32, {{100, 1}, {1, 1}, {31, 1}, {32, 1}, {33, 1}, {500, 1}, {64, 1}, {65, 1}}},
   };
   // A mixed step: 100 decode rows over contexts of 1..400 beside three prompt chunks.
   Case mixed{32, 8, 128, 16, {{300, 100}, {40, 40}, {70, 2}}};
   for (int64_t i = 0; i < 97; ++i) mixed.seqs.push_back({1 + (i * 53) % 400, 1});
   cases.push_back(mixed);
   uint32_t seed = 300;
-  for (const Case& c : cases)
+  for (const Case& c : cases) {
     for (DType d : {DType::kBF16, DType::kF32, DType::kF16}) RunCase(c, d, seed += 7, 0.011f, 0.0625f);
+    RunCase(c, DType::kBF16, seed += 7, 0.011f, 0.0625f, false);  // BF16 decode on the CUDA-core kernel
+  }
+  // Queries past F16's range (4e4 standard deviation: a tenth of them over 65504): the
+  // tensor-core decode kernel brings them to [0.5, 1) before widening them to F16.
+  RunCase({16, 4, 128, 16, {{300, 1}, {5, 1}, {64, 1}, {1000, 1}, {2, 1}, {129, 1}, {700, 1}, {31, 1}}}, DType::kBF16,
+          seed += 7, 0.011f, 0.0625f, true, 4.0e4f);
 }
 
 }  // namespace

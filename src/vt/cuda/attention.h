@@ -63,8 +63,8 @@ inline int64_t AttnItems(int64_t T, int64_t S, int64_t per_row, int64_t unit) { 
 // (A/B runs), =always on at any batch (tests). LaunchDecode runs it over the grid (S, Hk, a.num_splits), leaving split
 // partials in a.part_ml / a.part_acc when a.num_splits > 1, combined in the launch when
 // a.split_counters is set (attention_split.cuh), else by the caller as the general kernel's.
-// BF16 queries over a BF16 cache take the tensor-core decode kernel (LaunchDecodeMma), the
-// others the CUDA-core one.
+// BF16 queries over a BF16 or F8E4M3 cache take the tensor-core decode kernel
+// (LaunchDecodeMma), the others the CUDA-core one.
 bool DecodeKernelFits(const AttnArgs& a, DType query, DType cache);
 void LaunchDecode(CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
 // The same conditions without T == S: whether the decode kernels can serve the one-row
@@ -72,14 +72,13 @@ void LaunchDecode(CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
 bool DecodeKernelFitsMixed(const AttnArgs& a, DType query, DType cache);
 
 // The tensor-core decode kernel (attention_decode_mma.cu) over the same grid and split
-// partials: BF16 queries over a BF16 cache (an F8E4M3 cache measured faster on the CUDA-core
-// kernel, which reads its bytes without staging), head size 64 or 128, up to 8 query heads
-// per KV head, 16-byte aligned rows; false (nothing launched) otherwise or when
-// VT_CUDA_ATTN_DECODE_MMA=0.
+// partials: BF16 queries over a BF16 or F8E4M3 cache, head size 64 or 128, up to 8 query
+// heads per KV head, 16-byte aligned rows; false (nothing launched) otherwise, when
+// VT_CUDA_ATTN_DECODE_MMA=0, or for an F8E4M3 cache when VT_CUDA_ATTN_DECODE_MMA_FP8=0.
 bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
-// Whether the step's geometry and dtypes are the tensor-core decode kernel's (as
-// LaunchDecodeMma, but for the device's compute capability): such steps take a decode
-// kernel from one sequence on, the others from 8.
+// Whether the step's geometry and dtypes are the tensor-core decode kernel's over a BF16
+// cache (as LaunchDecodeMma, but for the device's compute capability): such steps take a
+// decode kernel from one sequence on, the others (F8E4M3 caches included) from 8.
 bool DecodeMmaTakes(const AttnArgs& a, DType query, DType cache);
 
 // Tensor-core attention for steps with many query rows (prefill): BF16 queries over a BF16

@@ -317,7 +317,7 @@ bool DecodeKernelFits(const AttnArgs& a, DType query, DType cache) {
 
 void LaunchDecode(CudaQueue& cq, const AttnArgs& a, DType query, DType cache) {
   g_decode_launches.fetch_add(1, std::memory_order_relaxed);
-  if (LaunchDecodeMma(cq, a, query, cache)) return;  // BF16 queries: tensor cores
+  if (LaunchDecodeMma(cq, a, query, cache)) return;  // BF16 queries (BF16 or F8E4M3 caches): tensor cores
   const bool fp8 = cache == DType::kF8E4M3;
   if (query == DType::kBF16) {
     if (fp8)

@@ -1,5 +1,5 @@
-// CUDA PagedAttention for decode steps on tensor cores: BF16 queries over a BF16 cache, one
-// query row per sequence, over the grid (sequence, KV head, split) as the
+// CUDA PagedAttention for decode steps on tensor cores: BF16 queries over a BF16 or an
+// F8E4M3 cache, one query row per sequence, over the grid (sequence, KV head, split) as the
 // CUDA-core decode kernel (attention_decode.cu).
 //
 // The query heads of one KV head are the rows of a 16-row mma.sync operand (rows past the
@@ -17,6 +17,18 @@
 // early_context), a one-row sequence's metadata, block table and first tile but the newest
 // token are read before griddepcontrol.wait: everything but the queries and the step's tokens
 // was complete before the prelude let this kernel start.
+//
+// An F8E4M3 cache (kFp8) is staged as stored (half the bytes of BF16 rows) and widened in the
+// fragments, e4m3 pairs to f16 pairs by the hardware conversion (exact), for F16 products:
+// - S: the K dimension of each 16-wide chunk is permuted the same way in the query and key
+//   fragments, so that a lane's key bytes are contiguous (four of them give its two pairs);
+//   the queries are multiplied by a power of two that brings the largest |q| of the CTA into
+//   [0.5, 1) and widened to F16 (exact: every BF16 value in that range is an F16 value, down
+//   to 2^-24 of the largest), the power of two and k_scale folded into the score scale;
+// - O: output dim 8j + n of the natural layout becomes (D / 8) n + j, so that a lane's value
+//   bytes of a token are contiguous; the byte pairs of two tokens are interleaved by prmt
+//   before the conversion, and the merge writes each dim where it belongs; v_scale
+//   multiplies the result (as in the CUDA-core kernel); P is split in two F16 terms.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +39,7 @@
 #include "vt/cuda/attention_tile.cuh"
 #include "vt/cuda/device_error.cuh"
 #include "vt/cuda/device_util.cuh"
+#include "vt/cuda/fp8_stream.cuh"
 #include "vt/cuda/kernels.h"
 #include "vt/cuda/mma_sm80.cuh"
 
@@ -38,19 +51,97 @@ constexpr int kWarps = 4;             // each takes 16 tokens of a tile
 constexpr int kMaxGroup = 8;          // query heads per KV head: rows 0..7 of the operand
 constexpr int kSpan = kTileTok;       // a split's tokens are whole tiles
 
-std::atomic<int64_t> g_launches{0}, g_early_launches{0};
+std::atomic<int64_t> g_launches{0}, g_early_launches{0}, g_fp8_launches{0};
+
+// Staged F8E4M3 rows, in bytes: K rows whose lanes' 16-byte reads (two tokens a quarter warp)
+// fall in distinct banks, V rows likewise for reads of four tokens a quarter warp.
+constexpr int Fp8KRow(int D) { return D == 64 ? 64 : D + 64; }
+constexpr int Fp8VRow(int D) { return D + 16; }
+constexpr int Fp8StageBytes(int D) { return kTileTok * (Fp8KRow(D) + Fp8VRow(D)); }
+constexpr size_t StagedBytes(int D, bool fp8, int stages) {
+  return fp8 ? size_t(stages) * Fp8StageBytes(D) : TwoTileSmemBytes(D);
+}
+
+__device__ __forceinline__ uint32_t PackF16(float lo, float hi) {
+  return static_cast<uint32_t>(__half_as_ushort(__float2half_rn(lo))) |
+         (static_cast<uint32_t>(__half_as_ushort(__float2half_rn(hi))) << 16);
+}
+
+// Two e4m3 codes (the low 16 bits; the lower byte the lower element) -> two F16, exact.
+__device__ __forceinline__ uint32_t Fp8PairToF16x2(uint32_t two) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xFFFFu), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+}
+
+// c += a b with F16 operands (the layouts of Mma).
+__device__ __forceinline__ void MmaF16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// SplitP for F16 operands: p = hi + lo, each rounded to F16.
+__device__ __forceinline__ void SplitPF16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  hi = PackF16(x0, x1);
+  lo = PackF16(x0 - __half2float(__float2half_rn(x0)), x1 - __half2float(__float2half_rn(x1)));
+}
+
+// Tokens [tok0, tok0 + count) of KV head kh of an F8E4M3 cache into a stage as stored (K rows
+// of Fp8KRow bytes, then V rows of Fp8VRow), by cp.async; rows past count are zero (a masked
+// token's value bytes must not be a NaN code). Token skip_tok's row is left to StageRowFp8.
+// Called by all kThreads threads (the pattern of StageTile).
+template <int D, int kThreads>
+__device__ __forceinline__ void StageTileFp8(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok0,
+                                             int count, uint8_t* stage, int64_t skip_tok = -1) {
+  constexpr int kVecs = D / 16;  // 16-byte pieces per row
+  static_assert(kTileTok == 64 && (kTileTok * kVecs) % kThreads == 0, "every thread copies as many pieces");
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  int64_t src[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int j = half * 32 + lane;
+    src[half] = j < count ? CacheRowOffset(a, table, kh, tok0 + j, D) : 0;
+  }
+  uint8_t* vs = stage + kTileTok * Fp8KRow(D);
+#pragma unroll
+  for (int e = static_cast<int>(threadIdx.x); e < kTileTok * kVecs; e += kThreads) {
+    const int j = e / kVecs, c = (e - j * kVecs) * 16;
+    const int64_t lo = __shfl_sync(0xFFFFFFFFu, src[0], j % 32), hi = __shfl_sync(0xFFFFFFFFu, src[1], j % 32);
+    const int64_t at = (j < 32 ? lo : hi) + c;
+    if (tok0 + j == skip_tok) continue;
+    CpAsync16(stage + j * Fp8KRow(D) + c, static_cast<const uint8_t*>(a.key_cache) + at, j < count);
+    CpAsync16(vs + j * Fp8VRow(D) + c, static_cast<const uint8_t*>(a.value_cache) + at, j < count);
+  }
+}
+
+// Token tok's K and V rows (an F8E4M3 cache) into row j of a stage; the first 2 * D / 16
+// threads copy one 16-byte piece each.
+template <int D>
+__device__ __forceinline__ void StageRowFp8(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok, int j,
+                                            uint8_t* stage) {
+  constexpr int kVecs = D / 16;
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid >= 2 * kVecs) return;
+  const bool value = tid >= kVecs;
+  const int c = (tid - (value ? kVecs : 0)) * 16;
+  const int64_t at = CacheRowOffset(a, table, kh, tok, D) + c;
+  uint8_t* dst = value ? stage + kTileTok * Fp8KRow(D) + j * Fp8VRow(D) + c : stage + j * Fp8KRow(D) + c;
+  CpAsync16(dst, static_cast<const uint8_t*>(value ? a.value_cache : a.key_cache) + at, true);
+}
 
 // The kernel's work before its splits are combined; every return is uniform across the CTA.
 // kEarly (AttnArgs::early_context): the sequence's metadata, block table and, for a sequence
 // of one row, its first tile but the newest token are read before griddepcontrol.wait,
 // which this function then runs; the newest token's row is staged after it.
-template <int D, bool kEarly>
+template <int D, bool kEarly, bool kFp8, int kStages>
 __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   constexpr int kLd = TileRow(D);
-  constexpr int kStage = 2 * kTileTok * kLd;
-  extern __shared__ __align__(16) uint16_t staged[];
+  constexpr int kStage = kFp8 ? Fp8StageBytes(D) : 2 * kTileTok * kLd * 2;  // bytes
+  extern __shared__ __align__(16) uint8_t staged[];
   // The merge reuses the staged tiles' memory once every tile is consumed.
-  static_assert(kWarps * kMaxGroup * (D + 2) * sizeof(float) <= TwoTileSmemBytes(D), "merge buffers fit");
+  static_assert(kWarps * kMaxGroup * (D + 2) * sizeof(float) <= StagedBytes(D, kFp8, kStages), "merge buffers fit");
   float* red_acc = reinterpret_cast<float*>(staged);             // [kWarps][kMaxGroup][D]
   float* red_ml = red_acc + kWarps * kMaxGroup * D;              // [kWarps][kMaxGroup][2]
   __shared__ int bad_block;
@@ -72,12 +163,21 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   if (!CheckAttnBlocks(a, s, tok_begin, tok_end, &bad_block)) return;  // uniform
   const int32_t* table = a.block_tables + s * a.max_blocks;
   const int head = lane / 4;  // this lane's operand row: query head kh * g + head when head < g
+  const int quad = lane % 4;
+  // Stage tile tok0 (count tokens) into stage buffer b, skipping token skip.
+  auto stage_tile = [&](int64_t tok0, int count, int b, int64_t skip) {
+    if constexpr (kFp8) {
+      StageTileFp8<D, kWarps * 32>(a, table, kh, tok0, count, staged + b * kStage, skip);
+    } else {
+      StageTile<D, false, kWarps * 32>(a, table, kh, tok0, count, reinterpret_cast<uint16_t*>(staged + b * kStage),
+                                      skip);
+    }
+  };
   // One row (n == 1): it sees tokens [tok_begin, tok_end), the newest (ctx - 1, written by the
   // prelude) staged after the wait.
   const bool early = kEarly && n == 1 && tok_end > tok_begin;
   if (early) {
-    StageTile<D, false, kWarps * 32>(a, table, kh, tok_begin, static_cast<int>(min(int64_t{kTileTok}, tok_end - tok_begin)),
-                                    staged, ctx - 1);
+    stage_tile(tok_begin, static_cast<int>(min(int64_t{kTileTok}, tok_end - tok_begin)), 0, ctx - 1);
     CpAsyncCommit();
   }
   if constexpr (kEarly) PdlWait();
@@ -85,14 +185,50 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   for (int64_t r = 0; r < n; ++r) {
     const int64_t t = seq.q0 + r, pos = ctx - n + r;
     const int64_t end = min(tok_end, pos + 1);  // this row sees tokens 0..pos
-    // Q fragments: k-chunk c covers dims 16c..16c+15; rows 8..15 of the operand are zero.
+    // Q fragments: k-chunk c covers dims 16c..16c+15 (kFp8: the permuted dims of the header);
+    // rows 8..15 of the operand are zero.
     uint32_t qf[D / 16][4];
-    {
+    float score_scale = a.scale;
+    if constexpr (kFp8) {
+      // Lane (head, quad) holds dims [64h + 16 quad, +16) of its head for each h < D / 64.
+      float qv[D / 64][16];
+      float big = 0.0f;
+      const uint4* qr = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(a.query) +
+                                                        (t * a.Hq + kh * g + head) * D);
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h)
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+          const uint4 w = head < g ? qr[(64 * h + 16 * quad) / 8 + v] : make_uint4(0, 0, 0, 0);
+          const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            qv[h][8 * v + i] = Bf16ToFloat(static_cast<uint16_t>(ws[i / 2] >> (16 * (i % 2))));
+            big = fmaxf(big, fabsf(qv[h][8 * v + i]));
+          }
+        }
+#pragma unroll
+      for (int off = 16; off >= 1; off /= 2) big = fmaxf(big, __shfl_xor_sync(0xFFFFFFFFu, big, off));
+      int ex = 0;
+      if (big > 0.0f && big <= 3.0e38f) frexpf(big, &ex);  // big = f 2^ex, f in [0.5, 1)
+      const float mul = ldexpf(1.0f, -ex);
+      score_scale = a.scale * a.k_scale * ldexpf(1.0f, ex);
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h)
+#pragma unroll
+        for (int c4 = 0; c4 < 4; ++c4) {
+          const float* x = &qv[h][4 * c4];
+          qf[4 * h + c4][0] = PackF16(x[0] * mul, x[1] * mul);
+          qf[4 * h + c4][1] = 0u;
+          qf[4 * h + c4][2] = PackF16(x[2] * mul, x[3] * mul);
+          qf[4 * h + c4][3] = 0u;
+        }
+    } else {
       const uint32_t* qr =
           reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(a.query) + (t * a.Hq + kh * g + head) * D);
 #pragma unroll
       for (int c = 0; c < D / 16; ++c) {
-        const int w = c * 8 + lane % 4;
+        const int w = c * 8 + quad;
         qf[c][0] = head < g ? qr[w] : 0u;
         qf[c][1] = 0u;
         qf[c][2] = head < g ? qr[w + 4] : 0u;
@@ -106,24 +242,38 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
     const int64_t tiles = end > tok_begin ? (end - tok_begin + kTileTok - 1) / kTileTok : 0;
     __syncthreads();  // the previous row's merge buffers (the stages) are consumed
     if (early) {
-      if (ctx - 1 < tok_begin + kTileTok) StageRow<D>(a, table, kh, ctx - 1, static_cast<int>(ctx - 1 - tok_begin), staged);
+      if (ctx - 1 < tok_begin + kTileTok) {
+        const int j = static_cast<int>(ctx - 1 - tok_begin);
+        if constexpr (kFp8) {
+          StageRowFp8<D>(a, table, kh, ctx - 1, j, staged);
+        } else {
+          StageRow<D>(a, table, kh, ctx - 1, j, reinterpret_cast<uint16_t*>(staged));
+        }
+      }
     } else if (tiles > 0) {
-      StageTile<D, false, kWarps * 32>(a, table, kh, tok_begin, static_cast<int>(min(int64_t{kTileTok}, end - tok_begin)),
-                                      staged);
+      stage_tile(tok_begin, static_cast<int>(min(int64_t{kTileTok}, end - tok_begin)), 0, -1);
     }
     CpAsyncCommit();
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      const int64_t tok0 = tok_begin + tile * kTileTok;
-      if (tile + 1 < tiles) {
-        const int64_t next0 = tok0 + kTileTok;
-        StageTile<D, false, kWarps * 32>(a, table, kh, next0, static_cast<int>(min(int64_t{kTileTok}, end - next0)),
-                                        staged + ((tile + 1) % 2) * kStage);
+    // Tiles 1 .. kStages - 2 in flight before the first is consumed (one group each).
+#pragma unroll
+    for (int p = 1; p < kStages - 1; ++p) {
+      if (p < tiles) {
+        const int64_t tok0 = tok_begin + p * kTileTok;
+        stage_tile(tok0, static_cast<int>(min(int64_t{kTileTok}, end - tok0)), p, -1);
       }
       CpAsyncCommit();
-      CpAsyncWait<1>();
+    }
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const int64_t tok0 = tok_begin + tile * kTileTok;
+      if (tile + kStages - 1 < tiles) {
+        const int64_t next0 = tok0 + (kStages - 1) * kTileTok;
+        stage_tile(next0, static_cast<int>(min(int64_t{kTileTok}, end - next0)),
+                   static_cast<int>((tile + kStages - 1) % kStages), -1);
+      }
+      CpAsyncCommit();
+      CpAsyncWait<kStages - 1>();
       __syncthreads();
-      const uint16_t* ks = staged + (tile % 2) * kStage + warp * 16 * kLd;  // this warp's 16 tokens
-      const uint16_t* vs = ks + kTileTok * kLd;
+      const uint8_t* stage = staged + (tile % kStages) * kStage;
       const int64_t wt0 = tok0 + warp * 16;
       if (wt0 < end) {  // warp-uniform
         // S for tokens wt0 + 8u + 2(lane%4) + {0,1}: sc[u][0..1] (rows 8..15 in [2..3] unused).
@@ -131,13 +281,28 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
           sc[u][0] = sc[u][1] = sc[u][2] = sc[u][3] = 0.0f;
-          const uint16_t* kr = ks + (u * 8 + lane % 8) * kLd + (lane / 8) * 8;
+          if constexpr (kFp8) {
+            // Token warp * 16 + 8u + head's bytes [64h + 16 quad, +16): chunk 4h + c4 takes
+            // bytes 4 c4 .. 4 c4 + 3, the pairs of its logical k = 2 quad and 2 quad + 8.
+            const uint8_t* kr = stage + (warp * 16 + u * 8 + head) * Fp8KRow(D) + 16 * quad;
 #pragma unroll
-          for (int c = 0; c < D / 16; c += 2) {
-            uint32_t b[4];
-            LdMatrixX4(b, kr + c * 16);
-            Mma(sc[u], qf[c], b[0], b[1]);
-            Mma(sc[u], qf[c + 1], b[2], b[3]);
+            for (int h = 0; h < D / 64; ++h) {
+              const uint4 kw = *reinterpret_cast<const uint4*>(kr + 64 * h);
+              const uint32_t ws[4] = {kw.x, kw.y, kw.z, kw.w};
+#pragma unroll
+              for (int c4 = 0; c4 < 4; ++c4)
+                MmaF16(sc[u], qf[4 * h + c4], Fp8PairToF16x2(ws[c4]), Fp8PairToF16x2(ws[c4] >> 16));
+            }
+          } else {
+            const uint16_t* kr = reinterpret_cast<const uint16_t*>(stage) + (warp * 16 + u * 8 + lane % 8) * kLd +
+                                 (lane / 8) * 8;
+#pragma unroll
+            for (int c = 0; c < D / 16; c += 2) {
+              uint32_t b[4];
+              LdMatrixX4(b, kr + c * 16);
+              Mma(sc[u], qf[c], b[0], b[1]);
+              Mma(sc[u], qf[c + 1], b[2], b[3]);
+            }
           }
         }
         float mx = -INFINITY;
@@ -145,8 +310,8 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
         for (int u = 0; u < 2; ++u)
 #pragma unroll
           for (int v = 0; v < 2; ++v) {
-            const int64_t tok = wt0 + u * 8 + 2 * (lane % 4) + v;
-            sc[u][v] = tok < end ? sc[u][v] * a.scale : -INFINITY;
+            const int64_t tok = wt0 + u * 8 + 2 * quad + v;
+            sc[u][v] = tok < end ? sc[u][v] * score_scale : -INFINITY;
             mx = fmaxf(mx, sc[u][v]);
           }
         mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
@@ -171,33 +336,78 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
           o[j][1] *= res;
         }
         uint32_t pa[4] = {0u, 0u, 0u, 0u}, pl[4] = {0u, 0u, 0u, 0u};  // P = hi + lo (SplitP)
-        SplitP(sc[0][0], sc[0][1], pa[0], pl[0]);
-        SplitP(sc[1][0], sc[1][1], pa[2], pl[2]);
-        const uint16_t* vr = vs + ((lane / 8) % 2 * 8 + lane % 8) * kLd + (lane / 16) * 8;
+        if constexpr (kFp8) {
+          SplitPF16(sc[0][0], sc[0][1], pa[0], pl[0]);
+          SplitPF16(sc[1][0], sc[1][1], pa[2], pl[2]);
+          // Tokens 2 quad, +1, +8, +9 of the warp's 16, bytes [(D / 8) head, +D / 8): dim
+          // (D / 8) head + j is column head of n-block j.
+          constexpr int kW = D / 32;  // 32-bit words per lane and token
+          const uint8_t* vr = stage + kTileTok * Fp8KRow(D) + (warp * 16 + 2 * quad) * Fp8VRow(D) + (D / 8) * head;
+          uint32_t v[4][kW];  // tokens 2 quad, 2 quad + 1, 2 quad + 8, 2 quad + 9
 #pragma unroll
-        for (int j = 0; j < D / 8; j += 2) {
-          uint32_t b[4];
-          LdMatrixX4Trans(b, vr + j * 8);
-          Mma(o[j], pa, b[0], b[1]);
-          Mma(o[j], pl, b[0], b[1]);
-          Mma(o[j + 1], pa, b[2], b[3]);
-          Mma(o[j + 1], pl, b[2], b[3]);
+          for (int i = 0; i < 4; ++i) {
+            const uint8_t* row = vr + ((i / 2) * 8 + i % 2) * Fp8VRow(D);
+            if constexpr (kW == 4) {
+              const uint4 w = *reinterpret_cast<const uint4*>(row);
+              v[i][0] = w.x;
+              v[i][1] = w.y;
+              v[i][2] = w.z;
+              v[i][3] = w.w;
+            } else {
+              const uint2 w = *reinterpret_cast<const uint2*>(row);
+              v[i][0] = w.x;
+              v[i][1] = w.y;
+            }
+          }
+#pragma unroll
+          for (int w = 0; w < kW; ++w) {
+            // Byte b of word w is n-block 4w + b: pairs (token 2 quad, 2 quad + 1) and (+8, +9).
+            const uint32_t lo01 = __byte_perm(v[0][w], v[1][w], 0x5140), lo23 = __byte_perm(v[0][w], v[1][w], 0x7362);
+            const uint32_t hi01 = __byte_perm(v[2][w], v[3][w], 0x5140), hi23 = __byte_perm(v[2][w], v[3][w], 0x7362);
+            const uint32_t b0[4] = {lo01, lo01 >> 16, lo23, lo23 >> 16};
+            const uint32_t b1[4] = {hi01, hi01 >> 16, hi23, hi23 >> 16};
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+              const uint32_t x0 = Fp8PairToF16x2(b0[b]), x1 = Fp8PairToF16x2(b1[b]);
+              MmaF16(o[4 * w + b], pa, x0, x1);
+              MmaF16(o[4 * w + b], pl, x0, x1);
+            }
+          }
+        } else {
+          SplitP(sc[0][0], sc[0][1], pa[0], pl[0]);
+          SplitP(sc[1][0], sc[1][1], pa[2], pl[2]);
+          const uint16_t* vr = reinterpret_cast<const uint16_t*>(stage) + kTileTok * kLd + warp * 16 * kLd +
+                               ((lane / 8) % 2 * 8 + lane % 8) * kLd + (lane / 16) * 8;
+#pragma unroll
+          for (int j = 0; j < D / 8; j += 2) {
+            uint32_t b[4];
+            LdMatrixX4Trans(b, vr + j * 8);
+            Mma(o[j], pa, b[0], b[1]);
+            Mma(o[j], pl, b[0], b[1]);
+            Mma(o[j + 1], pa, b[2], b[3]);
+            Mma(o[j + 1], pl, b[2], b[3]);
+          }
         }
       }
       __syncthreads();  // this stage is consumed before it is refilled
     }
     // Merge the warps: weights e^(m_w - M); a warp that saw no token has m = -inf. Lane l
-    // holds head l / 4's dims 8j + 2(l % 4) + {0, 1}.
+    // holds head l / 4's dims 8j + 2(l % 4) + {0, 1} (kFp8: (D / 8)(2(l % 4) + {0, 1}) + j).
     if (head < g) {
-      if (lane % 4 == 0) {
+      if (quad == 0) {
         red_ml[(warp * kMaxGroup + head) * 2] = m;
         red_ml[(warp * kMaxGroup + head) * 2 + 1] = l;
       }
       float* acc = red_acc + (warp * kMaxGroup + head) * D;
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
-        acc[8 * j + 2 * (lane % 4)] = o[j][0];
-        acc[8 * j + 2 * (lane % 4) + 1] = o[j][1];
+        if constexpr (kFp8) {
+          acc[(D / 8) * (2 * quad) + j] = o[j][0];
+          acc[(D / 8) * (2 * quad + 1) + j] = o[j][1];
+        } else {
+          acc[8 * j + 2 * quad] = o[j][0];
+          acc[8 * j + 2 * quad + 1] = o[j][1];
+        }
       }
     }
     __syncthreads();
@@ -214,6 +424,7 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
         L += red_ml[(w * kMaxGroup + h) * 2 + 1] * wt;
         O += red_acc[(w * kMaxGroup + h) * D + d] * wt;
       }
+      if constexpr (kFp8) O *= a.v_scale;
       const int64_t unit = t * a.Hq + kh * g + h;
       if (partials) {  // a split past the row's position leaves (-inf, 0, 0)
         const int64_t at = split * a.T * a.Hq + unit;
@@ -231,33 +442,69 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   }
 }
 
-template <int D, bool kEarly>
-__global__ void __launch_bounds__(kWarps * 32) DecodeMmaKernel(AttnArgs a) {
+// An F8E4M3 cache's kernels are held to three CTAs per SM (two with four stages, whose
+// shared memory allows no more).
+template <int D, bool kEarly, bool kFp8, int kStages>
+__global__ void __launch_bounds__(kWarps * 32, kFp8 ? (kStages == 4 ? 2 : 3) : 1) DecodeMmaKernel(AttnArgs a) {
   if constexpr (!kEarly) PdlWait();
-  DecodeMmaRows<D, kEarly>(a);
+  DecodeMmaRows<D, kEarly, kFp8, kStages>(a);
   if constexpr (kEarly) PdlWait();  // for a CTA that returned before its rows' wait (returns at once otherwise)
   CombineSplitsInLastCta<Bf16>(a, kSpan);
 }
 
-// VT_CUDA_ATTN_DECODE_MMA=0 keeps decode steps on the CUDA-core kernel (A/B runs, tests).
+// VT_CUDA_ATTN_DECODE_MMA=0 keeps decode steps on the CUDA-core kernel (A/B runs, tests);
+// VT_CUDA_ATTN_DECODE_MMA_FP8=0 keeps only F8E4M3 caches there. Read at each call.
 bool DecodeMmaOn() {
   return SwitchOn("VT_CUDA_ATTN_DECODE_MMA");
+}
+
+bool DecodeMmaGeometry(const AttnArgs& a) {
+  return (a.D == 64 || a.D == 128) && a.group >= 1 && a.group <= kMaxGroup && a.vec16;
+}
+
+bool DecodeMmaFp8Takes(const AttnArgs& a, DType query, DType cache) {
+  return query == DType::kBF16 && cache == DType::kF8E4M3 && DecodeMmaOn() && SwitchOn("VT_CUDA_ATTN_DECODE_MMA_FP8") &&
+         DecodeMmaGeometry(a);
+}
+
+template <bool kEarly, bool kFp8, int kStages = 2>
+auto DecodeMmaKernelFor(int64_t D) {
+  return D == 64 ? DecodeMmaKernel<64, kEarly, kFp8, kStages> : DecodeMmaKernel<128, kEarly, kFp8, kStages>;
+}
+
+// Tiles an F8E4M3 cache keeps in flight (VT_CUDA_ATTN_FP8_STAGES: 2, 3 or 4, A/B runs).
+int Fp8Stages() {
+  const char* v = std::getenv("VT_CUDA_ATTN_FP8_STAGES");
+  if (v != nullptr && std::strcmp(v, "2") == 0) return 2;
+  if (v != nullptr && std::strcmp(v, "3") == 0) return 3;
+  return 4;
+}
+
+template <int kStages>
+auto DecodeMmaFp8KernelFor(bool early, int64_t D) {
+  return early ? DecodeMmaKernelFor<true, true, kStages>(D) : DecodeMmaKernelFor<false, true, kStages>(D);
 }
 
 }  // namespace
 
 bool DecodeMmaTakes(const AttnArgs& a, DType query, DType cache) {
   if (query != DType::kBF16 || cache != DType::kBF16 || !DecodeMmaOn()) return false;
-  return (a.D == 64 || a.D == 128) && a.group >= 1 && a.group <= kMaxGroup && a.vec16;
+  return DecodeMmaGeometry(a);
 }
 
 bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache) {
-  if (cq.cc_major < 8 || !DecodeMmaTakes(a, query, cache)) return false;
+  const bool fp8 = DecodeMmaFp8Takes(a, query, cache);
+  if (cq.cc_major < 8 || !(fp8 || DecodeMmaTakes(a, query, cache))) return false;
   g_launches.fetch_add(1, std::memory_order_relaxed);
+  if (fp8) g_fp8_launches.fetch_add(1, std::memory_order_relaxed);
   if (a.early_context) g_early_launches.fetch_add(1, std::memory_order_relaxed);
-  const auto kernel = a.early_context ? (a.D == 64 ? DecodeMmaKernel<64, true> : DecodeMmaKernel<128, true>)
-                                      : (a.D == 64 ? DecodeMmaKernel<64, false> : DecodeMmaKernel<128, false>);
-  const size_t smem = TwoTileSmemBytes(static_cast<int>(a.D));
+  const int stages = fp8 ? Fp8Stages() : 2;
+  const auto kernel = !fp8        ? (a.early_context ? DecodeMmaKernelFor<true, false>(a.D)
+                                                     : DecodeMmaKernelFor<false, false>(a.D))
+                      : stages == 2 ? DecodeMmaFp8KernelFor<2>(a.early_context, a.D)
+                      : stages == 3 ? DecodeMmaFp8KernelFor<3>(a.early_context, a.D)
+                                    : DecodeMmaFp8KernelFor<4>(a.early_context, a.D);
+  const size_t smem = StagedBytes(static_cast<int>(a.D), fp8, stages);
   VT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(a.S), static_cast<unsigned>(a.Hk), static_cast<unsigned>(a.num_splits));
   LaunchOverlapped(cq, "DecodeMmaKernel", kernel, grid, kWarps * 32, smem, a);
@@ -267,5 +514,7 @@ bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache)
 int64_t DecodeMmaLaunches() { return g_launches.load(std::memory_order_relaxed); }
 
 int64_t DecodeMmaLaunchesReadingEarly() { return g_early_launches.load(std::memory_order_relaxed); }
+
+int64_t DecodeMmaFp8Launches() { return g_fp8_launches.load(std::memory_order_relaxed); }
 
 }  // namespace vt::cuda

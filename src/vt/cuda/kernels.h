@@ -43,6 +43,9 @@ int64_t DecodeMmaLaunches();
 // Of those, how many read the context before griddepcontrol.wait (AttnArgs::early_context:
 // right after the prelude that wrote the cache; VT_CUDA_ATTN_EARLY_READS=0 turns it off).
 int64_t DecodeMmaLaunchesReadingEarly();
+// Of the tensor-core ones, how many read an F8E4M3 cache (VT_CUDA_ATTN_DECODE_MMA_FP8=0 keeps
+// those caches on the CUDA-core kernel).
+int64_t DecodeMmaFp8Launches();
 // How many decode launches with split contexts combined the splits in the launch itself
 // (attention_split.cuh) rather than by a combine kernel after it (all queues).
 int64_t DecodeSplitsCombinedInLaunch();
