@@ -58,8 +58,8 @@ std::atomic<int64_t> g_launches{0}, g_early_launches{0}, g_fp8_launches{0};
 constexpr int Fp8KRow(int D) { return D == 64 ? 64 : D + 64; }
 constexpr int Fp8VRow(int D) { return D + 16; }
 constexpr int Fp8StageBytes(int D) { return kTileTok * (Fp8KRow(D) + Fp8VRow(D)); }
-constexpr size_t StagedBytes(int D, bool fp8, int stages) {
-  return fp8 ? size_t(stages) * Fp8StageBytes(D) : TwoTileSmemBytes(D);
+constexpr size_t StagedBytes(int D, bool fp8) {
+  return fp8 ? size_t{2} * Fp8StageBytes(D) : TwoTileSmemBytes(D);
 }
 
 __device__ __forceinline__ uint32_t PackF16(float lo, float hi) {
@@ -135,13 +135,13 @@ __device__ __forceinline__ void StageRowFp8(const AttnArgs& a, const int32_t* ta
 // kEarly (AttnArgs::early_context): the sequence's metadata, block table and, for a sequence
 // of one row, its first tile but the newest token are read before griddepcontrol.wait,
 // which this function then runs; the newest token's row is staged after it.
-template <int D, bool kEarly, bool kFp8, int kStages>
+template <int D, bool kEarly, bool kFp8>
 __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   constexpr int kLd = TileRow(D);
   constexpr int kStage = kFp8 ? Fp8StageBytes(D) : 2 * kTileTok * kLd * 2;  // bytes
   extern __shared__ __align__(16) uint8_t staged[];
   // The merge reuses the staged tiles' memory once every tile is consumed.
-  static_assert(kWarps * kMaxGroup * (D + 2) * sizeof(float) <= StagedBytes(D, kFp8, kStages), "merge buffers fit");
+  static_assert(kWarps * kMaxGroup * (D + 2) * sizeof(float) <= StagedBytes(D, kFp8), "merge buffers fit");
   float* red_acc = reinterpret_cast<float*>(staged);             // [kWarps][kMaxGroup][D]
   float* red_ml = red_acc + kWarps * kMaxGroup * D;              // [kWarps][kMaxGroup][2]
   __shared__ int bad_block;
@@ -254,26 +254,16 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
       stage_tile(tok_begin, static_cast<int>(min(int64_t{kTileTok}, end - tok_begin)), 0, -1);
     }
     CpAsyncCommit();
-    // Tiles 1 .. kStages - 2 in flight before the first is consumed (one group each).
-#pragma unroll
-    for (int p = 1; p < kStages - 1; ++p) {
-      if (p < tiles) {
-        const int64_t tok0 = tok_begin + p * kTileTok;
-        stage_tile(tok0, static_cast<int>(min(int64_t{kTileTok}, end - tok0)), p, -1);
-      }
-      CpAsyncCommit();
-    }
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const int64_t tok0 = tok_begin + tile * kTileTok;
-      if (tile + kStages - 1 < tiles) {
-        const int64_t next0 = tok0 + (kStages - 1) * kTileTok;
-        stage_tile(next0, static_cast<int>(min(int64_t{kTileTok}, end - next0)),
-                   static_cast<int>((tile + kStages - 1) % kStages), -1);
+      if (tile + 1 < tiles) {
+        const int64_t next0 = tok0 + kTileTok;
+        stage_tile(next0, static_cast<int>(min(int64_t{kTileTok}, end - next0)), static_cast<int>((tile + 1) % 2), -1);
       }
       CpAsyncCommit();
-      CpAsyncWait<kStages - 1>();
+      CpAsyncWait<1>();
       __syncthreads();
-      const uint8_t* stage = staged + (tile % kStages) * kStage;
+      const uint8_t* stage = staged + (tile % 2) * kStage;
       const int64_t wt0 = tok0 + warp * 16;
       if (wt0 < end) {  // warp-uniform
         // S for tokens wt0 + 8u + 2(lane%4) + {0,1}: sc[u][0..1] (rows 8..15 in [2..3] unused).
@@ -442,12 +432,11 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   }
 }
 
-// An F8E4M3 cache's kernels are held to three CTAs per SM (two with four stages, whose
-// shared memory allows no more).
-template <int D, bool kEarly, bool kFp8, int kStages>
-__global__ void __launch_bounds__(kWarps * 32, kFp8 ? (kStages == 4 ? 2 : 3) : 1) DecodeMmaKernel(AttnArgs a) {
+// An F8E4M3 cache's kernels are held to 168 registers, three CTAs per SM.
+template <int D, bool kEarly, bool kFp8>
+__global__ void __launch_bounds__(kWarps * 32, kFp8 ? 3 : 1) DecodeMmaKernel(AttnArgs a) {
   if constexpr (!kEarly) PdlWait();
-  DecodeMmaRows<D, kEarly, kFp8, kStages>(a);
+  DecodeMmaRows<D, kEarly, kFp8>(a);
   if constexpr (kEarly) PdlWait();  // for a CTA that returned before its rows' wait (returns at once otherwise)
   CombineSplitsInLastCta<Bf16>(a, kSpan);
 }
@@ -467,22 +456,9 @@ bool DecodeMmaFp8Takes(const AttnArgs& a, DType query, DType cache) {
          DecodeMmaGeometry(a);
 }
 
-template <bool kEarly, bool kFp8, int kStages = 2>
+template <bool kEarly, bool kFp8>
 auto DecodeMmaKernelFor(int64_t D) {
-  return D == 64 ? DecodeMmaKernel<64, kEarly, kFp8, kStages> : DecodeMmaKernel<128, kEarly, kFp8, kStages>;
-}
-
-// Tiles an F8E4M3 cache keeps in flight (VT_CUDA_ATTN_FP8_STAGES: 2, 3 or 4, A/B runs).
-int Fp8Stages() {
-  const char* v = std::getenv("VT_CUDA_ATTN_FP8_STAGES");
-  if (v != nullptr && std::strcmp(v, "2") == 0) return 2;
-  if (v != nullptr && std::strcmp(v, "3") == 0) return 3;
-  return 4;
-}
-
-template <int kStages>
-auto DecodeMmaFp8KernelFor(bool early, int64_t D) {
-  return early ? DecodeMmaKernelFor<true, true, kStages>(D) : DecodeMmaKernelFor<false, true, kStages>(D);
+  return D == 64 ? DecodeMmaKernel<64, kEarly, kFp8> : DecodeMmaKernel<128, kEarly, kFp8>;
 }
 
 }  // namespace
@@ -498,13 +474,10 @@ bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache)
   g_launches.fetch_add(1, std::memory_order_relaxed);
   if (fp8) g_fp8_launches.fetch_add(1, std::memory_order_relaxed);
   if (a.early_context) g_early_launches.fetch_add(1, std::memory_order_relaxed);
-  const int stages = fp8 ? Fp8Stages() : 2;
-  const auto kernel = !fp8        ? (a.early_context ? DecodeMmaKernelFor<true, false>(a.D)
-                                                     : DecodeMmaKernelFor<false, false>(a.D))
-                      : stages == 2 ? DecodeMmaFp8KernelFor<2>(a.early_context, a.D)
-                      : stages == 3 ? DecodeMmaFp8KernelFor<3>(a.early_context, a.D)
-                                    : DecodeMmaFp8KernelFor<4>(a.early_context, a.D);
-  const size_t smem = StagedBytes(static_cast<int>(a.D), fp8, stages);
+  const auto kernel = fp8 ? (a.early_context ? DecodeMmaKernelFor<true, true>(a.D) : DecodeMmaKernelFor<false, true>(a.D))
+                          : (a.early_context ? DecodeMmaKernelFor<true, false>(a.D)
+                                             : DecodeMmaKernelFor<false, false>(a.D));
+  const size_t smem = StagedBytes(static_cast<int>(a.D), fp8);
   VT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(a.S), static_cast<unsigned>(a.Hk), static_cast<unsigned>(a.num_splits));
   LaunchOverlapped(cq, "DecodeMmaKernel", kernel, grid, kWarps * 32, smem, a);
