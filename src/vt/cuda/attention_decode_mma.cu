@@ -23,8 +23,9 @@
 // - S: the K dimension of each 16-wide chunk is permuted the same way in the query and key
 //   fragments, so that a lane's key bytes are contiguous (four of them give its two pairs);
 //   the queries are multiplied by a power of two that brings the largest |q| of the CTA into
-//   [0.5, 1) and widened to F16 (exact: every BF16 value in that range is an F16 value, down
-//   to 2^-24 of the largest), the power of two and k_scale folded into the score scale;
+//   [0.5, 1) and widened to F16 (exact for every value down to 2^-17 of the largest; smaller
+//   ones lose low bits in F16's subnormals), the power of two and k_scale folded into the
+//   score scale;
 // - O: output dim 8j + n of the natural layout becomes (D / 8) n + j, so that a lane's value
 //   bytes of a token are contiguous; the byte pairs of two tokens are interleaved by prmt
 //   before the conversion, and the merge writes each dim where it belongs; v_scale
