@@ -369,15 +369,7 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
           SplitP(sc[1][0], sc[1][1], pa[2], pl[2]);
           const uint16_t* vr = reinterpret_cast<const uint16_t*>(stage) + kTileTok * kLd + warp * 16 * kLd +
                                ((lane / 8) % 2 * 8 + lane % 8) * kLd + (lane / 16) * 8;
-#pragma unroll
-          for (int j = 0; j < D / 8; j += 2) {
-            uint32_t b[4];
-            LdMatrixX4Trans(b, vr + j * 8);
-            Mma(o[j], pa, b[0], b[1]);
-            Mma(o[j], pl, b[0], b[1]);
-            Mma(o[j + 1], pa, b[2], b[3]);
-            Mma(o[j + 1], pl, b[2], b[3]);
-          }
+          AccumulatePV<D>(o, pa, pl, vr);
         }
       }
       __syncthreads();  // this stage is consumed before it is refilled

@@ -217,15 +217,7 @@ __global__ void __launch_bounds__(kWarps * 32, QShared<D>() ? 1 : 2) PrefillMmaK
 #pragma unroll
         for (int r = 0; r < 4; ++r) SplitP(p4[r][0], p4[r][1], pa[r], pl[r]);
         const uint16_t* vr = vs + (kk * 16 + (lane / 8) % 2 * 8 + lane % 8) * kLd + (lane / 16) * 8;
-#pragma unroll
-        for (int j = 0; j < D / 8; j += 2) {
-          uint32_t b[4];
-          LdMatrixX4Trans(b, vr + j * 8);
-          Mma(o[j], pa, b[0], b[1]);
-          Mma(o[j], pl, b[0], b[1]);
-          Mma(o[j + 1], pa, b[2], b[3]);
-          Mma(o[j + 1], pl, b[2], b[3]);
-        }
+        AccumulatePV<D>(o, pa, pl, vr);
       }
     }
     __syncthreads();  // this stage is consumed before the next iteration refills it

@@ -100,4 +100,22 @@ __device__ __forceinline__ void SplitP(float x0, float x1, uint32_t& hi, uint32_
   lo = PackBf16(x0 - Bf16ToFloat(FloatToBf16(x0)), x1 - Bf16ToFloat(FloatToBf16(x1)));
 }
 
+// O += P V over 16 tokens: P as its two BF16 terms (SplitP) in A fragments pa and pl, vr
+// this lane's ldmatrix.trans address in the tokens' staged V rows (row (l / 8) % 2 * 8 +
+// l % 8, column (l / 16) * 8); each ldmatrix.x4.trans gives the V fragments of two 8-dim
+// blocks.
+template <int D>
+__device__ __forceinline__ void AccumulatePV(float (&o)[D / 8][4], const uint32_t (&pa)[4], const uint32_t (&pl)[4],
+                                             const uint16_t* vr) {
+#pragma unroll
+  for (int j = 0; j < D / 8; j += 2) {
+    uint32_t b[4];
+    LdMatrixX4Trans(b, vr + j * 8);
+    Mma(o[j], pa, b[0], b[1]);
+    Mma(o[j], pl, b[0], b[1]);
+    Mma(o[j + 1], pa, b[2], b[3]);
+    Mma(o[j + 1], pl, b[2], b[3]);
+  }
+}
+
 }  // namespace vt::cuda
