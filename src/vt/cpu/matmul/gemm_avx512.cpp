@@ -181,6 +181,17 @@ static_assert(kRowsA == 4, "GemmBlocks dispatches tiles of 1..4 rows");
 // as is), against a's packed rows (L1). No panel is written; each weight byte is read
 // once. The fp8 decode permutes K within 64-blocks exactly as PackBf16 does for a.
 
+// A share of the next group's weight bytes (StreamGroupAllRows): `lines` cache lines from p,
+// spread over the `steps` full K steps of a tile, prefetched into L2.
+struct NextShare {
+  const char* p = nullptr;
+  int64_t lines = 0, per = 0;  // per: lines a step, ceil(lines / steps)
+  __attribute__((always_inline)) void Prefetch(int64_t step) const {
+    const int64_t l1 = std::min(lines, (step + 1) * per);
+    for (int64_t l = step * per; l < l1; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T1);
+  }
+};
+
 // acc[i][j] += the 64-value K step k of row i of a (packed, lda apart) times the NR weight
 // rows' step, already in BF16 as w[j][0..1]: each row of a is loaded once for all NR rows.
 template <int MR, int NR>
@@ -227,13 +238,15 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Step(
 template <int MR, int NR>
 __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Tile(
     const Fp8ToBf16Lut& lut, const uint16_t* a, int64_t lda, const uint8_t* b, int64_t ldb, int64_t K, float* c,
-    int64_t ldc, int64_t cs) {
+    int64_t ldc, int64_t cs, const NextShare& next) {
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   int64_t k = 0;
-  for (; k + 64 <= K; k += 64)
+  for (; k + 64 <= K; k += 64) {
+    next.Prefetch(k / 64);
     StreamFp8Step<MR, NR, true>(lut, a, lda, b, ldb, k, PrefetchAhead(k, ldb, K, NR, 1), 0, acc);
+  }
   if (k < K) StreamFp8Step<MR, NR, false>(lut, a, lda, b, ldb, k, 0, Mask64(K - k), acc);
   StoreSums<MR, NR>(acc, c, ldc, cs);
 }
@@ -241,8 +254,8 @@ __attribute__((target("avx512vbmi"), always_inline)) inline void StreamFp8Tile(
 // The same for BF16 weight rows (loaded as they are).
 template <int MR, int NR>
 __attribute__((always_inline)) inline void StreamBf16Tile(const uint16_t* a, int64_t lda, const uint16_t* b,
-                                                          int64_t ldb, int64_t K, float* c, int64_t ldc,
-                                                          int64_t cs) {
+                                                          int64_t ldb, int64_t K, float* c, int64_t ldc, int64_t cs,
+                                                          const NextShare& next) {
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -264,7 +277,10 @@ __attribute__((always_inline)) inline void StreamBf16Tile(const uint16_t* a, int
     MultiplyStep<MR, NR>(a, lda, k, w, acc);
   };
   int64_t k = 0;
-  for (; k + 64 <= K; k += 64) step(k, 0, 0, true);
+  for (; k + 64 <= K; k += 64) {
+    next.Prefetch(k / 64);
+    step(k, 0, 0, true);
+  }
   if (k < K) step(k, Mask32(K - k), Mask32(K - k - 32), false);
   StoreSums<MR, NR>(acc, c, ldc, cs);
 }
@@ -273,11 +289,11 @@ __attribute__((always_inline)) inline void StreamBf16Tile(const uint16_t* a, int
 template <int MR, int NR>
 __attribute__((target("avx512vbmi"))) void StreamGroup(const Fp8ToBf16Lut& lut, DType dt, const uint16_t* a,
                                                        int64_t lda, const void* b, int64_t ldb, int64_t K, float* c,
-                                                       int64_t ldc, int64_t cs) {
+                                                       int64_t ldc, int64_t cs, const NextShare& next) {
   if (dt == DType::kF8E4M3) {
-    StreamFp8Tile<MR, NR>(lut, a, lda, static_cast<const uint8_t*>(b), ldb, K, c, ldc, cs);
+    StreamFp8Tile<MR, NR>(lut, a, lda, static_cast<const uint8_t*>(b), ldb, K, c, ldc, cs, next);
   } else {
-    StreamBf16Tile<MR, NR>(a, lda, static_cast<const uint16_t*>(b), ldb, K, c, ldc, cs);
+    StreamBf16Tile<MR, NR>(a, lda, static_cast<const uint16_t*>(b), ldb, K, c, ldc, cs, next);
   }
 }
 
@@ -286,18 +302,32 @@ __attribute__((target("avx512vbmi"))) void StreamGroup(const Fp8ToBf16Lut& lut, 
 // group, so NR weight streams run from memory at once; fewer weight rows against more rows
 // of a would decode each weight fewer times but stream fewer rows at once, which costs more
 // from memory than it saves (bench/kernel_notes.md has the comparison).
+// With more than kRowsA rows of a, only the first block reads the group from memory and the
+// later ones multiply it from L1: those later blocks prefetch the next group's bytes
+// (`next`, `next_bytes`; none if null) into L2 in equal shares over their K steps, so the
+// memory stream of one group runs under the multiplies of the one before it.
 template <int NR>
 __attribute__((target("avx512vbmi"))) void StreamGroupAllRows(const Fp8ToBf16Lut& lut, DType dt, const uint16_t* a,
                                                               int64_t lda, int64_t M, const void* b, int64_t ldb,
-                                                              int64_t K, float* c, int64_t ldc, int64_t cs) {
-  for (int64_t m = 0; m < M; m += kRowsA) {
+                                                              int64_t K, float* c, int64_t ldc, int64_t cs,
+                                                              const std::byte* next, int64_t next_bytes) {
+  const int64_t blocks = (M + kRowsA - 1) / kRowsA, later = blocks - 1;
+  const int64_t lines = next != nullptr && later > 0 ? (next_bytes + 63) / 64 : 0;
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t m = blk * kRowsA;
     const uint16_t* am = a + m * lda;
     float* cm = c + m * ldc;
+    NextShare share;
+    if (blk > 0 && lines > 0) {
+      const int64_t l0 = lines * (blk - 1) / later, l1 = lines * blk / later;
+      const int64_t steps = std::max<int64_t>(1, K / 64);
+      share = NextShare{reinterpret_cast<const char*>(next) + 64 * l0, l1 - l0, (l1 - l0 + steps - 1) / steps};
+    }
     switch (std::min<int64_t>(kRowsA, M - m)) {
-      case 4: StreamGroup<4, NR>(lut, dt, am, lda, b, ldb, K, cm, ldc, cs); break;
-      case 3: StreamGroup<3, NR>(lut, dt, am, lda, b, ldb, K, cm, ldc, cs); break;
-      case 2: StreamGroup<2, NR>(lut, dt, am, lda, b, ldb, K, cm, ldc, cs); break;
-      default: StreamGroup<1, NR>(lut, dt, am, lda, b, ldb, K, cm, ldc, cs); break;
+      case 4: StreamGroup<4, NR>(lut, dt, am, lda, b, ldb, K, cm, ldc, cs, share); break;
+      case 3: StreamGroup<3, NR>(lut, dt, am, lda, b, ldb, K, cm, ldc, cs, share); break;
+      case 2: StreamGroup<2, NR>(lut, dt, am, lda, b, ldb, K, cm, ldc, cs, share); break;
+      default: StreamGroup<1, NR>(lut, dt, am, lda, b, ldb, K, cm, ldc, cs, share); break;
     }
   }
 }
@@ -314,11 +344,19 @@ __attribute__((target("avx512vbmi"))) void StreamBf16(DType dt, const void* av, 
   const size_t row_bytes = static_cast<size_t>(K) * (dt == DType::kF8E4M3 ? 1 : 2);
   const auto* b = static_cast<const std::byte*>(bv);
   const StreamGroups gs = GroupsFor(M, nrows);
-  for (int64_t g = 0; g < gs.groups; ++g)
+  // The next group or tail row after each (rows [r, r1) of these nrows; only the adjacent
+  // layout, M > 4, has more than one block of rows of a and prefetches them).
+  auto rows_from = [&](int64_t r) { return r < nrows ? b + static_cast<size_t>(r) * row_bytes : nullptr; };
+  const int64_t tail0 = kPanelRows * gs.groups;
+  for (int64_t g = 0; g < gs.groups; ++g) {
+    const int64_t r = (g + 1) * gs.first, r1 = g + 1 < gs.groups ? r + kPanelRows : std::min(nrows, tail0 + 1);
     StreamGroupAllRows<kPanelRows>(lut, dt, a, lda, M, b + static_cast<size_t>(g * gs.first) * row_bytes,
-                                   gs.stride * K, K, c + g * gs.first, ldc, gs.stride);
-  for (int64_t n = kPanelRows * gs.groups; n < nrows; ++n)
-    StreamGroupAllRows<1>(lut, dt, a, lda, M, b + static_cast<size_t>(n) * row_bytes, K, K, c + n, ldc, 1);
+                                   gs.stride * K, K, c + g * gs.first, ldc, gs.stride, rows_from(r),
+                                   static_cast<int64_t>((r1 - r) * row_bytes));
+  }
+  for (int64_t n = tail0; n < nrows; ++n)
+    StreamGroupAllRows<1>(lut, dt, a, lda, M, b + static_cast<size_t>(n) * row_bytes, K, K, c + n, ldc, 1,
+                          rows_from(n + 1), static_cast<int64_t>(row_bytes));
 }
 
 }  // namespace
