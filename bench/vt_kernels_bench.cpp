@@ -657,9 +657,9 @@ int main(int argc, char** argv) {
   // fp8 weights twice: prepared (read-only and vt::PrepareWeight, as a model does with its
   // weights; the vdpbf16ps level then multiplies a copy laid out once for its outer-product
   // kernel) and writable (multiplied as stored: the direct streaming path).
-  std::printf("%-11s %-17s %4s | %9s %9s %6s %8s | %9s %8s | %9s %9s %6s %8s | %7s\n", "model", "projection", "M",
-              "fp8 us", "fp8 GB/s", "of bw", "of limit", "rw GB/s", "of limit", "bf16 us", "bf16 GB/s", "of bw",
-              "of limit", "fp8/bf16");
+  std::printf("%-11s %-17s %4s | %9s %9s %6s %8s | %9s %8s | %9s %9s %6s %8s | %9s %8s | %7s\n", "model",
+              "projection", "M", "fp8 us", "fp8 GB/s", "of bw", "of limit", "rw GB/s", "of limit", "bf16 us",
+              "bf16 GB/s", "of bw", "of limit", "rw GB/s", "of limit", "fp8/bf16");
   std::mt19937 rng(42);
   std::vector<std::string> prefill_lines;
   for (const ShapeSpec& s : shapes) {
@@ -675,7 +675,13 @@ int main(int argc, char** argv) {
       t.SetReadOnly();
       t = vt::PrepareWeight(q, t, vt::WeightUse::kMatmulB);
     }
-    const Rotation w16 = MakeRotation(RandomBf16(s.N, s.K, rng), rotation_bytes);
+    const vt::Tensor w16_src = RandomBf16(s.N, s.K, rng);
+    const Rotation w16 = MakeRotation(w16_src, rotation_bytes);
+    Rotation w16ro = MakeRotation(w16_src, rotation_bytes);  // prepared, as the fp8 copies above
+    for (vt::Tensor& t : w16ro.copies) {
+      t.SetReadOnly();
+      t = vt::PrepareWeight(q, t, vt::WeightUse::kMatmulB);
+    }
     const float alpha = 0.0117f;
     for (int64_t M : decode_ms) {
       const vt::Tensor a8 = RandomFp8(M, s.K, rng), a16 = RandomBf16(M, s.K, rng);
@@ -686,41 +692,47 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < w8.copies.size(); ++i) vt::MatmulFp8(q, out, a8, w8.At(static_cast<int>(i)), alpha);
       for (size_t i = 0; i < w8ro.copies.size(); ++i) vt::MatmulFp8(q, out, a8, w8ro.At(static_cast<int>(i)), alpha);
       for (size_t i = 0; i < w16.copies.size(); ++i) vt::Matmul(q, out, a16, w16.At(static_cast<int>(i)));
+      for (size_t i = 0; i < w16ro.copies.size(); ++i) vt::Matmul(q, out, a16, w16ro.At(static_cast<int>(i)));
       const std::vector<double> t = TimeMedians({[&](int rep) { vt::MatmulFp8(q, out, a8, w8ro.At(rep), alpha); },
                                                  [&](int rep) { vt::MatmulFp8(q, out, a8, w8.At(rep), alpha); },
+                                                 [&](int rep) { vt::Matmul(q, out, a16, w16ro.At(rep)); },
                                                  [&](int rep) { vt::Matmul(q, out, a16, w16.At(rep)); }},
                                                 decode_reps, decode_secs);
       const double t8 = t[0], t8rw = t[1], t16 = t[2];
       const double g8 = static_cast<double>(s.N * s.K) / t8 / 1e9, g8rw = static_cast<double>(s.N * s.K) / t8rw / 1e9;
       const double g16 = static_cast<double>(s.N * s.K * 2) / t16 / 1e9;
+      const double g16rw = static_cast<double>(s.N * s.K * 2) / t[3] / 1e9;
       // The limit in GB/s: the bandwidth, or the multiplies (elements/s times bytes each).
       const double lim8 = mul.width > 0 ? std::min(bw, mul_limit(M) / 1e9) : bw;
       const double lim16 = mul.width > 0 ? std::min(bw, 2.0 * mul_limit(M) / 1e9) : bw;
       std::printf("%-11s %-17s %4lld | %9.1f %9.1f %5.0f%% %7.0f%% | %9.1f %7.0f%% | %9.1f %9.1f %5.0f%% %7.0f%% | "
-                  "%6.2fx\n",
+                  "%9.1f %7.0f%% | %6.2fx\n",
                   s.model, s.proj, static_cast<long long>(M), t8 * 1e6, g8, 100.0 * g8 / bw, 100.0 * g8 / lim8, g8rw,
-                  100.0 * g8rw / lim8, t16 * 1e6, g16, 100.0 * g16 / bw, 100.0 * g16 / lim16, t16 / t8);
+                  100.0 * g8rw / lim8, t16 * 1e6, g16, 100.0 * g16 / bw, 100.0 * g16 / lim16, g16rw,
+                  100.0 * g16rw / lim16, t16 / t8);
     }
     for (int64_t M : prefill_ms) {
       const vt::Tensor a8 = RandomFp8(M, s.K, rng), a16 = RandomBf16(M, s.K, rng);
       vt::Tensor out = vt::Tensor::Empty({M, s.N}, vt::DType::kBF16);
       const std::vector<double> t = TimeMedians({[&](int rep) { vt::MatmulFp8(q, out, a8, w8ro.At(rep), alpha); },
                                                  [&](int rep) { vt::MatmulFp8(q, out, a8, w8.At(rep), alpha); },
+                                                 [&](int rep) { vt::Matmul(q, out, a16, w16ro.At(rep)); },
                                                  [&](int rep) { vt::Matmul(q, out, a16, w16.At(rep)); }},
                                                 prefill_reps, 0.0);
       const double flop = 2.0 * static_cast<double>(M * s.N * s.K);
       char line[256];
-      std::snprintf(line, sizeof line, "%-11s %-17s %4lld | %9.2f %9.1f | %9.1f | %9.2f %9.1f\n", s.model, s.proj,
-                    static_cast<long long>(M), t[0] * 1e3, flop / t[0] / 1e9, flop / t[1] / 1e9, t[2] * 1e3,
-                    flop / t[2] / 1e9);
+      std::snprintf(line, sizeof line, "%-11s %-17s %4lld | %9.2f %9.1f | %9.1f | %9.2f %9.1f | %9.1f\n", s.model,
+                    s.proj, static_cast<long long>(M), t[0] * 1e3, flop / t[0] / 1e9, flop / t[1] / 1e9, t[2] * 1e3,
+                    flop / t[2] / 1e9, flop / t[3] / 1e9);
       prefill_lines.push_back(line);
     }
   }
-  std::printf("\n%-11s %-17s %4s | %9s %9s | %9s | %9s %9s\n", "model", "projection", "M", "fp8 ms", "fp8 GF/s",
-              "rw GF/s", "bf16 ms", "bf16 GF/s");
+  std::printf("\n%-11s %-17s %4s | %9s %9s | %9s | %9s %9s | %9s\n", "model", "projection", "M", "fp8 ms", "fp8 GF/s",
+              "rw GF/s", "bf16 ms", "bf16 GF/s", "rw GF/s");
   for (const auto& l : prefill_lines) std::fputs(l.c_str(), stdout);
   std::printf("\nfp8: MatmulFp8 (F8E4M3 x F8E4M3 -> BF16) on prepared weights, as a model runs it; rw: the same on "
-              "writable weights (no re-laid-out copy); bf16: Matmul (BF16 x BF16 -> BF16). GB/s counts weight "
+              "writable weights (no re-laid-out copy); bf16: Matmul (BF16 x BF16 -> BF16) likewise on prepared "
+              "weights, then (rw) on writable ones. GB/s counts weight "
               "bytes; 'of bw' is the fraction of the %d-thread read bandwidth above, 'of limit' of the lower of it and the "
               "multiply limit.\n",
               opt.threads);

@@ -85,6 +85,7 @@ std::unique_ptr<Model> Model::LoadRank(const std::string& dir, const LoadOptions
   ctx.act_dtype = dtype;
   ctx.kv_dtype = kv_dtype;
   ctx.linear.fuse_quant = options.fuse_quant;
+  ctx.linear.act_dtype = dtype;
   ctx.progress = progress.get();
   ctx.tp = tp;
   ctx.comm = comm.get();

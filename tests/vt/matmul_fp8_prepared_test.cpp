@@ -28,7 +28,7 @@ using vt_test::Reference;
 using vt_test::ToFloats;
 
 // Prepared weights (vt::PrepareWeight, as a model prepares them after loading) take an
-// outer-product kernel on a copy laid out once (PackedFp8Kernels) where the level has one:
+// outer-product kernel on a copy laid out once (PackedKernels) where the level has one:
 // the vdpbf16ps level (16-column
 // blocks, 4 K values per step) and the AVX2 and AVX-512 F32 levels (8-column blocks). Every
 // block/row tail of those layouts (N around multiples of 8 and 16, K around multiples of

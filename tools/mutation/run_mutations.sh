@@ -116,6 +116,15 @@ mutate_parts_c_stride() {
     edit "$f" 's/ldc, stride \* kCols\);/ldc, kCols);/'
   done
 }
+# BF16 weights laid out for the same kernel (Avx512Bf16PackedBf16Kernels): the second pair
+# vector of each step loaded from the first's bytes, and an odd K's last value packed into
+# the high half of its pair (the odd-K shapes of MatmulBf16.PreparedWeights*).
+mutate_packed_bf16_second_pairs_from_first() {
+  edit src/vt/cpu/matmul/packed_avx512.cpp 's/x1 = _mm512_loadu_si512\(p \+ 64\);/x1 = _mm512_loadu_si512(p);/'
+}
+mutate_packed_bf16_odd_k_tail_high() {
+  edit src/vt/cpu/matmul/packed_avx512.cpp 's/2 \* q < K \? row\[2 \* q\] : 0u;/2 * q < K ? static_cast<uint32_t>(row[2 * q]) << 16 : 0u;/'
+}
 # The matmul epilogue (every vector width) truncating to BF16 instead of rounding.
 mutate_epilogue_bf16_truncate() {
   edit src/vt/cpu/matmul/matmul.cpp 's/dst\[j\] = FloatToBf16\(alpha \* \(c\[j\] \* unscale\)\);/{ const float v = alpha * (c[j] * unscale); uint32_t u; std::memcpy(&u, &v, 4); dst[j] = static_cast<uint16_t>(u >> 16); }/'
@@ -428,7 +437,8 @@ run_tests() {
 }
 
 VT_MUTATIONS=(scale_ignored divide group_quant_reciprocal no_saturation truncate alpha_ignored packed_k_shift parts_c_stride epilogue_bf16_truncate no_denormal_guard
-              panel_second_k_from_first panel_chunk_a_offset)
+              panel_second_k_from_first panel_chunk_a_offset packed_bf16_second_pairs_from_first
+              packed_bf16_odd_k_tail_high)
 SAMPLER_MUTATIONS=(sampler_logprobs_after_processing sampler_penalties_before_bias sampler_temperature_before_penalties
                    sampler_top_p_before_top_k sampler_no_temperature sampler_greedy_last_tie sampler_repetition_sign)
 ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_last_token engine_preempt_first

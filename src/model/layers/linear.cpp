@@ -107,20 +107,36 @@ namespace {
 
 class UnquantizedLinearMethod final : public LinearMethod {
  public:
+  explicit UnquantizedLinearMethod(vt::DType act_dtype) : act_dtype_(act_dtype) {}
   void LoadWeights(const Checkpoint& ckpt, std::span<const LinearShard> shards, int64_t in_features) override {
+    ckpt_ = &ckpt;
+    int64_t row = 0;
     for (const LinearShard& s : shards) {
+      shard_rows_.push_back(row);
+      row += s.out_features;
       const std::string name = s.prefix + ".weight";
       const TensorInfo& info = ckpt.Info(name);
       const vt::DType dt = info.dtype == vt::DType::kF32 ? vt::DType::kF32 : vt::DType::kBF16;
       parts_.push_back(ShardWeight(ckpt, s, dt, in_features));
     }
   }
-  void ProcessWeightsAfterLoading(const vt::Queue&, vt::Device device) override {
+  void ProcessWeightsAfterLoading(const vt::Queue& host_queue, vt::Device device) override {
     for (const vt::Tensor& p : parts_)
       VT_CHECK(p.dtype() == parts_[0].dtype(), "linear: merged shards have different dtypes (",
                p.Describe(), " vs ", parts_[0].Describe(), ")");
     weight_ = WeightOnDevice(StackRows(parts_), device);
     parts_.clear();
+    // As the FP8 method does: where the backend lays the weight out for its kernels (the
+    // CPU's vdpbf16ps level does for BF16 weights, multiplied by BF16 activations only),
+    // its own bytes are freed or their pages of the checkpoint's mapping handed back (a
+    // tied lm_head's embedding rows stay readable).
+    if (device.is_cpu() && weight_.dtype() == act_dtype_)
+      weight_ = vt::PrepareWeight(host_queue, weight_, vt::WeightUse::kMatmulB, shard_rows_);
+    if (weight_.backend_layout() != nullptr) {
+      released_ = weight_.ReleaseBytes();
+      if (!released_) pages_dropped_ = ckpt_->DropPages(weight_);
+    }
+    ckpt_ = nullptr;
   }
   void Apply(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x, int64_t n0, int64_t n1,
              const vt::Tensor* bias) override {
@@ -128,10 +144,15 @@ class UnquantizedLinearMethod final : public LinearMethod {
     vt::Matmul(q, out, x, w, bias);
   }
   int64_t weight_bytes() const override { return static_cast<int64_t>(weight_.nbytes()); }
+  bool weight_bytes_released() const override { return released_ || pages_dropped_; }
   const char* name() const override { return "unquantized"; }
 
  private:
   std::vector<vt::Tensor> parts_;
+  std::vector<int64_t> shard_rows_;  // first row of each shard in the merged weight
+  bool released_ = false, pages_dropped_ = false;
+  const Checkpoint* ckpt_ = nullptr;  // during loading
+  vt::DType act_dtype_;
   vt::Tensor weight_;
 };
 
@@ -390,7 +411,9 @@ class Fp8DynamicLinearMethod final : public LinearMethod {
 
 }  // namespace
 
-std::unique_ptr<LinearMethod> MakeUnquantizedLinearMethod() { return std::make_unique<UnquantizedLinearMethod>(); }
+std::unique_ptr<LinearMethod> MakeUnquantizedLinearMethod(vt::DType act_dtype) {
+  return std::make_unique<UnquantizedLinearMethod>(act_dtype);
+}
 std::unique_ptr<LinearMethod> MakeFp8StaticLinearMethod() { return std::make_unique<Fp8StaticLinearMethod>(); }
 
 float QuantizeFp8Online(const vt::Queue& host_queue, std::span<const OnlineFp8Part> parts, const vt::Tensor& out) {
@@ -477,7 +500,7 @@ Linear Linear::Load(const LinearContext& ctx, std::vector<LinearShard> shards, i
   for (const LinearShard& s : shards) lin.offsets_.push_back(lin.offsets_.back() + s.out_features);
   std::unique_ptr<LinearMethod> method;
   if (!fp8)
-    method = MakeUnquantizedLinearMethod();
+    method = MakeUnquantizedLinearMethod(ctx.act_dtype);
   else if (ctx.quant->method == QuantMethod::kFp8Static)
     method = MakeFp8StaticLinearMethod();
   else if (ctx.quant->method == QuantMethod::kFp8Online)

@@ -103,6 +103,9 @@ struct LinearContext {
   // LoadOptions::fuse_quant: the layers built from this context may run a norm or activation
   // and the next linear's FP8 input quantization as one fused op (BF16 activations only).
   bool fuse_quant = true;
+  // The model's activation dtype: an unquantized weight of that dtype may be laid out for
+  // the CPU's kernels (they multiply such a copy only by activations of its dtype).
+  vt::DType act_dtype = vt::DType::kF32;
 };
 
 // The activation quantization of a method that quantizes its input at run time per token and
@@ -163,7 +166,8 @@ class LinearMethod {
 };
 
 // Unquantized weights (BF16 or F32 as stored) with vt::Matmul.
-std::unique_ptr<LinearMethod> MakeUnquantizedLinearMethod();
+// act_dtype: the activations it multiplies (LinearContext::act_dtype).
+std::unique_ptr<LinearMethod> MakeUnquantizedLinearMethod(vt::DType act_dtype);
 // Static per-tensor FP8 W8A8 with vt::MatmulFp8: one input scale (the max of the shards'),
 // the weight requantized to the max of the shards' weight scales.
 std::unique_ptr<LinearMethod> MakeFp8StaticLinearMethod();

@@ -55,7 +55,7 @@ std::atomic<int64_t> g_avx2_calls{0}, g_avx512_calls{0}, g_rows4_bits{0}, g_rows
 // level, groups that split a step of K) reads the codes back out of it.
 struct PackedGroupScaledWeight final : BackendLayout {
   int64_t N = 0, K = 0;
-  const matmul::PackedFp8Kernels* kernels = nullptr;  // the layout: Avx2PackedKernels or Avx512Bf16PackedKernels
+  const matmul::PackedKernels* kernels = nullptr;  // the layout: Avx2PackedKernels or Avx512Bf16PackedKernels
   int64_t k_step = 2;                                 // K values per step of that layout
   matmul::PackedCopy whole;
 };
@@ -171,7 +171,7 @@ Path ChoosePath(CpuIsa isa) {
 // On the AVX-512 layout (packed_avx512.cpp) a block of 16 columns is one step of 64 bytes per
 // 4 K values, column c's code at k = 4s + t at byte 16 (c / 4) + 8 (t / 2) + 2 (c % 4) + t % 2.
 Tensor UnpackedRows(const PackedGroupScaledWeight& w, int64_t row0, int64_t rows) {
-  const matmul::PackedFp8Kernels& pk = *w.kernels;
+  const matmul::PackedKernels& pk = *w.kernels;
   const int64_t K = w.K, cols = pk.block_cols, step = w.k_step * cols;
   const auto block_bytes = static_cast<int64_t>(pk.bytes(cols, K));
   Tensor t = Tensor::Empty({rows, K}, DType::kF8E4M3);
@@ -199,7 +199,7 @@ Tensor UnpackedRows(const PackedGroupScaledWeight& w, int64_t row0, int64_t rows
 void RunPackedGroupScaled(CpuQueue& cq, const PackedGroupScaledWeight& w, int64_t row0, const Tensor& out,
                           const Tensor& a, const Tensor& a_scales, const Tensor& b, const Tensor& b_scales,
                           int64_t block_n, int64_t block_k, const Tensor* bias) {
-  const matmul::PackedFp8Kernels& pk = *w.kernels;
+  const matmul::PackedKernels& pk = *w.kernels;
   const bool avx512 = w.k_step == 4;
   const int64_t M = a.dim(0), N = b.dim(0), K = w.K, G = a_scales.dim(1), cols = pk.block_cols;
   const int64_t off = row0 % cols;  // the slice's first column in its first block

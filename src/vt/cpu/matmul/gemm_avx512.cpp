@@ -365,7 +365,8 @@ const KernelSet& Avx512Bf16Kernels() {
   static const KernelSet ks{"avx512bf16-dpbf16", 64, 2, 1.0f, &AcceptsBf16, &PackBf16,
                             &GemmBlocks<uint16_t, Bf16Tile>, &StreamBf16, kStreamMaxMBf16, nullptr, nullptr,
                             &Avx512Bf16PackedKernels(), nullptr,
-                            &ks};  // rows_as_one: a row's sums never depend on the other rows
+                            &ks,  // rows_as_one: a row's sums never depend on the other rows
+                            nullptr, &Avx512Bf16PackedBf16Kernels()};
   return ks;
 }
 

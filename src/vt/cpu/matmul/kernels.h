@@ -34,12 +34,14 @@ enum class Inner : uint8_t {
 // Rows of b handled by one micro-tile; the driver pads panels to a multiple of it.
 inline constexpr int kPanelRows = 4;
 
-// An fp8 GEMM on weights re-laid out once into blocks of `block_cols` weight rows, for
-// kernels that keep one output column per vector lane (matmul/packed_avx512.cpp and
-// matmul/packed_avx2.cpp describe their layouts). The driver uses it only for weights
-// prepared for it (vt::PrepareWeight), whose re-laid-out copy, made once, their storage
-// keeps as the CPU's backend layout; the weight's own bytes are then no longer read.
-struct PackedFp8Kernels {
+// A GEMM on weights re-laid out once into blocks of `block_cols` weight rows, for kernels
+// that keep one output column per vector lane (matmul/packed_avx512.cpp and
+// matmul/packed_avx2.cpp describe their layouts): fp8 x fp8, or BF16 x BF16 where `dtype`
+// says so (a and b both of it; "fp8" below reads as that dtype's elements then). The driver
+// uses it only for weights prepared for it (vt::PrepareWeight), whose re-laid-out copy,
+// made once, their storage keeps as the CPU's backend layout; the weight's own bytes are
+// then no longer read.
+struct PackedKernels {
   const char* name;
   int64_t block_cols;  // weight rows (output columns) per block
   int a_elt_size;      // bytes per element of a's packed rows
@@ -64,8 +66,10 @@ struct PackedFp8Kernels {
                int64_t block1, float* c, int64_t ldc);
   // Optional: the inner path gemm takes now (nullptr: kPlain).
   Inner (*inner)() = nullptr;
+  // The dtype of a and of the weights (kF8E4M3 or kBF16).
+  DType dtype = DType::kF8E4M3;
 };
-// Rows of a up to which PackedFp8Kernels::gemm reads its blocks in parts (decode).
+// Rows of a up to which PackedKernels::gemm reads its blocks in parts (decode).
 inline constexpr int64_t kPackedPartsMaxRows = 16;
 
 struct KernelSet {
@@ -104,7 +108,7 @@ struct KernelSet {
   size_t (*stream_a_bytes)(DType b_dtype, int64_t lda, int64_t M) = nullptr;
   void (*prepare_stream_a)(const void* a, int64_t lda, int64_t M, int64_t block0, int64_t block1, void* dst) = nullptr;
   // Optional: the fp8 x fp8 GEMM on re-laid-out weights, for read-only weights (every M).
-  const PackedFp8Kernels* packed = nullptr;
+  const PackedKernels* packed = nullptr;
   // Optional, with stream: the inner path stream takes for b_dtype and M rows of a
   // (nullptr: kPlain).
   Inner (*stream_inner)(DType b_dtype, int64_t M) = nullptr;
@@ -124,10 +128,13 @@ struct KernelSet {
   // multiple of kPanelRows.
   void (*pack_panel)(DType src_dtype, const void* src, int64_t src_ld, int64_t rows, int64_t k0, int64_t kc,
                      void* dst, int64_t ld, int64_t kcp) = nullptr;
+  // Optional: the BF16 x BF16 GEMM on re-laid-out weights (PackedKernels of dtype kBF16),
+  // for read-only weights (every M).
+  const PackedKernels* packed_bf16 = nullptr;
 };
 // Every set's `gemm` gives row m of a the same sums whatever M and the other rows are
 // (each row's accumulators see the same operations in the same order for every tile
-// height), and so does every PackedFp8Kernels::gemm (one f32 lane per output column,
+// height), and so does every PackedKernels::gemm (one f32 lane per output column,
 // summing all of K in order); matmul/rows.h relies on both (matmul_rows_test.cpp and
 // moe_test.cpp check them on every level the test binary runs).
 inline constexpr int64_t kStreamABlockRows = 16;
@@ -142,7 +149,7 @@ inline constexpr int64_t kStreamABlockRows = 16;
 struct LastGemm {
   const char* set = nullptr;
   bool stream = false;
-  bool packed = false;  // the re-laid-out weight's kernels (PackedFp8Kernels) ran
+  bool packed = false;  // the re-laid-out weight's kernels (PackedKernels) ran
   const char* epilogue = nullptr;  // the vector width the results were stored with
 };
 LastGemm LastGemmOnThisThread();
@@ -162,7 +169,7 @@ int GemmsSeenOnThisThread(GemmSeen* out, int capacity);  // fills up to capacity
 // rounded once to out_dtype (kF32 or kBF16). Returns the variant's name.
 const char* StoreRowsForTest(int isa, const float* acc, int64_t rows, int64_t cols, float unscale, float alpha,
                              const float* bias, DType out_dtype, void* out);
-// Calls of Matmul/MatmulFp8 in this process that ran a PackedFp8Kernels gemm.
+// Calls of Matmul/MatmulFp8 in this process that ran a PackedKernels gemm.
 int64_t PackedGemmCalls();
 // Re-laid-out weight copies made in this process, all by vt::PrepareWeight: one per weight
 // (its row slices that start on a block read it), one more per named slice that does not.
@@ -282,8 +289,9 @@ const KernelSet& Avx2Kernels();        // F32 FMA on 8 lanes
 const KernelSet& Avx512Kernels();      // F32 FMA on 16 lanes
 const KernelSet& Avx512Bf16Kernels();  // BF16 pairs, vdpbf16ps (F32 accumulation)
 const KernelSet& AmxKernels();         // the BF16-pairs set, GEMMs of 4..4096 rows of a on AMX tiles
-const PackedFp8Kernels& Avx512Bf16PackedKernels();  // vdpbf16ps, 16 columns per block
-const PackedFp8Kernels& Avx2PackedKernels();        // F32 FMA, 8 columns per block
+const PackedKernels& Avx512Bf16PackedKernels();  // vdpbf16ps, 16 columns per block
+const PackedKernels& Avx512Bf16PackedBf16Kernels();  // the same blocks for BF16 weights
+const PackedKernels& Avx2PackedKernels();        // F32 FMA, 8 columns per block
 void StreamF32Avx2(DType b_dtype, const void* a, int64_t lda, int64_t M, const void* b, int64_t K, int64_t nrows,
                    float* c, int64_t ldc);
 // Its stream_inner: kF32Bits where it decodes fp8 that way.

@@ -79,7 +79,7 @@ template <int kRowsA, typename Tile>
     }
 }
 
-// The tiles of an outer-product kernel on re-laid-out weights (PackedFp8Kernels), `group`
+// The tiles of an outer-product kernel on re-laid-out weights (PackedKernels), `group`
 // blocks per tile (the weights its row tiles share); tile(mr, m, j, nb, stride): rows
 // [m, m + mr) against the nb blocks j, j + stride, ..., j + (nb - 1) stride.
 //  - parts (M <= kPackedPartsMaxRows, decode): blocks [block0, block1) are cut into

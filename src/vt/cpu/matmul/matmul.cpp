@@ -1,10 +1,10 @@
 // CPU MatmulFp8 and Matmul: a blocked driver shared by every ISA level, and the choice of
 // kernel set (matmul/kernels.h) from the queue's effective ISA and the operand dtypes.
 //
-// fp8 weights prepared for a level with an outer-product kernel (PackedFp8Kernels: AVX2,
-// AVX-512, vdpbf16ps), as a model prepares its weights after loading (vt::PrepareWeight,
-// PrepareMatmulWeightCpu here), are multiplied, at every M, from the copy laid out for that
-// kernel that their storage keeps (RunPacked).
+// fp8 weights prepared for a level with an outer-product kernel (PackedKernels: AVX2,
+// AVX-512, vdpbf16ps), and BF16 ones on the vdpbf16ps level, as a model prepares its
+// weights after loading (vt::PrepareWeight, PrepareMatmulWeightCpu here), are multiplied,
+// at every M, from the copy laid out for that kernel that their storage keeps (RunPacked).
 //
 // Otherwise: decode (small M) is bound by streaming the weights: where the kernel set has
 // a direct path (`stream`), each thread reads its weight rows once straight into the
@@ -271,14 +271,15 @@ void RunStream(const KernelSet& ks, const Gemm& g, const Blocking& bl, const std
   }
 }
 
-// The CPU's prepared form of a read-only fp8 weight [N, K] for MatmulFp8 (vt::PrepareWeight,
-// WeightUse::kMatmulB): copies laid out for one kernel set's outer-product kernel. `whole`
+// The CPU's prepared form of a read-only fp8 weight [N, K] for MatmulFp8, or of a BF16 one
+// for Matmul (vt::PrepareWeight, WeightUse::kMatmulB): copies laid out for one kernel set's
+// outer-product kernel. `whole`
 // holds all N rows; a row slice of the weight that starts on one of its blocks (a merged
 // q/k/v or gate/up weight's shards, mostly) reads it from that block on, so a weight is not
 // laid out twice. A slice named at preparation that starts inside a block has a copy of its
 // own in `parts`.
-struct PackedFp8Weight final : BackendLayout {
-  const matmul::PackedFp8Kernels* kernels = nullptr;
+struct PackedWeight final : BackendLayout {
+  const matmul::PackedKernels* kernels = nullptr;
   int64_t K = 0;
   matmul::PackedCopy whole;
   struct Part {
@@ -291,28 +292,30 @@ struct PackedFp8Weight final : BackendLayout {
 std::atomic<int64_t> g_packed_gemm_calls{0}, g_f32bits_stream_calls{0}, g_f32bits_packed_calls{0},
     g_amx_stream_calls{0}, g_rows_as_one_calls{0}, g_rows_as_one_rows{0};
 
-// The CPU's preparer for WeightUse::kMatmulB: fp8 weights on a level with an outer-product
-// kernel are laid out for it; anything else is left as it is.
+// The CPU's preparer for WeightUse::kMatmulB: fp8 and BF16 weights on a level with an
+// outer-product kernel for them are laid out for it; anything else is left as it is.
 Tensor PrepareMatmulWeightCpu(const Queue& q, const Tensor& w, WeightUse, std::span<const int64_t> row_starts) {
   CpuQueue& cq = Cpu(q);
-  if (w.dtype() != DType::kF8E4M3) return w;
-  const KernelSet& ks = ChooseKernels(cq.isa, DType::kF8E4M3, DType::kF8E4M3);
+  if (w.dtype() != DType::kF8E4M3 && w.dtype() != DType::kBF16) return w;
+  const KernelSet& ks = ChooseKernels(cq.isa, w.dtype(), w.dtype());
+  const matmul::PackedKernels* packed = w.dtype() == DType::kBF16 ? ks.packed_bf16 : ks.packed;
   const int64_t N = w.dim(0), K = w.dim(1);
-  if (ks.packed == nullptr || N == 0 || K == 0) return w;
-  const matmul::PackedFp8Kernels& pk = *ks.packed;
-  auto layout = std::make_shared<PackedFp8Weight>();
+  if (packed == nullptr || N == 0 || K == 0) return w;
+  const matmul::PackedKernels& pk = *packed;
+  auto layout = std::make_shared<PackedWeight>();
   layout->kernels = &pk;
   layout->K = K;
   const auto* src = static_cast<const uint8_t*>(w.data());
+  const int64_t elt = static_cast<int64_t>(DTypeSize(w.dtype()));
   if (!matmul::PackRows(cq, pk, src, N, K, layout->whole)) return w;  // multiplied as stored
   for (size_t i = 0; i < row_starts.size(); ++i) {
     const int64_t row0 = row_starts[i], end = i + 1 < row_starts.size() ? row_starts[i + 1] : N;
     if (end == row0 || row0 % pk.block_cols == 0) continue;  // empty, or read from `whole`
-    PackedFp8Weight::Part part;
+    PackedWeight::Part part;
     part.row0 = row0;
     part.rows = end - row0;
     // Rows of a weight without NaN codes have none either.
-    VT_CHECK(matmul::PackRows(cq, pk, src + row0 * K, part.rows, K, part.copy), "internal: PrepareWeight: rows ", row0,
+    VT_CHECK(matmul::PackRows(cq, pk, src + row0 * K * elt, part.rows, K, part.copy), "internal: PrepareWeight: rows ", row0,
              "..", end, " of ", w.Describe(), " hold NaN codes the whole weight does not");
     layout->parts.push_back(std::move(part));
   }
@@ -323,14 +326,14 @@ Tensor PrepareMatmulWeightCpu(const Queue& q, const Tensor& w, WeightUse, std::s
 // where b is not a prepared weight (or a row slice of one), was prepared for another
 // kernel set, or is a slice starting inside a block that no copy of its own holds.
 // Allocates nothing: MatmulFp8 asks on every call.
-const uint8_t* PackedBlocksOf(const matmul::PackedFp8Kernels& pk, const Tensor& b) {
-  const auto* w = dynamic_cast<const PackedFp8Weight*>(b.backend_layout());
+const uint8_t* PackedBlocksOf(const matmul::PackedKernels& pk, const Tensor& b) {
+  const auto* w = dynamic_cast<const PackedWeight*>(b.backend_layout());
   if (w == nullptr || w->kernels != &pk || b.dim(1) != w->K) return nullptr;
-  const size_t row_bytes = static_cast<size_t>(w->K);  // one byte per fp8 element
+  const size_t row_bytes = static_cast<size_t>(w->K) * DTypeSize(pk.dtype);
   if (b.storage_offset() % row_bytes != 0) return nullptr;
   const int64_t row0 = static_cast<int64_t>(b.storage_offset() / row_bytes);
   if (row0 % pk.block_cols == 0) return w->whole.bytes() + (row0 / pk.block_cols) * pk.bytes(pk.block_cols, w->K);
-  for (const PackedFp8Weight::Part& part : w->parts)
+  for (const PackedWeight::Part& part : w->parts)
     if (part.row0 == row0 && b.dim(0) <= part.rows) return part.copy.bytes();
   return nullptr;
 }
@@ -341,14 +344,15 @@ const uint8_t* PackedBlocksOf(const matmul::PackedFp8Kernels& pk, const Tensor& 
 // many as keep ~512 KiB of packed rows in L2 while its blocks meet them, so each pass
 // reads its weights from memory once), and its blocks in chunks of 256 columns (f32 sums,
 // then the epilogue).
-void RunPacked(CpuQueue& cq, const matmul::PackedFp8Kernels& pk, const Gemm& g, const uint8_t* blocks_of_b) {
+void RunPacked(CpuQueue& cq, const matmul::PackedKernels& pk, const Gemm& g, const uint8_t* blocks_of_b) {
   constexpr int64_t kChunkCols = 256;
   const int64_t chunk_blocks = kChunkCols / pk.block_cols;
   const int64_t kPartsPieceBlocks = 4096 / pk.block_cols;
   const int64_t lda = RoundUp(g.K, pk.a_align);
   auto* ap = static_cast<std::byte*>(ARowsScratch().Get(static_cast<size_t>(g.M * lda) * pk.a_elt_size));
   cq.pool.ParallelFor(g.M, 16, [&](int64_t m0, int64_t m1) {
-    pk.pack_a(static_cast<const uint8_t*>(g.a) + m0 * g.K, g.K, m1 - m0, ap + m0 * lda * pk.a_elt_size, lda);
+    pk.pack_a(static_cast<const uint8_t*>(g.a) + m0 * g.K * static_cast<int64_t>(DTypeSize(pk.dtype)), g.K, m1 - m0,
+              ap + m0 * lda * pk.a_elt_size, lda);
   });
   const int64_t blocks = (g.N + pk.block_cols - 1) / pk.block_cols;
   const int64_t mc =
@@ -392,18 +396,23 @@ void RunGemm(const Queue& q, Gemm g, bool rows_as_one = false) {
   } else {
     rows_as_one = false;
   }
-  if (ks.packed != nullptr && g.a_dtype == DType::kF8E4M3 && g.b_dtype == DType::kF8E4M3 && g.b_tensor != nullptr) {
-    if (const uint8_t* blocks = PackedBlocksOf(*ks.packed, *g.b_tensor); blocks != nullptr) {
+  const matmul::PackedKernels* packed =
+      g.a_dtype != g.b_dtype ? nullptr
+      : g.b_dtype == DType::kF8E4M3 ? ks.packed
+      : g.b_dtype == DType::kBF16  ? ks.packed_bf16
+                                   : nullptr;
+  if (packed != nullptr && g.b_tensor != nullptr) {
+    if (const uint8_t* blocks = PackedBlocksOf(*packed, *g.b_tensor); blocks != nullptr) {
       // Every M: the packed kernels' rows never depend on it (matmul/kernels.h).
-      NoteGemm(matmul::LastGemm{ks.packed->name, false, true, g.store_rows_name}, g.b_dtype);
-      RunPacked(cq, *ks.packed, g, blocks);
+      NoteGemm(matmul::LastGemm{packed->name, false, true, g.store_rows_name}, g.b_dtype);
+      RunPacked(cq, *packed, g, blocks);
       g_packed_gemm_calls.fetch_add(1, std::memory_order_relaxed);
-      if (ks.packed->inner != nullptr && ks.packed->inner() == matmul::Inner::kF32Bits)
+      if (packed->inner != nullptr && packed->inner() == matmul::Inner::kF32Bits)
         g_f32bits_packed_calls.fetch_add(1, std::memory_order_relaxed);
       return;
     }
   }
-  VT_CHECK(g.b != nullptr, "MatmulFp8: the bytes of b ", g.b_tensor->Describe(),
+  VT_CHECK(g.b != nullptr, g.a_dtype == DType::kF8E4M3 ? "MatmulFp8" : "Matmul", ": the bytes of b ", g.b_tensor->Describe(),
            " were released after it was laid out for other kernels; the ", ks.name, " kernels of this queue (",
            CpuIsaName(cq.isa), ") need them");
 
@@ -470,7 +479,9 @@ void MatmulFp8Cpu(const Queue& q, const Tensor& out, const Tensor& a, const Tens
 }
 
 void MatmulCpu(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias) {
-  RunGemm(q, Gemm{a.dim(0), b.dim(0), a.dim(1), a.data(), a.dtype(), b.data(), b.dtype(), out.data(), out.dtype(),
+  // A weight whose bytes were released is multiplied from its re-laid-out copy only.
+  const void* b_bytes = b.bytes_released() ? nullptr : b.data();
+  RunGemm(q, Gemm{a.dim(0), b.dim(0), a.dim(1), a.data(), a.dtype(), b_bytes, b.dtype(), out.data(), out.dtype(),
                   bias, 1.0f, &b});
 }
 

@@ -508,8 +508,8 @@ void GroupScaledPackedAvx2(const GroupScaledPacked& p, const uint8_t* packed, in
 
 int64_t Avx2PanelGemms() { return g_panel_gemms.load(std::memory_order_relaxed); }
 
-const PackedFp8Kernels& Avx2PackedKernels() {
-  static const PackedFp8Kernels k{"avx2-outer8", kCols, 4, 8, 256.0f, false, &PackedBytes, &PackWeights, &PackA,
+const PackedKernels& Avx2PackedKernels() {
+  static const PackedKernels k{"avx2-outer8", kCols, 4, 8, 256.0f, false, &PackedBytes, &PackWeights, &PackA,
                                   &GemmPacked, &PackedInner};
   return k;
 }

@@ -16,6 +16,11 @@
 // 64 bytes; in step s the code of column 16j + 4L + i at K offset 4s + t sits at byte
 // 16L + 8(t / 2) + 2i + t % 2 (L, i, t in 0..3). Columns past N and K values past K are
 // zero codes (their results are not stored; zero times the zero padding of a adds +0).
+//
+// BF16 weights (Avx512Bf16PackedBf16Kernels) take the same blocks and tiles with nothing to
+// decode: a step is 128 bytes, the two pair vectors as vdpbf16ps reads them (column c's
+// BF16 values at K offsets 4s, 4s + 1 at bytes 4c, 4c + 2; those at 4s + 2, 4s + 3 at 64 +
+// 4c, 64 + 4c + 2), i.e. each block is the transpose of its 16 rows' 32-bit K pairs.
 #include "vt/cpu/avx512_common.h"  // first: intrinsics and their warning settings
 
 #include <algorithm>
@@ -124,9 +129,59 @@ __attribute__((target("avx512vbmi"))) void PackA(const uint8_t* a, int64_t K, in
     }
 }
 
+// BF16 weights: bytes per step of 4 K values.
+constexpr int64_t kStepBf16 = 128;
+template <bool kBf16>
+constexpr int64_t StepBytes() {
+  return kBf16 ? kStepBf16 : kStep;
+}
+
+// ---- BF16 weights ----
+
+size_t PackedBytesBf16(int64_t N, int64_t K) {
+  return static_cast<size_t>((N + kCols - 1) / kCols) * static_cast<size_t>((K + 3) / 4 * kStepBf16);
+}
+
+// Blocks [block0, block1) of the BF16 rows b [N, K]: 32-bit word q of a block's column c is
+// that row's BF16 pair at K offsets 2q, 2q + 1, at word 16q + c of the block (zero past N
+// and past K).
+int64_t PackWeightsBf16(const uint8_t* bytes, int64_t N, int64_t K, int64_t block0, int64_t block1, uint8_t* dst) {
+  const auto* b = reinterpret_cast<const uint16_t*>(bytes);
+  const int64_t pairs = (K + 3) / 4 * 2, full = K / 2;  // pairs per column; those with both values in K
+  for (int64_t j = block0; j < block1; ++j) {
+    auto* d = reinterpret_cast<uint32_t*>(dst + static_cast<size_t>(j) * static_cast<size_t>(pairs / 2 * kStepBf16));
+    for (int64_t col = 0; col < kCols; ++col) {
+      const int64_t n = j * kCols + col;
+      if (n >= N) {
+        for (int64_t q = 0; q < pairs; ++q) d[q * kCols + col] = 0;
+        continue;
+      }
+      const uint16_t* row = b + n * K;
+      for (int64_t q = 0; q < full; ++q) {
+        uint32_t pair;
+        std::memcpy(&pair, row + 2 * q, 4);
+        d[q * kCols + col] = pair;
+      }
+      for (int64_t q = full; q < pairs; ++q) d[q * kCols + col] = 2 * q < K ? row[2 * q] : 0u;  // the low half
+    }
+  }
+  return 0;  // BF16 values are kept as they are, NaNs included
+}
+
+// Rows of BF16 a in K order, zero from K to lda.
+void PackABf16(const uint8_t* bytes, int64_t K, int64_t rows, void* dst_v, int64_t lda) {
+  const auto* a = reinterpret_cast<const uint16_t*>(bytes);
+  auto* dst = static_cast<uint16_t*>(dst_v);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + r * lda, a + r * K, static_cast<size_t>(K) * 2);
+    std::memset(dst + r * lda + K, 0, static_cast<size_t>(lda - K) * 2);
+  }
+}
+
 // c[i * ldc + j * c_stride + l] = Σ_k a[i, k] · w[column l of block j, k] for MR rows of a
-// and NB blocks (w_stride bytes apart), over `steps` steps of 4 K values.
-template <int MR, int NB>
+// and NB blocks (w_stride bytes apart), over `steps` steps of 4 K values; kBf16: BF16
+// weight blocks, loaded as they are.
+template <bool kBf16, int MR, int NB>
 __attribute__((target("avx512vbmi"), noinline)) void Tile(const Fp8ToBf16Lut& lut, const uint16_t* a, int64_t lda,
                                                           const uint8_t* w, int64_t w_stride, int64_t steps,
                                                           float* c, int64_t ldc, int64_t c_stride) {
@@ -136,10 +191,16 @@ __attribute__((target("avx512vbmi"), noinline)) void Tile(const Fp8ToBf16Lut& lu
   for (int64_t s = 0; s < steps; ++s) {
     __m512bh w0[NB], w1[NB];
     for (int j = 0; j < NB; ++j) {
-      const uint8_t* p = w + j * w_stride + s * kStep;
+      const uint8_t* p = w + j * w_stride + s * StepBytes<kBf16>();
       _mm_prefetch(reinterpret_cast<const char*>(p + kAhead), _MM_HINT_T0);
       __m512i x0, x1;
-      lut.Decode(_mm512_loadu_si512(p), x0, x1);
+      if constexpr (kBf16) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + 64), _MM_HINT_T0);
+        x0 = _mm512_loadu_si512(p);
+        x1 = _mm512_loadu_si512(p + 64);
+      } else {
+        lut.Decode(_mm512_loadu_si512(p), x0, x1);
+      }
       w0[j] = reinterpret_cast<__m512bh>(x0);
       w1[j] = reinterpret_cast<__m512bh>(x1);
     }
@@ -165,42 +226,45 @@ using TileFn = void (*)(const Fp8ToBf16Lut&, const uint16_t*, int64_t, const uin
 // Tiles by rows of a (1..8) and blocks (1, 2 or 4; 4 only up to 4 rows): at most 16
 // accumulators, which with the decoded weights, the table and the broadcasts fit in the
 // 32 vector registers.
-template <int MR>
+template <bool kBf16, int MR>
 constexpr TileFn TileFor(int nb) {
   if constexpr (MR <= 4) {
-    if (nb >= 4) return &Tile<MR, 4>;
+    if (nb >= 4) return &Tile<kBf16, MR, 4>;
   }
-  return nb >= 2 ? &Tile<MR, 2> : &Tile<MR, 1>;
+  return nb >= 2 ? &Tile<kBf16, MR, 2> : &Tile<kBf16, MR, 1>;
 }
+template <bool kBf16>
 TileFn ChooseTile(int64_t mr, int nb) {
   switch (mr) {
-    case 1: return TileFor<1>(nb);
-    case 2: return TileFor<2>(nb);
-    case 3: return TileFor<3>(nb);
-    case 4: return TileFor<4>(nb);
-    case 5: return TileFor<5>(nb);
-    case 6: return TileFor<6>(nb);
-    case 7: return TileFor<7>(nb);
-    default: return TileFor<8>(nb);
+    case 1: return TileFor<kBf16, 1>(nb);
+    case 2: return TileFor<kBf16, 2>(nb);
+    case 3: return TileFor<kBf16, 3>(nb);
+    case 4: return TileFor<kBf16, 4>(nb);
+    case 5: return TileFor<kBf16, 5>(nb);
+    case 6: return TileFor<kBf16, 6>(nb);
+    case 7: return TileFor<kBf16, 7>(nb);
+    default: return TileFor<kBf16, 8>(nb);
   }
 }
 
 // All M rows of a against blocks [block0, block1): c[m * ldc + 16 (j - block0) + l].
 // Up to 4 rows: one row tile with 4 blocks, in parts; more: tiles of up to 8 rows with 2
 // adjacent blocks (ForEachPackedTile).
+template <bool kBf16>
 __attribute__((target("avx512vbmi"))) void GemmPacked(const void* av, int64_t lda, int64_t M,
                                                       const uint8_t* packed, int64_t K, int64_t block0,
                                                       int64_t block1, float* c, int64_t ldc) {
   const auto* a = static_cast<const uint16_t*>(av);
   const Fp8ToBf16Lut lut;
   const int64_t steps = (K + 3) / 4;
-  const int64_t block_bytes = steps * kStep;
+  const int64_t block_bytes = steps * StepBytes<kBf16>();
   const int group = M <= 4 ? 4 : 2;
   const int64_t rows_per_tile = M <= 4 ? M : 8;
   ForEachPackedTile(M, rows_per_tile, block0, block1, group,
                     [&](int64_t mr, int64_t m, int64_t j, int nb, int64_t stride) {
-                      ChooseTile(mr, nb)(lut, a + m * lda, lda, packed + j * block_bytes, stride * block_bytes, steps,
-                                         c + m * ldc + (j - block0) * kCols, ldc, stride * kCols);
+                      ChooseTile<kBf16>(mr, nb)(lut, a + m * lda, lda, packed + j * block_bytes,
+                                                stride * block_bytes, steps, c + m * ldc + (j - block0) * kCols, ldc,
+                                                stride * kCols);
                     });
 }
 
@@ -294,9 +358,15 @@ __attribute__((target("avx512vbmi"))) void GroupScaledPackedAvx512(const GroupSc
                     });
 }
 
-const PackedFp8Kernels& Avx512Bf16PackedKernels() {
-  static const PackedFp8Kernels k{"avx512bf16-outer16", kCols, 2, 64, 1.0f, true,
-                                  &PackedBytes, &PackWeights, &PackA, &GemmPacked};
+const PackedKernels& Avx512Bf16PackedKernels() {
+  static const PackedKernels k{"avx512bf16-outer16", kCols, 2, 64, 1.0f, true,
+                               &PackedBytes, &PackWeights, &PackA, &GemmPacked<false>};
+  return k;
+}
+
+const PackedKernels& Avx512Bf16PackedBf16Kernels() {
+  static const PackedKernels k{"avx512bf16-outer16-bf16", kCols, 2, 64, 1.0f, true, &PackedBytesBf16,
+                               &PackWeightsBf16, &PackABf16, &GemmPacked<true>, nullptr, DType::kBF16};
   return k;
 }
 

@@ -36,10 +36,10 @@ void PackedCopy::Unmap() {
   bytes_ = nullptr;
 }
 
-bool PackRows(CpuQueue& cq, const PackedFp8Kernels& pk, const uint8_t* b, int64_t N, int64_t K, PackedCopy& copy) {
+bool PackRows(CpuQueue& cq, const PackedKernels& pk, const uint8_t* b, int64_t N, int64_t K, PackedCopy& copy) {
   const size_t bytes = pk.bytes(N, K);
-  VT_CHECK(copy.Map(bytes), "PrepareWeight: cannot allocate ", bytes, " bytes to re-lay out an fp8 weight [", N,
-           ", ", K, "]");
+  VT_CHECK(copy.Map(bytes), "PrepareWeight: cannot allocate ", bytes, " bytes to re-lay out a ", DTypeName(pk.dtype),
+           " weight [", N, ", ", K, "]");
   const int64_t blocks = (N + pk.block_cols - 1) / pk.block_cols;
   std::atomic<int64_t> nan{0};
   cq.pool.ParallelFor(blocks, 1, [&](int64_t j0, int64_t j1) { nan += pk.pack(b, N, K, j0, j1, copy.bytes()); });

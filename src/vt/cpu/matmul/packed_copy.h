@@ -1,4 +1,4 @@
-// A weight laid out for an outer-product kernel (matmul/kernels.h, PackedFp8Kernels), in
+// A weight laid out for an outer-product kernel (matmul/kernels.h, PackedKernels), in
 // its own mapping; shared by MatmulFp8's prepared weights (matmul.cpp) and
 // MatmulFp8GroupScaled's (fp8_group_scaled.cpp), which use the same layout.
 #pragma once
@@ -34,8 +34,8 @@ class PackedCopy {
   size_t size_ = 0;
 };
 
-// Lays out the fp8 rows b [N, K] into `copy` for `pk` (all threads, block by block). False,
+// Lays out the rows b [N, K] (fp8 or BF16, pk.dtype) into `copy` for `pk` (all threads, block by block). False,
 // with nothing kept, where the set's decode cannot keep the NaN codes b holds.
-bool PackRows(CpuQueue& cq, const PackedFp8Kernels& pk, const uint8_t* b, int64_t N, int64_t K, PackedCopy& copy);
+bool PackRows(CpuQueue& cq, const PackedKernels& pk, const uint8_t* b, int64_t N, int64_t K, PackedCopy& copy);
 
 }  // namespace vt::cpu::matmul

@@ -6,7 +6,7 @@
 //
 // How (matmul.cpp, RunGemm): a call takes the path a one-row call would take for the
 // queue's kernel set and dtypes, whatever M is:
-//  - a weight laid out for an outer-product kernel (PackedFp8Kernels): that kernel, whose
+//  - a weight laid out for an outer-product kernel (PackedKernels): that kernel, whose
 //    rows never depend on M (matmul/kernels.h);
 //  - the set's streaming path (where a one-row call streams): the stream of the set's
 //    `rows_as_one` set over all rows at once, or one call per row where a set has none;
