@@ -82,6 +82,13 @@ inline ::testing::AssertionResult SameBytes(const vt::Tensor& a, const vt::Tenso
   return ::testing::AssertionSuccess();
 }
 
+// Whether the tensor-core decode kernel runs the query heads as the N columns of its
+// products (VT_CUDA_ATTN_DECODE_HEADS_N, on unless "0"): the tests run under either value.
+inline bool DecodeHeadsNOn() {
+  const char* v = std::getenv("VT_CUDA_ATTN_DECODE_HEADS_N");
+  return v == nullptr || std::string(v) != "0";
+}
+
 inline std::string FixturesDir() {
   if (const char* env = std::getenv("VTLLM_FIXTURES_DIR")) return env;
   return VTLLM_FIXTURES_DIR;

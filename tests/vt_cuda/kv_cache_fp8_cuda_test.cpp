@@ -135,7 +135,7 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs, bool dec
   vt::PagedAttention(cpu, out, qh, kc, vc, bt, sl, ql, scale, ks, vs);
   const int64_t fp8_before = vt::cuda::KvCacheFp8Launches().attention, mma_before = vt::cuda::PrefillMmaLaunches();
   const int64_t dec_before = vt::cuda::DecodeAttentionLaunches(), dec_mma_before = vt::cuda::DecodeMmaLaunches();
-  const int64_t dec_fp8_before = vt::cuda::DecodeMmaFp8Launches();
+  const int64_t dec_fp8_before = vt::cuda::DecodeMmaFp8Launches(), heads_n_before = vt::cuda::DecodeMmaHeadsNLaunches();
   if (!decode_mma) setenv("VT_CUDA_ATTN_DECODE_MMA_FP8", "0", 1);
   vt::PagedAttention(gpu, out_gpu, qh.To(vtt::kCuda), kc.To(vtt::kCuda), vc.To(vtt::kCuda), bt.To(vtt::kCuda),
                      sl.To(vtt::kCuda), ql.To(vtt::kCuda), scale, ks, vs);
@@ -158,6 +158,7 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs, bool dec
   const int64_t dec_mma = dec && d == DType::kBF16 && decode_mma ? 1 : 0;
   EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - dec_mma_before, dec_mma) << vt::DTypeName(d) << " D " << c.D;
   EXPECT_EQ(vt::cuda::DecodeMmaFp8Launches() - dec_fp8_before, dec_mma) << vt::DTypeName(d) << " D " << c.D;
+  EXPECT_EQ(vt::cuda::DecodeMmaHeadsNLaunches() - heads_n_before, vtt::DecodeHeadsNOn() ? dec_mma : 0);
   const std::vector<float> got = vtt::Floats(out_gpu), on_cpu = vtt::Floats(out), q = vtt::Floats(qh);
   const int mant = d == DType::kF32 ? 23 : d == DType::kBF16 ? 7 : 10;
   auto tol = [&](double ref, double extra) {

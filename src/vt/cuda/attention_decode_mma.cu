@@ -52,7 +52,7 @@ constexpr int kWarps = 4;             // each takes 16 tokens of a tile
 constexpr int kMaxGroup = 8;          // query heads per KV head: rows 0..7 of the operand
 constexpr int kSpan = kTileTok;       // a split's tokens are whole tiles
 
-std::atomic<int64_t> g_launches{0}, g_early_launches{0}, g_fp8_launches{0};
+std::atomic<int64_t> g_launches{0}, g_early_launches{0}, g_fp8_launches{0}, g_heads_n_launches{0};
 
 // Staged F8E4M3 rows, in bytes: K rows whose lanes' 16-byte reads (two tokens a quarter warp)
 // fall in distinct banks, V rows likewise for reads of four tokens a quarter warp.
@@ -802,6 +802,7 @@ bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache)
   // VT_CUDA_ATTN_DECODE_HEADS_N=0: the query heads as the M rows of the products (the first
   // form) instead of their N columns (an experiment).
   const bool heads_n = SwitchOn("VT_CUDA_ATTN_DECODE_HEADS_N");
+  if (heads_n) g_heads_n_launches.fetch_add(1, std::memory_order_relaxed);
   const auto kernel = fp8 ? (a.early_context ? DecodeMmaKernelFor<true, true>(a.D, heads_n)
                                              : DecodeMmaKernelFor<false, true>(a.D, heads_n))
                           : (a.early_context ? DecodeMmaKernelFor<true, false>(a.D, heads_n)
@@ -818,5 +819,7 @@ int64_t DecodeMmaLaunches() { return g_launches.load(std::memory_order_relaxed);
 int64_t DecodeMmaLaunchesReadingEarly() { return g_early_launches.load(std::memory_order_relaxed); }
 
 int64_t DecodeMmaFp8Launches() { return g_fp8_launches.load(std::memory_order_relaxed); }
+
+int64_t DecodeMmaHeadsNLaunches() { return g_heads_n_launches.load(std::memory_order_relaxed); }
 
 }  // namespace vt::cuda
