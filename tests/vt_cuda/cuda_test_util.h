@@ -83,10 +83,11 @@ inline ::testing::AssertionResult SameBytes(const vt::Tensor& a, const vt::Tenso
 }
 
 // Whether the tensor-core decode kernel runs the query heads as the N columns of its
-// products (VT_CUDA_ATTN_DECODE_HEADS_N, on unless "0"): the tests run under either value.
-inline bool DecodeHeadsNOn() {
+// products for an F8E4M3 (fp8) or a BF16 cache: by default for F8E4M3 only;
+// VT_CUDA_ATTN_DECODE_HEADS_N=1 for both, =0 for neither (the tests run under each).
+inline bool DecodeHeadsNOn(bool fp8) {
   const char* v = std::getenv("VT_CUDA_ATTN_DECODE_HEADS_N");
-  return v == nullptr || std::string(v) != "0";
+  return v == nullptr ? fp8 : std::string(v) != "0";
 }
 
 inline std::string FixturesDir() {

@@ -158,7 +158,7 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs, bool dec
   const int64_t dec_mma = dec && d == DType::kBF16 && decode_mma ? 1 : 0;
   EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - dec_mma_before, dec_mma) << vt::DTypeName(d) << " D " << c.D;
   EXPECT_EQ(vt::cuda::DecodeMmaFp8Launches() - dec_fp8_before, dec_mma) << vt::DTypeName(d) << " D " << c.D;
-  EXPECT_EQ(vt::cuda::DecodeMmaHeadsNLaunches() - heads_n_before, vtt::DecodeHeadsNOn() ? dec_mma : 0);
+  EXPECT_EQ(vt::cuda::DecodeMmaHeadsNLaunches() - heads_n_before, vtt::DecodeHeadsNOn(true) ? dec_mma : 0);
   const std::vector<float> got = vtt::Floats(out_gpu), on_cpu = vtt::Floats(out), q = vtt::Floats(qh);
   const int mant = d == DType::kF32 ? 23 : d == DType::kBF16 ? 7 : 10;
   auto tol = [&](double ref, double extra) {

@@ -298,7 +298,7 @@ TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
     for (DType d : {DType::kF16, DType::kBF16}) RunAttentionCase(c, d, seed += 7);
   EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - decode_before, 4 + 3 + 3);
   EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - mma_before, 4 + 3);
-  EXPECT_EQ(vt::cuda::DecodeMmaHeadsNLaunches() - heads_n_before, vtt::DecodeHeadsNOn() ? 4 + 3 : 0);
+  EXPECT_EQ(vt::cuda::DecodeMmaHeadsNLaunches() - heads_n_before, vtt::DecodeHeadsNOn(false) ? 4 + 3 : 0);
   // Few sequences: every decode launch split its contexts (the 256-sequence one did not).
   EXPECT_EQ(vt::cuda::DecodeSplitsCombinedInLaunch() - fused_before, 4 + 3 + 3 - 1);
   // The same splits combined by the combine kernel after the launch.

@@ -46,8 +46,8 @@ int64_t DecodeMmaLaunchesReadingEarly();
 // Of the tensor-core ones, how many read an F8E4M3 cache (VT_CUDA_ATTN_DECODE_MMA_FP8=0 keeps
 // those caches on the CUDA-core kernel).
 int64_t DecodeMmaFp8Launches();
-// Of those, the launches with the query heads as the N columns of the products
-// (VT_CUDA_ATTN_DECODE_HEADS_N, on unless 0).
+// Of those, the launches with the query heads as the N columns of the products (F8E4M3
+// caches; VT_CUDA_ATTN_DECODE_HEADS_N=1 for every cache, =0 for none).
 int64_t DecodeMmaHeadsNLaunches();
 // How many decode launches with split contexts combined the splits in the launch itself
 // (attention_split.cuh) rather than by a combine kernel after it (all queues).
