@@ -180,11 +180,13 @@ void PackABf16(const uint8_t* bytes, int64_t K, int64_t rows, void* dst_v, int64
 
 // c[i * ldc + j * c_stride + l] = Σ_k a[i, k] · w[column l of block j, k] for MR rows of a
 // and NB blocks (w_stride bytes apart), over `steps` steps of 4 K values; kBf16: BF16
-// weight blocks, loaded as they are.
+// weight blocks, loaded as they are. next != 0: each step also prefetches into L2 the same
+// bytes `next` on from each block (a later row tile, whose blocks the first one brought in,
+// fetching the blocks the next tiles read while it multiplies; GemmPacked).
 template <bool kBf16, int MR, int NB>
 __attribute__((target("avx512vbmi"), noinline)) void Tile(const Fp8ToBf16Lut& lut, const uint16_t* a, int64_t lda,
                                                           const uint8_t* w, int64_t w_stride, int64_t steps,
-                                                          float* c, int64_t ldc, int64_t c_stride) {
+                                                          float* c, int64_t ldc, int64_t c_stride, int64_t next) {
   __m512 acc[MR][NB];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -193,6 +195,10 @@ __attribute__((target("avx512vbmi"), noinline)) void Tile(const Fp8ToBf16Lut& lu
     for (int j = 0; j < NB; ++j) {
       const uint8_t* p = w + j * w_stride + s * StepBytes<kBf16>();
       _mm_prefetch(reinterpret_cast<const char*>(p + kAhead), _MM_HINT_T0);
+      if (next != 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + next), _MM_HINT_T1);
+        if constexpr (kBf16) _mm_prefetch(reinterpret_cast<const char*>(p + next + 64), _MM_HINT_T1);
+      }
       __m512i x0, x1;
       if constexpr (kBf16) {
         _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + 64), _MM_HINT_T0);
@@ -221,7 +227,7 @@ __attribute__((target("avx512vbmi"), noinline)) void Tile(const Fp8ToBf16Lut& lu
 }
 
 using TileFn = void (*)(const Fp8ToBf16Lut&, const uint16_t*, int64_t, const uint8_t*, int64_t, int64_t, float*,
-                        int64_t, int64_t);
+                        int64_t, int64_t, int64_t);
 
 // Tiles by rows of a (1..8) and blocks (1, 2 or 4; 4 only up to 4 rows): at most 16
 // accumulators, which with the decoded weights, the table and the broadcasts fit in the
@@ -260,11 +266,14 @@ __attribute__((target("avx512vbmi"))) void GemmPacked(const void* av, int64_t ld
   const int64_t block_bytes = steps * StepBytes<kBf16>();
   const int group = M <= 4 ? 4 : 2;
   const int64_t rows_per_tile = M <= 4 ? M : 8;
+  // Decode rows past the first tile (the parts walk, M 9..16): the tile's blocks are in L2,
+  // brought by the first tile, so it fetches the next blocks of its parts (one block on).
   ForEachPackedTile(M, rows_per_tile, block0, block1, group,
                     [&](int64_t mr, int64_t m, int64_t j, int nb, int64_t stride) {
+                      const int64_t next = m > 0 && M <= kPackedPartsMaxRows && j + 1 < block1 ? block_bytes : 0;
                       ChooseTile<kBf16>(mr, nb)(lut, a + m * lda, lda, packed + j * block_bytes,
                                                 stride * block_bytes, steps, c + m * ldc + (j - block0) * kCols, ldc,
-                                                stride * kCols);
+                                                stride * kCols, next);
                     });
 }
 
