@@ -639,11 +639,12 @@ int main(int argc, char** argv) {
       {"Qwen3-0.6B", "q 1024->2048", 1024, 2048},     {"Qwen3-0.6B", "up 1024->3072", 1024, 3072},
       {"Qwen3-0.6B", "down 3072->1024", 3072, 1024},  {"Qwen3-8B", "o 4096->4096", 4096, 4096},
       {"Qwen3-8B", "up 4096->12288", 4096, 12288},    {"Qwen3-8B", "down 12288->4096", 12288, 4096},
+      {"Qwen3-0.6B", "lm_head 1024->151936", 1024, 151936},
   };
   std::vector<int64_t> decode_ms = {1, 2, 4, 8, 16};
   std::vector<int64_t> prefill_ms = {128, 512};
   if (opt.quick) {
-    shapes = {shapes[1], shapes[4]};
+    shapes = {shapes[1], shapes[4], shapes[6]};
     decode_ms = {1, 16};
     prefill_ms = {128};
   }
