@@ -733,9 +733,8 @@ int main(int argc, char** argv) {
   for (const auto& l : prefill_lines) std::fputs(l.c_str(), stdout);
   std::printf("\nfp8: MatmulFp8 (F8E4M3 x F8E4M3 -> BF16) on prepared weights, as a model runs it; rw: the same on "
               "writable weights (no re-laid-out copy); bf16: Matmul (BF16 x BF16 -> BF16) likewise on prepared "
-              "weights, then (rw) on writable ones. GB/s counts weight "
-              "bytes; 'of bw' is the fraction of the %d-thread read bandwidth above, 'of limit' of the lower of it and the "
-              "multiply limit.\n",
+              "weights, then (rw) on writable ones. GB/s counts weight bytes; 'of bw' is the fraction of the "
+              "%d-thread read bandwidth above, 'of limit' of the lower of it and the multiply limit.\n",
               opt.threads);
 
   if (opt.only.empty() || opt.only == "block-fp8")

@@ -315,8 +315,8 @@ Tensor PrepareMatmulWeightCpu(const Queue& q, const Tensor& w, WeightUse, std::s
     part.row0 = row0;
     part.rows = end - row0;
     // Rows of a weight without NaN codes have none either.
-    VT_CHECK(matmul::PackRows(cq, pk, src + row0 * K * elt, part.rows, K, part.copy), "internal: PrepareWeight: rows ", row0,
-             "..", end, " of ", w.Describe(), " hold NaN codes the whole weight does not");
+    VT_CHECK(matmul::PackRows(cq, pk, src + row0 * K * elt, part.rows, K, part.copy), "internal: PrepareWeight: rows ",
+             row0, "..", end, " of ", w.Describe(), " hold NaN codes the whole weight does not");
     layout->parts.push_back(std::move(part));
   }
   return w.WithBackendLayout(std::move(layout));
@@ -412,9 +412,9 @@ void RunGemm(const Queue& q, Gemm g, bool rows_as_one = false) {
       return;
     }
   }
-  VT_CHECK(g.b != nullptr, g.a_dtype == DType::kF8E4M3 ? "MatmulFp8" : "Matmul", ": the bytes of b ", g.b_tensor->Describe(),
-           " were released after it was laid out for other kernels; the ", ks.name, " kernels of this queue (",
-           CpuIsaName(cq.isa), ") need them");
+  VT_CHECK(g.b != nullptr, g.a_dtype == DType::kF8E4M3 ? "MatmulFp8" : "Matmul", ": the bytes of b ",
+           g.b_tensor->Describe(), " were released after it was laid out for other kernels; the ", ks.name,
+           " kernels of this queue (", CpuIsaName(cq.isa), ") need them");
 
   // The path: streaming for small M where the set has it (for rows_as_one, where one row
   // streams), the blocked one otherwise.

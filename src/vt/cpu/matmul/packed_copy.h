@@ -1,6 +1,6 @@
 // A weight laid out for an outer-product kernel (matmul/kernels.h, PackedKernels), in
-// its own mapping; shared by MatmulFp8's prepared weights (matmul.cpp) and
-// MatmulFp8GroupScaled's (fp8_group_scaled.cpp), which use the same layout.
+// its own mapping; shared by MatmulFp8's and Matmul's prepared weights (matmul.cpp) and
+// MatmulFp8GroupScaled's (fp8_group_scaled.cpp), which use the fp8 layout.
 #pragma once
 
 #include <atomic>
@@ -34,8 +34,9 @@ class PackedCopy {
   size_t size_ = 0;
 };
 
-// Lays out the rows b [N, K] (fp8 or BF16, pk.dtype) into `copy` for `pk` (all threads, block by block). False,
-// with nothing kept, where the set's decode cannot keep the NaN codes b holds.
+// Lays out the rows b [N, K] (fp8 or BF16, pk.dtype) into `copy` for `pk` (all threads,
+// block by block). False, with nothing kept, where the set's decode cannot keep the NaN
+// codes b holds.
 bool PackRows(CpuQueue& cq, const PackedKernels& pk, const uint8_t* b, int64_t N, int64_t K, PackedCopy& copy);
 
 }  // namespace vt::cpu::matmul
