@@ -105,6 +105,19 @@ std::vector<float> ReadWeightScales(const Checkpoint& ckpt, const std::string& p
 
 namespace {
 
+// The CPU may multiply a copy of a linear's weight laid out for its kernels (vt::PrepareWeight
+// with WeightUse::kMatmulB, made now for the whole weight and each shard starting at
+// shard_rows). Where it does, nothing reads the weight's own bytes again: a merged or
+// requantized copy (memory vt allocated) is freed, and the pages of one borrowed from the
+// checkpoint's mapping are handed back (they stay readable: a tied lm_head's embedding rows
+// read them). Returns whether the plain bytes were released either way.
+bool PrepareForCpuKernels(const vt::Queue& host_queue, vt::Tensor& weight, std::span<const int64_t> shard_rows,
+                          const Checkpoint& ckpt) {
+  weight = vt::PrepareWeight(host_queue, weight, vt::WeightUse::kMatmulB, shard_rows);
+  if (weight.backend_layout() == nullptr) return false;
+  return weight.ReleaseBytes() || ckpt.DropPages(weight);
+}
+
 class UnquantizedLinearMethod final : public LinearMethod {
  public:
   explicit UnquantizedLinearMethod(vt::DType act_dtype) : act_dtype_(act_dtype) {}
@@ -126,16 +139,9 @@ class UnquantizedLinearMethod final : public LinearMethod {
                p.Describe(), " vs ", parts_[0].Describe(), ")");
     weight_ = WeightOnDevice(StackRows(parts_), device);
     parts_.clear();
-    // As the FP8 method does: where the backend lays the weight out for its kernels (the
-    // CPU's vdpbf16ps level does for BF16 weights, multiplied by BF16 activations only),
-    // its own bytes are freed or their pages of the checkpoint's mapping handed back (a
-    // tied lm_head's embedding rows stay readable).
+    // The CPU's vdpbf16ps level lays out BF16 weights, for BF16 activations only.
     if (device.is_cpu() && weight_.dtype() == act_dtype_)
-      weight_ = vt::PrepareWeight(host_queue, weight_, vt::WeightUse::kMatmulB, shard_rows_);
-    if (weight_.backend_layout() != nullptr) {
-      released_ = weight_.ReleaseBytes();
-      if (!released_) pages_dropped_ = ckpt_->DropPages(weight_);
-    }
+      bytes_released_ = PrepareForCpuKernels(host_queue, weight_, shard_rows_, *ckpt_);
     ckpt_ = nullptr;
   }
   void Apply(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x, int64_t n0, int64_t n1,
@@ -144,13 +150,13 @@ class UnquantizedLinearMethod final : public LinearMethod {
     vt::Matmul(q, out, x, w, bias);
   }
   int64_t weight_bytes() const override { return static_cast<int64_t>(weight_.nbytes()); }
-  bool weight_bytes_released() const override { return released_ || pages_dropped_; }
+  bool weight_bytes_released() const override { return bytes_released_; }
   const char* name() const override { return "unquantized"; }
 
  private:
   std::vector<vt::Tensor> parts_;
   std::vector<int64_t> shard_rows_;  // first row of each shard in the merged weight
-  bool released_ = false, pages_dropped_ = false;
+  bool bytes_released_ = false;  // freed, or the checkpoint pages handed back
   const Checkpoint* ckpt_ = nullptr;  // during loading
   vt::DType act_dtype_;
   vt::Tensor weight_;
@@ -187,16 +193,7 @@ class Fp8StaticLinearMethod final : public LinearMethod {
     weight_scale_ = max_ws;
     weight_ = WeightOnDevice(StackRows(parts_), device);
     parts_.clear();
-    // The backend may multiply a copy of the weight laid out for its kernels (made now, for
-    // the whole weight and each shard; the CPU's SIMD levels do). Where it does, nothing
-    // reads the weight's own bytes again: a merged or requantized copy (memory vt
-    // allocated) is freed, and the pages of one borrowed from the checkpoint's mapping are
-    // handed back (they stay readable).
-    if (device.is_cpu()) weight_ = vt::PrepareWeight(host_queue, weight_, vt::WeightUse::kMatmulB, shard_rows_);
-    if (weight_.backend_layout() != nullptr) {
-      released_ = weight_.ReleaseBytes();
-      if (!released_) pages_dropped_ = ckpt_->DropPages(weight_);
-    }
+    if (device.is_cpu()) bytes_released_ = PrepareForCpuKernels(host_queue, weight_, shard_rows_, *ckpt_);
     ckpt_ = nullptr;
   }
   void Apply(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x8, int64_t n0, int64_t n1,
@@ -212,7 +209,7 @@ class Fp8StaticLinearMethod final : public LinearMethod {
     return true;
   }
   int64_t weight_bytes() const override { return static_cast<int64_t>(weight_.nbytes()); }
-  bool weight_bytes_released() const override { return released_ || pages_dropped_; }
+  bool weight_bytes_released() const override { return bytes_released_; }
   const char* name() const override { return "fp8-static"; }
 
  private:
@@ -221,7 +218,7 @@ class Fp8StaticLinearMethod final : public LinearMethod {
   std::vector<int64_t> shard_rows_;  // first row of each shard in the merged weight
   float input_scale_ = 0.0f, weight_scale_ = 1.0f;
   float merged_weight_scale_ = 0.0f;  // the largest of LinearShard::merged_with's weight scales
-  bool released_ = false, pages_dropped_ = false;
+  bool bytes_released_ = false;  // freed, or the checkpoint pages handed back
   const Checkpoint* ckpt_ = nullptr;  // during loading
   vt::Tensor weight_;
 };
