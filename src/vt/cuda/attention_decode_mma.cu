@@ -59,40 +59,24 @@ std::atomic<int64_t> g_launches{0}, g_early_launches{0}, g_fp8_launches{0}, g_he
 template <int D, bool kEarly, bool kFp8>
 __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   constexpr int kLd = TileRow(D);
-  constexpr int kStage = kFp8 ? Fp8StageBytes(D) : 2 * kTileTok * kLd * 2;  // bytes
+  constexpr int kStage = DecodeStageBytes<D, kFp8>();
   extern __shared__ __align__(16) uint8_t staged[];
   // The merge reuses the staged tiles' memory once every tile is consumed.
   static_assert(kWarps * kMaxGroup * (D + 2) * sizeof(float) <= StagedBytes(D, kFp8), "merge buffers fit");
   float* red_acc = reinterpret_cast<float*>(staged);             // [kWarps][kMaxGroup][D]
   float* red_ml = red_acc + kWarps * kMaxGroup * D;              // [kWarps][kMaxGroup][2]
   __shared__ int bad_block;
-  const int64_t s = blockIdx.x, kh = blockIdx.y, split = blockIdx.z;
+  const int64_t kh = blockIdx.y;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  AttnSeq seq;
-  if (!ReadAttnSeq(a, s, kh == 0 && split == 0 && threadIdx.x == 0, seq)) return;
-  const int64_t n = seq.n, ctx = seq.ctx;
-  if (n == 0 || (a.mixed && n != 1)) return;  // a mixed step's other rows are the prefill kernel's
+  DecodeMmaWork work;
+  if (!DecodeMmaSetup(a, &bad_block, work)) return;
+  const int64_t n = work.seq.n, ctx = work.seq.ctx, tok_begin = work.tok_begin, tok_end = work.tok_end;
+  const int32_t* table = work.table;
   const int g = static_cast<int>(a.group);
-  int64_t tok_begin = 0, tok_end = ctx;
-  if (SkippedEmptySplit(a, ctx, split, kSpan)) return;
-  const bool partials = a.num_splits > 1 && !OneSplitHoldsAll(a, ctx, kSpan);
-  if (a.num_splits > 1) {
-    const int64_t chunk = DecodeSplitChunk(a, ctx, kSpan);
-    tok_begin = split * chunk;
-    tok_end = min(tok_end, tok_begin + chunk);
-  }
-  if (!CheckAttnBlocks(a, s, tok_begin, tok_end, &bad_block)) return;  // uniform
-  const int32_t* table = a.block_tables + s * a.max_blocks;
   const int head = lane / 4;  // this lane's operand row: query head kh * g + head when head < g
   const int quad = lane % 4;
-  // Stage tile tok0 (count tokens) into stage buffer b, skipping token skip.
   auto stage_tile = [&](int64_t tok0, int count, int b, int64_t skip) {
-    if constexpr (kFp8) {
-      StageTileFp8<D, kWarps * 32>(a, table, kh, tok0, count, staged + b * kStage, skip);
-    } else {
-      StageTile<D, false, kWarps * 32>(a, table, kh, tok0, count, reinterpret_cast<uint16_t*>(staged + b * kStage),
-                                      skip);
-    }
+    DecodeStageTile<D, kFp8>(a, table, kh, tok0, count, staged, b, skip);
   };
   // One row (n == 1): it sees tokens [tok_begin, tok_end), the newest (ctx - 1, written by the
   // prelude) staged after the wait.
@@ -104,58 +88,10 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
   if constexpr (kEarly) PdlWait();
 
   for (int64_t r = 0; r < n; ++r) {
-    const int64_t t = seq.q0 + r, pos = ctx - n + r;
+    const int64_t t = work.seq.q0 + r, pos = ctx - n + r;
     const int64_t end = min(tok_end, pos + 1);  // this row sees tokens 0..pos
-    // Q fragments: k-chunk c covers dims 16c..16c+15 (kFp8: the permuted dims of the header);
-    // rows 8..15 of the operand are zero.
     uint32_t qf[D / 16][4];
-    float score_scale = a.scale;
-    if constexpr (kFp8) {
-      // Lane (head, quad) holds dims [64h + 16 quad, +16) of its head for each h < D / 64.
-      float qv[D / 64][16];
-      float big = 0.0f;
-      const uint4* qr = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(a.query) +
-                                                        (t * a.Hq + kh * g + head) * D);
-#pragma unroll
-      for (int h = 0; h < D / 64; ++h)
-#pragma unroll
-        for (int v = 0; v < 2; ++v) {
-          const uint4 w = head < g ? qr[(64 * h + 16 * quad) / 8 + v] : make_uint4(0, 0, 0, 0);
-          const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            qv[h][8 * v + i] = Bf16ToFloat(static_cast<uint16_t>(ws[i / 2] >> (16 * (i % 2))));
-            big = fmaxf(big, fabsf(qv[h][8 * v + i]));
-          }
-        }
-#pragma unroll
-      for (int off = 16; off >= 1; off /= 2) big = fmaxf(big, __shfl_xor_sync(0xFFFFFFFFu, big, off));
-      int ex = 0;
-      if (big > 0.0f && big <= 3.0e38f) frexpf(big, &ex);  // big = f 2^ex, f in [0.5, 1)
-      const float mul = ldexpf(1.0f, -ex);
-      score_scale = a.scale * a.k_scale * ldexpf(1.0f, ex);
-#pragma unroll
-      for (int h = 0; h < D / 64; ++h)
-#pragma unroll
-        for (int c4 = 0; c4 < 4; ++c4) {
-          const float* x = &qv[h][4 * c4];
-          qf[4 * h + c4][0] = PackF16(x[0] * mul, x[1] * mul);
-          qf[4 * h + c4][1] = 0u;
-          qf[4 * h + c4][2] = PackF16(x[2] * mul, x[3] * mul);
-          qf[4 * h + c4][3] = 0u;
-        }
-    } else {
-      const uint32_t* qr =
-          reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(a.query) + (t * a.Hq + kh * g + head) * D);
-#pragma unroll
-      for (int c = 0; c < D / 16; ++c) {
-        const int w = c * 8 + quad;
-        qf[c][0] = head < g ? qr[w] : 0u;
-        qf[c][1] = 0u;
-        qf[c][2] = head < g ? qr[w + 4] : 0u;
-        qf[c][3] = 0u;
-      }
-    }
+    const float score_scale = DecodeQueryFragments<D, kFp8>(a, t, kh, g, head, quad, qf);
     float o[D / 8][4];
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
@@ -165,11 +101,7 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
     if (early) {
       if (ctx - 1 < tok_begin + kTileTok) {
         const int j = static_cast<int>(ctx - 1 - tok_begin);
-        if constexpr (kFp8) {
-          StageRowFp8<D>(a, table, kh, ctx - 1, j, staged);
-        } else {
-          StageRow<D>(a, table, kh, ctx - 1, j, reinterpret_cast<uint16_t*>(staged));
-        }
+        DecodeStageRow<D, kFp8>(a, table, kh, ctx - 1, j, staged);
       }
     } else if (tiles > 0) {
       stage_tile(tok_begin, static_cast<int>(min(int64_t{kTileTok}, end - tok_begin)), 0, -1);
@@ -314,34 +246,7 @@ __device__ __forceinline__ void DecodeMmaRows(const AttnArgs& a) {
       }
     }
     __syncthreads();
-    for (int e = static_cast<int>(threadIdx.x); e < g * D; e += kWarps * 32) {
-      const int h = e / D, d = e - h * D;
-      float M = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) M = fmaxf(M, red_ml[(w * kMaxGroup + h) * 2]);
-      float L = 0.0f, O = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float mw = red_ml[(w * kMaxGroup + h) * 2];
-        const float wt = mw == -INFINITY ? 0.0f : expf(mw - M);
-        L += red_ml[(w * kMaxGroup + h) * 2 + 1] * wt;
-        O += red_acc[(w * kMaxGroup + h) * D + d] * wt;
-      }
-      if constexpr (kFp8) O *= a.v_scale;
-      const int64_t unit = t * a.Hq + kh * g + h;
-      if (partials) {  // a split past the row's position leaves (-inf, 0, 0)
-        const int64_t at = split * a.T * a.Hq + unit;
-        if (d == 0) {
-          a.part_ml[2 * at] = M;
-          a.part_ml[2 * at + 1] = L;
-        }
-        a.part_acc[at * D + d] = O;
-      } else if (a.num_splits > 1) {
-        StoreAttnOut<Bf16>(a, unit * D + d, OneSplitOut(O, L));
-      } else {
-        StoreAttnOut<Bf16>(a, unit * D + d, O / L);
-      }
-    }
+    DecodeMergeWarps<D, kFp8>(a, red_acc, red_ml, g, t, kh, work.partials);
   }
 }
 
