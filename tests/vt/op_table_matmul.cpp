@@ -208,3 +208,127 @@ std::vector<OpCase> MatmulFp8SiluMulQuantFp8Cases() {
 }
 
 }  // namespace vt_table
+
+namespace vt_table {
+
+// RmsNormQuantMatmulFp8: outputs out (twice the MatmulFp8 bound of the reference's codes),
+// x8 and residual (exact: the norm's quantizer contract), silu_out8 (within one e4m3 step,
+// as MatmulFp8SiluMulQuantFp8's), each byte-identical to RmsNormQuantFp8 then the product on
+// the same backend (the definition). One BF16 row with K a multiple of 16 from 1024 is the
+// CUDA decode GEMV's (the norm made in each CTA); the other shapes (several rows, K below
+// the GEMV's, F32 rows) take the definition's two kernels there.
+std::vector<OpCase> RmsNormQuantMatmulFp8Cases() {
+  struct S {
+    int64_t M, N, K;
+    DType xd, wd;  // the rows' and the norm weight's dtypes
+    bool residual, silu;
+  };
+  const S shapes[] = {
+      {1, 64, 1024, DType::kBF16, DType::kBF16, true, false},  {1, 300, 2048, DType::kBF16, DType::kF32, false, false},
+      {1, 74, 1024, DType::kBF16, DType::kBF16, true, true},   {1, 300, 4096, DType::kBF16, DType::kBF16, true, true},
+      {1, 40, 3072, DType::kBF16, DType::kF32, false, true},   {3, 40, 1024, DType::kBF16, DType::kBF16, true, false},
+      {1, 24, 512, DType::kBF16, DType::kBF16, true, true},    {1, 33, 1024, DType::kF32, DType::kF32, true, false},
+  };
+  std::mt19937 rng(4242);
+  std::vector<OpCase> cases;
+  uint32_t seed = 90;
+  for (const S& s : shapes) {
+    const vt::Shape shape{s.M, s.K};
+    const vt::Tensor x = Host(Normal(s.M * s.K, ++seed, 3.0f), shape, s.xd);
+    const vt::Tensor nw = Host(Normal(s.K, ++seed, 1.0f), {s.K}, s.wd);
+    const vt::Tensor w = HostOf(vt_test::RandomFp8(s.N * s.K, rng), {s.N, s.K}, DType::kF8E4M3);
+    const std::vector<float> rv = Normal(s.M * s.K, ++seed, 2.0f);
+    const vt::Tensor residual = Host(rv, shape, s.xd);
+    const float scale = 0.0211f, alpha = 0.0017f, silu_scale = 0.0173f;
+    // The reference's codes, for the products' bound.
+    const vt::Queue cpu = vt::Queue::Cpu(1);
+    const vt::Tensor x8 = Filled(shape, DType::kF8E4M3), r = Host(rv, shape, s.xd);
+    vt::RmsNormQuantFp8(cpu, x8, x, nw, 1e-6f, scale, s.residual ? &r : nullptr);
+    TolFn bound = TwiceTheBound(Magnitudes(x8, w), {}, alpha, s.K, s.N, s.silu ? DType::kBF16 : DType::kF32);
+    OpCase c{vt::StrCat(s.M, "x", s.N, "x", s.K, " x ", vt::DTypeName(s.xd), " norm weight ", vt::DTypeName(s.wd),
+                        s.residual ? " residual" : "", s.silu ? " silu" : ""),
+             {x, nw, w},
+             {Filled({s.M, s.N}, s.silu ? DType::kBF16 : DType::kF32), Filled(shape, DType::kF8E4M3)},
+             nullptr,
+             nullptr,
+             nullptr};
+    if (s.residual) c.outputs.push_back(residual);
+    if (s.silu) c.outputs.push_back(Filled({s.M, s.N / 2}, DType::kF8E4M3));
+    const size_t silu_k = s.silu ? c.outputs.size() - 1 : SIZE_MAX;
+    c.tol = [bound, silu_k](size_t k, int64_t i, double want) {
+      if (k == 0) return bound(k, i, want);
+      if (k == silu_k) return std::max(std::fabs(want) / 8.0, std::ldexp(1.0, -9));
+      return 0.0;
+    };
+    const bool res = s.residual, silu = s.silu;
+    c.run = [=](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+      vt::RmsNormQuantMatmulFp8(q, out[0], out[1], in[0], in[1], 1e-6f, scale, res ? &out[2] : nullptr, in[2], alpha,
+                                silu ? &out.back() : nullptr, silu_scale);
+    };
+    c.definition = [=](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+      vt::RmsNormQuantFp8(q, out[1], in[0], in[1], 1e-6f, scale, res ? &out[2] : nullptr);
+      if (silu)
+        vt::MatmulFp8SiluMulQuantFp8(q, out.back(), out[0], out[1], in[2], alpha, silu_scale);
+      else
+        vt::MatmulFp8(q, out[0], out[1], in[2], alpha);
+    };
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+// RmsNormMatmul: outputs out (twice the Matmul bound of the reference's normed row), normed
+// and residual (exact: the norm's bytes), byte-identical to RmsNorm then Matmul on the same
+// backend (the definition). One BF16 row over a BF16 weight with K from 512 is the CUDA BF16
+// GEMV's (the norm made in each CTA); the other shapes take the definition's two kernels there.
+std::vector<OpCase> RmsNormMatmulCases() {
+  struct S {
+    int64_t M, N, K;
+    DType xd, wd, bd;  // the rows', the norm weight's and the linear weight's dtypes
+    bool residual;
+  };
+  const S shapes[] = {
+      {1, 64, 1024, DType::kBF16, DType::kBF16, DType::kBF16, true},
+      {1, 300, 2048, DType::kBF16, DType::kF32, DType::kBF16, false},
+      {1, 37, 4096, DType::kBF16, DType::kBF16, DType::kBF16, true},
+      {1, 9, 512, DType::kBF16, DType::kBF16, DType::kBF16, true},
+      {3, 40, 1024, DType::kBF16, DType::kBF16, DType::kBF16, true},
+      {1, 33, 1024, DType::kF32, DType::kF32, DType::kF32, true},
+      {1, 24, 264, DType::kBF16, DType::kBF16, DType::kBF16, false},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 190;
+  for (const S& s : shapes) {
+    const vt::Shape shape{s.M, s.K};
+    const vt::Tensor x = Host(Normal(s.M * s.K, ++seed, 3.0f), shape, s.xd);
+    const vt::Tensor nw = Host(Normal(s.K, ++seed, 1.0f), {s.K}, s.wd);
+    const vt::Tensor w = Host(Normal(s.N * s.K, ++seed, 0.05f), {s.N, s.K}, s.bd);
+    const std::vector<float> rv = Normal(s.M * s.K, ++seed, 2.0f);
+    const vt::Tensor residual = Host(rv, shape, s.xd);
+    // The reference's normed row, for the product's bound.
+    const vt::Queue cpu = vt::Queue::Cpu(1);
+    const vt::Tensor normed = Filled(shape, s.xd), r = Host(rv, shape, s.xd);
+    vt::RmsNorm(cpu, normed, x, nw, 1e-6f, s.residual ? &r : nullptr);
+    TolFn bound = TwiceTheBound(Magnitudes(normed, w), {}, 1.0, s.K, s.N, s.xd);
+    OpCase c{vt::StrCat(s.M, "x", s.N, "x", s.K, " x ", vt::DTypeName(s.xd), " norm weight ", vt::DTypeName(s.wd),
+                        " weight ", vt::DTypeName(s.bd), s.residual ? " residual" : ""),
+             {x, nw, w},
+             {Filled({s.M, s.N}, s.xd), Filled(shape, s.xd)},
+             nullptr,
+             [bound](size_t k, int64_t i, double want) { return k == 0 ? bound(k, i, want) : 0.0; },
+             nullptr};
+    if (s.residual) c.outputs.push_back(residual);
+    const bool res = s.residual;
+    c.run = [res](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+      vt::RmsNormMatmul(q, out[0], out[1], in[0], in[1], 1e-6f, res ? &out[2] : nullptr, in[2]);
+    };
+    c.definition = [res](const vt::Queue& q, const Tensors& in, const Tensors& out) {
+      vt::RmsNorm(q, out[1], in[0], in[1], 1e-6f, res ? &out[2] : nullptr);
+      vt::Matmul(q, out[0], out[1], in[2]);
+    };
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+}  // namespace vt_table

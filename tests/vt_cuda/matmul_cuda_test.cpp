@@ -4,6 +4,7 @@
 // crossover; and
 // close to torch._scaled_mm (cuBLASLt) outputs in the oracle files.
 #include <cfloat>
+#include <cstdlib>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -469,6 +470,162 @@ TEST(CudaMatmul, SiluMulQuantInTheGemvEpilogueGivesTheSequencesBytes) {
   silu(1, 64, 16400, false);
   EXPECT_EQ(vt::cuda::SiluMulQuantGemvLaunches() - before, fused_runs);
   EXPECT_EQ(fused_runs, 24);
+}
+
+// RmsNormQuantMatmulFp8 of one BF16 row takes the GEMV with the norm made in each CTA
+// (counted), for K across the GEMV's tunings, with and without the residual add and the
+// SiLU-mul epilogue, BF16 and F32 norm weights; every output's bytes (the product, the codes,
+// the residual, the SiLU codes) equal RmsNormQuantFp8 then the product on the GPU, and the
+// codes and residual equal the CPU's RmsNormQuantFp8. Each case runs twice over its own
+// outputs (the residual added twice, the arrival counter reused). Two rows, K below the
+// GEMV's range or F32 rows take the two kernels (not counted), with the same bytes.
+// The one-kernel form is opt-in (VT_CUDA_NORM_GEMV=1); its tests take it for their scope.
+struct NormGemvOn {
+  NormGemvOn() { setenv("VT_CUDA_NORM_GEMV", "1", 1); }
+  ~NormGemvOn() { unsetenv("VT_CUDA_NORM_GEMV"); }
+};
+
+TEST(CudaMatmul, NormInTheGemvGivesTheSequencesBytes) {
+  VT_REQUIRE_CUDA();
+  const NormGemvOn on;
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  const vt::Queue cpu = vt::Queue::Cpu(1);
+  uint32_t seed = 70;
+  int fused_runs = 0;
+  const int64_t before = vt::cuda::NormGemvLaunches();
+  auto normal = [&](int64_t rows, int64_t cols, DType d, float scale) {
+    std::vector<float> v = vtt::Normal(static_cast<size_t>(rows * cols), ++seed);
+    for (float& x : v) x *= scale;
+    const vt::Tensor f = vtt::HostTensor(v, DType::kF32, {rows, cols});
+    const vt::Tensor t = vt::Tensor::Empty({rows, cols}, d);
+    vt::Cast(cpu, t, f);
+    return t;
+  };
+  auto run = [&](int64_t M, int64_t N, int64_t K, DType xd, DType wd, bool residual, bool silu, bool expect_fused) {
+    const std::string what = vt::StrCat("RmsNormQuantMatmulFp8 ", M, "x", N, "x", K, residual ? " residual" : "",
+                                        silu ? " silu" : "", " norm weight ", vt::DTypeName(wd));
+    const float scale = 0.05f, silu_scale = 0.0173f;
+    const float alpha = scale * 2.0f / std::sqrt(static_cast<float>(K));
+    const vt::Tensor x = normal(M, K, xd, 1.0f), r0 = normal(M, K, xd, 2.0f);
+    const vt::Tensor nw = normal(1, K, wd, 1.0f).View({K});
+    const vt::Tensor wf = normal(N, K, DType::kF32, 1.0f), w = vt::Tensor::Empty({N, K}, DType::kF8E4M3);
+    vt::QuantFp8Static(cpu, w, wf, 1.0f);
+    const vt::Tensor xg = x.To(vtt::kCuda), nwg = nw.To(vtt::kCuda), wg = w.To(vtt::kCuda);
+    struct Outs {
+      vt::Tensor out, x8, r, s8;
+    };
+    auto outs = [&] {
+      return Outs{vt::Tensor::Empty({M, N}, silu ? DType::kBF16 : DType::kF32, vtt::kCuda),
+                  vt::Tensor::Empty({M, K}, DType::kF8E4M3, vtt::kCuda), r0.To(vtt::kCuda),
+                  vt::Tensor::Empty({M, N / 2}, DType::kF8E4M3, vtt::kCuda)};
+    };
+    const Outs one = outs(), two = outs();
+    const int64_t launches = vt::cuda::NormGemvLaunches();
+    for (int round = 0; round < 2; ++round) {
+      vt::RmsNormQuantMatmulFp8(gpu, one.out, one.x8, xg, nwg, 1e-6f, scale, residual ? &one.r : nullptr, wg, alpha,
+                                silu ? &one.s8 : nullptr, silu_scale);
+      vt::RmsNormQuantFp8(gpu, two.x8, xg, nwg, 1e-6f, scale, residual ? &two.r : nullptr);
+      if (silu)
+        vt::MatmulFp8SiluMulQuantFp8(gpu, two.s8, two.out, two.x8, wg, alpha, silu_scale);
+      else
+        vt::MatmulFp8(gpu, two.out, two.x8, wg, alpha);
+    }
+    gpu.Synchronize();
+    EXPECT_EQ(vt::cuda::NormGemvLaunches() - launches, expect_fused ? 2 : 0) << what;
+    fused_runs += expect_fused ? 2 : 0;
+    EXPECT_EQ(vtt::Bytes(one.out), vtt::Bytes(two.out)) << what << ": products";
+    EXPECT_EQ(vtt::Bytes(one.x8), vtt::Bytes(two.x8)) << what << ": codes";
+    EXPECT_EQ(vtt::Bytes(one.r), vtt::Bytes(two.r)) << what << ": residual";
+    if (silu) {
+      EXPECT_EQ(vtt::Bytes(one.s8), vtt::Bytes(two.s8)) << what << ": SiLU-mul codes";
+    }
+    // The CPU's norm of the same rows, twice.
+    const vt::Tensor x8_cpu = vt::Tensor::Empty({M, K}, DType::kF8E4M3), r_cpu = r0.To(vt::Device::Cpu());
+    for (int round = 0; round < 2; ++round)
+      vt::RmsNormQuantFp8(cpu, x8_cpu, x, nw, 1e-6f, scale, residual ? &r_cpu : nullptr);
+    EXPECT_EQ(vtt::Bytes(one.x8), vtt::Bytes(x8_cpu)) << what << ": codes against the CPU's";
+    EXPECT_EQ(vtt::Bytes(one.r), vtt::Bytes(r_cpu)) << what << ": residual against the CPU's";
+    // Codes neither mostly saturated nor mostly zero: the comparisons see real codes.
+    const std::vector<uint8_t> codes = vtt::Bytes(one.x8);
+    int64_t extreme = 0;
+    for (uint8_t c : codes) extreme += (c & 0x7F) == 0x7E || (c & 0x7F) == 0;
+    EXPECT_LE(extreme, static_cast<int64_t>(codes.size()) / 4 + 1) << what;
+  };
+  for (int64_t K : {int64_t{1024}, int64_t{2048}, int64_t{3072}, int64_t{4096}, int64_t{12288}, int64_t{16384}})
+    for (int64_t N : {int64_t{8}, int64_t{260}, int64_t{1030}})
+      for (int mode = 0; mode < 4; ++mode)
+        run(1, N, K, DType::kBF16, mode % 2 == 0 ? DType::kBF16 : DType::kF32, mode < 2, mode % 3 == 0, true);
+  run(2, 64, 2048, DType::kBF16, DType::kBF16, true, false, false);
+  run(1, 64, 1008, DType::kBF16, DType::kBF16, true, true, false);
+  run(1, 64, 2048, DType::kF32, DType::kF32, true, false, false);
+  EXPECT_EQ(vt::cuda::NormGemvLaunches() - before, fused_runs);
+  EXPECT_EQ(fused_runs, 144);
+}
+
+// RmsNormMatmul of one BF16 row over a BF16 weight takes the BF16 GEMV with the norm made in
+// each CTA (counted), for K across its tunings, with and without the residual add, BF16 and
+// F32 norm weights, BF16 and F32 outputs; the product, the normed row and the residual equal
+// RmsNorm then Matmul on the GPU byte for byte, and the normed row and residual equal the
+// CPU's RmsNorm. Each case runs twice over its own outputs. Two rows, K below the GEMV's or F32
+// rows take the two kernels (not counted), with the same bytes.
+TEST(CudaMatmul, NormInTheBf16GemvGivesTheSequencesBytes) {
+  VT_REQUIRE_CUDA();
+  const NormGemvOn on;
+  vt::Queue gpu = vt::Queue::Cuda(0);
+  const vt::Queue cpu = vt::Queue::Cpu(1);
+  uint32_t seed = 170;
+  int fused_runs = 0;
+  const int64_t before = vt::cuda::NormGemvLaunches();
+  auto normal = [&](int64_t rows, int64_t cols, DType d, float scale) {
+    std::vector<float> v = vtt::Normal(static_cast<size_t>(rows * cols), ++seed);
+    for (float& x : v) x *= scale;
+    const vt::Tensor f = vtt::HostTensor(v, DType::kF32, {rows, cols});
+    const vt::Tensor t = vt::Tensor::Empty({rows, cols}, d);
+    vt::Cast(cpu, t, f);
+    return t;
+  };
+  auto run = [&](int64_t M, int64_t N, int64_t K, DType xd, DType wd, DType od, bool residual, bool expect_fused) {
+    const std::string what = vt::StrCat("RmsNormMatmul ", M, "x", N, "x", K, residual ? " residual" : "",
+                                        " norm weight ", vt::DTypeName(wd), " out ", vt::DTypeName(od));
+    const vt::Tensor x = normal(M, K, xd, 1.0f), r0 = normal(M, K, xd, 2.0f);
+    const vt::Tensor nw = normal(1, K, wd, 1.0f).View({K});
+    const vt::Tensor w = normal(N, K, xd, 0.05f);
+    const vt::Tensor xg = x.To(vtt::kCuda), nwg = nw.To(vtt::kCuda), wg = w.To(vtt::kCuda);
+    struct Outs {
+      vt::Tensor out, normed, r;
+    };
+    auto outs = [&] {
+      return Outs{vt::Tensor::Empty({M, N}, od, vtt::kCuda), vt::Tensor::Empty({M, K}, xd, vtt::kCuda),
+                  r0.To(vtt::kCuda)};
+    };
+    const Outs one = outs(), two = outs();
+    const int64_t launches = vt::cuda::NormGemvLaunches();
+    for (int round = 0; round < 2; ++round) {
+      vt::RmsNormMatmul(gpu, one.out, one.normed, xg, nwg, 1e-6f, residual ? &one.r : nullptr, wg);
+      vt::RmsNorm(gpu, two.normed, xg, nwg, 1e-6f, residual ? &two.r : nullptr);
+      vt::Matmul(gpu, two.out, two.normed, wg);
+    }
+    gpu.Synchronize();
+    EXPECT_EQ(vt::cuda::NormGemvLaunches() - launches, expect_fused ? 2 : 0) << what;
+    fused_runs += expect_fused ? 2 : 0;
+    EXPECT_EQ(vtt::Bytes(one.out), vtt::Bytes(two.out)) << what << ": products";
+    EXPECT_EQ(vtt::Bytes(one.normed), vtt::Bytes(two.normed)) << what << ": normed";
+    EXPECT_EQ(vtt::Bytes(one.r), vtt::Bytes(two.r)) << what << ": residual";
+    const vt::Tensor n_cpu = vt::Tensor::Empty({M, K}, xd), r_cpu = r0.To(vt::Device::Cpu());
+    for (int round = 0; round < 2; ++round) vt::RmsNorm(cpu, n_cpu, x, nw, 1e-6f, residual ? &r_cpu : nullptr);
+    EXPECT_EQ(vtt::Bytes(one.normed), vtt::Bytes(n_cpu)) << what << ": normed against the CPU's";
+    EXPECT_EQ(vtt::Bytes(one.r), vtt::Bytes(r_cpu)) << what << ": residual against the CPU's";
+  };
+  for (int64_t K : {int64_t{512}, int64_t{1024}, int64_t{2048}, int64_t{4096}, int64_t{8192}})
+    for (int64_t N : {int64_t{8}, int64_t{260}, int64_t{1030}})
+      for (int mode = 0; mode < 4; ++mode)
+        run(1, N, K, DType::kBF16, mode % 2 == 0 ? DType::kBF16 : DType::kF32,
+            mode % 3 == 0 ? DType::kBF16 : DType::kF32, mode < 2, true);
+  run(2, 64, 2048, DType::kBF16, DType::kBF16, DType::kBF16, true, false);
+  run(1, 64, 504, DType::kBF16, DType::kBF16, DType::kBF16, true, false);
+  run(1, 64, 2048, DType::kF32, DType::kF32, DType::kF32, true, false);
+  EXPECT_EQ(vt::cuda::NormGemvLaunches() - before, fused_runs);
+  EXPECT_EQ(fused_runs, 120);
 }
 
 }  // namespace
