@@ -324,9 +324,9 @@ TEST(KvCacheFp8, AttendRowsInPlaceEqualsTheWidenedRows) {
       // Twice over the keys (a second block's call with a running state).
       for (int rep = 0; rep < 2; ++rep) {
         ks->attend_rows(q.data(), heads, k.data(), v.data(), stride, DType::kF8E4M3, k_scale, v_scale, valid, D,
-                        acc8.data(), m8.data(), l8.data());
+                        acc8.data(), m8.data(), l8.data(), nullptr);
         ks->attend_rows(q.data(), heads, kf.data(), vf.data(), D, DType::kF32, 1.0f, 1.0f, valid, D, acc32.data(),
-                        m32.data(), l32.data());
+                        m32.data(), l32.data(), nullptr);
       }
       const std::string where =
           std::string(ks->name) + " k_scale " + std::to_string(k_scale) + " heads " + std::to_string(heads);
@@ -376,9 +376,9 @@ TEST(KvCacheFp8, AttendRowsInPlaceKeepsNaNCodes) {
           std::vector<float> acc8(static_cast<size_t>(heads * D), 0.0f), acc32 = acc8;
           std::vector<float> m8(heads, -INFINITY), m32 = m8, l8(heads, 0.0f), l32 = l8;
           ks->attend_rows(q.data(), heads, kn.data(), vn.data(), stride, DType::kF8E4M3, 0.0371f, 0.02f, valid, D,
-                          acc8.data(), m8.data(), l8.data());
+                          acc8.data(), m8.data(), l8.data(), nullptr);
           ks->attend_rows(q.data(), heads, kf.data(), vf.data(), D, DType::kF32, 1.0f, 1.0f, valid, D, acc32.data(),
-                          m32.data(), l32.data());
+                          m32.data(), l32.data(), nullptr);
           const std::string where = std::string(ks->name) + (in_value ? " value" : " key") + " code " +
                                     std::to_string(pos) + " heads " + std::to_string(heads);
           for (int64_t h = 0; h < heads; ++h) {

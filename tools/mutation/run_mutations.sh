@@ -4,7 +4,7 @@
 # engine_tests too for the sampler's and the engine's mutations), runs them, and prints
 # whether the tests caught it. ONLY=vt, ONLY=sampler, ONLY=engine, ONLY=moe, ONLY=server or ONLY=kv runs
 # one group (ONLY=fused_group: the per-token-group fused recipes; ONLY=attn_quant:
-# PagedAttentionQuantFp8; ONLY=norm_matmul: RmsNormQuantMatmulFp8; ONLY=kv_decode: the CPU decode attention over an FP8 cache);
+# PagedAttentionQuantFp8; ONLY=norm_matmul: RmsNormQuantMatmulFp8; ONLY=kv_decode: the CPU decode attention over an FP8 cache and its BF16 dot-product kernel);
 # ONLY=<mutation name> (e.g. ONLY=engine_grammar_eos_early) runs that one alone.
 # CHECK_PATTERNS=1 builds nothing: it applies each mutation to the scratch copy and fails if
 # one no longer finds its pattern (a stale mutation would test nothing); the test command
@@ -49,7 +49,7 @@ TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache
           src/server/output_parsers.cpp src/engine/structured_output_mask.cpp
           include/vt/ops/attention.h src/model/layers/attention.cpp src/model/layers/moe_group_scaled.cpp
           src/vt/cpu/fused.cpp src/model/models/decoder.cpp src/model/layers/mlp.cpp
-          src/vt/cpu/attention.cpp src/vt/cpu/attention_simd.h src/vt/cpu/fp8_nan_scan.h
+          src/vt/cpu/attention.cpp src/vt/cpu/attention_simd.h src/vt/cpu/attention_dot_bf16.h src/vt/cpu/fp8_nan_scan.h
           src/model/models/decoder_parts.cpp src/model/models/hybrid.cpp src/model/layers/gated_deltanet.cpp
           src/model/kv_cache.cpp)
 
@@ -376,7 +376,19 @@ mutate_norm_matmul_model_bf16_no_residual() {
 # test), and
 # the four-keys score loop's sums stored for the wrong keys (the in-place and op-table tests).
 mutate_fp8_nan_scan_blind() {
-  edit src/vt/cpu/fp8_nan_scan.h 's/  return \(hit & kHigh\) != 0;/  return false \&\& (hit \& kHigh) != 0;/'
+  edit src/vt/cpu/attention_simd.h 's/  return hit != 0;/  return false \&\& hit != 0;/'
+}
+# The decode kernel with BF16 dot-product scores (attention_dot_bf16.h): the query of an
+# F8E4M3 cache permuted with the two halves of the table's order swapped, the accumulators
+# left in the kernel's order, the key scale dropped from the scores.
+mutate_kv_dot_query_order_swapped() {
+  edit src/vt/cpu/attention_dot_bf16.h 's/\(c \& 1\) != 0 \? order1 : order0/(c \& 1) != 0 ? order0 : order1/'
+}
+mutate_kv_dot_acc_kernel_order() {
+  edit src/vt/cpu/attention_dot_bf16.h 's/tmp\[KernelOrderIndex\(cache, p\)\] = acc/tmp[p + 0 * KernelOrderIndex(cache, p)] = acc/'
+}
+mutate_kv_dot_no_k_scale() {
+  edit src/vt/cpu/attention_dot_bf16.h 's/scale \* k_scale, heads, kb, vb/scale * (k_scale > 0 ? 1.0f : k_scale), heads, kb, vb/'
 }
 mutate_kv_keys_step_sums_swapped() {
   edit src/vt/cpu/attention_simd.h 's/        SumLanesN<KU>\(a\[t\], &s\[t\]\[j\]\);/        SumLanesN<KU>(a[t], \&s[t][j]); std::swap(s[t][j], s[t][j + KU - 1]);/'
@@ -479,7 +491,8 @@ FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fus
 ATTN_QUANT_MUTATIONS=(attn_quant_cpu_scale attn_quant_model_scale)
 NORM_MATMUL_MUTATIONS=(norm_matmul_cpu_no_residual norm_matmul_model_no_residual norm_matmul_bf16_cpu_no_residual
                        norm_matmul_model_bf16_no_residual)
-KV_DECODE_MUTATIONS=(fp8_nan_scan_blind kv_keys_step_sums_swapped)
+KV_DECODE_MUTATIONS=(fp8_nan_scan_blind kv_keys_step_sums_swapped kv_dot_query_order_swapped kv_dot_acc_kernel_order
+                     kv_dot_no_k_scale)
 case "${ONLY:-}" in
   vt) MUTATIONS=("${VT_MUTATIONS[@]}") ;;
   moe) MUTATIONS=("${MOE_MUTATIONS[@]}") ;;

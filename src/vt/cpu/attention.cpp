@@ -48,6 +48,17 @@ const KernelSet* ForIsa(CpuIsa isa, int64_t D) {
   return ks != nullptr && D % ks->lanes == 0 ? ks : nullptr;
 }
 
+bool DotBf16Fits(const KernelSet* ks, CpuIsa isa, DType query, DType cache, int64_t D) {
+#if defined(VT_CPU_X86)
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+#else
+  constexpr bool vbmi = false;
+#endif
+  return ks != nullptr && ks->attend_rows_bf16 != nullptr && vbmi && isa >= CpuIsa::kAvx512Bf16 &&
+         isa <= CpuIsa::kAmx && query == DType::kBF16 &&
+         (cache == DType::kBF16 || cache == DType::kF8E4M3) && D % 64 == 0 && D <= 256;
+}
+
 namespace {
 std::atomic<int64_t> g_blocks_in_place{0}, g_pieces_combined{0}, g_tile_blocks{0};
 std::atomic<bool> g_read_in_place{true}, g_prefill_tiles{true};
@@ -110,6 +121,7 @@ struct Geometry {
   const float* k_table = nullptr;  // [256]: KvCacheDequantizeFp8(b, k_scale) (F8E4M3 caches)
   const float* v_table = nullptr;
   float k_scale = 1.0f, v_scale = 1.0f;
+  bool dot_bf16 = false;  // decode rows through attend_rows_bf16 (attention::DotBf16Fits)
 };
 
 // n cache elements at src as f32 (by the kernel set's vector widening, else an F8E4M3
@@ -314,17 +326,20 @@ int64_t RunDecodePiece(const attention::KernelSet* ks, const Geometry& g, const 
   acc.assign(Hq * D, 0.0f);
   m.assign(Hq, -INFINITY);
   l.assign(Hq, 0.0f);
-  ToF32(qf.data(), static_cast<const char*>(query.data()) + t * Hq * D * DTypeSize(g.dtype), g.dtype, Hq * D);
-  for (float& x : qf) x *= scale;
+  const auto* q_row = static_cast<const char*>(query.data()) + t * Hq * D * DTypeSize(g.dtype);
+  if (!g.dot_bf16) {
+    ToF32(qf.data(), q_row, g.dtype, Hq * D);
+    for (float& x : qf) x *= scale;
+  }
   const size_t csize = DTypeSize(g.cache_dtype);
   const int64_t token_stride = g.Hk * D;
   const size_t block_bytes = static_cast<size_t>(g.block_size * token_stride) * csize;
   const auto* kc = static_cast<const char*>(key_cache.data());
   const auto* vc = static_cast<const char*>(value_cache.data());
   // The blocks lie anywhere: block b + 1 is prefetched while block b is used, a share of
-  // it before each KV head's pass, so the prefetches are spread among the loads. Into L2
-  // (prefetcht1), not L1: a block's keys and values (64 KiB for 8 KV heads of 128 in BF16)
-  // do not fit L1 beside the block in use, and the L1 prefetch measured slower
+  // it during each KV head's call (attend_rows spreads the requests among its loads). Into
+  // L2 (prefetcht1), not L1: a block's keys and values (64 KiB for 8 KV heads of 128 in
+  // BF16) do not fit L1 beside the block in use, and the L1 prefetch measured slower
   // (bench/README.md).
   const size_t share = (block_bytes / static_cast<size_t>(g.Hk) + 63) / 64 * 64;
   int64_t calls = 0;
@@ -333,11 +348,10 @@ int64_t RunDecodePiece(const attention::KernelSet* ks, const Geometry& g, const 
     const size_t base = static_cast<size_t>(block_row[b]) * block_bytes;
     const size_t ahead = b + 1 < b1 ? static_cast<size_t>(block_row[b + 1]) * block_bytes : SIZE_MAX;
     for (int64_t kh = 0; kh < g.Hk; ++kh) {
-      if (ahead != SIZE_MAX)
-        for (size_t o = static_cast<size_t>(kh) * share; o < std::min(block_bytes, (kh + 1) * share); o += 64) {
-          __builtin_prefetch(kc + ahead + o, 0, 2);
-          __builtin_prefetch(vc + ahead + o, 0, 2);
-        }
+      attention::PrefetchSpan span;
+      const size_t from = static_cast<size_t>(kh) * share, to = std::min(block_bytes, (kh + 1) * share);
+      if (ahead != SIZE_MAX && from < to)
+        span = {kc + ahead + from, vc + ahead + from, static_cast<int64_t>((to - from + 63) / 64)};
       // An F8E4M3 cache: the next call's rows (this block's next KV head, or the next
       // block's first) also into L1, 4 KiB for 16 rows of 128 (measured 1-6% faster; a
       // BF16 cache's twice as many lines measured mixed, bench/README.md).
@@ -357,12 +371,18 @@ int64_t RunDecodePiece(const attention::KernelSet* ks, const Geometry& g, const 
       }
       const size_t head = static_cast<size_t>(kh * D) * csize;
       const int64_t h0 = kh * g.group;
-      ks->attend_rows(&qf[h0 * D], g.group, kc + base + head, vc + base + head, token_stride, g.cache_dtype,
-                      g.k_scale, g.v_scale, valid, D, &acc[h0 * D], &m[h0], &l[h0]);
+      if (g.dot_bf16)
+        ks->attend_rows_bf16(reinterpret_cast<const uint16_t*>(q_row) + h0 * D, scale, g.group, kc + base + head,
+                             vc + base + head, token_stride, g.cache_dtype, g.k_scale, g.v_scale, valid, D,
+                             &acc[h0 * D], &m[h0], &l[h0], &span);
+      else
+        ks->attend_rows(&qf[h0 * D], g.group, kc + base + head, vc + base + head, token_stride, g.cache_dtype,
+                        g.k_scale, g.v_scale, valid, D, &acc[h0 * D], &m[h0], &l[h0], &span);
       ++calls;
     }
   }
   attention::g_blocks_in_place.fetch_add((b1 - b0) * g.Hk, std::memory_order_relaxed);
+  if (g.dot_bf16) ks->acc_to_natural(acc.data(), Hq, D, g.cache_dtype);
   if (partial != nullptr) {
     std::copy(m.begin(), m.end(), partial);
     std::copy(l.begin(), l.end(), partial + Hq);
@@ -430,6 +450,7 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
   const auto* tables = block_tables.data_as<int32_t>();
 
   const attention::KernelSet* ks = attention::ForIsa(Cpu(q).isa, g.D);
+  g.dot_bf16 = attention::DotBf16Fits(ks, Cpu(q).isa, g.dtype, g.cache_dtype, g.D);
   // Decode sequences (one new row) are read in place by the vector kernels.
   const bool decode_in_place = ks != nullptr && attention::g_read_in_place.load(std::memory_order_relaxed);
   // Validate the metadata and count the row chunks (and the decode sequences' blocks).
@@ -538,6 +559,7 @@ void PagedAttentionCpu(const Queue& q, const Tensor& out, const Tensor& query, c
   attention::LastAttention& last = attention::t_last;
   last.set = ks != nullptr ? ks->name : "scalar";
   last.rows_calls = rows_calls.load();
+  last.rows_bf16_calls = g.dot_bf16 ? last.rows_calls : 0;
   last.tile_calls = tile_calls.load();
   last.block_calls = block_calls.load();
   last.portable_blocks = portable_blocks.load();

@@ -5,7 +5,7 @@
 namespace vt::cpu::attention {
 
 const KernelSet* Avx2Kernels() {
-  static constexpr KernelSet kSet = {"avx2", avx2::kLanes, &avx2::AttendBlock, &avx2::AttendRows,
+  static constexpr KernelSet kSet = {"avx2", avx2::kLanes, &avx2::AttendBlock, &avx2::AttendRows, nullptr, nullptr,
                                      &avx2::CacheToF32, &avx2::AttendTile,
                                      &avx2::QuantizeToCache};
   return &kSet;

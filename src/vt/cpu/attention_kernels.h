@@ -11,6 +11,16 @@
 
 namespace vt::cpu::attention {
 
+// Bytes a decode call pulls toward the core's L2 while it works (the next cache block's
+// share of rows, RunDecodePiece): `lines` 64-byte lines from each of a and b, the requests
+// spread among the call's loads instead of issued together before it (a burst of them held
+// the core's miss buffers while its own rows waited; bench/README.md).
+struct PrefetchSpan {
+  const char* a = nullptr;
+  const char* b = nullptr;
+  int64_t lines = 0;
+};
+
 struct KernelSet {
   const char* name;
   int lanes;  // D must be a multiple of it
@@ -27,8 +37,22 @@ struct KernelSet {
   // m[h] = m'. Each key and value row is read once for up to four heads. (Decode steps,
   // reading the cache in place.) F8E4M3: the kernel may apply the scales to the queries and
   // to the p_j instead of to each element (the same math, rounded in another order).
+  // `ahead` (nullable): lines to prefetch into L2 during the call (PrefetchSpan).
   void (*attend_rows)(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, DType dtype,
-                      float k_scale, float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l);
+                      float k_scale, float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l,
+                      const PrefetchSpan* ahead);
+  // attend_rows for a BF16 query q (heads rows of D, as stored: not yet multiplied by the
+  // softmax scale) over a BF16 or F8E4M3 cache, the scores by BF16 dot products, each
+  // multiplied by `scale` (and k_scale) after its sum, and acc kept in the kernel's own
+  // order of each head's D floats across calls (acc_to_natural puts it back; m and l are
+  // as attend_rows's); nullptr where the set has none. Only where DotBf16Fits: the queue's
+  // level has AVX-512 BF16 and the processor VBMI.
+  void (*attend_rows_bf16)(const uint16_t* q, float scale, int64_t heads, const void* k, const void* v,
+                           int64_t stride, DType dtype, float k_scale, float v_scale, int64_t valid, int64_t D,
+                           float* acc, float* m, float* l, const PrefetchSpan* ahead);
+  // heads accumulators of D floats that attend_rows_bf16 left over a `cache` dtype cache, into
+  // the natural order (nullptr with attend_rows_bf16).
+  void (*acc_to_natural)(float* acc, int64_t heads, int64_t D, DType cache);
   // n cache elements of `dtype` -> f32, the same floats attend_rows reads (F8E4M3: the
   // exact value, then one IEEE multiply by scale, as KvCacheDequantizeFp8).
   void (*cache_to_f32)(float* dst, const void* src, DType dtype, int64_t n, float scale);
@@ -77,6 +101,7 @@ void SetPrefillTiles(bool on);
 struct LastAttention {
   const char* set = nullptr;  // nullptr before any call on this thread
   int64_t rows_calls = 0;     // attend_rows (decode rows read in place), one per (block, KV head)
+  int64_t rows_bf16_calls = 0;  // of those, through attend_rows_bf16
   int64_t tile_calls = 0;     // attend_tile (prefill items), one per (item, block)
   int64_t block_calls = 0;    // attend_block (prefill items without tiles), one per (block, query vector)
   int64_t portable_blocks = 0;  // (item, block) pairs through the portable loops
@@ -86,5 +111,10 @@ LastAttention LastAttentionOnThisThread();
 // The set for a queue's effective ISA and head size, or nullptr: use the portable loops.
 // (Defined in attention.cpp, compiled with the build's ISA macros; tests call it too.)
 const KernelSet* ForIsa(CpuIsa isa, int64_t D);
+
+// Whether a decode of a `query` dtype query over a `cache` dtype cache on a queue of level
+// `isa` runs ks->attend_rows_bf16 (a BF16 query; a BF16 or F8E4M3 cache; D a multiple of 64
+// up to 256; AVX-512 BF16 and VBMI).
+bool DotBf16Fits(const KernelSet* ks, CpuIsa isa, DType query, DType cache, int64_t D);
 
 }  // namespace vt::cpu::attention

@@ -6,7 +6,7 @@
 namespace vt::cpu::attention {
 
 const KernelSet* NeonKernels() {
-  static constexpr KernelSet kSet = {"neon", neon::kLanes, &neon::AttendBlock, &neon::AttendRows,
+  static constexpr KernelSet kSet = {"neon", neon::kLanes, &neon::AttendBlock, &neon::AttendRows, nullptr, nullptr,
                                      &neon::CacheToF32, &neon::AttendTile,
                                      &neon::QuantizeToCache};
   return &kSet;

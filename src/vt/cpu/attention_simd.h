@@ -100,12 +100,60 @@ VT_INLINE void LoadCachePair(const void* row, int64_t i, V& x0, V& x1) {
 }
 
 // Whether an e4m3 code S.1111.111 (NaN) is among the first D bytes of rows j < n, each
-// stride_bytes apart.
+// stride_bytes apart: code | 0x80 == 0xFF, a vector of codes at a time (the word-at-a-time
+// AnyFp8NaNCode for the tail), all rows' compares ORed before one test. (The scan runs on
+// every call; word at a time it took a third of an FP8 call's time, bench/README.md.)
 inline bool AnyFp8NaN(const char* rows, int64_t stride_bytes, int64_t n, int64_t D) {
-  for (int64_t j = 0; j < n; ++j)
-    if (AnyFp8NaNCode(reinterpret_cast<const uint8_t*>(rows + j * stride_bytes), D)) return true;
-  return false;
+#if defined(__AVX512F__)
+  constexpr int64_t kW = 64;
+  const __m512i top = _mm512_set1_epi8(static_cast<char>(0x80)), ones = _mm512_set1_epi8(-1);
+  __mmask64 hit = 0;
+#elif defined(__AVX2__)
+  constexpr int64_t kW = 32;
+  const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi8(-1);
+  __m256i hit = _mm256_setzero_si256();
+#else
+  constexpr int64_t kW = 16;
+  const uint8x16_t top = vdupq_n_u8(0x80), ones = vdupq_n_u8(0xFF);
+  uint8x16_t hit = vdupq_n_u8(0);
+#endif
+  const int64_t whole = D / kW * kW;
+  for (int64_t j = 0; j < n; ++j) {
+    const auto* p = reinterpret_cast<const uint8_t*>(rows + j * stride_bytes);
+    for (int64_t i = 0; i < whole; i += kW) {
+#if defined(__AVX512F__)
+      hit |= _mm512_cmpeq_epi8_mask(_mm512_or_si512(_mm512_loadu_si512(p + i), top), ones);
+#elif defined(__AVX2__)
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
+      hit = _mm256_or_si256(hit, _mm256_cmpeq_epi8(_mm256_or_si256(x, top), ones));
+#else
+      hit = vorrq_u8(hit, vceqq_u8(vorrq_u8(vld1q_u8(p + i), top), ones));
+#endif
+    }
+    if (whole < D && AnyFp8NaNCode(p + whole, D - whole)) return true;
+  }
+#if defined(__AVX512F__)
+  return hit != 0;
+#elif defined(__AVX2__)
+  return _mm256_movemask_epi8(hit) != 0;
+#else
+  return vmaxvq_u8(hit) != 0;
+#endif
 }
+
+// A PrefetchSpan's requests issued `per` at a time at each step of a call's score and value
+// loops (Issue), alternating between its two sources, until all are out.
+struct SpreadPrefetch {
+  const char* a = nullptr;
+  const char* b = nullptr;
+  int64_t requests = 0;  // 2 per line: a's and b's
+  int64_t next = 0;
+  int per = 0;
+  VT_INLINE void Issue() {
+    for (int u = 0; u < per && next < requests; ++u, ++next)
+      __builtin_prefetch(((next & 1) != 0 ? b : a) + (next >> 1) * 64, 0, 2);
+  }
+};
 
 // Keys one step of AttendPass's score loop takes together, each head's sums of them reduced
 // together (SumLanesN): as many as the vector registers hold beside the decode (NH·KU sums,
@@ -133,11 +181,12 @@ VT_INLINE void SumLanesN(const V (&a)[KU], float* out) {
 // in order (the value half of AttendPass).
 template <DType kD, bool kNaN, int NH, int NV>
 VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, const float (*s)[kKeysPerPass],
-                                int64_t n, int64_t D, float* acc, int64_t i0) {
+                                int64_t n, int64_t D, float* acc, int64_t i0, SpreadPrefetch& pf) {
   V a[NH][NV];
   for (int t = 0; t < NH; ++t)
     for (int u = 0; u < NV; ++u) a[t][u] = LoadF32(acc + t * D + i0 + u * kLanes);
   for (int64_t j = 0; j < n; ++j) {
+    pf.Issue();
     const char* vj = v + j * stride_bytes;
     V x[NV];
     int u = 0;
@@ -152,13 +201,33 @@ VT_INLINE void AccumulateValues(const char* v, int64_t stride_bytes, const float
     for (int u = 0; u < NV; ++u) StoreF32(acc + t * D + i0 + u * kLanes, a[t][u]);
 }
 
+// Vectors of a value row AttendPass's accumulators take at a time (fewer with more heads
+// where the registers are few).
+template <int NH>
+constexpr int AccVectors() {
+  return (kLanes == 8 && NH > 2) ? 2 : 4;
+}
+
+// The SpreadPrefetch::Issue steps of one AttendPass<.., NH> over n keys.
+template <int NH>
+constexpr int64_t PassSteps(int64_t n, int64_t D) {
+  constexpr int KU = KeysPerStep<NH>();
+  const int64_t vectors = D / kLanes, whole = vectors / AccVectors<NH>();
+  const int64_t score = KU > 1 ? n / KU * vectors + n % KU : n;
+  return score + (whole + vectors % AccVectors<NH>()) * n;
+}
+
+template <DType kD, bool kNaN, int NH>
+VT_INLINE void FinishPass(float (*s)[kKeysPerPass], const float* bm, const char* v, int64_t stride_bytes, float v_mul,
+                          int64_t n, int64_t D, float* acc, float* m, float* l, SpreadPrefetch& pf);
+
 // One pass of at most kKeysPerPass keys for NH query heads (q + t·D, acc + t·D, m[t], l[t]
 // for t < NH), each key and value row read from the cache once for all NH heads. The
 // softmax weights are multiplied by v_mul before they weight the value rows (an F8E4M3
 // cache's 2^8·v_scale; 1 otherwise, and then not multiplied).
 template <DType kD, bool kNaN, int NH>
 void AttendPass(const float* q, const char* k, const char* v, int64_t stride_bytes, float v_mul, int64_t n,
-                int64_t D, float* acc, float* m, float* l) {
+                int64_t D, float* acc, float* m, float* l, SpreadPrefetch& pf) {
   alignas(64) float s[NH][kKeysPerPass];
   float bm[NH];
   for (int t = 0; t < NH; ++t) bm[t] = -INFINITY;
@@ -172,6 +241,7 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
       for (int t = 0; t < NH; ++t)
         for (int u = 0; u < KU; ++u) a[t][u] = Zero();
       for (int64_t i = 0; i < D; i += kLanes) {
+        pf.Issue();
         V x[KU];
         for (int u = 0; u < KU; ++u) x[u] = LoadCache<kD, kNaN>(k + (j + u) * stride_bytes, i);
         for (int t = 0; t < NH; ++t) {
@@ -186,6 +256,7 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
     }
   }
   for (; j < n; ++j) {
+    pf.Issue();
     const char* kj = k + j * stride_bytes;
     // Two sums per head, over the even and the odd vectors of the row, as one head alone
     // needs to keep its multiply-adds from waiting on each other.
@@ -209,6 +280,15 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
       bm[t] = s[t][j] > bm[t] ? s[t][j] : bm[t];
     }
   }
+  FinishPass<kD, kNaN, NH>(s, bm, v, stride_bytes, v_mul, n, D, acc, m, l, pf);
+}
+
+// The online-softmax update of a pass once its scores s[t][j < n] and their maxima bm[t] are
+// known: m, l and acc (any order of its D floats) rescaled, s turned into the weights (times
+// v_mul for an F8E4M3 cache).
+template <DType kD, int NH>
+VT_INLINE void SoftmaxWeights(float (*s)[kKeysPerPass], const float* bm, float v_mul, int64_t n, int64_t D, float* acc,
+                              float* m, float* l) {
   for (int t = 0; t < NH; ++t) {
     float* at = acc + t * D;
     if (bm[t] > m[t]) {
@@ -234,22 +314,49 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
       }
     }
   }
-  // acc stays in registers across the keys, a few vectors of each head at a time (fewer
-  // with more heads where the registers are few): whole groups of kAccVectors, then single
-  // vectors, each with its vector count known at compile time (a count known only at run
-  // time kept the accumulators on the stack).
-  constexpr int kAccVectors = (kLanes == 8 && NH > 2) ? 2 : 4;
+}
+
+// The rest of a pass once its scores and their maxima are known: SoftmaxWeights, then the
+// value rows weighted into acc.
+template <DType kD, bool kNaN, int NH>
+VT_INLINE void FinishPass(float (*s)[kKeysPerPass], const float* bm, const char* v, int64_t stride_bytes, float v_mul,
+                          int64_t n, int64_t D, float* acc, float* m, float* l, SpreadPrefetch& pf) {
+  SoftmaxWeights<kD, NH>(s, bm, v_mul, n, D, acc, m, l);
+  // acc stays in registers across the keys, a few vectors of each head at a time
+  // (AccVectors): whole groups of them, then single vectors, each with its vector count
+  // known at compile time (a count known only at run time kept the accumulators on the
+  // stack).
+  constexpr int kAccVectors = AccVectors<NH>();
   int64_t i0 = 0;
   for (; i0 + kAccVectors * kLanes <= D; i0 += kAccVectors * kLanes)
-    AccumulateValues<kD, kNaN, NH, kAccVectors>(v, stride_bytes, s, n, D, acc, i0);
-  for (; i0 + kLanes <= D; i0 += kLanes) AccumulateValues<kD, kNaN, NH, 1>(v, stride_bytes, s, n, D, acc, i0);
+    AccumulateValues<kD, kNaN, NH, kAccVectors>(v, stride_bytes, s, n, D, acc, i0, pf);
+  for (; i0 + kLanes <= D; i0 += kLanes) AccumulateValues<kD, kNaN, NH, 1>(v, stride_bytes, s, n, D, acc, i0, pf);
 }
 
 void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale);
 
+// The Issue steps of AttendRowsAs's passes (heads in tiles of kHeadTile, keys in passes of
+// kKeysPerPass).
+inline int64_t RowsSteps(int64_t heads, int64_t valid, int64_t D) {
+  int64_t steps = 0;
+  for (int64_t j = 0; j < valid; j += kKeysPerPass) {
+    const int64_t n = valid - j < kKeysPerPass ? valid - j : kKeysPerPass;
+    for (int64_t h = 0; h < heads; h += kHeadTile) {
+      switch (heads - h < kHeadTile ? heads - h : kHeadTile) {
+        case 1: steps += PassSteps<1>(n, D); break;
+        case 2: steps += PassSteps<2>(n, D); break;
+        case 3: steps += PassSteps<3>(n, D); break;
+        default: steps += PassSteps<4>(n, D); break;
+      }
+    }
+  }
+  return steps;
+}
+
 template <DType kD, bool kNaN = false>
 void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, float k_scale,
-                  float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l) {
+                  float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l,
+                  const attention::PrefetchSpan* ahead) {
   const int64_t stride_bytes = stride * static_cast<int64_t>(DTypeSize(kD));
   // An F8E4M3 cache's rows come as value·2^-8 (LoadCache): the queries are multiplied by
   // 2^8·k_scale here and the softmax weights by 2^8·v_scale (AttendPass), in place of one
@@ -264,6 +371,14 @@ void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, i
     q = qs.data();
     v_mul = v_scale * 256.0f;
   }
+  SpreadPrefetch pf;
+  if (ahead != nullptr && ahead->lines > 0) {
+    pf.a = ahead->a;
+    pf.b = ahead->b;
+    pf.requests = 2 * ahead->lines;
+    const int64_t steps = RowsSteps(heads, valid, D);
+    pf.per = static_cast<int>(steps > 0 ? (pf.requests + steps - 1) / steps : pf.requests);
+  }
   for (int64_t j = 0; j < valid; j += kKeysPerPass) {
     const int64_t n = valid - j < kKeysPerPass ? valid - j : kKeysPerPass;
     const char* kp = static_cast<const char*>(k) + j * stride_bytes;
@@ -272,21 +387,25 @@ void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, i
       const float* qh = q + h * D;
       float* ah = acc + h * D;
       switch (heads - h < kHeadTile ? heads - h : kHeadTile) {
-        case 1: AttendPass<kD, kNaN, 1>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
-        case 2: AttendPass<kD, kNaN, 2>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
-        case 3: AttendPass<kD, kNaN, 3>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
-        default: AttendPass<kD, kNaN, 4>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h); break;
+        case 1: AttendPass<kD, kNaN, 1>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h, pf); break;
+        case 2: AttendPass<kD, kNaN, 2>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h, pf); break;
+        case 3: AttendPass<kD, kNaN, 3>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h, pf); break;
+        default: AttendPass<kD, kNaN, 4>(qh, kp, vp, stride_bytes, v_mul, n, D, ah, m + h, l + h, pf); break;
       }
     }
   }
 }
 
 void AttendRows(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, DType dtype,
-                float k_scale, float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l) {
+                float k_scale, float v_scale, int64_t valid, int64_t D, float* acc, float* m, float* l,
+                const attention::PrefetchSpan* ahead) {
   switch (dtype) {
-    case DType::kF32: return AttendRowsAs<DType::kF32>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
-    case DType::kBF16: return AttendRowsAs<DType::kBF16>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
-    case DType::kF16: return AttendRowsAs<DType::kF16>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l);
+    case DType::kF32:
+      return AttendRowsAs<DType::kF32>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l, ahead);
+    case DType::kBF16:
+      return AttendRowsAs<DType::kBF16>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l, ahead);
+    case DType::kF16:
+      return AttendRowsAs<DType::kF16>(q, heads, k, v, stride, 1.0f, 1.0f, valid, D, acc, m, l, ahead);
     default: break;
   }
   if (k_scale < 0x1p120f && v_scale < 0x1p120f) {  // 2^8·scale finite (any real model's scales)
@@ -296,8 +415,10 @@ void AttendRows(const float* q, int64_t heads, const void* k, const void* v, int
     const auto* kb = static_cast<const char*>(k);
     const auto* vb = static_cast<const char*>(v);
     if (AnyFp8NaN(kb, stride, valid, D) || AnyFp8NaN(vb, stride, valid, D))
-      return AttendRowsAs<DType::kF8E4M3, true>(q, heads, k, v, stride, k_scale, v_scale, valid, D, acc, m, l);
-    return AttendRowsAs<DType::kF8E4M3, false>(q, heads, k, v, stride, k_scale, v_scale, valid, D, acc, m, l);
+      return AttendRowsAs<DType::kF8E4M3, true>(q, heads, k, v, stride, k_scale, v_scale, valid, D, acc, m, l,
+                                                ahead);
+    return AttendRowsAs<DType::kF8E4M3, false>(q, heads, k, v, stride, k_scale, v_scale, valid, D, acc, m, l,
+                                               ahead);
   }
   // Else the rows widened to f32 first by CacheToF32's exact decode.
   thread_local std::vector<float> kf, vf;
@@ -307,7 +428,7 @@ void AttendRows(const float* q, int64_t heads, const void* k, const void* v, int
     CacheToF32(&kf[j * D], static_cast<const uint8_t*>(k) + j * stride, dtype, D, k_scale);
     CacheToF32(&vf[j * D], static_cast<const uint8_t*>(v) + j * stride, dtype, D, v_scale);
   }
-  AttendRowsAs<DType::kF32>(q, heads, kf.data(), vf.data(), D, 1.0f, 1.0f, valid, D, acc, m, l);
+  AttendRowsAs<DType::kF32>(q, heads, kf.data(), vf.data(), D, 1.0f, 1.0f, valid, D, acc, m, l, ahead);
 }
 
 void CacheToF32(float* dst, const void* src, DType dtype, int64_t n, float scale) {
