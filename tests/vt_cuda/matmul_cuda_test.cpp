@@ -479,6 +479,16 @@ TEST(CudaMatmul, SiluMulQuantInTheGemvEpilogueGivesTheSequencesBytes) {
 // codes and residual equal the CPU's RmsNormQuantFp8. Each case runs twice over its own
 // outputs (the residual added twice, the arrival counter reused). Two rows, K below the
 // GEMV's range or F32 rows take the two kernels (not counted), with the same bytes.
+// rows x cols normal values times scale, cast on `cpu` to d (the norm-GEMV tests' inputs).
+vt::Tensor ScaledNormal(const vt::Queue& cpu, int64_t rows, int64_t cols, DType d, float scale, uint32_t seed) {
+  std::vector<float> v = vtt::Normal(static_cast<size_t>(rows * cols), seed);
+  for (float& x : v) x *= scale;
+  const vt::Tensor f = vtt::HostTensor(v, DType::kF32, {rows, cols});
+  const vt::Tensor t = vt::Tensor::Empty({rows, cols}, d);
+  vt::Cast(cpu, t, f);
+  return t;
+}
+
 // The one-kernel form is opt-in (VT_CUDA_NORM_GEMV=1); its tests take it for their scope.
 struct NormGemvOn {
   NormGemvOn() { setenv("VT_CUDA_NORM_GEMV", "1", 1); }
@@ -494,12 +504,7 @@ TEST(CudaMatmul, NormInTheGemvGivesTheSequencesBytes) {
   int fused_runs = 0;
   const int64_t before = vt::cuda::NormGemvLaunches();
   auto normal = [&](int64_t rows, int64_t cols, DType d, float scale) {
-    std::vector<float> v = vtt::Normal(static_cast<size_t>(rows * cols), ++seed);
-    for (float& x : v) x *= scale;
-    const vt::Tensor f = vtt::HostTensor(v, DType::kF32, {rows, cols});
-    const vt::Tensor t = vt::Tensor::Empty({rows, cols}, d);
-    vt::Cast(cpu, t, f);
-    return t;
+    return ScaledNormal(cpu, rows, cols, d, scale, ++seed);
   };
   auto run = [&](int64_t M, int64_t N, int64_t K, DType xd, DType wd, bool residual, bool silu, bool expect_fused) {
     const std::string what = vt::StrCat("RmsNormQuantMatmulFp8 ", M, "x", N, "x", K, residual ? " residual" : "",
@@ -577,12 +582,7 @@ TEST(CudaMatmul, NormInTheBf16GemvGivesTheSequencesBytes) {
   int fused_runs = 0;
   const int64_t before = vt::cuda::NormGemvLaunches();
   auto normal = [&](int64_t rows, int64_t cols, DType d, float scale) {
-    std::vector<float> v = vtt::Normal(static_cast<size_t>(rows * cols), ++seed);
-    for (float& x : v) x *= scale;
-    const vt::Tensor f = vtt::HostTensor(v, DType::kF32, {rows, cols});
-    const vt::Tensor t = vt::Tensor::Empty({rows, cols}, d);
-    vt::Cast(cpu, t, f);
-    return t;
+    return ScaledNormal(cpu, rows, cols, d, scale, ++seed);
   };
   auto run = [&](int64_t M, int64_t N, int64_t K, DType xd, DType wd, DType od, bool residual, bool expect_fused) {
     const std::string what = vt::StrCat("RmsNormMatmul ", M, "x", N, "x", K, residual ? " residual" : "",

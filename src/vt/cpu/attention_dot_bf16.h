@@ -161,18 +161,12 @@ VT_DOT_TARGET void AttendRowsDotAs(const uint16_t* q, float score_mul, int64_t h
       38, 39, 48, 49, 50, 51, 52, 53, 54, 55, 8,  9,  10, 11, 12, 13, 14, 15, 24, 25, 26, 27,
       28, 29, 30, 31, 40, 41, 42, 43, 44, 45, 46, 47, 56, 57, 58, 59, 60, 61, 62, 63};
   const __m512i order0 = _mm512_load_si512(kOrder), order1 = _mm512_load_si512(kOrder + 32);
-  SpreadPrefetch pf;
-  if (ahead != nullptr && ahead->lines > 0) {
-    pf.a = ahead->a;
-    pf.b = ahead->b;
-    pf.requests = 2 * ahead->lines;
-    int64_t steps = 0;
-    for (int64_t j = 0; j < valid; j += kKeysPerPass) {
-      const int64_t n = valid - j < kKeysPerPass ? valid - j : kKeysPerPass;
-      steps += (heads + kHeadTile - 1) / kHeadTile * DotPassSteps<kD>(n, D);
-    }
-    pf.per = static_cast<int>(steps > 0 ? (pf.requests + steps - 1) / steps : pf.requests);
+  int64_t steps = 0;
+  for (int64_t j = 0; j < valid; j += kKeysPerPass) {
+    const int64_t n = valid - j < kKeysPerPass ? valid - j : kKeysPerPass;
+    steps += (heads + kHeadTile - 1) / kHeadTile * DotPassSteps<kD>(n, D);
   }
+  SpreadPrefetch pf(ahead, steps);
   __m512i qv[kHeadTile][kMaxDotVectors];
   for (int64_t h = 0; h < heads; h += kHeadTile) {
     const int nh = static_cast<int>(heads - h < kHeadTile ? heads - h : kHeadTile);
@@ -208,8 +202,7 @@ VT_DOT_TARGET void AttendRowsDotAs(const uint16_t* q, float score_mul, int64_t h
       }
     }
   }
-  pf.per = static_cast<int>(pf.requests);  // any requests the estimate left
-  pf.Issue();
+  pf.Flush();
 }
 
 // KernelSet::attend_rows_bf16 (its preconditions are the caller's: DotBf16Fits). acc in

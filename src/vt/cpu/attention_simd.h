@@ -149,6 +149,19 @@ struct SpreadPrefetch {
   int64_t requests = 0;  // 2 per line: a's and b's
   int64_t next = 0;
   int per = 0;
+  // ahead's requests (none for nullptr) over a call of `steps` Issue steps.
+  SpreadPrefetch(const attention::PrefetchSpan* ahead, int64_t steps) {
+    if (ahead == nullptr || ahead->lines <= 0) return;
+    a = ahead->a;
+    b = ahead->b;
+    requests = 2 * ahead->lines;
+    per = static_cast<int>(steps > 0 ? (requests + steps - 1) / steps : requests);
+  }
+  // Whatever the step estimate left, at the call's end.
+  void Flush() {
+    per = static_cast<int>(requests);
+    Issue();
+  }
   VT_INLINE void Issue() {
     for (int u = 0; u < per && next < requests; ++u, ++next)
       __builtin_prefetch(((next & 1) != 0 ? b : a) + (next >> 1) * 64, 0, 2);
@@ -371,14 +384,7 @@ void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, i
     q = qs.data();
     v_mul = v_scale * 256.0f;
   }
-  SpreadPrefetch pf;
-  if (ahead != nullptr && ahead->lines > 0) {
-    pf.a = ahead->a;
-    pf.b = ahead->b;
-    pf.requests = 2 * ahead->lines;
-    const int64_t steps = RowsSteps(heads, valid, D);
-    pf.per = static_cast<int>(steps > 0 ? (pf.requests + steps - 1) / steps : pf.requests);
-  }
+  SpreadPrefetch pf(ahead, RowsSteps(heads, valid, D));
   for (int64_t j = 0; j < valid; j += kKeysPerPass) {
     const int64_t n = valid - j < kKeysPerPass ? valid - j : kKeysPerPass;
     const char* kp = static_cast<const char*>(k) + j * stride_bytes;
@@ -394,6 +400,7 @@ void AttendRowsAs(const float* q, int64_t heads, const void* k, const void* v, i
       }
     }
   }
+  pf.Flush();
 }
 
 void AttendRows(const float* q, int64_t heads, const void* k, const void* v, int64_t stride, DType dtype,
