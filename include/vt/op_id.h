@@ -25,8 +25,6 @@ namespace vt {
   X(kRmsNormGatedQuantFp8, "RmsNormGatedQuantFp8") \
   X(kSiluMulQuantFp8, "SiluMulQuantFp8")       \
   X(kMatmulFp8SiluMulQuantFp8, "MatmulFp8SiluMulQuantFp8") \
-  X(kRmsNormQuantMatmulFp8, "RmsNormQuantMatmulFp8") \
-  X(kRmsNormMatmul, "RmsNormMatmul")           \
   X(kRmsNormQuantFp8PerTokenGroup, "RmsNormQuantFp8PerTokenGroup") \
   X(kRmsNormZeroCentredQuantFp8PerTokenGroup, "RmsNormZeroCentredQuantFp8PerTokenGroup") \
   X(kRmsNormGatedQuantFp8PerTokenGroup, "RmsNormGatedQuantFp8PerTokenGroup") \

@@ -63,8 +63,6 @@ std::vector<OpCase> RmsNormZeroCentredQuantFp8Cases();
 std::vector<OpCase> RmsNormGatedQuantFp8Cases();
 std::vector<OpCase> SiluMulQuantFp8Cases();
 std::vector<OpCase> MatmulFp8SiluMulQuantFp8Cases();
-std::vector<OpCase> RmsNormQuantMatmulFp8Cases();
-std::vector<OpCase> RmsNormMatmulCases();
 std::vector<OpCase> RmsNormQuantFp8PerTokenGroupCases();
 std::vector<OpCase> RmsNormZeroCentredQuantFp8PerTokenGroupCases();
 std::vector<OpCase> RmsNormGatedQuantFp8PerTokenGroupCases();

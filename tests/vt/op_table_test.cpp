@@ -146,8 +146,6 @@ std::vector<OpCase> CasesOf(OpId op) {
     case OpId::kRmsNormGatedQuantFp8: return RmsNormGatedQuantFp8Cases();
     case OpId::kSiluMulQuantFp8: return SiluMulQuantFp8Cases();
     case OpId::kMatmulFp8SiluMulQuantFp8: return MatmulFp8SiluMulQuantFp8Cases();
-    case OpId::kRmsNormQuantMatmulFp8: return RmsNormQuantMatmulFp8Cases();
-    case OpId::kRmsNormMatmul: return RmsNormMatmulCases();
     case OpId::kRmsNormQuantFp8PerTokenGroup: return RmsNormQuantFp8PerTokenGroupCases();
     case OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup: return RmsNormZeroCentredQuantFp8PerTokenGroupCases();
     case OpId::kRmsNormGatedQuantFp8PerTokenGroup: return RmsNormGatedQuantFp8PerTokenGroupCases();

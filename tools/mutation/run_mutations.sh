@@ -4,7 +4,7 @@
 # engine_tests too for the sampler's and the engine's mutations), runs them, and prints
 # whether the tests caught it. ONLY=vt, ONLY=sampler, ONLY=engine, ONLY=moe, ONLY=server or ONLY=kv runs
 # one group (ONLY=fused_group: the per-token-group fused recipes; ONLY=attn_quant:
-# PagedAttentionQuantFp8; ONLY=norm_matmul: RmsNormQuantMatmulFp8; ONLY=kv_decode: the CPU decode attention over an FP8 cache and its BF16 dot-product kernel);
+# PagedAttentionQuantFp8; ONLY=kv_decode: the CPU decode attention over an FP8 cache and its BF16 dot-product kernel);
 # ONLY=<mutation name> (e.g. ONLY=engine_grammar_eos_early) runs that one alone.
 # CHECK_PATTERNS=1 builds nothing: it applies each mutation to the scratch copy and fails if
 # one no longer finds its pattern (a stale mutation would test nothing); the test command
@@ -353,23 +353,6 @@ mutate_attn_quant_model_scale() {
   edit src/model/layers/attention.cpp 's/m\.query_start_loc, scale_, o_proj_\.input_scale\(\),/m.query_start_loc, scale_, o_proj_.input_scale() * 0.5f,/'
 }
 
-# RmsNormQuantMatmulFp8 (the input norm and a static-FP8 linear as one op): the CPU op
-# dropping the residual add (the op table compares it with its definition) and the model's
-# pending norm losing its residual (model_tests: the oracles, the fused-vs-unfused logits).
-mutate_norm_matmul_cpu_no_residual() {
-  edit src/vt/cpu/fused.cpp 's/  RmsNormQuantFp8\(q, x8, x, norm_weight, eps, input_scale, residual\);/  RmsNormQuantFp8(q, x8, x, norm_weight, eps, input_scale, nullptr);/'
-}
-mutate_norm_matmul_model_no_residual() {
-  edit src/model/models/decoder_parts.cpp 's/PendingNorm\{x, weight, residual, eps, next\.input_scale\(\), true\}/PendingNorm{x, weight, nullptr, eps, next.input_scale(), true}/'
-}
-# The same for RmsNormMatmul (unquantized linears): the CPU op and the model's pending norm.
-mutate_norm_matmul_bf16_cpu_no_residual() {
-  edit src/vt/cpu/fused.cpp 's/  RmsNorm\(q, normed, x, norm_weight, eps, residual\);/  RmsNorm(q, normed, x, norm_weight, eps, nullptr);/'
-}
-mutate_norm_matmul_model_bf16_no_residual() {
-  edit src/model/models/decoder_parts.cpp 's/PendingNorm\{x, weight, residual, eps, 1\.0f, false\}/PendingNorm{x, weight, nullptr, eps, 1.0f, false}/'
-}
-
 # The CPU decode kernel reading an F8E4M3 cache in place skips the decode's NaN test on rows
 # its scan finds free of NaN codes, and MatmulFp8GroupScaled on weights the same scan noted
 # free of them: a scan that never finds one (KvCacheFp8's NaN test, the prepared-weight
@@ -445,7 +428,7 @@ run_tests() {
   local bins=(vt_tests)
   [[ $name == baseline || $name == sampler_* || $name == engine_* ]] && bins+=(engine_tests)
   [[ $name == baseline || $name == moe_shared_* || $name == moe_fp8_* || $name == moe_online_* || $name == moe_gs_model_* || $name == kv_* ||
-     $name == fused_group_model_* || $name == attn_quant_model_* || $name == norm_matmul_model_* ]] &&
+     $name == fused_group_model_* || $name == attn_quant_model_* ]] &&
     bins+=(model_tests)
   [[ $name == baseline || $name == server_* ]] && bins+=(server_tests)
   if ! ninja -C "$BUILD" -j"$JOBS" "${bins[@]}" >"$log" 2>&1; then
@@ -489,8 +472,6 @@ FUSED_GROUP_MUTATIONS=(fused_group_no_residual fused_group_scales_row_stride fus
                        fused_group_model_zero_centred_plain_norm fused_group_model_mixer_quantizes_again
                        fused_group_model_gated_norm_scale)
 ATTN_QUANT_MUTATIONS=(attn_quant_cpu_scale attn_quant_model_scale)
-NORM_MATMUL_MUTATIONS=(norm_matmul_cpu_no_residual norm_matmul_model_no_residual norm_matmul_bf16_cpu_no_residual
-                       norm_matmul_model_bf16_no_residual)
 KV_DECODE_MUTATIONS=(fp8_nan_scan_blind kv_keys_step_sums_swapped kv_dot_query_order_swapped kv_dot_acc_kernel_order
                      kv_dot_no_k_scale)
 case "${ONLY:-}" in
@@ -502,13 +483,12 @@ case "${ONLY:-}" in
   kv) MUTATIONS=("${KV_MUTATIONS[@]}") ;;
   fused_group) MUTATIONS=("${FUSED_GROUP_MUTATIONS[@]}") ;;
   attn_quant) MUTATIONS=("${ATTN_QUANT_MUTATIONS[@]}") ;;
-  norm_matmul) MUTATIONS=("${NORM_MATMUL_MUTATIONS[@]}") ;;
   kv_decode) MUTATIONS=("${KV_DECODE_MUTATIONS[@]}") ;;
   ?*) declare -F "mutate_$ONLY" >/dev/null || { echo "no mutation named $ONLY" >&2; exit 2; }
       MUTATIONS=("$ONLY") ;;
   *) MUTATIONS=("${VT_MUTATIONS[@]}" "${SAMPLER_MUTATIONS[@]}" "${ENGINE_MUTATIONS[@]}" "${MOE_MUTATIONS[@]}"
                 "${SERVER_MUTATIONS[@]}" "${KV_MUTATIONS[@]}" "${FUSED_GROUP_MUTATIONS[@]}"
-                "${ATTN_QUANT_MUTATIONS[@]}" "${NORM_MATMUL_MUTATIONS[@]}" "${KV_DECODE_MUTATIONS[@]}") ;;
+                "${ATTN_QUANT_MUTATIONS[@]}" "${KV_DECODE_MUTATIONS[@]}") ;;
 esac
 if [[ -n ${CHECK_PATTERNS:-} ]]; then
   stale=()

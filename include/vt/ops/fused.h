@@ -80,27 +80,6 @@ void SiluMulQuantFp8(const Queue& q, const Tensor& out, const Tensor& x, float i
 void MatmulFp8SiluMulQuantFp8(const Queue& q, const Tensor& out8, const Tensor& gate_up, const Tensor& x8,
                               const Tensor& w_gate_up, float alpha, float input_scale);
 
-// The input norm of a static-FP8 linear and the linear, as one op. x: [M, K] BF16, F16 or
-// F32 (with `residual`, what is added to it first); norm_weight: [K]; x8: [M, K] F8E4M3;
-// w: [N, K] F8E4M3; out: [M, N] BF16 or F32. Its definition, and its bytes:
-//   x8  = RmsNormQuantFp8(x, norm_weight, eps, input_scale, residual)   (residual += x first)
-//   out = MatmulFp8(x8, w, alpha)
-// or, with silu_out8 ([M, N / 2] F8E4M3; w = [gate | up], out the BF16 gate_up):
-//   MatmulFp8SiluMulQuantFp8(*silu_out8, out, x8, w, alpha, silu_input_scale)
-// So a backend may normalise and quantize the row inside the product (the CUDA decode
-// GEMV). residual must not overlap x.
-void RmsNormQuantMatmulFp8(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x,
-                           const Tensor& norm_weight, float eps, float input_scale, const Tensor* residual,
-                           const Tensor& w, float alpha, const Tensor* silu_out8 = nullptr,
-                           float silu_input_scale = 1.0f);
-
-// The same for an unquantized linear: normed like x ([M, K] BF16, F16 or F32), w: [N, K],
-// out: [M, N]. Its definition, and its bytes:
-//   normed = RmsNorm(x, norm_weight, eps, residual)   (residual += x first)
-//   out    = Matmul(normed, w)
-void RmsNormMatmul(const Queue& q, const Tensor& out, const Tensor& normed, const Tensor& x,
-                   const Tensor& norm_weight, float eps, const Tensor* residual, const Tensor& w);
-
 // The same three recipes with the dynamic quantizer of block-wise and per-token FP8 in place
 // of the static one: x is [M, K] (for SiluMul, [M, 2K]), out [M, K] F8E4M3, scales
 // [M, ceil(K / group_size)] F32, and the quantization exactly QuantFp8PerTokenGroup's (its
@@ -140,17 +119,6 @@ template <>
 struct OpTraits<OpId::kMatmulFp8SiluMulQuantFp8> {
   using Fn = void(const Queue& q, const Tensor& out8, const Tensor& gate_up, const Tensor& x8,
                   const Tensor& w_gate_up, float alpha, float input_scale);
-};
-template <>
-struct OpTraits<OpId::kRmsNormMatmul> {
-  using Fn = void(const Queue& q, const Tensor& out, const Tensor& normed, const Tensor& x, const Tensor& norm_weight,
-                  float eps, const Tensor* residual, const Tensor& w);
-};
-template <>
-struct OpTraits<OpId::kRmsNormQuantMatmulFp8> {
-  using Fn = void(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x, const Tensor& norm_weight,
-                  float eps, float input_scale, const Tensor* residual, const Tensor& w, float alpha,
-                  const Tensor* silu_out8, float silu_input_scale);
 };
 
 template <>

@@ -13,7 +13,6 @@
 #include "vt/error.h"
 #include "vt/ops/cast.h"
 #include "vt/ops/fused.h"
-#include "vt/ops/norm.h"
 #include "vt/ops/matmul.h"
 #include "vt/ops/quant.h"
 #include "vt/prepared.h"
@@ -150,13 +149,6 @@ class UnquantizedLinearMethod final : public LinearMethod {
     const vt::Tensor w = (n0 == 0 && n1 == weight_.dim(0)) ? weight_ : weight_.Slice(0, n0, n1);
     vt::Matmul(q, out, x, w, bias);
   }
-  bool ApplyNormed(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& normed, const PendingNorm& norm,
-                   const vt::Tensor* silu_out8, float /*silu_input_scale*/) override {
-    if (silu_out8 != nullptr || norm.quantize) return false;
-    vt::RmsNormMatmul(q, out, normed, norm.x, norm.weight, norm.eps, norm.residual, weight_);
-    return true;
-  }
-  bool takes_pending_norm() const override { return true; }
   int64_t weight_bytes() const override { return static_cast<int64_t>(weight_.nbytes()); }
   bool weight_bytes_released() const override { return bytes_released_; }
   const char* name() const override { return "unquantized"; }
@@ -211,19 +203,9 @@ class Fp8StaticLinearMethod final : public LinearMethod {
   }
   bool takes_quantized_input() const override { return true; }
   float input_scale() const override { return input_scale_; }
-  bool takes_pending_norm() const override { return true; }
   bool ApplySiluMulQuant(const vt::Queue& q, const vt::Tensor& x8, const vt::Tensor& gate_up, const vt::Tensor& out8,
                          float input_scale) override {
     vt::MatmulFp8SiluMulQuantFp8(q, out8, gate_up, x8, weight_, input_scale_ * weight_scale_, input_scale);
-    return true;
-  }
-  bool ApplyNormed(const vt::Queue& q, const vt::Tensor& out, const vt::Tensor& x8, const PendingNorm& norm,
-                   const vt::Tensor* silu_out8, float silu_input_scale) override {
-    if (!norm.quantize) return false;
-    VT_CHECK(norm.input_scale == input_scale_, "internal: a pending norm quantizes with ", norm.input_scale,
-             " but the linear's input_scale is ", input_scale_);
-    vt::RmsNormQuantMatmulFp8(q, out, x8, norm.x, norm.weight, norm.eps, input_scale_, norm.residual, weight_,
-                              input_scale_ * weight_scale_, silu_out8, silu_input_scale);
     return true;
   }
   int64_t weight_bytes() const override { return static_cast<int64_t>(weight_.nbytes()); }
@@ -579,22 +561,11 @@ LinearInput Linear::GroupQuantizedInput(const vt::Queue& q, const vt::Tensor& x)
   return LinearInput{x8, xs};
 }
 
-LinearInput LinearInput::Materialized(const vt::Queue& q) const {
-  if (!norm) return *this;
-  if (norm->quantize)
-    vt::RmsNormQuantFp8(q, x, norm->x, norm->weight, norm->eps, norm->input_scale, norm->residual);
-  else
-    vt::RmsNorm(q, x, norm->x, norm->weight, norm->eps, norm->residual);
-  return x;
-}
-
 void Linear::Apply(const vt::Queue& q, const LinearInput& x, const vt::Tensor& out) const {
-  if (x.norm && takes_pending_norm() && method_->ApplyNormed(q, out, x.x, *x.norm, nullptr, 1.0f)) return;
-  ApplyShards(q, x.Materialized(q), std::span<const vt::Tensor>(&out, 1));
+  ApplyShards(q, x, std::span<const vt::Tensor>(&out, 1));
 }
 
-void Linear::ApplyShards(const vt::Queue& q, const LinearInput& pending, std::span<const vt::Tensor> outs) const {
-  const LinearInput x = pending.Materialized(q);
+void Linear::ApplyShards(const vt::Queue& q, const LinearInput& x, std::span<const vt::Tensor> outs) const {
   const size_t num_shards = offsets_.size() - 1;
   VT_CHECK(outs.size() == 1 || outs.size() == num_shards, "linear: ", outs.size(), " outputs for ", num_shards,
            " shards");
@@ -617,14 +588,10 @@ void Linear::ApplyShards(const vt::Queue& q, const LinearInput& pending, std::sp
   }
 }
 
-bool Linear::ApplySiluMulQuant(const vt::Queue& q, const LinearInput& x, const vt::Tensor& gate_up,
+bool Linear::ApplySiluMulQuant(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& gate_up,
                                const vt::Tensor& out8, float input_scale) const {
-  if (!method_->takes_quantized_input() || bias_.defined() || observer_ != nullptr || x.group_quantized())
-    return false;
-  // A pending norm is consumed only by the one op: when the method has none, nothing is done
-  // here and the caller's fallback (Apply) runs the norm.
-  if (x.norm) return method_->ApplyNormed(q, gate_up, x.x, *x.norm, &out8, input_scale);
-  return method_->ApplySiluMulQuant(q, QuantizedInput(q, x.x), gate_up, out8, input_scale);
+  if (!method_->takes_quantized_input() || bias_.defined() || observer_ != nullptr) return false;
+  return method_->ApplySiluMulQuant(q, QuantizedInput(q, x), gate_up, out8, input_scale);
 }
 
 SharedInputQuant SharedInputQuantOf(std::span<const Linear* const> linears) {

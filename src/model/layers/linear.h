@@ -124,30 +124,12 @@ struct Fp8GroupQuant {
 // A linear's input: the activation x [T, K] (F32/BF16, or F8E4M3 already quantized with a
 // static-FP8 linear's input_scale()), or (scales defined) the FP8 activation x [T, K] already
 // quantized as the linear's input_group_quant() says, with its scales [T, ceil(K / group_size)].
-// The input norm of a static-FP8 or unquantized linear, deferred so that the linear runs the
-// norm and its product as one op (vt::RmsNormQuantMatmulFp8): x8 = RmsNormQuantFp8(x, weight,
-// eps, input_scale, residual), residual += x first when given, is still to be made.
-// (quantize false: an unquantized linear's, normed = RmsNorm(x, weight, eps, residual) into the
-// input's x, by vt::RmsNormMatmul.)
-struct PendingNorm {
-  vt::Tensor x, weight;
-  const vt::Tensor* residual = nullptr;
-  float eps = 0.0f, input_scale = 1.0f;
-  bool quantize = true;
-};
-
 struct LinearInput {
   LinearInput(const vt::Tensor& x_) : x(x_) {}  // a plain activation converts implicitly
   LinearInput(const vt::Tensor& x8, const vt::Tensor& x_scales) : x(x8), scales(x_scales) {}
-  // A pending norm whose codes go to x8 (NormForLinear). Consume it exactly once (a linear's
-  // Apply, or Materialized): its residual add must happen once.
-  LinearInput(const vt::Tensor& x8, const PendingNorm& n) : x(x8), norm(n) {}
   int64_t rows() const { return x.dim(0); }
   bool group_quantized() const { return scales.defined(); }
-  // The input with a pending norm run into x (an ordinary FP8 input); itself otherwise.
-  LinearInput Materialized(const vt::Queue& q) const;
   vt::Tensor x, scales;
-  std::optional<PendingNorm> norm;
 };
 
 // vLLM's LinearMethodBase: create/load weights -> process_weights_after_loading -> apply.
@@ -176,17 +158,6 @@ class LinearMethod {
                                  const vt::Tensor& /*out8*/, float /*input_scale*/) {
     return false;
   }
-  // For a method with takes_quantized_input(): the whole weight's product of the pending
-  // norm's codes (made into x8 by the same op, vt::RmsNormQuantMatmulFp8), with silu_out8
-  // the SiLU-mul epilogue of ApplySiluMulQuant. Returns false when the method has none.
-  // An unquantized method: the pending norm (quantize false) into x8's place, the BF16 (or
-  // F32) normed row, and the product (vt::RmsNormMatmul); no silu_out8.
-  virtual bool ApplyNormed(const vt::Queue& /*q*/, const vt::Tensor& /*out*/, const vt::Tensor& /*x8*/,
-                           const PendingNorm& /*norm*/, const vt::Tensor* /*silu_out8*/, float /*silu_input_scale*/) {
-    return false;
-  }
-  // Whether ApplyNormed takes a pending norm (of its kind: quantized when takes_quantized_input).
-  virtual bool takes_pending_norm() const { return false; }
   virtual int64_t weight_bytes() const = 0;
   // The weight's own bytes were freed (or, borrowed from the checkpoint's mapping, their
   // pages handed back): its kernels read a copy laid out for them.
@@ -249,13 +220,8 @@ class Linear {
   // A [gate | up] linear without bias: gate_up = x · Wᵀ (BF16 [T, 2I]) and out8 =
   // SiluMulQuantFp8(gate_up, input_scale) as one op, x quantized first unless it is FP8.
   // Returns false (having done nothing) when the linear's method has no such op.
-  bool ApplySiluMulQuant(const vt::Queue& q, const LinearInput& x, const vt::Tensor& gate_up, const vt::Tensor& out8,
+  bool ApplySiluMulQuant(const vt::Queue& q, const vt::Tensor& x, const vt::Tensor& gate_up, const vt::Tensor& out8,
                          float input_scale) const;
-  // Whether a PendingNorm input (quantized with this linear's input_scale() for a static-FP8
-  // linear, plain for an unquantized one) takes the one-op path: no bias, no observer.
-  bool takes_pending_norm() const {
-    return method_->takes_pending_norm() && !bias_.defined() && observer_ == nullptr;
-  }
 
   bool takes_quantized_input() const { return method_->takes_quantized_input(); }
   float input_scale() const { return method_->input_scale(); }

@@ -35,7 +35,7 @@ void GatedMlp::Forward(const vt::Queue& q, const LinearInput& x, const vt::Tenso
     const vt::Tensor act8 = buf.Get(kSlotAct8, T, I, vt::DType::kF8E4M3);
     // One op where the gate/up linear has one (static FP8): the product, SiLU-mul and the
     // down input's quantization.
-    if (act != vt::DType::kBF16 || !gate_up_.ApplySiluMulQuant(q, x, gate_up, act8, down_.input_scale())) {
+    if (act != vt::DType::kBF16 || !gate_up_.ApplySiluMulQuant(q, x.x, gate_up, act8, down_.input_scale())) {
       gate_up_.Apply(q, x, gate_up);
       vt::SiluMulQuantFp8(q, act8, gate_up, down_.input_scale());
     }

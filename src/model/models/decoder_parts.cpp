@@ -109,15 +109,6 @@ LinearInput NormForLinear(const vt::Queue& q, const Linear& next, const vt::Tens
                           float eps, bool zero_centred, const vt::Tensor* residual, const vt::Tensor& normed,
                           bool fuse_quant, ActivationBuffers& buffers) {
   const bool static_fp8 = fuse_quant && next.takes_quantized_input();
-  // One row: the norm left to the linear, which runs it and its product as one op.
-  if (!zero_centred && x.dim(0) == 1 && next.takes_pending_norm()) {
-    if (static_fp8) {
-      const vt::Tensor x8 = buffers.Get(kSlotX8, 1, x.dim(1), vt::DType::kF8E4M3);
-      return LinearInput(x8, PendingNorm{x, weight, residual, eps, next.input_scale(), true});
-    }
-    if (!next.takes_quantized_input() && !next.input_group_quant())
-      return LinearInput(normed, PendingNorm{x, weight, residual, eps, 1.0f, false});
-  }
   return NormForInput(q, x, weight, eps, zero_centred, residual, normed,
                       static_fp8 ? std::optional<float>(next.input_scale()) : std::nullopt,
                       fuse_quant ? next.input_group_quant() : std::nullopt, nullptr, buffers);

@@ -67,11 +67,7 @@ LinearInput NormForInput(const vt::Queue& q, const vt::Tensor& x, const vt::Tens
 // RmsNormZeroCentred, Qwen3-Next's and Qwen3.5's) as the input of `next`: fused with the FP8
 // quantization when `fuse_quant` and `next` takes FP8 input (static: the QuantFp8 recipe) or
 // quantizes its input per token group (block, per-channel: the PerTokenGroup recipe, where
-// the device has it); else into `normed` (and `next` quantizes it). One row before a
-// static-FP8 `next` without bias: the norm is left pending in the returned input
-// (PendingNorm) for `next` to run with its product as one op (vt::RmsNormQuantMatmulFp8);
-// hand that input to `next` (Apply, ApplySiluMulQuant, or an Attention / GatedMlp forward
-// that does) before anything reads `residual`.
+// the device has it); else into `normed` (and `next` quantizes it).
 LinearInput NormForLinear(const vt::Queue& q, const Linear& next, const vt::Tensor& x, const vt::Tensor& weight,
                           float eps, bool zero_centred, const vt::Tensor* residual, const vt::Tensor& normed,
                           bool fuse_quant, ActivationBuffers& buffers);

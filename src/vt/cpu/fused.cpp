@@ -7,7 +7,6 @@
 #include "vt/cpu/reference.h"
 #include "vt/ops/fused.h"
 #include "vt/ops/matmul.h"
-#include "vt/ops/norm.h"
 
 namespace vt::cpu {
 
@@ -111,23 +110,6 @@ void MatmulFp8SiluMulQuantFp8Cpu(const Queue& q, const Tensor& out8, const Tenso
   SiluMulQuantFp8(q, out8, gate_up, input_scale);
 }
 
-// The definition: the norm op, then the product.
-void RmsNormQuantMatmulFp8Cpu(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x,
-                              const Tensor& norm_weight, float eps, float input_scale, const Tensor* residual,
-                              const Tensor& w, float alpha, const Tensor* silu_out8, float silu_input_scale) {
-  RmsNormQuantFp8(q, x8, x, norm_weight, eps, input_scale, residual);
-  if (silu_out8 != nullptr)
-    MatmulFp8SiluMulQuantFp8(q, *silu_out8, out, x8, w, alpha, silu_input_scale);
-  else
-    MatmulFp8(q, out, x8, w, alpha);
-}
-
-void RmsNormMatmulCpu(const Queue& q, const Tensor& out, const Tensor& normed, const Tensor& x,
-                      const Tensor& norm_weight, float eps, const Tensor* residual, const Tensor& w) {
-  RmsNorm(q, normed, x, norm_weight, eps, residual);
-  Matmul(q, out, normed, w);
-}
-
 // ---- the per-token-group recipes ----------------------------------------------------------
 //
 // The vector kernels are the static recipes' row kernels with RowArgs::fp8_scales set: each
@@ -217,8 +199,6 @@ void RegisterFusedKernels() {
   Register<OpId::kRmsNormGatedQuantFp8>(DeviceType::kCPU, &RmsNormGatedQuantFp8Cpu);
   Register<OpId::kSiluMulQuantFp8>(DeviceType::kCPU, &SiluMulQuantFp8Cpu);
   Register<OpId::kMatmulFp8SiluMulQuantFp8>(DeviceType::kCPU, &MatmulFp8SiluMulQuantFp8Cpu);
-  Register<OpId::kRmsNormQuantMatmulFp8>(DeviceType::kCPU, &RmsNormQuantMatmulFp8Cpu);
-  Register<OpId::kRmsNormMatmul>(DeviceType::kCPU, &RmsNormMatmulCpu);
   Register<OpId::kRmsNormQuantFp8PerTokenGroup>(DeviceType::kCPU, &NormQuantFp8PerTokenGroupCpu<false>);
   Register<OpId::kRmsNormZeroCentredQuantFp8PerTokenGroup>(DeviceType::kCPU, &NormQuantFp8PerTokenGroupCpu<true>);
   Register<OpId::kRmsNormGatedQuantFp8PerTokenGroup>(DeviceType::kCPU, &RmsNormGatedQuantFp8PerTokenGroupCpu);

@@ -60,9 +60,6 @@ struct CudaQueue : Queue::Impl {
   // kSplitCounters of them): zero between launches, each reset by the CTA that arrives last.
   static constexpr int64_t kSplitCounters = int64_t{1} << 16;
   int32_t* split_counters = nullptr;
-  // The arrival counter of RmsNormQuantMatmulFp8Gemv (the element after split_counters):
-  // zero between launches, reset by the CTA that arrives last.
-  int32_t* gemv_counter = nullptr;
   // Set after a library kernel that may let the next kernel launch before it ends
   // (cuBLASLt's scaled FP8 GEMMs): the next launch is then not overlapped (TakeOverlap), a
   // precaution (its waiting CTAs cannot hold SMs the library kernel's remaining CTAs need).

@@ -6,7 +6,6 @@
 #include "vt/cuda/rows.h"
 #include "vt/ops/fused.h"
 #include "vt/ops/matmul.h"
-#include "vt/ops/norm.h"
 
 namespace vt::cuda {
 
@@ -45,32 +44,7 @@ void MatmulFp8SiluMulQuantFp8Cuda(const Queue& q, const Tensor& out8, const Tens
   MatmulFp8(q, gate_up, x8, w_gate_up, alpha);
   SiluMulQuantFp8(q, out8, gate_up, input_scale);
 }
-
-// One BF16 row whose product the GEMV takes: the norm and quantization made inside it
-// (matmul_gemv.cu). Otherwise the op's definition, the norm kernel then the product.
-void RmsNormQuantMatmulFp8Cuda(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x,
-                               const Tensor& norm_weight, float eps, float input_scale, const Tensor* residual,
-                               const Tensor& w, float alpha, const Tensor* silu_out8, float silu_input_scale) {
-  if (NormGemvFits(x, residual, norm_weight, x8, w) && (silu_out8 == nullptr || SiluGemvFits(x8, w)))
-    return RmsNormQuantMatmulFp8Gemv(q, out, x8, x, norm_weight, eps, input_scale, residual, w, alpha, silu_out8,
-                                     silu_input_scale);
-  RmsNormQuantFp8(q, x8, x, norm_weight, eps, input_scale, residual);
-  if (silu_out8 != nullptr)
-    MatmulFp8SiluMulQuantFp8(q, *silu_out8, out, x8, w, alpha, silu_input_scale);
-  else
-    MatmulFp8(q, out, x8, w, alpha);
-}
 #endif
-
-// One BF16 row over a BF16 weight whose product the BF16 GEMV takes: the norm made inside it
-// (matmul_gemv.cu). Otherwise the op's definition.
-void RmsNormMatmulCuda(const Queue& q, const Tensor& out, const Tensor& normed, const Tensor& x,
-                       const Tensor& norm_weight, float eps, const Tensor* residual, const Tensor& w) {
-  if (NormBf16GemvFits(out, normed, x, residual, norm_weight, w))
-    return RmsNormMatmulBf16Gemv(q, out, normed, x, norm_weight, eps, residual, w);
-  RmsNorm(q, normed, x, norm_weight, eps, residual);
-  Matmul(q, out, normed, w);
-}
 
 }  // namespace
 
@@ -79,10 +53,8 @@ void RegisterFusedKernels() {
   Register<OpId::kRmsNormZeroCentredQuantFp8>(DeviceType::kCUDA, &NormQuantFp8Cuda<true>);
   Register<OpId::kRmsNormGatedQuantFp8>(DeviceType::kCUDA, &RmsNormGatedQuantFp8Cuda);
   Register<OpId::kSiluMulQuantFp8>(DeviceType::kCUDA, &SiluMulQuantFp8Cuda);
-  Register<OpId::kRmsNormMatmul>(DeviceType::kCUDA, &RmsNormMatmulCuda);
 #ifdef VT_CUDA_FP8
   Register<OpId::kMatmulFp8SiluMulQuantFp8>(DeviceType::kCUDA, &MatmulFp8SiluMulQuantFp8Cuda);
-  Register<OpId::kRmsNormQuantMatmulFp8>(DeviceType::kCUDA, &RmsNormQuantMatmulFp8Cuda);
 #endif
 }
 

@@ -63,29 +63,6 @@ bool SiluGemvFits(const Tensor& x8, const Tensor& w_gate_up);
 void MatmulFp8GemvSiluMulQuant(const Queue& q, const Tensor& out8, const Tensor& gate_up, const Tensor& x8,
                                const Tensor& w_gate_up, float alpha, float input_scale);
 int64_t SiluMulQuantGemvLaunches();
-// RmsNormQuantMatmulFp8 of one BF16 row by the GEMV: each CTA makes the row's
-// RmsNormQuantFp8 codes itself (the norm kernel's arithmetic, so the same bytes) and takes
-// them as a; CTA 0 writes x8, the CTA that arrives last writes the residual sum (every CTA
-// has read residual by then). out and silu_out8 as MatmulFp8Gemv / MatmulFp8GemvSiluMulQuant
-// of those codes, so byte for byte the op's definition. NormGemvFits: M = 1, x BF16,
-// residual none or BF16, norm_weight BF16 or F32, 16-byte aligned, GemvFits(x8, w); only
-// with VT_CUDA_NORM_GEMV=1 (opt-in).
-bool NormGemvFits(const Tensor& x, const Tensor* residual, const Tensor& norm_weight, const Tensor& x8,
-                  const Tensor& w);
-void RmsNormQuantMatmulFp8Gemv(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x,
-                               const Tensor& norm_weight, float eps, float input_scale, const Tensor* residual,
-                               const Tensor& w, float alpha, const Tensor* silu_out8, float silu_input_scale);
-// RmsNormMatmul of one BF16 row and BF16 weight by the BF16 GEMV the same way: each CTA makes
-// the RmsNorm row (the norm kernel's bytes) and takes it as a; CTA 0 writes normed.
-// NormBf16GemvFits: x and normed BF16, residual none or BF16, norm_weight BF16 or F32,
-// 16-byte aligned, Bf16GemvFits(out, normed, w); only with VT_CUDA_NORM_GEMV=1 (opt-in).
-bool NormBf16GemvFits(const Tensor& out, const Tensor& normed, const Tensor& x, const Tensor* residual,
-                      const Tensor& norm_weight, const Tensor& w);
-void RmsNormMatmulBf16Gemv(const Queue& q, const Tensor& out, const Tensor& normed, const Tensor& x,
-                           const Tensor& norm_weight, float eps, const Tensor* residual, const Tensor& w);
-// How many products RmsNormQuantMatmulFp8Gemv and RmsNormMatmulBf16Gemv ran (all queues):
-// lets tests prove which kernel ran.
-int64_t NormGemvLaunches();
 void MatmulBf16Gemv(const Queue& q, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor* bias);
 // How many products MatmulBf16Gemv ran (all queues): lets tests prove which kernel ran.
 int64_t Bf16GemvLaunches();

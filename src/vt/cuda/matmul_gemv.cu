@@ -33,7 +33,6 @@
 #include "vt/cuda/device_util.cuh"
 #include "vt/cuda/fp8_stream.cuh"
 #include "vt/cuda/matmul.h"
-#include "vt/cuda/norm_row.cuh"
 
 namespace vt::cuda {
 
@@ -66,24 +65,12 @@ struct GemvAct {
   const float* a_scales = nullptr;
   const float* b_scales = nullptr;
   int bn_shift = 0, block_k = 0, groups = 0;
-  // ActNorm (RmsNormQuantMatmulFp8, RmsNormMatmul): a is RmsNormQuantFp8 (FP8 rows) or
-  // RmsNorm (BF16 rows) of the BF16 row x (+ residual), made by each CTA; CTA 0 writes it to
-  // norm_out (the codes, or the BF16 normed row), the CTA that arrives last at `counter` writes
-  // the sum to residual.
-  const uint16_t* x = nullptr;
-  uint16_t* residual = nullptr;
-  const void* norm_w = nullptr;
-  DType norm_wd = DType::kBF16;
-  float eps = 0.0f, q_inv = 1.0f;
-  void* norm_out = nullptr;
-  int32_t* counter = nullptr;
 };
 
 // The row holds values of b's element type: widened exactly; the products are summed as they are.
 template <typename Rows>
 struct ActCodes {
   static constexpr bool kScaled = false;
-  static constexpr bool kNorm = false;
   __device__ __forceinline__ static void Load(const GemvAct& p, int v, bool, float (&f)[Rows::kElems]) {
     Rows::Decode(__ldg(static_cast<const uint4*>(p.a) + v), f);
   }
@@ -101,121 +88,6 @@ struct ActGroupScaled : ActCodes<Rows> {
     return __ldg(p.b_scales + static_cast<size_t>(row >> p.bn_shift) * p.groups + group);
   }
 };
-
-// The row made in the CTA (GemvAct's norm fields): for FP8 weights the RmsNormQuantFp8 codes
-// of x (+ residual), widened exactly as ActCodes widens stored codes; for BF16 weights the
-// RmsNorm row, BF16 (NormRow).
-template <typename Rows>
-struct ActNorm : ActCodes<Rows> {
-  static constexpr bool kNorm = true;
-};
-
-// Dynamic shared memory of the ActNorm kernels: the row after the residual add, BF16.
-constexpr int NormRowBytes(int threads, int vectors, int elems) { return threads * vectors * elems * 2; }
-
-__device__ __forceinline__ void UnpackBf16x8(uint4 v, float (&f)[8]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-  }
-}
-
-// The norm of the row, with the arithmetic of the norm kernels (norm.cu's RmsNormRowKernel,
-// so the same bytes): thread t's vectors v = t + uT take elements [kE v, kE v + kE): s = x
-// (+ residual, rounded to BF16) staged in `row` for the canonical sum of squares
-// (RowRmsInverse); y = RoundBf16(s * inv) * w; then for FP8 rows the code of RoundBf16(y) /
-// input_scale, for BF16 rows RoundBf16(y), widened into af. Call from every thread.
-template <typename Rows, int T, int U>
-__device__ __forceinline__ void NormRow(const GemvAct& p, int kv, uint16_t* row, float* inv_shared,
-                                        float (&af)[U][Rows::kElems]) {
-  constexpr int kE = Rows::kElems, kP = kE / 8;  // 16-byte pieces of BF16 x per vector
-  constexpr bool kFp8 = kE == 16;
-  const int tid = static_cast<int>(threadIdx.x);
-  uint4 sb[U][kP];  // the row's BF16 bits after the residual add
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int v = tid + u * T;
-    if (v >= kv) continue;
-    const uint4* xp = reinterpret_cast<const uint4*>(p.x) + kP * v;
-#pragma unroll
-    for (int h = 0; h < kP; ++h) sb[u][h] = xp[h];
-    if (p.residual != nullptr) {
-      const uint4* rp = reinterpret_cast<const uint4*>(p.residual) + kP * v;
-#pragma unroll
-      for (int h = 0; h < kP; ++h) {
-        float a[8], b[8];
-        UnpackBf16x8(sb[u][h], a);
-        UnpackBf16x8(rp[h], b);
-        uint32_t w[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          w[i] = static_cast<uint32_t>(FloatToBf16(a[2 * i] + b[2 * i])) |
-                 (static_cast<uint32_t>(FloatToBf16(a[2 * i + 1] + b[2 * i + 1])) << 16);
-        sb[u][h] = make_uint4(w[0], w[1], w[2], w[3]);
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < kP; ++h) reinterpret_cast<uint4*>(row)[kP * v + h] = sb[u][h];
-  }
-  const float inv = RowRmsInverse([row](int64_t i) { return Bf16ToFloat(row[i]); }, int64_t{kv} * kE, p.eps,
-                                  inv_shared);
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int v = tid + u * T;
-    if (v >= kv) {
-#pragma unroll
-      for (int j = 0; j < kE; ++j) af[u][j] = 0.0f;
-      continue;
-    }
-    uint32_t packed[4] = {0u, 0u, 0u, 0u};  // the codes (FP8) or the BF16 row's bits
-#pragma unroll
-    for (int h = 0; h < kP; ++h) {
-      float s[8];
-      UnpackBf16x8(sb[u][h], s);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int j = 8 * h + i;
-        const float y = RoundAny(DType::kBF16, s[i] * inv) * LoadAny(p.norm_w, p.norm_wd, int64_t{kE} * v + j);
-        if constexpr (kFp8)
-          packed[j / 4] |= uint32_t{QuantizeFp8KeepNan(RoundAny(DType::kBF16, y), p.q_inv)} << (8 * (j % 4));
-        else
-          packed[j / 2] |= static_cast<uint32_t>(FloatToBf16(y)) << (16 * (j % 2));
-      }
-    }
-    const uint4 c = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-    if (blockIdx.x == 0) reinterpret_cast<uint4*>(p.norm_out)[v] = c;
-    Rows::Decode(c, af[u]);
-  }
-}
-
-// After the products: the CTA that arrives last at p.counter (every CTA has read x and
-// residual by then) writes the row after the residual add back to residual, and resets
-// the counter for the next launch. Call from every thread of every CTA.
-template <int T, int U, int kE>
-__device__ __forceinline__ void NormWriteResidual(const GemvAct& p, int kv, const uint16_t* row) {
-  if (p.residual == nullptr) return;  // uniform
-  constexpr int kP = kE / 8;
-  __shared__ int last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    last = atomicAdd(p.counter, 1) == static_cast<int32_t>(gridDim.x - 1);
-    if (last) *p.counter = 0;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int v = static_cast<int>(threadIdx.x) + u * T;
-    if (v >= kv) continue;
-#pragma unroll
-    for (int h = 0; h < kP; ++h)
-      reinterpret_cast<uint4*>(p.residual)[kP * v + h] = reinterpret_cast<const uint4*>(row)[kP * v + h];
-  }
-}
 
 // Where the products go (GemvOut) and which weight rows a CTA takes: OutRows writes row n's
 // alpha * sum (+ bias) rounded to od at out[n]; OutSiluMulQuant takes b as [gate | up] (2I
@@ -316,9 +188,7 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
   const int units = Out::kPairs ? N / 2 : N, half_rows = N / 2;
   const int r0 = static_cast<int>(static_cast<int64_t>(units) * blockIdx.x / gridDim.x);
   const int r1 = static_cast<int>(static_cast<int64_t>(units) * (blockIdx.x + 1) / gridDim.x);
-  // Uniform across the CTA. (Never taken: Launch's grid is at most units / RB CTAs, so every
-  // CTA has rows, and an ActNorm launch's arrivals count every CTA.)
-  if (r0 >= r1) return;
+  if (r0 >= r1) return;  // uniform across the CTA
 
   uint4 cur[U][RB], nxt[U][RB];
   bool loaded = false;
@@ -350,17 +220,11 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
   float af[U][kE];
   float a_scale[U];  // Act::kScaled: the scale of the vector's group of a
   int group[U];
-  extern __shared__ __align__(16) uint16_t norm_row[];  // ActNorm: NormRowBytes
-  if constexpr (Act::kNorm) {
-    __shared__ float inv_shared;
-    NormRow<Rows, T, U>(act, kv, norm_row, &inv_shared, af);
-  }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int v = tid + u * T;
     a_scale[u] = 0.0f;
     group[u] = 0;
-    if constexpr (Act::kNorm) continue;
     if (v < kv) {
       Act::Load(act, v, blockIdx.x == 0, af[u]);
       if constexpr (Act::kScaled) {
@@ -425,7 +289,6 @@ __global__ void __launch_bounds__(T, MinCtasPerSm(T, U))
 #pragma unroll
       for (int r = 0; r < RB; ++r) cur[u][r] = nxt[u][r];
   }
-  if constexpr (Act::kNorm) NormWriteResidual<T, U, kE>(act, kv, norm_row);
 }
 
 std::atomic<int64_t> g_early_load_launches{0};
@@ -436,8 +299,7 @@ template <typename Rows, typename Act, typename Out, int T, int U, int RB>
 int ResidentCtas() {
   static const int n = [] {
     int blocks = 0;
-    VT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, GemvKernel<Rows, Act, Out, T, U, RB>, T,
-                                                              Act::kNorm ? NormRowBytes(T, U, Rows::kElems) : 0));
+    VT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, GemvKernel<Rows, Act, Out, T, U, RB>, T, 0));
     return std::max(blocks, 1);
   }();
   return n;
@@ -456,7 +318,7 @@ void Launch(CudaQueue& cq, const GemvOut& o, const GemvAct& act, const Tensor& b
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(T);
-  cfg.dynamicSmemBytes = Act::kNorm ? static_cast<size_t>(K) * 2 : 0;
+  cfg.dynamicSmemBytes = 0;
   cfg.stream = cq.stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -599,84 +461,6 @@ void MatmulFp8GemvSiluMulQuant(const Queue& q, const Tensor& out8, const Tensor&
 }
 
 int64_t SiluMulQuantGemvLaunches() { return g_silu_launches.load(std::memory_order_relaxed); }
-
-namespace {
-std::atomic<int64_t> g_norm_launches{0};
-
-// The norm made in the GEMV is opt-in: VT_CUDA_NORM_GEMV=1 takes it (read at each call);
-// otherwise the norm kernel and the GEMV run as two kernels.
-bool NormGemvOn() {
-  const char* v = std::getenv("VT_CUDA_NORM_GEMV");
-  return v != nullptr && std::string_view(v) != "0";
-}
-
-// The ActNorm fields both norm GEMVs share: the row, the residual, the norm's weight and eps,
-// where CTA 0 writes the norm's output, the queue's arrival counter.
-GemvAct NormActOf(const CudaQueue& cq, const Tensor& x, const Tensor* residual, const Tensor& norm_weight, float eps,
-                  const Tensor& norm_out) {
-  GemvAct act;
-  act.x = x.data_as<uint16_t>();
-  act.residual = residual != nullptr ? residual->data_as<uint16_t>() : nullptr;
-  act.norm_w = norm_weight.data();
-  act.norm_wd = norm_weight.dtype();
-  act.eps = eps;
-  act.norm_out = norm_out.data();
-  act.counter = cq.gemv_counter;
-  return act;
-}
-}  // namespace
-
-bool NormGemvFits(const Tensor& x, const Tensor* residual, const Tensor& norm_weight, const Tensor& x8,
-                  const Tensor& w) {
-  return NormGemvOn() && x.dtype() == DType::kBF16 && x.dim(0) == 1 && Aligned16(x) &&
-         (residual == nullptr || Aligned16(*residual)) &&
-         (norm_weight.dtype() == DType::kBF16 || norm_weight.dtype() == DType::kF32) && GemvFits(x8, w);
-}
-
-void RmsNormQuantMatmulFp8Gemv(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x,
-                               const Tensor& norm_weight, float eps, float input_scale, const Tensor* residual,
-                               const Tensor& w, float alpha, const Tensor* silu_out8, float silu_input_scale) {
-  VT_CHECK(NormGemvFits(x, residual, norm_weight, x8, w) && (silu_out8 == nullptr || w.dim(0) % 2 == 0),
-           "internal: RmsNormQuantMatmulFp8Gemv of ", x.Describe(), " and ", w.Describe());
-  if (w.dim(0) == 0) return;
-  CudaQueue& cq = Cuda(q);
-  DeviceGuard guard(cq.device.index);
-  GemvAct act = NormActOf(cq, x, residual, norm_weight, eps, x8);
-  act.q_inv = 1.0f / input_scale;
-  const int64_t kv = w.dim(1) / 16;
-  if (silu_out8 != nullptr) {
-    const GemvOut o{out.data(), DType::kBF16, nullptr, DType::kF32, alpha, 1.0f / silu_input_scale,
-                    silu_out8->data_as<uint8_t>()};
-    ChooseVariant<Fp8Rows, ActNorm<Fp8Rows>, OutSiluMulQuant>(kv).launch(cq, o, act, w, GemvLaunchFor(w));
-    g_silu_launches.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    ChooseVariant<Fp8Rows, ActNorm<Fp8Rows>>(kv).launch(cq, RowsTo(out, alpha, nullptr), act, w, GemvLaunchFor(w));
-  }
-  g_norm_launches.fetch_add(1, std::memory_order_relaxed);
-}
-
-bool NormBf16GemvFits(const Tensor& out, const Tensor& normed, const Tensor& x, const Tensor* residual,
-                      const Tensor& norm_weight, const Tensor& w) {
-  return NormGemvOn() && x.dtype() == DType::kBF16 && normed.dtype() == DType::kBF16 &&
-         Aligned16(x) && (residual == nullptr || Aligned16(*residual)) &&
-         (norm_weight.dtype() == DType::kBF16 || norm_weight.dtype() == DType::kF32) && Bf16GemvFits(out, normed, w);
-}
-
-void RmsNormMatmulBf16Gemv(const Queue& q, const Tensor& out, const Tensor& normed, const Tensor& x,
-                           const Tensor& norm_weight, float eps, const Tensor* residual, const Tensor& w) {
-  VT_CHECK(NormBf16GemvFits(out, normed, x, residual, norm_weight, w), "internal: RmsNormMatmulBf16Gemv of ",
-           x.Describe(), " and ", w.Describe());
-  if (w.dim(0) == 0) return;
-  CudaQueue& cq = Cuda(q);
-  DeviceGuard guard(cq.device.index);
-  const GemvAct act = NormActOf(cq, x, residual, norm_weight, eps, normed);
-  ChooseVariant<Bf16Rows, ActNorm<Bf16Rows>>(w.dim(1) / 8)
-      .launch(cq, RowsTo(out, 1.0f, nullptr), act, w, GemvLaunchFor(w));
-  g_bf16_launches.fetch_add(1, std::memory_order_relaxed);
-  g_norm_launches.fetch_add(1, std::memory_order_relaxed);
-}
-
-int64_t NormGemvLaunches() { return g_norm_launches.load(std::memory_order_relaxed); }
 
 namespace {
 std::atomic<int64_t> g_group_scaled_launches{0};

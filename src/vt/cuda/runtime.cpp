@@ -345,9 +345,8 @@ CudaQueue::CudaQueue(int index) : Queue::Impl(Device::Cuda(index)) {
   // copy never races a kernel of this queue on the same bytes.
   VT_CUDA_CHECK(cudaStreamCreate(&stream));
   index_errors = IndexErrors(index);
-  VT_CUDA_CHECK(cudaMalloc(&split_counters, (kSplitCounters + 1) * sizeof(int32_t)));
-  VT_CUDA_CHECK(cudaMemset(split_counters, 0, (kSplitCounters + 1) * sizeof(int32_t)));
-  gemv_counter = split_counters + kSplitCounters;
+  VT_CUDA_CHECK(cudaMalloc(&split_counters, kSplitCounters * sizeof(int32_t)));
+  VT_CUDA_CHECK(cudaMemset(split_counters, 0, kSplitCounters * sizeof(int32_t)));
   cudaDeviceProp prop{};
   VT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
   sm_count = prop.multiProcessorCount;

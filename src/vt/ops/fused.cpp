@@ -129,64 +129,6 @@ void MatmulFp8SiluMulQuantFp8(const Queue& q, const Tensor& out8, const Tensor& 
   Kernel<OpId::kMatmulFp8SiluMulQuantFp8>(q.device().type)(q, out8, gate_up, x8, w_gate_up, alpha, input_scale);
 }
 
-void RmsNormQuantMatmulFp8(const Queue& q, const Tensor& out, const Tensor& x8, const Tensor& x,
-                           const Tensor& norm_weight, float eps, float input_scale, const Tensor* residual,
-                           const Tensor& w, float alpha, const Tensor* silu_out8, float silu_input_scale) {
-  constexpr std::string_view op = "RmsNormQuantMatmulFp8";
-  CheckNormQuantFp8(op, q, x8, x, norm_weight, eps, input_scale, residual, nullptr);
-  check::NDim(op, "x", x, 2);
-  check::Operand(op, q, "w", w, {DType::kF8E4M3});
-  check::NDim(op, "w", w, 2);
-  VT_CHECK(w.dim(1) == x.dim(1), op, ": w is ", w.Describe(), " but x is ", x.Describe(),
-           "; w must be [N, K] with K = ", x.dim(1));
-  if (residual != nullptr) {
-    const auto* r = static_cast<const char*>(residual->data());
-    const auto* xb = static_cast<const char*>(x.data());
-    VT_CHECK(r + residual->nbytes() <= xb || xb + x.nbytes() <= r, op, ": residual ", residual->Describe(),
-             " overlaps x ", x.Describe(), "; they must be separate tensors");
-  }
-  check::Finite(op, "alpha", alpha);
-  if (silu_out8 != nullptr) {
-    check::Output(op, q, "out", out, {DType::kBF16});
-    check::ShapeIs(op, "out", out, {x.dim(0), w.dim(0)});
-    VT_CHECK(w.dim(0) % 2 == 0, op, ": w is ", w.Describe(), "; with silu_out8 it must be [gate | up] (2I rows)");
-    check::Output(op, q, "silu_out8", *silu_out8, {DType::kF8E4M3});
-    check::ShapeIs(op, "silu_out8", *silu_out8, {x.dim(0), w.dim(0) / 2});
-    check::PositiveFinite(op, "silu_input_scale", silu_input_scale);
-  } else {
-    check::Output(op, q, "out", out, {DType::kBF16, DType::kF32});
-    check::ShapeIs(op, "out", out, {x.dim(0), w.dim(0)});
-  }
-  Kernel<OpId::kRmsNormQuantMatmulFp8>(q.device().type)(q, out, x8, x, norm_weight, eps, input_scale, residual, w,
-                                                        alpha, silu_out8, silu_input_scale);
-}
-
-void RmsNormMatmul(const Queue& q, const Tensor& out, const Tensor& normed, const Tensor& x,
-                   const Tensor& norm_weight, float eps, const Tensor* residual, const Tensor& w) {
-  constexpr std::string_view op = "RmsNormMatmul";
-  check::Operand(op, q, "x", x, check::kFloat16Or32);
-  check::Operand(op, q, "norm_weight", norm_weight, check::kFloat16Or32);
-  check::NDim(op, "x", x, 2);
-  check::Output(op, q, "normed", normed, check::kFloat16Or32);
-  check::ShapeIs(op, "normed", normed, x.shape());
-  check::ShapeIs(op, "norm_weight", norm_weight, {x.dim(1)});
-  check::Finite(op, "eps", eps);
-  check::NormSideOutputs(op, q, x, residual, nullptr);
-  if (residual != nullptr) {
-    const auto* r = static_cast<const char*>(residual->data());
-    const auto* xb = static_cast<const char*>(x.data());
-    VT_CHECK(r + residual->nbytes() <= xb || xb + x.nbytes() <= r, op, ": residual ", residual->Describe(),
-             " overlaps x ", x.Describe(), "; they must be separate tensors");
-  }
-  check::Operand(op, q, "w", w, check::kFloat16Or32);
-  check::NDim(op, "w", w, 2);
-  VT_CHECK(w.dim(1) == x.dim(1), op, ": w is ", w.Describe(), " but x is ", x.Describe(),
-           "; w must be [N, K] with K = ", x.dim(1));
-  check::Output(op, q, "out", out, check::kFloat16Or32);
-  check::ShapeIs(op, "out", out, {x.dim(0), w.dim(0)});
-  Kernel<OpId::kRmsNormMatmul>(q.device().type)(q, out, normed, x, norm_weight, eps, residual, w);
-}
-
 namespace {
 void CheckNormQuantFp8PerTokenGroup(std::string_view op, const Queue& q, const Tensor& out, const Tensor& scales,
                                     const Tensor& x, const Tensor& weight, float eps, int64_t group_size,
