@@ -100,44 +100,44 @@ VT_INLINE void LoadCachePair(const void* row, int64_t i, V& x0, V& x1) {
 }
 
 // Whether an e4m3 code S.1111.111 (NaN) is among the first D bytes of rows j < n, each
-// stride_bytes apart: code | 0x80 == 0xFF, a vector of codes at a time (the word-at-a-time
-// AnyFp8NaNCode for the tail), all rows' compares ORed before one test. (The scan runs on
-// every call; word at a time it took a third of an FP8 call's time, bench/README.md.)
+// stride_bytes apart: code | 0x80 == 0xFF. A vector of codes at a time, each lane keeping the
+// largest code | 0x80 it has seen (two instructions a vector, the load folded into the OR),
+// one compare with 0xFF at the end (AnyFp8NaNCode, a word at a time, for the tail). The scan
+// runs on every FP8 call, over its keys and its values: bench/README.md has its share.
 inline bool AnyFp8NaN(const char* rows, int64_t stride_bytes, int64_t n, int64_t D) {
 #if defined(__AVX512F__)
   constexpr int64_t kW = 64;
-  const __m512i top = _mm512_set1_epi8(static_cast<char>(0x80)), ones = _mm512_set1_epi8(-1);
-  __mmask64 hit = 0;
+  const __m512i top = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512i hi = _mm512_setzero_si512();
 #elif defined(__AVX2__)
   constexpr int64_t kW = 32;
-  const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi8(-1);
-  __m256i hit = _mm256_setzero_si256();
+  const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256i hi = _mm256_setzero_si256();
 #else
   constexpr int64_t kW = 16;
-  const uint8x16_t top = vdupq_n_u8(0x80), ones = vdupq_n_u8(0xFF);
-  uint8x16_t hit = vdupq_n_u8(0);
+  const uint8x16_t top = vdupq_n_u8(0x80);
+  uint8x16_t hi = vdupq_n_u8(0);
 #endif
   const int64_t whole = D / kW * kW;
   for (int64_t j = 0; j < n; ++j) {
     const auto* p = reinterpret_cast<const uint8_t*>(rows + j * stride_bytes);
     for (int64_t i = 0; i < whole; i += kW) {
 #if defined(__AVX512F__)
-      hit |= _mm512_cmpeq_epi8_mask(_mm512_or_si512(_mm512_loadu_si512(p + i), top), ones);
+      hi = _mm512_max_epu8(hi, _mm512_or_si512(_mm512_loadu_si512(p + i), top));
 #elif defined(__AVX2__)
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
-      hit = _mm256_or_si256(hit, _mm256_cmpeq_epi8(_mm256_or_si256(x, top), ones));
+      hi = _mm256_max_epu8(hi, _mm256_or_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), top));
 #else
-      hit = vorrq_u8(hit, vceqq_u8(vorrq_u8(vld1q_u8(p + i), top), ones));
+      hi = vmaxq_u8(hi, vorrq_u8(vld1q_u8(p + i), top));
 #endif
     }
     if (whole < D && AnyFp8NaNCode(p + whole, D - whole)) return true;
   }
 #if defined(__AVX512F__)
-  return hit != 0;
+  return _mm512_cmpeq_epi8_mask(hi, _mm512_set1_epi8(-1)) != 0;
 #elif defined(__AVX2__)
-  return _mm256_movemask_epi8(hit) != 0;
+  return _mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, _mm256_set1_epi8(-1))) != 0;
 #else
-  return vmaxvq_u8(hit) != 0;
+  return vmaxvq_u8(hi) == 0xFF;
 #endif
 }
 
@@ -253,7 +253,24 @@ void AttendPass(const float* q, const char* k, const char* v, int64_t stride_byt
       V a[NH][KU];
       for (int t = 0; t < NH; ++t)
         for (int u = 0; u < KU; ++u) a[t][u] = Zero();
-      for (int64_t i = 0; i < D; i += kLanes) {
+      int64_t i = 0;
+      if constexpr (kD == DType::kF8E4M3 && kLanes == 8) {
+        // AVX2: a key's 16 codes widened together (LoadCachePair: one widening for two
+        // vectors); each sum still takes the same elements in the same order as below.
+        for (; i + 2 * kLanes <= D; i += 2 * kLanes) {
+          pf.Issue();
+          pf.Issue();
+          for (int u = 0; u < KU; ++u) {
+            V x0, x1;
+            LoadCachePair<kD, kNaN>(k + (j + u) * stride_bytes, i, x0, x1);
+            for (int t = 0; t < NH; ++t) {
+              a[t][u] = Fma(LoadF32(q + t * D + i), x0, a[t][u]);
+              a[t][u] = Fma(LoadF32(q + t * D + i + kLanes), x1, a[t][u]);
+            }
+          }
+        }
+      }
+      for (; i < D; i += kLanes) {
         pf.Issue();
         V x[KU];
         for (int u = 0; u < KU; ++u) x[u] = LoadCache<kD, kNaN>(k + (j + u) * stride_bytes, i);
