@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "../vt/op_table.h"  // MakePagedBatch
 #include "cuda_test_util.h"
@@ -221,7 +223,8 @@ TEST(CudaModelOps, PagedAttentionPrefillMatchesCpuAndReference) {
 // A CUDA graph records a decode launch for the widest block table, so its context splits are
 // sized for max_model_len and a short context leaves most of them empty: their CTAs return
 // at once and the last CTA of the others combines them (attention_split.cuh). Here one long
-// sequence widens the block tables (11 splits on a 132-SM GPU) and the short contexts leave
+// sequence widens the block tables (11 splits of the four-warp form on a 132-SM GPU, 2 of
+// the wide form; BF16 runs both, VT_CUDA_ATTN_DECODE_WIDE) and the short contexts leave
 // most of their splits empty: each kernel's output matches the CPU and the float64 reference
 // (RunAttentionCase) and, byte for byte, the same launch with the empty splits run
 // (VT_CUDA_ATTN_SKIP_EMPTY_SPLITS=0), also where one split holds a whole context (1 to 40
@@ -233,7 +236,10 @@ TEST(CudaModelOps, DecodeEmptySplitsSkippedWithTheSameBytes) {
   const AttnCase c{16, 8, 128, 16, {{1500, 1}, {1, 1}, {17, 1}, {40, 1}, {300, 1}, {33, 1}}};
   setenv("VT_CUDA_ATTN_DECODE", "always", 1);  // F16 on the CUDA-core decode kernel at 6 sequences
   setenv("VT_CUDA_ATTN_ONE_SPLIT_TOKENS", "0", 1);
-  for (DType d : {DType::kBF16, DType::kF16}) {
+  for (const auto& [d, wide] : {std::pair{DType::kBF16, "always"}, std::pair{DType::kBF16, "0"},
+                                std::pair{DType::kF16, "0"}}) {
+    setenv("VT_CUDA_ATTN_DECODE_WIDE", wide, 1);
+    SCOPED_TRACE(std::string("VT_CUDA_ATTN_DECODE_WIDE=") + wide);
     const int64_t fused0 = vt::cuda::DecodeSplitsCombinedInLaunch();
     const int64_t skip0 = vt::cuda::DecodeLaunchesSkippingEmptySplits();
     const int64_t one0 = vt::cuda::DecodeLaunchesWithOneSplitContexts();
@@ -257,6 +263,7 @@ TEST(CudaModelOps, DecodeEmptySplitsSkippedWithTheSameBytes) {
     std::copy(all.begin() + 4 * row, all.begin() + 5 * row, one.begin() + 4 * row);
     EXPECT_EQ(one, all) << vt::DTypeName(d) << ": serving short contexts by one split changed other rows";
   }
+  unsetenv("VT_CUDA_ATTN_DECODE_WIDE");
   unsetenv("VT_CUDA_ATTN_ONE_SPLIT_TOKENS");
   unsetenv("VT_CUDA_ATTN_DECODE");
 }
@@ -351,6 +358,52 @@ TEST(CudaModelOps, PagedAttentionDecodeMatchesCpuAndReference) {
   EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - core0, 2);
   EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - pre0, 2);
   unsetenv("VT_CUDA_ATTN_DECODE_MMA");
+}
+
+// The wide form of the tensor-core decode kernel (kWideTeams teams of four warps taking a
+// context's tiles side by side, DecodeMmaWide): taken by default when the step's (sequence,
+// KV head) pairs do not fill the GPU, here forced at any batch and then switched off, over
+// contexts of 1 to 8192 tokens (one tile per team, several rounds of tiles, split contexts
+// combined in the launch), GQA 1 to 8, head sizes 64 and 128, a 256-sequence step and a
+// sequence of two rows served row by row: each launch within the bounds of the CPU kernel
+// and the float64 reference, and counted as the form that ran.
+TEST(CudaModelOps, DecodeWideFormMatchesCpuAndReference) {
+  VT_REQUIRE_CUDA();
+  if (vtt::DecodeHeadsNOn(false)) GTEST_SKIP() << "VT_CUDA_ATTN_DECODE_HEADS_N=1: BF16 caches take the N form";
+  std::vector<AttnCase> cases = {
+      {16, 8, 128, 16, {{1, 1}}},                                // the 0.6B / 8B geometry, one token
+      {16, 8, 128, 16, {{160, 1}}},                              // three tiles: one a team
+      {32, 4, 128, 16, {{130, 1}, {256, 1}, {257, 1}}},          // four and five tiles: a second round
+      {32, 8, 128, 16, {{513, 1}, {64, 1}, {191, 1}}},           // GQA 4
+      {8, 1, 64, 32, {{1000, 1}}},                               // MQA, head size 64, split
+      {32, 4, 128, 16, {{8192, 1}, {4000, 1}, {1, 1}}},          // long contexts split across CTAs
+      {4, 4, 128, 16, {{70, 1}, {5, 1}}},                        // one query head per KV head
+      {16, 4, 64, 16, {{9, 2}, {20, 0}, {200, 1}}},              // two rows of one sequence, row by row
+  };
+  AttnCase many{32, 8, 128, 16, {}};
+  for (int64_t i = 0; i < 256; ++i) many.seqs.push_back({1 + (i * 37) % 300, 1});
+  cases.push_back(many);
+  setenv("VT_CUDA_ATTN_DECODE", "always", 1);
+  uint32_t seed = 1200;
+  for (const char* wide : {"always", "0"}) {
+    setenv("VT_CUDA_ATTN_DECODE_WIDE", wide, 1);
+    const int64_t mma0 = vt::cuda::DecodeMmaLaunches(), wide0 = vt::cuda::DecodeMmaWideLaunches();
+    for (const auto& c : cases) RunAttentionCase(c, DType::kBF16, seed += 7);
+    const int64_t n = static_cast<int64_t>(cases.size());
+    EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - mma0, n) << "VT_CUDA_ATTN_DECODE_WIDE=" << wide;
+    EXPECT_EQ(vt::cuda::DecodeMmaWideLaunches() - wide0, std::string(wide) == "0" ? 0 : n)
+        << "VT_CUDA_ATTN_DECODE_WIDE=" << wide;
+  }
+  // By default: the wide form for few pairs (3 sequences x 8 KV heads: a GPU of at least 96
+  // SMs), the four-warp form for many (256 x 8).
+  unsetenv("VT_CUDA_ATTN_DECODE_WIDE");
+  const int64_t wide0 = vt::cuda::DecodeMmaWideLaunches(), mma0 = vt::cuda::DecodeMmaLaunches();
+  RunAttentionCase(cases[3], DType::kBF16, seed += 7);
+  EXPECT_EQ(vt::cuda::DecodeMmaWideLaunches() - wide0, 1);
+  RunAttentionCase(many, DType::kBF16, seed += 7);
+  EXPECT_EQ(vt::cuda::DecodeMmaWideLaunches() - wide0, 1);
+  EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - mma0, 2);
+  unsetenv("VT_CUDA_ATTN_DECODE");
 }
 
 TEST(CudaModelOps, PagedAttentionRefusesBadMetadata) {

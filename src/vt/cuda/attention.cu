@@ -431,10 +431,15 @@ void RunPagedAttention(const Queue& q, const Tensor& out, const Tensor* out8, co
   // kMaxSplits CTAs per (item, KV head), never more than the tiles the widest block table
   // can hold.
   const bool decode = a.mixed || DecodeKernelFits(a, query.dtype(), key_cache.dtype());
+  // The wide form (DecodeMmaWide) splits for at most one of its CTAs per SM (one wave: a CTA
+  // takes a whole SM's registers).
+  a.wide = decode && DecodeMmaWide(cq, a, query.dtype(), key_cache.dtype());
   const int64_t items = decode ? S : AttnItems(T, S, a.group, kWarps);
   const int64_t ctas = items * a.Hk, want = SplitTargetPerSm(decode) * std::max(cq.sm_count, 1);
   const int64_t max_tiles = (a.max_blocks * a.block_size + kTile - 1) / kTile;
-  a.num_splits = ctas >= want ? 1 : std::min({(want + ctas - 1) / ctas, kMaxSplits, std::max<int64_t>(max_tiles, 1)});
+  const int64_t splits = a.wide ? std::max<int64_t>(std::max(cq.sm_count, 1) / ctas, 1)
+                                : (ctas >= want ? 1 : (want + ctas - 1) / ctas);
+  a.num_splits = std::min({splits, kMaxSplits, std::max<int64_t>(max_tiles, 1)});
   Tensor part_ml, part_acc;
   if (a.num_splits > 1) {
     part_ml = Tensor::Empty({a.num_splits, T * a.Hq, 2}, DType::kF32, out.device());

@@ -42,6 +42,8 @@ struct AttnArgs {
   // tensor-core decode kernel reads a one-row sequence's metadata, block table and cached
   // tokens but the newest before griddepcontrol.wait (attention_decode_mma.cu).
   bool early_context;
+  // The tensor-core decode kernel's wide form takes the launch (DecodeMmaWide).
+  bool wide;
   // A mixed step split in two launches: a decode kernel serves the sequences of one query
   // row and skips the others, the tensor-core prefill serves the others and skips those.
   bool mixed;
@@ -76,6 +78,15 @@ bool DecodeKernelFitsMixed(const AttnArgs& a, DType query, DType cache);
 // heads per KV head, 16-byte aligned rows; false (nothing launched) otherwise, when
 // VT_CUDA_ATTN_DECODE_MMA=0, or for an F8E4M3 cache when VT_CUDA_ATTN_DECODE_MMA_FP8=0.
 bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
+// The wide form of the tensor-core decode kernel (attention_decode_mma.cu): kWideTeams
+// teams of four warps in one CTA take a context's tiles side by side. DecodeMmaWide: whether
+// a step LaunchDecodeMma takes runs in it: a cache whose kernel runs the query heads as the
+// rows of its products (not DecodeMmaRowsN), when the step has at most a quarter as many
+// (sequence, KV head) pairs as the GPU has SMs (batch 1-4 of 8 KV heads on 132 SMs);
+// VT_CUDA_ATTN_DECODE_WIDE=0 never, =always at any batch (A/B runs, tests), read at each
+// call. Its launches split contexts for at most one CTA per SM (attention.cu).
+constexpr int kWideTeams = 3;
+bool DecodeMmaWide(const CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
 // Whether the step's geometry and dtypes are the tensor-core decode kernel's over a BF16
 // cache (as LaunchDecodeMma, but for the device's compute capability): such steps take a
 // decode kernel from one sequence on, the others (F8E4M3 caches included) from 8.

@@ -65,10 +65,10 @@ __device__ __forceinline__ void SplitPF16(float x0, float x1, uint32_t& hi, uint
 // Tokens [tok0, tok0 + count) of KV head kh of an F8E4M3 cache into a stage as stored (K rows
 // of Fp8KRow bytes, then V rows of Fp8VRow), by cp.async; rows past count are zero (a masked
 // token's value bytes must not be a NaN code). Token skip_tok's row is left to StageRowFp8.
-// Called by all kThreads threads (the pattern of StageTile).
+// Called by all kThreads threads (the pattern of StageTile, tid as there).
 template <int D, int kThreads>
 __device__ __forceinline__ void StageTileFp8(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok0,
-                                             int count, uint8_t* stage, int64_t skip_tok = -1) {
+                                             int count, uint8_t* stage, int64_t skip_tok = -1, int tid = -1) {
   constexpr int kVecs = D / 16;  // 16-byte pieces per row
   static_assert(kTileTok == 64 && (kTileTok * kVecs) % kThreads == 0, "every thread copies as many pieces");
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -80,7 +80,7 @@ __device__ __forceinline__ void StageTileFp8(const AttnArgs& a, const int32_t* t
   }
   uint8_t* vs = stage + kTileTok * Fp8KRow(D);
 #pragma unroll
-  for (int e = static_cast<int>(threadIdx.x); e < kTileTok * kVecs; e += kThreads) {
+  for (int e = tid >= 0 ? tid : static_cast<int>(threadIdx.x); e < kTileTok * kVecs; e += kThreads) {
     const int j = e / kVecs, c = (e - j * kVecs) * 16;
     const int64_t lo = __shfl_sync(0xFFFFFFFFu, src[0], j % 32), hi = __shfl_sync(0xFFFFFFFFu, src[1], j % 32);
     const int64_t at = (j < 32 ? lo : hi) + c;
@@ -91,12 +91,12 @@ __device__ __forceinline__ void StageTileFp8(const AttnArgs& a, const int32_t* t
 }
 
 // Token tok's K and V rows (an F8E4M3 cache) into row j of a stage; the first 2 * D / 16
-// threads copy one 16-byte piece each.
+// threads (of the CTA, or of a team: tid as StageTile's) copy one 16-byte piece each.
 template <int D>
 __device__ __forceinline__ void StageRowFp8(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok, int j,
-                                            uint8_t* stage) {
+                                            uint8_t* stage, int tid = -1) {
   constexpr int kVecs = D / 16;
-  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < 0) tid = static_cast<int>(threadIdx.x);
   if (tid >= 2 * kVecs) return;
   const bool value = tid >= kVecs;
   const int c = (tid - (value ? kVecs : 0)) * 16;
@@ -142,26 +142,26 @@ constexpr int DecodeStageBytes() {
 }
 
 // Tokens [tok0, tok0 + count) into stage buffer b, skipping token skip (StageTile /
-// StageTileFp8).
+// StageTileFp8), by the kWarps * 32 threads of the CTA or of a team (tid as StageTile's).
 template <int D, bool kFp8>
 __device__ __forceinline__ void DecodeStageTile(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok0,
-                                                int count, uint8_t* staged, int b, int64_t skip) {
+                                                int count, uint8_t* staged, int b, int64_t skip, int tid = -1) {
   uint8_t* stage = staged + b * DecodeStageBytes<D, kFp8>();
   if constexpr (kFp8) {
-    StageTileFp8<D, kWarps * 32>(a, table, kh, tok0, count, stage, skip);
+    StageTileFp8<D, kWarps * 32>(a, table, kh, tok0, count, stage, skip, tid);
   } else {
-    StageTile<D, false, kWarps * 32>(a, table, kh, tok0, count, reinterpret_cast<uint16_t*>(stage), skip);
+    StageTile<D, false, kWarps * 32>(a, table, kh, tok0, count, reinterpret_cast<uint16_t*>(stage), skip, tid);
   }
 }
 
 // Token tok's row into row j of stage buffer 0 (StageRow / StageRowFp8).
 template <int D, bool kFp8>
 __device__ __forceinline__ void DecodeStageRow(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok, int j,
-                                               uint8_t* staged) {
+                                               uint8_t* staged, int tid = -1) {
   if constexpr (kFp8) {
-    StageRowFp8<D>(a, table, kh, tok, j, staged);
+    StageRowFp8<D>(a, table, kh, tok, j, staged, tid);
   } else {
-    StageRow<D>(a, table, kh, tok, j, reinterpret_cast<uint16_t*>(staged));
+    StageRow<D>(a, table, kh, tok, j, reinterpret_cast<uint16_t*>(staged), tid);
   }
 }
 
@@ -222,22 +222,22 @@ __device__ __forceinline__ float DecodeQueryFragments(const AttnArgs& a, int64_t
   }
 }
 
-// Merges the warps' (max, sum, accumulator) triples for query row t (red_ml [kWarps]
-// [kMaxGroup][2], red_acc [kWarps][kMaxGroup][D] in natural dim order, written by the caller
-// and synchronised): weights e^(m_w - M), a warp that saw no token has m = -inf; then the
-// output rounded once to BF16, or this split's partial.
-template <int D, bool kFp8>
+// Merges the kAll warps' (max, sum, accumulator) triples for query row t (red_ml [kAll]
+// [kMaxGroup][2], red_acc [kAll][kMaxGroup][D] in natural dim order, written by the caller
+// and synchronised), run by the CTA's kAll * 32 threads: weights e^(m_w - M), a warp that
+// saw no token has m = -inf; then the output rounded once to BF16, or this split's partial.
+template <int D, bool kFp8, int kAll = kWarps>
 __device__ __forceinline__ void DecodeMergeWarps(const AttnArgs& a, const float* red_acc, const float* red_ml, int g,
                                                  int64_t t, int64_t kh, bool partials) {
   const int64_t split = blockIdx.z;
-  for (int e = static_cast<int>(threadIdx.x); e < g * D; e += kWarps * 32) {
+  for (int e = static_cast<int>(threadIdx.x); e < g * D; e += kAll * 32) {
     const int h = e / D, d = e - h * D;
     float M = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, red_ml[(w * kMaxGroup + h) * 2]);
+    for (int w = 0; w < kAll; ++w) M = fmaxf(M, red_ml[(w * kMaxGroup + h) * 2]);
     float L = 0.0f, O = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kAll; ++w) {
       const float mw = red_ml[(w * kMaxGroup + h) * 2];
       const float wt = mw == -INFINITY ? 0.0f : expf(mw - M);
       L += red_ml[(w * kMaxGroup + h) * 2 + 1] * wt;

@@ -37,9 +37,10 @@ __device__ __forceinline__ uint4 Fp8x8ToBf16x8(uint2 v) {
 // 16-byte pieces tid, tid + kThreads, ...: piece e is token e / kVecs. Lane l of each warp
 // finds the cache offsets of tokens l and 32 + l once; the others take them by shuffle.
 // Token skip_tok's row (BF16 caches only) is neither copied nor zeroed: StageRow fills it.
+// tid: the thread's index among the kThreads (-1: threadIdx.x; a team of a CTA passes its own).
 template <int D, bool kFp8, int kThreads>
 __device__ __forceinline__ void StageTile(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok0,
-                                          int count, uint16_t* ks, int64_t skip_tok = -1) {
+                                          int count, uint16_t* ks, int64_t skip_tok = -1, int tid = -1) {
   static_assert(kTileTok == 64 && (kTileTok * D / 8) % kThreads == 0, "every thread copies as many pieces");
   constexpr int kLd = TileRow(D);
   constexpr int kVecs = D / 8;  // 16-byte BF16 pieces per row
@@ -55,7 +56,7 @@ __device__ __forceinline__ void StageTile(const AttnArgs& a, const int32_t* tabl
   }
   uint16_t* vs = ks + kTileTok * kLd;
 #pragma unroll
-  for (int e = static_cast<int>(threadIdx.x); e < kTileTok * kVecs; e += kThreads) {
+  for (int e = tid >= 0 ? tid : static_cast<int>(threadIdx.x); e < kTileTok * kVecs; e += kThreads) {
     const int j = e / kVecs, c = (e - j * kVecs) * 8;
     const int64_t lo = __shfl_sync(0xFFFFFFFFu, src[0], j % 32), hi = __shfl_sync(0xFFFFFFFFu, src[1], j % 32);
     const int64_t at = (j < 32 ? lo : hi) + c;
@@ -76,13 +77,14 @@ __device__ __forceinline__ void StageTile(const AttnArgs& a, const int32_t* tabl
 }
 
 // Token tok's K and V rows of KV head kh (a BF16 cache) into row j of a stage, by cp.async;
-// the first 2 * D / 8 threads of the CTA copy one 16-byte piece each.
+// the first 2 * D / 8 threads of the CTA (or of a team: tid as StageTile's) copy one
+// 16-byte piece each.
 template <int D>
 __device__ __forceinline__ void StageRow(const AttnArgs& a, const int32_t* table, int64_t kh, int64_t tok, int j,
-                                         uint16_t* ks) {
+                                         uint16_t* ks, int tid = -1) {
   constexpr int kLd = TileRow(D);
   constexpr int kVecs = D / 8;
-  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < 0) tid = static_cast<int>(threadIdx.x);
   if (tid >= 2 * kVecs) return;
   const bool value = tid >= kVecs;
   const int c = (tid - (value ? kVecs : 0)) * 8;

@@ -49,6 +49,8 @@ int64_t DecodeMmaFp8Launches();
 // Of those, the launches with the query heads as the N columns of the products (F8E4M3
 // caches; VT_CUDA_ATTN_DECODE_HEADS_N=1 for every cache, =0 for none).
 int64_t DecodeMmaHeadsNLaunches();
+// Of the tensor-core ones, the launches of its wide form (DecodeMmaWide in attention.h).
+int64_t DecodeMmaWideLaunches();
 // How many decode launches with split contexts combined the splits in the launch itself
 // (attention_split.cuh) rather than by a combine kernel after it (all queues).
 int64_t DecodeSplitsCombinedInLaunch();
