@@ -84,7 +84,9 @@ bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache)
 // rows of its products (not DecodeMmaRowsN), when the step has at most a quarter as many
 // (sequence, KV head) pairs as the GPU has SMs (batch 1-4 of 8 KV heads on 132 SMs);
 // VT_CUDA_ATTN_DECODE_WIDE=0 never, =always at any batch (A/B runs, tests), read at each
-// call. Its launches split contexts for at most one CTA per SM (attention.cu).
+// call; never where a CTA cannot opt in to its shared memory (104 KB at head size 128 over a
+// BF16 cache: sm_80 and sm_90 can, sm_86 and sm_89 cannot). Its launches split contexts for
+// at most one CTA per SM (attention.cu).
 constexpr int kWideTeams = 3;
 bool DecodeMmaWide(const CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
 // Whether the step's geometry and dtypes are the tensor-core decode kernel's over a BF16

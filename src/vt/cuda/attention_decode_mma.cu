@@ -413,9 +413,22 @@ bool DecodeHeadsN(bool fp8) {
 }
 }  // namespace
 
+namespace {
+
+// The wide form's dynamic shared memory: a stage per team (104 KB for a BF16 cache at head
+// size 128: more than sm_86/sm_89 let a CTA opt in to, so those GPUs keep the four-warp form).
+size_t DecodeMmaWideSmemBytes(int64_t D, bool fp8) {
+  const int stage = D == 64 ? (fp8 ? DecodeStageBytes<64, true>() : DecodeStageBytes<64, false>())
+                            : (fp8 ? DecodeStageBytes<128, true>() : DecodeStageBytes<128, false>());
+  return size_t{kWideTeams} * static_cast<size_t>(stage);
+}
+
+}  // namespace
+
 bool DecodeMmaWide(const CudaQueue& cq, const AttnArgs& a, DType query, DType cache) {
   const bool fp8 = DecodeMmaFp8Takes(a, query, cache);
   if (cq.cc_major < 8 || !(fp8 || DecodeMmaTakes(a, query, cache)) || DecodeHeadsN(fp8)) return false;
+  if (DecodeMmaWideSmemBytes(a.D, fp8) > cq.smem_per_block_optin) return false;
   const char* v = std::getenv("VT_CUDA_ATTN_DECODE_WIDE");
   if (v != nullptr && std::strcmp(v, "0") == 0) return false;
   if (v != nullptr && std::strcmp(v, "always") == 0) return true;
@@ -435,8 +448,7 @@ bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache)
                                                : DecodeMmaWideKernelFor<false, true>(a.D))
                             : (a.early_context ? DecodeMmaWideKernelFor<true, false>(a.D)
                                                : DecodeMmaWideKernelFor<false, false>(a.D));
-    const size_t smem = size_t{kWideTeams} * (a.D == 64 ? (fp8 ? DecodeStageBytes<64, true>() : DecodeStageBytes<64, false>())
-                                                        : (fp8 ? DecodeStageBytes<128, true>() : DecodeStageBytes<128, false>()));
+    const size_t smem = DecodeMmaWideSmemBytes(a.D, fp8);
     VT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     LaunchOverlapped(cq, "DecodeMmaWideKernel", kernel, grid, kWarps * 32 * kWideTeams, smem, a);
     return true;

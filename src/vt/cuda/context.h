@@ -56,6 +56,7 @@ struct CudaQueue : Queue::Impl {
   IndexErrorRecord* index_errors = nullptr;
   int sm_count = 0;
   int cc_major = 0, cc_minor = 0;
+  size_t smem_per_block_optin = 0;  // the most dynamic shared memory a kernel may opt in to
   // Arrival counters of split decode attention (one per sequence and KV head of a step,
   // kSplitCounters of them): zero between launches, each reset by the CTA that arrives last.
   static constexpr int64_t kSplitCounters = int64_t{1} << 16;

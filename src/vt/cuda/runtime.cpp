@@ -352,6 +352,7 @@ CudaQueue::CudaQueue(int index) : Queue::Impl(Device::Cuda(index)) {
   sm_count = prop.multiProcessorCount;
   cc_major = prop.major;
   cc_minor = prop.minor;
+  smem_per_block_optin = prop.sharedMemPerBlockOptin;
 #ifdef VT_CUDA_CUBLASLT
   const cublasStatus_t st = cublasLtCreate(&lt);
   VT_CHECK(st == CUBLAS_STATUS_SUCCESS, "Queue::Cuda(", index, "): cublasLtCreate failed with status ",
