@@ -20,6 +20,18 @@ std::shared_ptr<Storage> AllocateStorage(int device, size_t nbytes);
 // Large host-to-device copies go through pinned staging buffers.
 void CopyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n);
 
+// Page-locked host memory of `bytes` bytes for copies with device `device` (vt::HostBuffer).
+std::shared_ptr<void> AllocatePinned(int device, size_t bytes);
+// Enqueues a copy of n bytes on q's stream (host page-locked or device memory on either side);
+// returns at once (vt/transfer.h).
+void CopyAsync(const Queue& q, void* dst, const void* src, size_t n);
+// A CUDA event recorded on a queue's stream (vt::Event).
+struct RecordedEvent;
+std::shared_ptr<RecordedEvent> RecordEvent(const Queue& q);
+bool EventReady(const RecordedEvent& e);
+// Waits for the event, then throws any index error a kernel recorded on its device.
+void WaitEvent(const RecordedEvent& e);
+
 // Returns when all work issued to CUDA device `device` is complete.
 void SynchronizeDevice(int device);
 
