@@ -138,10 +138,17 @@ const int32_t* Model::RankIds(std::span<const int32_t> ids) {
   return rank_ids_.data();
 }
 
-vt::Tensor Model::FillPrefix(const vt::Tensor& dst, const void* src, int64_t n, vt::DType dtype) {
-  vt::Tensor view = dst.Slice(0, 0, n);
-  view.CopyFrom(vt::Tensor::Borrow(const_cast<void*>(src), vt::Shape{n}, dtype, vt::Device::Cpu(), nullptr));
-  return view;
+void Model::PlaceDeviceTokens(const StepInput& step, const vt::Tensor& ids) {
+  const auto& d = step.device_tokens;
+  for (size_t i = 0; i < d.size();) {
+    size_t j = i + 1;  // a run of consecutive rows from consecutive sources: one copy
+    while (j < d.size() && d[j].row == d[j - 1].row + 1 && d[j].source == d[j - 1].source + 1) ++j;
+    const int64_t n = static_cast<int64_t>(j - i);
+    vt::CopyOnDeviceAsync(queue_, ids.Slice(0, d[i].row, d[i].row + n),
+                          step.device_token_source.Slice(0, d[i].source, d[i].source + n),
+                          static_cast<size_t>(n) * sizeof(int32_t));
+    i = j;
+  }
 }
 
 void Model::ReserveStepBuffers(const StepLimits& want) {
@@ -155,28 +162,16 @@ void Model::ReserveOwnStepBuffers(const StepLimits& want) {
   l.max_num_seqs = std::max(l.max_num_seqs, want.max_num_seqs);
   l.max_blocks_per_seq = std::max(l.max_blocks_per_seq, want.max_blocks_per_seq);
   l.max_logit_rows = std::max(l.max_logit_rows, want.max_logit_rows);
-  const StepLimits& have = buffers_.limits;
-  const vt::Device dev = queue_.device();
   using vt::DType;
-  bool grew = false;
-  if (l.max_num_tokens > have.max_num_tokens || !buffers_.ids.defined()) {
+  const int64_t T = l.max_num_tokens, S = l.max_num_seqs, R = l.max_logit_rows;
+  const size_t input_bytes = StepUpload::Bytes(T, DType::kI32) + 2 * StepUpload::Bytes(T, DType::kI64) +
+                             StepUpload::Bytes(S * l.max_blocks_per_seq, DType::kI32) +
+                             3 * StepUpload::Bytes(S, DType::kI32) + StepUpload::Bytes(S + 1, DType::kI32) +
+                             StepUpload::Bytes(R, DType::kI32);
+  bool grew = buffers_.inputs.Reserve(queue_, input_bytes);
+  if (R > buffers_.limits.max_logit_rows || !buffers_.logits.defined()) {
     grew = true;
-    buffers_.ids = vt::Tensor::Empty({l.max_num_tokens}, DType::kI32, dev);
-    buffers_.positions = vt::Tensor::Empty({l.max_num_tokens}, DType::kI64, dev);
-    buffers_.slots = vt::Tensor::Empty({l.max_num_tokens}, DType::kI64, dev);
-  }
-  if (l.max_num_seqs > have.max_num_seqs || l.max_blocks_per_seq > have.max_blocks_per_seq ||
-      !buffers_.block_tables.defined()) {
-    grew = true;
-    buffers_.block_tables = vt::Tensor::Empty({l.max_num_seqs * l.max_blocks_per_seq}, DType::kI32, dev);
-    buffers_.seq_lens = vt::Tensor::Empty({l.max_num_seqs}, DType::kI32, dev);
-    buffers_.query_start_loc = vt::Tensor::Empty({l.max_num_seqs + 1}, DType::kI32, dev);
-    buffers_.state_slots = vt::Tensor::Empty({l.max_num_seqs}, DType::kI32, dev);
-  }
-  if (l.max_logit_rows > have.max_logit_rows || !buffers_.logits.defined()) {
-    grew = true;
-    buffers_.logit_rows = vt::Tensor::Empty({l.max_logit_rows}, DType::kI32, dev);
-    buffers_.logits = vt::Tensor::Empty({l.max_logit_rows, config_.vocab_size}, DType::kF32, dev);
+    buffers_.logits = vt::Tensor::Empty({R, config_.vocab_size}, DType::kF32, queue_.device());
   }
   buffers_.limits = l;
   if (grew) ++StepBufferGeneration();
@@ -230,6 +225,21 @@ void Model::CheckStep(const StepInput& step, const KvCacheTensors& cache) const 
     }
   }
   VT_CHECK(R >= 0, "Execute: negative logit rows");
+  if (!step.device_tokens.empty()) {
+    VT_CHECK(comm_ == nullptr && peers_.empty(),
+             "Execute: tokens drawn on the device (async scheduling) need a model without tensor parallelism");
+    const vt::Tensor& src = step.device_token_source;
+    VT_CHECK(src.defined() && src.device() == queue_.device() && src.dtype() == vt::DType::kI32 && src.ndim() == 1,
+             "Execute: device_token_source must be a 1-D I32 tensor on ", vt::ToString(queue_.device()));
+    int32_t prev = -1;
+    for (const StepInput::DeviceToken& d : step.device_tokens) {
+      VT_CHECK(d.row > prev && d.row < T, "Execute: device token row ", d.row, " is not ascending inside the step's ",
+               T, " tokens");
+      VT_CHECK(d.source >= 0 && d.source < src.numel(), "Execute: device token source ", d.source,
+               " is outside the ", src.numel(), " sampled ids");
+      prev = d.row;
+    }
+  }
 }
 
 vt::Tensor Model::Execute(const StepInput& step, const KvCacheTensors& cache) {
@@ -241,8 +251,8 @@ vt::Tensor Model::ExecuteLocal(const StepInput& step, const KvCacheTensors& cach
   const auto issue_start = std::chrono::steady_clock::now();
   CheckStep(step, cache);
   // A sequence starting at position 0 starts from a zero state. The zeroing is a copy from
-  // the host, outside any recorded graph, ordered with the queue's work as the step's input
-  // copies are (vt's copies synchronise with the queue's stream).
+  // the host, outside any recorded graph, ordered with the queue's work (vt's synchronous
+  // copies wait for the queue's stream), before the step's inputs are uploaded.
   if (has_recurrent_state())
     for (int64_t s = 0; s < step.num_seqs(); ++s)
       if (step.positions[static_cast<size_t>(step.query_start_loc[static_cast<size_t>(s)])] == 0)
@@ -256,35 +266,33 @@ vt::Tensor Model::ExecuteLocal(const StepInput& step, const KvCacheTensors& cach
   const int64_t W = step.block_table_stride;
   StepLimits need{T, S, W, std::max<int64_t>(R, 1)};
   const StepLimits& have = buffers_.limits;
-  if (!buffers_.ids.defined() || T > have.max_num_tokens || S > have.max_num_seqs || W > have.max_blocks_per_seq ||
+  if (!buffers_.reserved() || T > have.max_num_tokens || S > have.max_num_seqs || W > have.max_blocks_per_seq ||
       need.max_logit_rows > have.max_logit_rows)
     ReserveOwnStepBuffers(need);
   using vt::DType;
-  const vt::Tensor ids = FillPrefix(buffers_.ids, RankIds(step.token_ids), T, DType::kI32);
+  StepUpload& in = buffers_.inputs;
+  in.Begin();
+  const vt::Tensor ids = in.Add(RankIds(step.token_ids), T, DType::kI32);
   AttentionMetadata meta;
   meta.num_tokens = T;
-  meta.positions = FillPrefix(buffers_.positions, step.positions.data(), T, DType::kI64);
-  meta.slot_mapping = FillPrefix(buffers_.slots, step.slot_mapping.data(), T, DType::kI64);
-  meta.block_tables = FillPrefix(buffers_.block_tables, step.block_tables.data(), S * W, DType::kI32).View({S, W});
-  meta.seq_lens = FillPrefix(buffers_.seq_lens, step.seq_lens.data(), S, DType::kI32);
-  meta.query_start_loc = FillPrefix(buffers_.query_start_loc, step.query_start_loc.data(), S + 1, DType::kI32);
-  if (has_recurrent_state())
-    meta.state_slots = FillPrefix(buffers_.state_slots, step.state_slots.data(), S, DType::kI32);
-  const vt::Tensor logits = buffers_.logits.Slice(0, 0, R);
+  meta.positions = in.Add(step.positions.data(), T, DType::kI64);
+  meta.slot_mapping = in.Add(step.slot_mapping.data(), T, DType::kI64);
+  meta.block_tables = in.Add(step.block_tables.data(), S * W, DType::kI32).View({S, W});
+  meta.seq_lens = in.Add(step.seq_lens.data(), S, DType::kI32);
+  meta.query_start_loc = in.Add(step.query_start_loc.data(), S + 1, DType::kI32);
+  if (has_recurrent_state()) meta.state_slots = in.Add(step.state_slots.data(), S, DType::kI32);
   bool identity = R == T;
   for (int64_t r = 0; identity && r < R; ++r) identity = step.logit_rows[r] == r;
-  if (identity) {
-    lm_->Forward(queue_, ids, meta, cache, vt::Tensor(), logits);
-  } else if (R > 0) {
-    const vt::Tensor rows = FillPrefix(buffers_.logit_rows, step.logit_rows.data(), R, DType::kI32);
-    lm_->Forward(queue_, ids, meta, cache, rows, logits);
-  } else {
-    // No row is sampled (every sequence is mid-prefill): the model still writes the KV cache;
-    // the head runs on one row so that every layer's work is the same as in a sampled step.
-    const int32_t last = static_cast<int32_t>(T - 1);
-    const vt::Tensor rows = FillPrefix(buffers_.logit_rows, &last, 1, DType::kI32);
-    lm_->Forward(queue_, ids, meta, cache, rows, buffers_.logits.Slice(0, 0, 1));
-  }
+  // No row is sampled (every sequence is mid-prefill): the model still writes the KV cache;
+  // the head runs on one row so that every layer's work is the same as in a sampled step.
+  const int32_t last = static_cast<int32_t>(T - 1);
+  vt::Tensor rows;
+  if (!identity) rows = R > 0 ? in.Add(step.logit_rows.data(), R, DType::kI32) : in.Add(&last, 1, DType::kI32);
+  in.Upload();
+  PlaceDeviceTokens(step, ids);
+  const vt::Tensor logits = buffers_.logits.Slice(0, 0, R);
+  if (identity) lm_->Forward(queue_, ids, meta, cache, vt::Tensor(), logits);
+  else lm_->Forward(queue_, ids, meta, cache, rows, R > 0 ? logits : buffers_.logits.Slice(0, 0, 1));
   last_issue_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - issue_start).count();
   return logits;
 }

@@ -26,6 +26,7 @@
 #include "model/models/causal_lm.h"
 #include "model/quant_config.h"
 #include "model/step_input.h"
+#include "model/step_upload.h"
 #include "vt/comm.h"
 #include "vt/graph.h"
 
@@ -156,6 +157,9 @@ class Model {
     padded_eager_ = on;
     for (auto& p : peers_) p->set_padded_eager_steps(on);
   }
+  // Whether a step may take token ids from the device (StepInput::device_tokens): not
+  // under tensor parallelism, where each rank looks up its own shard's ids.
+  bool TakesDeviceTokens() const { return comm_ == nullptr && peers_.empty(); }
   const GraphStats& graph_stats() const { return graph_stats_; }
 
   // Tensor parallelism. This model is rank 0: it owns ranks 1.. and runs every step on all
@@ -192,17 +196,21 @@ class Model {
   // The step's token ids as this rank's embedding looks them up (VocabShardIds, in
   // rank_ids_); the ids themselves without tensor parallelism.
   const int32_t* RankIds(std::span<const int32_t> ids);
-  // Copies n host values of `dtype` into the first n of a step buffer; returns that view.
-  static vt::Tensor FillPrefix(const vt::Tensor& dst, const void* src, int64_t n, vt::DType dtype);
+  // Replaces the token ids that step.device_tokens name by the device's (async scheduling),
+  // in `ids`, the step's ids on the device.
+  void PlaceDeviceTokens(const StepInput& step, const vt::Tensor& ids);
   // Runs a decode step as a graph replay (model_graphs.cpp), or padded and eagerly with
   // padded_eager_; counts it in graph_stats_. False when the step is not one a graph runs
   // (then nothing was enqueued).
   bool ExecuteGraph(const StepInput& step, const KvCacheTensors& cache);
 
-  // Persistent device buffers of a step (flat; each step takes views of their first rows).
+  // Persistent device buffers of a step: its inputs (one arena, uploaded in one copy) and
+  // the logits.
   struct StepBuffers {
     StepLimits limits;
-    vt::Tensor ids, positions, slots, block_tables, seq_lens, query_start_loc, state_slots, logit_rows, logits;
+    StepUpload inputs;
+    vt::Tensor logits;
+    bool reserved() const { return logits.defined(); }
   };
   StepBuffers buffers_;
 
@@ -226,7 +234,7 @@ class Model {
   std::map<GraphKey, vt::Graph> graphs_;
   uint64_t graphs_generation_ = 0;  // StepBufferGeneration() when graphs_ was last valid
   GraphStats graph_stats_;
-  std::vector<int32_t> pad_i32_;    // host staging of a padded step
+  std::vector<int32_t> pad_i32_;    // a padded step's arrays, before the upload
   std::vector<int64_t> pad_i64_;
 
   // Tensor parallelism (model_tp.cpp): this rank's communicator, and on rank 0 the other

@@ -39,41 +39,46 @@ bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
   const int64_t Sb = GraphBucket(S);
   // The recorded block tables are [Sb, W] with W the reserved width, whatever this step's.
   const StepLimits& have = buffers_.limits;
-  if (!buffers_.ids.defined() || Sb > have.max_num_tokens || Sb > have.max_num_seqs || Sb > have.max_logit_rows ||
+  if (!buffers_.reserved() || Sb > have.max_num_tokens || Sb > have.max_num_seqs || Sb > have.max_logit_rows ||
       step.block_table_stride > have.max_blocks_per_seq)
     ReserveOwnStepBuffers({Sb, Sb, std::max(step.block_table_stride, have.max_blocks_per_seq), Sb});
   const int64_t W = buffers_.limits.max_blocks_per_seq;
 
+  // The arrays padded to Sb rows, in one upload (the same offsets for every step of the bucket).
   using vt::DType;
   const size_t sb = static_cast<size_t>(Sb), s = static_cast<size_t>(S);
+  StepUpload& in = buffers_.inputs;
+  in.Begin();
   pad_i32_.assign(sb, 0);
   const int32_t* step_ids = RankIds(step.token_ids);
   std::copy(step_ids, step_ids + step.token_ids.size(), pad_i32_.begin());
-  const vt::Tensor ids = FillPrefix(buffers_.ids, pad_i32_.data(), Sb, DType::kI32);
+  const vt::Tensor ids = in.Add(pad_i32_.data(), Sb, DType::kI32);
   AttentionMetadata meta;
   meta.num_tokens = Sb;
   pad_i64_.assign(sb, 0);
   std::copy(step.positions.begin(), step.positions.end(), pad_i64_.begin());
-  meta.positions = FillPrefix(buffers_.positions, pad_i64_.data(), Sb, DType::kI64);
+  meta.positions = in.Add(pad_i64_.data(), Sb, DType::kI64);
   pad_i64_.assign(sb, -1);  // padding writes no KV entry
   std::copy(step.slot_mapping.begin(), step.slot_mapping.end(), pad_i64_.begin());
-  meta.slot_mapping = FillPrefix(buffers_.slots, pad_i64_.data(), Sb, DType::kI64);
+  meta.slot_mapping = in.Add(pad_i64_.data(), Sb, DType::kI64);
   pad_i32_.assign(sb * static_cast<size_t>(W), 0);
   for (size_t r = 0; r < s; ++r)
     std::copy_n(step.block_tables.begin() + static_cast<std::ptrdiff_t>(r * static_cast<size_t>(step.block_table_stride)),
                 step.block_table_stride, pad_i32_.begin() + static_cast<std::ptrdiff_t>(r * static_cast<size_t>(W)));
-  meta.block_tables = FillPrefix(buffers_.block_tables, pad_i32_.data(), Sb * W, DType::kI32).View({Sb, W});
+  meta.block_tables = in.Add(pad_i32_.data(), Sb * W, DType::kI32).View({Sb, W});
   pad_i32_.assign(sb, 1);  // padding: a context of one token
   std::copy(step.seq_lens.begin(), step.seq_lens.end(), pad_i32_.begin());
-  meta.seq_lens = FillPrefix(buffers_.seq_lens, pad_i32_.data(), Sb, DType::kI32);
+  meta.seq_lens = in.Add(pad_i32_.data(), Sb, DType::kI32);
   pad_i32_.resize(sb + 1);
   std::iota(pad_i32_.begin(), pad_i32_.end(), 0);
-  meta.query_start_loc = FillPrefix(buffers_.query_start_loc, pad_i32_.data(), Sb + 1, DType::kI32);
+  meta.query_start_loc = in.Add(pad_i32_.data(), Sb + 1, DType::kI32);
   if (has_recurrent_state()) {
     pad_i32_.assign(sb, -1);  // padding reads and writes no recurrent state
     std::copy(step.state_slots.begin(), step.state_slots.end(), pad_i32_.begin());
-    meta.state_slots = FillPrefix(buffers_.state_slots, pad_i32_.data(), Sb, DType::kI32);
+    meta.state_slots = in.Add(pad_i32_.data(), Sb, DType::kI32);
   }
+  in.Upload();
+  PlaceDeviceTokens(step, ids);
   const vt::Tensor logits = buffers_.logits.Slice(0, 0, Sb);
   if (padded_eager_) {
     lm_->Forward(queue_, ids, meta, cache, vt::Tensor(), logits);
@@ -106,7 +111,7 @@ bool Model::ExecuteGraph(const StepInput& step, const KvCacheTensors& cache) {
       std::fprintf(stderr, "vtllm: CUDA graphs off (decode steps run eagerly): recording a step failed: %s\n",
                    why_not.c_str());
       set_step_graphs(false);
-      return false;  // the inputs are in the buffers; the eager path copies them again
+      return false;  // the eager path uploads the inputs again
     }
     ++graph_stats_.captures;
     // Recording may have grown buffers that older graphs use: those are stale now.

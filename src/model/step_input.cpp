@@ -16,6 +16,8 @@ void StepInput::Clear(int64_t stride) {
   block_tables.clear();
   logit_rows.clear();
   state_slots.clear();
+  device_tokens.clear();
+  device_token_source = vt::Tensor();
   block_table_stride = stride;
 }
 

@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "vt/tensor.h"
+
 namespace vtllm::model {
 
 struct StepInput {
@@ -27,6 +29,14 @@ struct StepInput {
   // its slot first (a slot is handed to a request exactly then, as hybrid models run
   // without prefix caching and a preempted request is recomputed from position 0).
   std::vector<int32_t> state_slots;
+  // Tokens the device drew in the step before that the host does not know yet (async
+  // scheduling): on the device, token_ids[row] (0 here) becomes device_token_source[source]
+  // before the step runs. Rows ascending.
+  struct DeviceToken {
+    int32_t row = 0, source = 0;
+  };
+  std::vector<DeviceToken> device_tokens;
+  vt::Tensor device_token_source;  // [n] I32 on the model's device
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int64_t num_seqs() const { return static_cast<int64_t>(seq_lens.size()); }
