@@ -2,19 +2,24 @@
 //
 // Each step the host lays the per-row parameters and the sparse per-row lists (penalty
 // tokens with their output counts, logit_bias pairs, allowed and banned ids) out as CSR
-// arrays in one staging buffer, copies it to the device in one transfer, runs the ops in
-// vLLM's order on views of that buffer, and copies the ids and logprobs back in one
-// transfer. The device buffers are made once; the input buffer grows (rarely, geometrically)
-// only when a step's sparse lists outgrow it.
+// arrays in one page-locked staging buffer, copies it to the device in one transfer, runs the
+// ops in vLLM's order on views of that buffer, and copies the ids and logprobs back in one
+// transfer; the copies are enqueued (vt/transfer.h), so Launch returns before the draw is
+// done and Collect waits for it. Two staging buffers each way alternate, so a second draw can
+// be launched before the first is collected. The device buffers are made once; the input
+// buffers grow (rarely, geometrically) only when a step's sparse lists outgrow them.
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <deque>
 #include <cstring>
 #include <string>
 
 #include "vt/error.h"
 #include "vt/ops/sampling.h"
+#include "vt/transfer.h"
 
 namespace vtllm::engine {
 
@@ -32,8 +37,19 @@ struct Sampler::Impl {
   vt::Tensor raw;                // [max_rows, vocab] F32: the raw logits of rows that want logprobs
   vt::Tensor in_dev;             // [in_words] I32: the step's inputs (typed views below)
   vt::Tensor out_dev;            // [max_rows * (3 + 2 * kMaxTop)] I32: ids, ranks, logprobs, top lists
-  std::vector<int64_t> in_host;  // staging for in_dev, 8-byte aligned for the I64 bits
-  std::vector<int32_t> out_host;
+  // Page-locked staging of in_dev and out_dev, two of each (a launched draw's and the next's).
+  std::array<vt::HostBuffer, 2> in_host, out_host;
+  std::array<vt::Event, 2> in_copied;  // the last copy out of in_host[i] has run
+  int next = 0;                        // the staging pair the next launch uses
+  // A launched draw not yet collected.
+  struct Pending {
+    int buffer = 0;
+    int64_t rows = 0, k = 0;
+    std::vector<int> num_logprobs;
+    vt::Event done;
+  };
+  std::deque<Pending> pending;
+  std::vector<int32_t> lp_out;  // Logprobs' (synchronous) results
   std::vector<int32_t> count;   // [vocab] output counts of the row being laid out (kept zero)
   std::vector<uint8_t> listed;  // [vocab] token already listed for the row (kept zero)
   // Per-step CSR lists, built on the host.
@@ -47,7 +63,8 @@ struct Sampler::Impl {
     raw = vt::Tensor::Empty({rows, V}, vt::DType::kF32, q.device());
     Reserve(FixedWords(rows) + 4 * std::max<int64_t>(rows * 64, 4096));
     out_dev = vt::Tensor::Empty({rows * (3 + 2 * kMaxTop)}, vt::DType::kI32, q.device());
-    out_host.resize(static_cast<size_t>(out_dev.numel()));
+    for (vt::HostBuffer& b : out_host) b = vt::HostBuffer(q, static_cast<size_t>(out_dev.numel()) * 4);
+    lp_out.resize(static_cast<size_t>(out_dev.numel()));
     count.assign(static_cast<size_t>(V), 0);
     listed.assign(static_cast<size_t>(V), 0);
   }
@@ -55,8 +72,10 @@ struct Sampler::Impl {
   void Reserve(int64_t words) {
     if (in_dev.defined() && in_dev.numel() >= words) return;
     const int64_t n = in_dev.defined() ? std::max(words, 2 * in_dev.numel()) : words;
+    for (const vt::Event& e : in_copied) e.Wait();  // the old staging is about to go
+    for (const Pending& p : pending) p.done.Wait();  // ... and the old device buffer
     in_dev = vt::Tensor::Empty({n + n % 2}, vt::DType::kI32, q.device());
-    in_host.resize(static_cast<size_t>((n + 1) / 2));
+    for (vt::HostBuffer& b : in_host) b = vt::HostBuffer(q, static_cast<size_t>(n + n % 2) * 4);
   }
 
   // Typed views of the device input buffer at word offset `at`.
@@ -66,7 +85,8 @@ struct Sampler::Impl {
   vt::Tensor Out(int64_t at, const vt::Shape& shape, vt::DType d) const {
     return vt::Tensor::Borrow(out_dev.data_as<int32_t>() + at, shape, d, q.device(), nullptr);
   }
-  int32_t* HostWords() { return reinterpret_cast<int32_t*>(in_host.data()); }
+  int32_t* HostWords(int b) const { return static_cast<int32_t*>(in_host[static_cast<size_t>(b)].data()); }
+  const int32_t* OutWords(int b) const { return static_cast<const int32_t*>(out_host[static_cast<size_t>(b)].data()); }
 
   void CheckToken(int32_t t, size_t row, const char* field) const {
     VT_CHECK(t >= 0 && t < vocab, "Sampler: row ", row, " has ", field, " token id ", t, " outside the vocabulary [0, ",
@@ -133,14 +153,8 @@ struct Sampler::Impl {
              " logprobs; at most ", std::min<int64_t>(kMaxTop, vocab), " are supported");
   }
 
-  // Copies the first `n` result words to the host.
-  void FetchOut(int64_t n) {
-    if (n > 0) out_dev.Slice(0, 0, n).CopyToHost(out_host.data());
-  }
-
-  // Reads row r's logprobs from out_host laid out as TopKLogprobs wrote them.
-  PositionLogprobs ReadLogprobs(int64_t R, int64_t K, int64_t r, int32_t chosen, int k) const {
-    const int32_t* w = out_host.data();
+  // Reads row r's logprobs from result words `w` laid out as TopKLogprobs wrote them.
+  static PositionLogprobs ReadLogprobs(const int32_t* w, int64_t R, int64_t K, int64_t r, int32_t chosen, int k) {
     PositionLogprobs lp;
     lp.chosen.token_id = chosen;
     lp.chosen.rank = w[R + r];
@@ -176,11 +190,17 @@ Sampler::Sampler(const vt::Queue& q, int64_t vocab_size, int64_t max_rows)
 
 Sampler::~Sampler() = default;
 
-std::vector<SampledToken> Sampler::Sample(const vt::Tensor& logits, std::span<const SamplingRow> rows) {
+void Sampler::Launch(const vt::Tensor& logits, std::span<const SamplingRow> rows) {
   Impl& s = *impl_;
-  s.CheckLogits(logits, rows.size(), "Sample");
+  s.CheckLogits(logits, rows.size(), "Launch");
+  VT_CHECK(s.pending.size() < 2, "Sampler::Launch: two draws are launched and not collected");
   const int64_t R = static_cast<int64_t>(rows.size());
-  if (R == 0) return {};
+  Impl::Pending job;
+  job.rows = R;
+  if (R == 0) {
+    s.pending.push_back(std::move(job));
+    return;
+  }
   int64_t K = 0;
   bool want_logprobs = false, any_mask = false, any_bias = false, any_penalty = false;
   s.allowed.clear(), s.banned.clear(), s.bias_ids.clear(), s.bias_values.clear();
@@ -223,10 +243,14 @@ std::vector<SampledToken> Sampler::Sample(const vt::Tensor& logits, std::span<co
   const int64_t at_pen_counts = at_pen_ids + static_cast<int64_t>(s.pen_ids.size());
   const int64_t words = at_pen_counts + static_cast<int64_t>(s.pen_counts.size());
   s.Reserve(words);
-  int32_t* w = s.HostWords();
+  const int b = s.next;
+  s.next ^= 1;
+  s.in_copied[static_cast<size_t>(b)].Wait();  // the copy out of this staging buffer has run
+  int32_t* w = s.HostWords(b);
   for (int64_t r = 0; r < R; ++r) {
     const SamplingRow& row = rows[r];
-    s.in_host[r] = static_cast<int64_t>(vt::SampleBits(row.seed, row.draw_index));
+    const auto bits = static_cast<int64_t>(vt::SampleBits(row.seed, row.draw_index));
+    std::memcpy(&w[2 * r], &bits, sizeof bits);
     const float params[3] = {row.temperature, row.top_p, row.min_p};
     const float pen[3] = {row.repetition_penalty, row.frequency_penalty, row.presence_penalty};
     std::memcpy(&w[at_params + 3 * r], params, sizeof params);
@@ -243,13 +267,14 @@ std::vector<SampledToken> Sampler::Sample(const vt::Tensor& logits, std::span<co
   put(at_bias_values, s.bias_values.data(), s.bias_values.size());
   put(at_pen_ids, s.pen_ids.data(), s.pen_ids.size());
   put(at_pen_counts, s.pen_counts.data(), s.pen_counts.size());
-  s.in_dev.Slice(0, 0, words).CopyFrom(vt::Tensor::Borrow(w, {words}, vt::DType::kI32, vt::Device::Cpu(), nullptr));
+  vt::CopyToDeviceAsync(s.q, s.in_dev, s.in_host[static_cast<size_t>(b)], w, static_cast<size_t>(words) * 4);
+  s.in_copied[static_cast<size_t>(b)] = vt::Event::Record(s.q);
 
   auto entries = [&](int64_t at, int64_t n, vt::DType d) { return s.In(at, {n}, d); };
   auto offsets = [&](int i) { return s.In(at_off + i * (R + 1), {R + 1}, vt::DType::kI32); };
   // The logprobs snapshot: the raw logits, before any processing.
   vt::Tensor raw = s.raw.Slice(0, 0, R);
-  if (want_logprobs) raw.CopyFrom(logits);
+  if (want_logprobs) vt::CopyOnDeviceAsync(s.q, raw, logits, static_cast<size_t>(R * s.vocab) * sizeof(float));
   if (any_mask)
     vt::LogitsMask(s.q, logits, offsets(0), entries(at_allowed, at_banned - at_allowed, vt::DType::kI32), offsets(1),
                    entries(at_banned, at_bias_ids - at_banned, vt::DType::kI32));
@@ -268,15 +293,41 @@ std::vector<SampledToken> Sampler::Sample(const vt::Tensor& logits, std::span<co
                      s.Out(3 * R + R * K, {R, K}, vt::DType::kF32), s.Out(2 * R, {R}, vt::DType::kF32),
                      s.Out(R, {R}, vt::DType::kI32));
   }
-  s.FetchOut(want_logprobs ? 3 * R + 2 * R * K : R);
+  const int64_t out_words = want_logprobs ? 3 * R + 2 * R * K : R;
+  const vt::HostBuffer& out = s.out_host[static_cast<size_t>(b)];
+  vt::CopyToHostAsync(s.q, out, out.data(), s.out_dev, static_cast<size_t>(out_words) * 4);
+  job.buffer = b;
+  job.k = K;
+  for (const SamplingRow& row : rows) job.num_logprobs.push_back(row.num_logprobs);
+  job.done = vt::Event::Record(s.q);
+  s.pending.push_back(std::move(job));
+}
 
-  std::vector<SampledToken> out(static_cast<size_t>(R));
-  for (int64_t r = 0; r < R; ++r) {
-    out[r].token_id = s.out_host[r];
-    if (rows[r].num_logprobs >= 0) out[r].logprobs = s.ReadLogprobs(R, K, r, out[r].token_id, rows[r].num_logprobs);
+std::vector<SampledToken> Sampler::Collect() {
+  Impl& s = *impl_;
+  VT_CHECK(!s.pending.empty(), "Sampler::Collect: no draw was launched");
+  const Impl::Pending job = std::move(s.pending.front());
+  s.pending.pop_front();
+  job.done.Wait();
+  std::vector<SampledToken> out(static_cast<size_t>(job.rows));
+  const int32_t* w = s.OutWords(job.buffer);
+  for (int64_t r = 0; r < job.rows; ++r) {
+    out[r].token_id = w[r];
+    const int k = job.num_logprobs[static_cast<size_t>(r)];
+    if (k >= 0) out[r].logprobs = Impl::ReadLogprobs(w, job.rows, job.k, r, out[r].token_id, k);
   }
   return out;
 }
+
+std::vector<SampledToken> Sampler::Sample(const vt::Tensor& logits, std::span<const SamplingRow> rows) {
+  VT_CHECK(impl_->pending.empty(), "Sampler::Sample: a launched draw is not collected");
+  Launch(logits, rows);
+  return Collect();
+}
+
+vt::Tensor Sampler::sampled_ids() const { return impl_->Out(0, {impl_->max_rows}, vt::DType::kI32); }
+
+size_t Sampler::num_pending() const { return impl_->pending.size(); }
 
 std::vector<PositionLogprobs> Sampler::Logprobs(const vt::Tensor& logits, std::span<const int32_t> targets, int k) {
   Impl& s = *impl_;
@@ -287,16 +338,19 @@ std::vector<PositionLogprobs> Sampler::Logprobs(const vt::Tensor& logits, std::s
   VT_CHECK(k >= 0 && k <= std::min<int64_t>(Impl::kMaxTop, s.vocab), "Sampler::Logprobs: k = ", k, " must be in [0, ",
            std::min<int64_t>(Impl::kMaxTop, s.vocab), "]");
   for (int64_t r = 0; r < R; ++r) s.CheckToken(targets[r], r, "target");
+  // Launched draws read their inputs from in_dev and leave their ids in out_dev: this
+  // (synchronous) call waits for them first.
+  for (const Impl::Pending& p : s.pending) p.done.Wait();
   std::vector<PositionLogprobs> out(static_cast<size_t>(R));
   // A prompt may have more positions than the sampler has rows: max_rows at a time.
   for (int64_t r0 = 0; r0 < R; r0 += s.max_rows) {
     const int64_t n = std::min(s.max_rows, R - r0);
-    std::memcpy(s.HostWords(), targets.data() + r0, static_cast<size_t>(n) * 4);
     s.in_dev.Slice(0, 0, n).CopyFrom(
-        vt::Tensor::Borrow(s.HostWords(), {n}, vt::DType::kI32, vt::Device::Cpu(), nullptr));
+        vt::Tensor::Borrow(const_cast<int32_t*>(targets.data() + r0), {n}, vt::DType::kI32, vt::Device::Cpu(), nullptr));
     s.RunLogprobs(logits.Slice(0, r0, r0 + n), n, k, 0);
-    s.FetchOut(3 * n + 2 * n * k);
-    for (int64_t r = 0; r < n; ++r) out[r0 + r] = s.ReadLogprobs(n, k, r, targets[r0 + r], k);
+    const int64_t words = 3 * n + 2 * n * k;
+    s.out_dev.Slice(0, 0, words).CopyToHost(s.lp_out.data());
+    for (int64_t r = 0; r < n; ++r) out[r0 + r] = Impl::ReadLogprobs(s.lp_out.data(), n, k, r, targets[r0 + r], k);
   }
   return out;
 }

@@ -58,6 +58,17 @@ class Sampler {
 
   // logits: [R, vocab] F32 on q's device, R == rows.size(); overwritten (processed in place).
   std::vector<SampledToken> Sample(const vt::Tensor& logits, std::span<const SamplingRow> rows);
+  // Sample in two halves: Launch enqueues the draw and the copy of its results to the host
+  // and returns at once (the rows' spans are read before it returns); Collect waits for the
+  // oldest launched draw and returns its tokens. At most two draws are launched and not
+  // collected.
+  void Launch(const vt::Tensor& logits, std::span<const SamplingRow> rows);
+  std::vector<SampledToken> Collect();
+  size_t num_pending() const;
+  // [max_rows] I32 on q's device: the ids the last launched draw wrote (row r at r), valid
+  // for work enqueued before the next launch (async scheduling reads them as the next
+  // step's input tokens).
+  vt::Tensor sampled_ids() const;
 
   // Log-softmax of raw logits rows: for row r, the logprob and rank of targets[r] and the
   // top-k tokens (prompt logprobs). logits: [R, vocab] F32, R == targets.size(); unchanged.
