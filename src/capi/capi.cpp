@@ -132,6 +132,8 @@ void ParseOptions(const char* options_json, vtllm::engine::EngineConfig& c, vtll
     else if (k == "gpu_memory_utilization") c.gpu_memory_utilization = GetNumber(o, k).value_or(0.9);
     else if (k == "enable_prefix_caching") c.enable_prefix_caching = boolean();
     else if (k == "no_enable_prefix_caching") c.enable_prefix_caching = !boolean();
+    else if (k == "async_scheduling") c.async_scheduling = boolean();
+    else if (k == "no_async_scheduling") c.async_scheduling = !boolean();
     else if (k == "seed") c.seed = static_cast<uint64_t>(integer());
     else if (k == "scheduling_policy") {
       const std::string p = string();

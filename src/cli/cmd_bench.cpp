@@ -259,6 +259,7 @@ void AddBenchCommand(CLI::App& app) {
     engine::EngineConfig config;
     config.model_dir = ModelDir(args->model);
     config.load = LoadOptionsFor(args->model, false);
+    config.async_scheduling = AsyncSchedulingFor(args->model);
     config.max_num_seqs = B;
     config.max_model_len = max_model_len;
     config.max_num_batched_tokens = std::max<int64_t>(B * L, B);

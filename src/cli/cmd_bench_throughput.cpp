@@ -56,6 +56,7 @@ void AddBenchThroughputCommand(CLI::App& bench) {
     engine::EngineConfig config;
     config.model_dir = ModelDir(args->model);
     config.load = LoadOptionsFor(args->model);
+    config.async_scheduling = AsyncSchedulingFor(args->model);
     config.max_num_seqs = std::max<int64_t>(C, 1);
     config.max_model_len = L + O;
     VT_CHECK(args->max_num_batched_tokens >= 0, "bench throughput: --max-num-batched-tokens ",

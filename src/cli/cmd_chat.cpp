@@ -48,6 +48,7 @@ void AddChatCommand(CLI::App& app) {
     engine::EngineConfig config;
     config.model_dir = ModelDir(args->model);
     config.load = LoadOptionsFor(args->model);
+    config.async_scheduling = AsyncSchedulingFor(args->model);
     config.max_num_seqs = 1;
     engine::Engine eng(config);
     VT_CHECK(eng.tokenizer().has_value(), "chat: ", config.model_dir, " has no tokenizer.json");

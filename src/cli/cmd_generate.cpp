@@ -43,6 +43,7 @@ void AddGenerateCommand(CLI::App& app) {
     engine::EngineConfig config;
     config.model_dir = ModelDir(args->model);
     config.load = LoadOptionsFor(args->model);
+    config.async_scheduling = AsyncSchedulingFor(args->model);
     config.max_num_seqs = 1;
     config.max_num_batched_tokens = 2048;
     engine::Engine eng(config);

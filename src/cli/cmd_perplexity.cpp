@@ -40,6 +40,7 @@ void AddPerplexityCommand(CLI::App& app) {
     engine::EngineConfig config;
     config.model_dir = ModelDir(args->model);
     config.load = LoadOptionsFor(args->model);
+    config.async_scheduling = AsyncSchedulingFor(args->model);
     config.enable_prefix_caching = false;
     engine::Engine eng(config);
     VT_CHECK(eng.tokenizer().has_value(), "perplexity: ", config.model_dir, " has no tokenizer.json");

@@ -50,6 +50,7 @@ engine::EngineConfig MakeEngineConfig(const ServeArgs& a) {
   engine::EngineConfig c;
   c.model_dir = ModelDir(a.model);
   c.load = LoadOptionsFor(a.model);
+  c.async_scheduling = AsyncSchedulingFor(a.model);
   c.max_model_len = a.max_model_len;
   c.max_num_seqs = a.max_num_seqs;
   c.max_num_batched_tokens = a.max_num_batched_tokens;

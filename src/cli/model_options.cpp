@@ -30,6 +30,18 @@ void AddModelFlags(CLI::App* cmd, ModelArgs& args) {
                   "index on, or threads of this process on CPU (docs/tensor_parallel.md)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  auto* on = cmd->add_flag("--async-scheduling", args.async_scheduling,
+                           "schedule and launch each step before the one before it has returned its tokens (the "
+                           "default with CUDA; docs/architecture.md)");
+  auto* off = cmd->add_flag("--no-async-scheduling", args.no_async_scheduling,
+                            "wait for each step's tokens before scheduling the next (the default on CPU)");
+  on->excludes(off);
+}
+
+std::optional<bool> AsyncSchedulingFor(const ModelArgs& args) {
+  if (args.async_scheduling) return true;
+  if (args.no_async_scheduling) return false;
+  return std::nullopt;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,14 @@ struct ModelArgs {
   std::string quantization;      // "" (the checkpoint's), fp8 (online), modelopt, compressed-tensors
   std::string kv_cache_dtype = "auto";  // auto (the activation dtype), fp8 or fp8_e4m3
   int tensor_parallel_size = 1;         // ranks the model is split over
+  bool async_scheduling = false, no_async_scheduling = false;  // neither: the engine's default
 };
 
+// --async-scheduling / --no-async-scheduling as the engine's setting (nullopt: neither given).
+std::optional<bool> AsyncSchedulingFor(const ModelArgs& args);
+
 // Adds --device, --dtype, --threads, --cpu-isa, --enforce-eager, --quantization,
-// --kv-cache-dtype and --tensor-parallel-size to `cmd`.
+// --kv-cache-dtype, --tensor-parallel-size and --[no-]async-scheduling to `cmd`.
 void AddModelFlags(CLI::App* cmd, ModelArgs& args);
 
 // The load options the flags name; throws vt::Error naming a bad flag value.

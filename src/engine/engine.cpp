@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -76,8 +77,27 @@ struct Engine::Impl {
   std::mt19937_64 rng;
   RequestValidator validator;
   std::unique_ptr<TokenVocabulary> so_vocab;  // structured outputs: built at the first such request
+  uint64_t next_serial = 1;
 
+  // Steps launched and not yet collected, oldest first: at most one between Step calls, two
+  // while a step is launched ahead of the one before.
+  struct Launched {
+    SchedulerOutput schedule;
+    std::vector<uint64_t> serials;  // per scheduled request
+    std::vector<bool> drew;         // per scheduled request: the step draws its next token
+  };
+  std::deque<Launched> in_flight;
+
+  ~Impl();
   void Init();
+  Request* Find(const std::string& id, uint64_t serial);
+  bool CanRunAhead() const;
+  // Launches a schedule; false (its requests ended with the error) when that failed.
+  bool LaunchStep(SchedulerOutput schedule, std::vector<std::string>& touched);
+  // Collects the oldest launched step and turns its tokens into the requests' outputs.
+  void CollectStep(std::vector<std::string>& touched);
+  void FailRequests(const SchedulerOutput& schedule, const std::vector<uint64_t>* serials, const std::exception& e,
+                    std::vector<std::string>& touched);
   const TokenVocabulary& StructuredVocabulary();
   void FinishChild(Request* req, FinishReason reason, double now);
   void CollectOutputs(const std::vector<std::string>& parent_ids, std::vector<RequestOutput>& out);
@@ -98,6 +118,7 @@ void Engine::Impl::Init() {
   VT_CHECK(config.long_prefill_token_threshold >= 0, "--long-prefill-token-threshold must be >= 0 (0: no cap), got ",
            config.long_prefill_token_threshold);
   config.max_model_len = max_model_len;
+  if (!config.async_scheduling) config.async_scheduling = cuda;
 
   // A hybrid model keeps each running sequence's recurrent state in one of max_num_seqs
   // slots; its prefix cache would need states saved at block boundaries, which vtllm does
@@ -316,6 +337,7 @@ void Engine::AddRequest(EngineRequest r) {
     req->priority = r.priority;
     req->arrival_time = r.arrival_time;
     req->cache_salt = r.cache_salt;
+    req->serial = I.next_serial++;
     req->seed = base_seed + static_cast<uint64_t>(i);
     req->logit_bias = bias;
     req->bad_words_ids = bad_words;
@@ -388,79 +410,152 @@ void Engine::Impl::CollectOutputs(const std::vector<std::string>& parent_ids, st
   }
 }
 
-std::vector<RequestOutput> Engine::Step() {
-  Impl& I = *impl_;
-  std::vector<RequestOutput> out;
-  std::vector<std::string> touched = std::move(I.finished_unreported);
-  I.finished_unreported.clear();
+Engine::Impl::~Impl() {
+  // Launched work still writes into the KV cache and the runner's buffers: let it finish.
+  while (!in_flight.empty()) {
+    in_flight.pop_front();
+    try {
+      executor->Collect();
+    } catch (const std::exception&) {
+    }
+  }
+}
 
-  const SchedulerOutput schedule = I.scheduler->Schedule();
-  if (schedule.empty()) {
-    I.CollectOutputs(touched, out);
-    return out;
+Request* Engine::Impl::Find(const std::string& id, uint64_t serial) {
+  auto it = requests.find(id);
+  return it != requests.end() && it->second->serial == serial ? it->second.get() : nullptr;
+}
+
+bool Engine::Impl::CanRunAhead() const {
+  if (!*config.async_scheduling || in_flight.size() != 1 || !executor->TakesDeviceTokens()) return false;
+  // The requests drawing in the launched step must not need that token for their next draw.
+  const Launched& l = in_flight.front();
+  for (size_t i = 0; i < l.schedule.scheduled.size(); ++i) {
+    if (!l.drew[i]) continue;
+    auto it = requests.find(l.schedule.scheduled[i].request_id);
+    if (it != requests.end() && it->second->serial == l.serials[i] && !it->second->finished() &&
+        it->second->needs_host_tokens())
+      return false;
   }
+  return true;
+}
+
+void Engine::Impl::FailRequests(const SchedulerOutput& schedule, const std::vector<uint64_t>* serials,
+                                const std::exception& e, std::vector<std::string>& touched) {
+  // The step failed as a whole: its requests end with the error; the others go on.
+  const double now = Now();
+  for (size_t i = 0; i < schedule.scheduled.size(); ++i) {
+    const ScheduledRequest& s = schedule.scheduled[i];
+    auto it = requests.find(s.request_id);
+    if (it == requests.end() || (serials && it->second->serial != (*serials)[i])) continue;
+    Request* req = it->second.get();
+    Parent& parent = parents.at(req->parent_id);
+    parent.error = std::string("the model step failed: ") + e.what();
+    for (Request* c : parent.children) {
+      c->finish_reason = FinishReason::kAbort;
+      FinishChild(c, FinishReason::kAbort, now);
+    }
+    touched.push_back(req->parent_id);
+  }
+}
+
+bool Engine::Impl::LaunchStep(SchedulerOutput schedule, std::vector<std::string>& touched) {
   const double start = Now();
+  Launched l;
   for (const ScheduledRequest& s : schedule.scheduled) {
-    Request* req = I.requests.at(s.request_id).get();
+    Request* req = requests.at(s.request_id).get();
     if (req->first_scheduled_time == 0) req->first_scheduled_time = start;
+    const bool draws = s.num_computed_tokens + s.num_new_tokens == req->num_tokens_with_placeholders();
+    if (req->grammar && draws) PrepareGrammarMask(*req, StructuredVocabulary());  // this draw's mask
+    l.serials.push_back(req->serial);
+    l.drew.push_back(draws);
   }
-  for (const ScheduledRequest& s : schedule.scheduled) {  // structured outputs: this draw's mask
-    Request* req = I.requests.at(s.request_id).get();
-    if (req->grammar && s.num_computed_tokens + s.num_new_tokens == req->num_tokens())
-      PrepareGrammarMask(*req, I.StructuredVocabulary());
+  try {
+    executor->Launch(schedule, requests);
+  } catch (const std::exception& e) {
+    FailRequests(schedule, nullptr, e, touched);
+    return false;
   }
+  for (size_t i = 0; i < schedule.scheduled.size(); ++i)
+    if (l.drew[i]) ++requests.at(schedule.scheduled[i].request_id)->num_placeholders;
+  l.schedule = std::move(schedule);
+  in_flight.push_back(std::move(l));
+  return true;
+}
+
+void Engine::Impl::CollectStep(std::vector<std::string>& touched) {
+  Launched l = std::move(in_flight.front());
+  in_flight.pop_front();
+  const SchedulerOutput& schedule = l.schedule;
+  for (size_t i = 0; i < schedule.scheduled.size(); ++i)
+    if (Request* req = Find(schedule.scheduled[i].request_id, l.serials[i]); req && l.drew[i]) --req->num_placeholders;
   StepResult result;
   try {
-    result = I.executor->Execute(schedule, I.requests);
+    result = executor->Collect();
   } catch (const std::exception& e) {
-    // The step failed as a whole: its requests end with the error; the others go on.
-    const double now = Now();
-    for (const ScheduledRequest& s : schedule.scheduled) {
-      Request* req = I.requests.at(s.request_id).get();
-      Parent& parent = I.parents.at(req->parent_id);
-      parent.error = std::string("the model step failed: ") + e.what();
-      for (Request* c : parent.children) {
-        c->finish_reason = FinishReason::kAbort;
-        I.FinishChild(c, FinishReason::kAbort, now);
-      }
-      touched.push_back(req->parent_id);
-    }
-    I.CollectOutputs(touched, out);
-    return out;
+    FailRequests(schedule, &l.serials, e, touched);
+    return;
   }
   const double now = Now();
-  ++I.metrics.steps;
+  ++metrics.steps;
   for (size_t i = 0; i < schedule.scheduled.size(); ++i) {
-    Request* req = I.requests.at(schedule.scheduled[i].request_id).get();
+    // A request that finished (or was aborted) while this step ran takes nothing from it:
+    // async scheduling launched it a row it no longer needs.
+    Request* req = Find(schedule.scheduled[i].request_id, l.serials[i]);
+    if (req == nullptr || req->finished()) continue;
     for (PositionLogprobs& lp : result.prompt_logprobs[i]) req->prompt_logprobs.push_back(std::move(lp));
     if (!result.sampled[i]) continue;
     if (req->max_tokens == 0) {  // a scoring request: its prompt is computed, nothing is drawn
       req->finish_reason = FinishReason::kLength;
-      I.FinishChild(req, FinishReason::kLength, now);
+      FinishChild(req, FinishReason::kLength, now);
       touched.push_back(req->parent_id);
       continue;
     }
     SampledToken& tok = *result.sampled[i];
     if (req->num_output_tokens() == 0) {
       req->first_token_time = now;
-      I.metrics.time_to_first_token.Observe(now - req->arrival_time);
-      I.metrics.prompt_tokens += static_cast<uint64_t>(req->num_prompt_tokens());
+      metrics.time_to_first_token.Observe(now - req->arrival_time);
+      metrics.prompt_tokens += static_cast<uint64_t>(req->num_prompt_tokens());
     } else {
-      I.metrics.inter_token_latency.Observe(now - req->last_token_time);
+      metrics.inter_token_latency.Observe(now - req->last_token_time);
     }
     req->last_token_time = now;
-    ++I.metrics.generation_tokens;
-    AppendToken(*req, tok.token_id, std::move(tok.logprobs), I.eos_ids, I.max_model_len);
-    if (req->grammar && !req->finish_reason && !AdvanceGrammar(*req, tok.token_id, I.StructuredVocabulary())) {
+    ++metrics.generation_tokens;
+    AppendToken(*req, tok.token_id, std::move(tok.logprobs), eos_ids, max_model_len);
+    if (req->grammar && !req->finish_reason && !AdvanceGrammar(*req, tok.token_id, StructuredVocabulary())) {
       req->finish_reason = FinishReason::kStop;  // the value is finished (as if the end were drawn)
       if (req->detokenizer) req->text += req->detokenizer->Finish();
     }
-    if (req->finish_reason) I.FinishChild(req, *req->finish_reason, now);
+    if (req->finish_reason) FinishChild(req, *req->finish_reason, now);
     touched.push_back(req->parent_id);
+  }
+}
+
+std::vector<RequestOutput> Engine::Step() {
+  Impl& I = *impl_;
+  std::vector<RequestOutput> out;
+  std::vector<std::string> touched = std::move(I.finished_unreported);
+  I.finished_unreported.clear();
+
+  if (I.in_flight.empty()) {
+    SchedulerOutput schedule = I.scheduler->Schedule();
+    if (!schedule.empty()) I.LaunchStep(std::move(schedule), touched);
+  }
+  if (!I.in_flight.empty()) {
+    // Async scheduling: the next step is scheduled and launched while this one runs.
+    if (I.CanRunAhead()) {
+      SchedulerOutput next = I.scheduler->Schedule();
+      if (!next.empty() && I.LaunchStep(std::move(next), touched)) ++I.metrics.steps_launched_ahead;
+    }
+    I.CollectStep(touched);
   }
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   I.CollectOutputs(touched, out);
+  // Once nothing is left to serve, a step launched ahead only drew rows nobody takes: wait
+  // for it, so that an idle engine has nothing running.
+  std::vector<std::string> none;
+  while (I.parents.empty() && !I.in_flight.empty()) I.CollectStep(none);
   return out;
 }
 

@@ -50,6 +50,13 @@ struct EngineConfig {
   bool use_generation_config = true;  // --generation-config auto (false: vllm's neutral defaults)
   int max_logprobs = 20;
   int max_n = 128;
+  // Async scheduling (vLLM's --async-scheduling): the next step is scheduled and launched
+  // before the running step's tokens reach the host, its decode inputs taken from the
+  // running step's draw on the device, so the device does not wait for the host between
+  // steps. nullopt: on with CUDA, off on CPU (where an op is done when it returns, so
+  // nothing overlaps). Requests whose draw needs their last tokens on the host (penalties,
+  // bad words, structured outputs) make the engine wait for them first.
+  std::optional<bool> async_scheduling;
 };
 
 class Engine {

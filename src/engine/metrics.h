@@ -49,6 +49,7 @@ struct EngineMetrics {
   uint64_t num_preemptions = 0;
   std::map<std::string, uint64_t> request_success;  // by finish reason: "stop", "length", "abort"
   uint64_t steps = 0;
+  uint64_t steps_launched_ahead = 0;  // async scheduling: launched before the step before was collected
   // Histograms (seconds, or tokens).
   Histogram time_to_first_token{TimeToFirstTokenBuckets()};
   Histogram inter_token_latency{InterTokenLatencyBuckets()};

@@ -21,10 +21,10 @@ namespace {
 // while min_tokens holds them back.
 void BannedIds(const Request& req, std::vector<int32_t>& out) {
   out.clear();
-  const int64_t generated = req.num_output_tokens();
-  if (generated < req.params.min_tokens) out = req.min_tokens_banned;
+  // Draws in flight count (async scheduling); bad words make a request wait for them.
+  if (req.num_output_tokens() + req.num_placeholders < req.params.min_tokens) out = req.min_tokens_banned;
   const std::span<const int32_t> output(req.all_tokens.data() + req.num_prompt_tokens(),
-                                        static_cast<size_t>(generated));
+                                        static_cast<size_t>(req.num_output_tokens()));
   for (const std::vector<int32_t>& word : req.bad_words_ids) {
     const size_t prefix = word.size() - 1;
     if (prefix > output.size()) continue;
@@ -35,13 +35,23 @@ void BannedIds(const Request& req, std::vector<int32_t>& out) {
 
 }  // namespace
 
+bool ModelRunner::TakesDeviceTokens() const { return model_->TakesDeviceTokens(); }
+
 StepResult ModelRunner::Execute(const SchedulerOutput& schedule, const RequestTable& requests) {
+  Launch(schedule, requests);
+  return Collect();
+}
+
+void ModelRunner::Launch(const SchedulerOutput& schedule, const RequestTable& requests) {
   for (const std::string& id : schedule.preempted) tables_.erase(id);
   const size_t n = schedule.scheduled.size();
-  StepResult result;
-  result.sampled.resize(n);
-  result.prompt_logprobs.resize(n);
-  if (n == 0) return result;
+  Pending job;
+  job.result.sampled.resize(n);
+  job.result.prompt_logprobs.resize(n);
+  if (n == 0) {
+    pending_.push_back(std::move(job));
+    return;
+  }
 
   std::vector<const Request*> reqs(n);
   int64_t stride = 1;
@@ -58,18 +68,28 @@ StepResult ModelRunner::Execute(const SchedulerOutput& schedule, const RequestTa
 
   // One row per sequence that reaches its last token (sampled), then the prompt-logprob rows.
   step_.Clear(stride);
-  std::vector<size_t> sample_of;            // scheduled index of each sampled row
+  std::vector<size_t>& sample_of = job.sample_of;
   std::vector<int32_t> plp_rows, plp_targets;
   std::vector<std::pair<size_t, int>> plp_of;  // (scheduled index, k) per prompt-logprob row
   for (size_t i = 0; i < n; ++i) {
     const ScheduledRequest& s = schedule.scheduled[i];
     const Request& req = *reqs[i];
-    const std::span<const int32_t> tokens(req.all_tokens.data() + s.num_computed_tokens,
-                                          static_cast<size_t>(s.num_new_tokens));
-    const int32_t first =
-        step_.AddSequence(tokens, s.num_computed_tokens, tables_[s.request_id], block_size_, s.state_slot);
     const int64_t end = s.num_computed_tokens + s.num_new_tokens;
-    if (end == req.num_tokens()) {
+    // Tokens the host has, then (async scheduling) the one the step launched before drew.
+    const int64_t known = std::min(end, req.num_tokens()) - s.num_computed_tokens;
+    VT_CHECK(known >= s.num_new_tokens - 1 && end <= req.num_tokens_with_placeholders(), "ModelRunner: request ",
+             s.request_id, " is scheduled up to token ", end, " but has ", req.num_tokens(), " tokens and ",
+             req.num_placeholders, " placeholders");
+    tokens_.assign(req.all_tokens.begin() + s.num_computed_tokens, req.all_tokens.begin() + s.num_computed_tokens + known);
+    if (known < s.num_new_tokens) tokens_.push_back(0);
+    const int32_t first = step_.AddSequence(tokens_, s.num_computed_tokens, tables_[s.request_id], block_size_, s.state_slot);
+    if (known < s.num_new_tokens) {
+      auto it = last_rows_.find(s.request_id);
+      VT_CHECK(it != last_rows_.end() && !req.needs_host_tokens(), "ModelRunner: request ", s.request_id,
+               " is scheduled ahead of a token the step before did not draw");
+      step_.device_tokens.push_back({first + static_cast<int32_t>(known), it->second});
+    }
+    if (end == req.num_tokens_with_placeholders()) {
       step_.logit_rows.push_back(first + static_cast<int32_t>(s.num_new_tokens - 1));
       sample_of.push_back(i);
     }
@@ -84,6 +104,7 @@ StepResult ModelRunner::Execute(const SchedulerOutput& schedule, const RequestTa
       }
     }
   }
+  if (!step_.device_tokens.empty()) step_.device_token_source = sampler_.sampled_ids();
   const size_t ns = step_.logit_rows.size();
   step_.logit_rows.insert(step_.logit_rows.end(), plp_rows.begin(), plp_rows.end());
   const vt::Tensor logits = model_->Execute(step_, cache_);
@@ -97,7 +118,7 @@ StepResult ModelRunner::Execute(const SchedulerOutput& schedule, const RequestTa
     for (size_t r = 0; r < lp.size(); ++r) {
       PositionLogprobs& p = lp[r];
       p.top.resize(std::min(p.top.size(), static_cast<size_t>(plp_of[r].second)));
-      result.prompt_logprobs[plp_of[r].first].push_back(std::move(p));
+      job.result.prompt_logprobs[plp_of[r].first].push_back(std::move(p));
     }
   }
   if (ns > 0) {
@@ -115,7 +136,8 @@ StepResult ModelRunner::Execute(const SchedulerOutput& schedule, const RequestTa
       row.frequency_penalty = static_cast<float>(p.frequency_penalty);
       row.presence_penalty = static_cast<float>(p.presence_penalty);
       row.seed = req.seed;
-      row.draw_index = static_cast<uint64_t>(req.num_output_tokens());
+      // Draws in flight count: this draw is the one after them.
+      row.draw_index = static_cast<uint64_t>(req.num_output_tokens() + req.num_placeholders);
       row.num_logprobs = p.logprobs ? *p.logprobs : -1;
       row.prompt_tokens = req.prompt;
       row.output_tokens = std::span<const int32_t>(req.all_tokens.data() + req.num_prompt_tokens(),
@@ -126,12 +148,26 @@ StepResult ModelRunner::Execute(const SchedulerOutput& schedule, const RequestTa
       BannedIds(req, banned_[r]);
       row.banned_token_ids = banned_[r];
     }
-    std::vector<SampledToken> sampled = sampler_.Sample(logits.Slice(0, 0, static_cast<int64_t>(ns)), rows_);
-    for (size_t r = 0; r < ns; ++r) result.sampled[sample_of[r]] = std::move(sampled[r]);
+    sampler_.Launch(logits.Slice(0, 0, static_cast<int64_t>(ns)), rows_);
+    last_rows_.clear();
+    for (size_t r = 0; r < ns; ++r) last_rows_[reqs[sample_of[r]]->id] = static_cast<int32_t>(r);
   } else {
-    model_->queue().Synchronize();
+    job.done = vt::Event::Record(model_->queue());
   }
-  return result;
+  pending_.push_back(std::move(job));
+}
+
+StepResult ModelRunner::Collect() {
+  VT_CHECK(!pending_.empty(), "ModelRunner::Collect: no step was launched");
+  Pending job = std::move(pending_.front());
+  pending_.pop_front();
+  if (job.sample_of.empty()) {
+    job.done.Wait();
+    return std::move(job.result);
+  }
+  std::vector<SampledToken> sampled = sampler_.Collect();
+  for (size_t r = 0; r < job.sample_of.size(); ++r) job.result.sampled[job.sample_of[r]] = std::move(sampled[r]);
+  return std::move(job.result);
 }
 
 }  // namespace vtllm::engine

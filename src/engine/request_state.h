@@ -45,6 +45,11 @@ struct Request {
   int64_t num_cached_tokens = -1;   // prefix-cache hit when first scheduled (-1: not yet)
   int64_t num_preemptions = 0;
   std::vector<BlockHash> block_hashes;  // of every full block of all_tokens
+  // Async scheduling: tokens drawn by launched steps whose ids the host does not have yet.
+  // They count as the request's tokens for scheduling (num_tokens_with_placeholders) and
+  // come into all_tokens when their step is collected.
+  int64_t num_placeholders = 0;
+  uint64_t serial = 0;  // unique per engine: tells a request from a later one of the same id
 
   std::optional<FinishReason> finish_reason;
   std::optional<std::string> stop_string;
@@ -64,6 +69,14 @@ struct Request {
   int64_t num_prompt_tokens() const { return static_cast<int64_t>(prompt.size()); }
   int64_t num_tokens() const { return static_cast<int64_t>(all_tokens.size()); }
   int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens(); }
+  int64_t num_tokens_with_placeholders() const { return num_tokens() + num_placeholders; }
+  // Whether drawing its next token needs its last tokens on the host: the penalties count
+  // them, bad words match them, the grammar advances over them. Such a request is not
+  // scheduled ahead of its last draw.
+  bool needs_host_tokens() const {
+    return grammar != nullptr || !bad_words_ids.empty() || params.repetition_penalty != 1.0 ||
+           params.frequency_penalty != 0.0 || params.presence_penalty != 0.0;
+  }
   bool finished() const { return status == RequestStatus::kFinished; }
 };
 

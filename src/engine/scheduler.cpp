@@ -76,7 +76,14 @@ SchedulerOutput Scheduler::Schedule() {
   size_t i = 0;
   while (i < running_.size() && budget > 0) {
     Request* req = running_[i];
-    const int64_t n = cap(req, req->num_tokens() - req->num_computed_tokens);
+    // Async scheduling: a request whose draw in flight ends it (max_tokens, max_model_len)
+    // gets no step after that draw.
+    if (req->num_placeholders > 0 && (req->num_output_tokens() + req->num_placeholders >= req->max_tokens ||
+                                      req->num_tokens_with_placeholders() >= config_.max_model_len)) {
+      ++i;
+      continue;
+    }
+    const int64_t n = cap(req, req->num_tokens_with_placeholders() - req->num_computed_tokens);
     if (n <= 0) {
       ++i;
       continue;
@@ -114,6 +121,7 @@ SchedulerOutput Scheduler::Schedule() {
     while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
       const size_t w = PickWaiting();
       Request* req = waiting_[w];
+      VT_CHECK(req->num_placeholders == 0, "Scheduler: waiting request ", req->id, " has a draw in flight");
       ComputedBlocks hits;
       if (req->num_computed_tokens == 0) hits = kv_.GetComputedBlocks(*req);
       const int64_t n = cap(req, req->num_tokens() - req->num_computed_tokens - hits.num_tokens);

@@ -45,7 +45,7 @@ TOUCHED=(include/vt/dtype.h include/vt/detail/numerics.h src/vt/cpu/reference.cp
 for f in "$SRC"/src/vt/cpu/matmul/*.cpp; do TOUCHED+=("${f#$SRC/}"); done
 TOUCHED+=(src/vt/cpu/sampling.cpp src/vt/cpu/sampling_reference.cpp src/engine/sampler.cpp)
 TOUCHED+=(src/engine/scheduler.cpp src/engine/block_pool.cpp src/engine/kv_cache_manager.cpp
-          src/engine/output_processor.cpp src/vt/cuda/activation.cu src/model/layers/moe.cpp src/vt/cpu/moe.cpp
+          src/engine/output_processor.cpp src/engine/model_runner.cpp src/vt/cuda/activation.cu src/model/layers/moe.cpp src/vt/cpu/moe.cpp
           src/server/output_parsers.cpp src/engine/structured_output_mask.cpp
           include/vt/ops/attention.h src/model/layers/attention.cpp src/model/layers/moe_group_scaled.cpp
           src/vt/cpu/fused.cpp src/model/models/decoder.cpp src/model/layers/mlp.cpp
@@ -200,6 +200,15 @@ mutate_engine_stop_no_holdback() {
 # ignoring the grammar's mask.
 mutate_engine_grammar_eos_early() {
   edit src/engine/structured_output_mask.cpp 's/  if \(m\.IsComplete\(\)\)\n    for \(int32_t t : eos_\)/  if (true)\n    for (int32_t t : eos_)/'
+}
+# Async scheduling: a step's placeholder tokens read from the first row of the step before's
+# draw instead of their request's row; a draw launched ahead numbered as if the draws in
+# flight were not there (a seeded request then repeats a draw).
+mutate_engine_async_device_token_row() {
+  edit src/engine/model_runner.cpp 's/step_\.device_tokens\.push_back\(\{first \+ static_cast<int32_t>\(known\), it->second\}\);/step_.device_tokens.push_back({first + static_cast<int32_t>(known), 0 * it->second});/'
+}
+mutate_engine_async_draw_index() {
+  edit src/engine/model_runner.cpp 's/row\.draw_index = static_cast<uint64_t>\(req\.num_output_tokens\(\) \+ req\.num_placeholders\);/row.draw_index = static_cast<uint64_t>(req.num_output_tokens() + 0 * req.num_placeholders);/'
 }
 mutate_engine_grammar_mask_ignored() {
   edit src/engine/sampler.cpp 's/    if \(!row\.grammar_bitmask\.empty\(\)\) s\.AddGrammarMask\(row, r, a0\);\n//'
@@ -455,7 +464,7 @@ SAMPLER_MUTATIONS=(sampler_logprobs_after_processing sampler_penalties_before_bi
                    sampler_top_p_before_top_k sampler_no_temperature sampler_greedy_last_tie sampler_repetition_sign)
 ENGINE_MUTATIONS=(engine_budget_ignored engine_hash_no_parent engine_hit_covers_last_token engine_preempt_first
                   engine_free_in_table_order engine_stop_no_holdback engine_grammar_eos_early
-                  engine_grammar_mask_ignored)
+                  engine_grammar_mask_ignored engine_async_device_token_row engine_async_draw_index)
 MOE_MUTATIONS=(moe_no_renormalize moe_tie_higher_index moe_shared_expert_skipped moe_sigmoid_sign
                moe_fp8_x_scale_ignored moe_fp8_down_scale_per_expert_batch moe_online_down_gets_gate_up_scale
                moe_gs_group_scale_dropped moe_gs_up_reads_gate_scales moe_gs_x_scales_of_another_token
