@@ -143,16 +143,19 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs, bool dec
   unsetenv("VT_CUDA_ATTN_DECODE_MMA_FP8");
   EXPECT_EQ(vt::cuda::KvCacheFp8Launches().attention, fp8_before + 1);
   // The tensor-core prefill kernel takes BF16 queries over many rows per sequence, or the
-  // prompt rows of a mixed step; a decode kernel one row per sequence from 8 sequences, or a
-  // mixed step's one-row sequences: the tensor-core one for BF16 queries (unless switched
-  // off), the CUDA-core one for F16.
+  // prompt rows of a mixed step; a decode kernel one row per sequence from 8 sequences
+  // (BF16 queries with the tensor-core kernel on: at any batch), or a mixed step's one-row
+  // sequences: the tensor-core one for BF16 queries (unless switched off), the CUDA-core one
+  // for F16.
   // (Head size 256 takes the prefill kernel on sm_90, the devices these tests run on, and no
   // decode kernel.)
   const bool geom = (c.D == 64 || c.D == 128) && c.Hq / c.Hk <= 8;
   const bool prefill_geom = c.D == 64 || c.D == 128 || c.D == 256;
   const bool mixed = d == DType::kBF16 && geom && b.T != b.S && b.T < 64 * b.S && b.S >= 8;
   const bool mma = d == DType::kBF16 && ((prefill_geom && b.T >= 64 * b.S) || mixed);
-  const bool dec = d != DType::kF32 && geom && b.S >= 8 && (b.T == b.S || mixed);
+  // (A decode step of BF16 queries takes the tensor-core kernel at any batch.)
+  const bool dec = d != DType::kF32 && geom &&
+                   ((b.S >= 8 && (b.T == b.S || mixed)) || (b.T == b.S && d == DType::kBF16 && decode_mma));
   EXPECT_EQ(vt::cuda::PrefillMmaLaunches() - mma_before, mma ? 1 : 0) << vt::DTypeName(d) << " D " << c.D;
   EXPECT_EQ(vt::cuda::DecodeAttentionLaunches() - dec_before, dec ? 1 : 0) << vt::DTypeName(d) << " D " << c.D;
   const int64_t dec_mma = dec && d == DType::kBF16 && decode_mma ? 1 : 0;

@@ -93,6 +93,9 @@ bool DecodeMmaWide(const CudaQueue& cq, const AttnArgs& a, DType query, DType ca
 // cache (as LaunchDecodeMma, but for the device's compute capability): such steps take a
 // decode kernel from one sequence on, the others (F8E4M3 caches included) from 8.
 bool DecodeMmaTakes(const AttnArgs& a, DType query, DType cache);
+// The same over an F8E4M3 cache (BF16 queries; off with VT_CUDA_ATTN_DECODE_MMA_FP8=0): such
+// decode steps (T == S) take it at any batch, mixed steps from 8 sequences.
+bool DecodeMmaFp8Takes(const AttnArgs& a, DType query, DType cache);
 
 // Tensor-core attention for steps with many query rows (prefill): BF16 queries over a BF16
 // or F8E4M3 cache with head size 64 or 128 and 16-byte aligned rows (PrefillMmaFits), and

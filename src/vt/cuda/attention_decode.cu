@@ -303,16 +303,27 @@ void LaunchForCache(CudaQueue& cq, const AttnArgs& a) {
 
 }  // namespace
 
-bool DecodeKernelFitsMixed(const AttnArgs& a, DType query, DType cache) {
+namespace {
+
+bool DecodeGeometry(const AttnArgs& a, DType query, DType cache) {
   if (a.S > 2147483647 || a.Hk > 65535 || a.num_splits > 65535) return false;
   if ((a.D != 64 && a.D != 128) || a.group < 1 || a.group > 8 || !a.vec16) return false;
   const bool half = query == DType::kBF16 || query == DType::kF16;
-  if (!half || (cache != query && cache != DType::kF8E4M3)) return false;
-  return DecodeKernelOn(a.S, DecodeMmaTakes(a, query, cache));
+  return half && (cache == query || cache == DType::kF8E4M3);
 }
 
+}  // namespace
+
+bool DecodeKernelFitsMixed(const AttnArgs& a, DType query, DType cache) {
+  return DecodeGeometry(a, query, cache) && DecodeKernelOn(a.S, DecodeMmaTakes(a, query, cache));
+}
+
+// A decode step over an F8E4M3 cache that the tensor-core kernel takes runs it at any batch
+// (at one sequence over 4k tokens the general kernel took twice its time, bench/README.md);
+// a mixed step over such a cache keeps the rule of DecodeKernelFitsMixed.
 bool DecodeKernelFits(const AttnArgs& a, DType query, DType cache) {
-  return a.T == a.S && DecodeKernelFitsMixed(a, query, cache);
+  if (a.T != a.S || !DecodeGeometry(a, query, cache)) return false;
+  return DecodeKernelOn(a.S, DecodeMmaTakes(a, query, cache) || DecodeMmaFp8Takes(a, query, cache));
 }
 
 void LaunchDecode(CudaQueue& cq, const AttnArgs& a, DType query, DType cache) {

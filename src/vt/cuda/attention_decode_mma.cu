@@ -379,11 +379,6 @@ bool DecodeMmaGeometry(const AttnArgs& a) {
   return (a.D == 64 || a.D == 128) && a.group >= 1 && a.group <= kMaxGroup && a.vec16;
 }
 
-bool DecodeMmaFp8Takes(const AttnArgs& a, DType query, DType cache) {
-  return query == DType::kBF16 && cache == DType::kF8E4M3 && DecodeMmaOn() && SwitchOn("VT_CUDA_ATTN_DECODE_MMA_FP8") &&
-         DecodeMmaGeometry(a);
-}
-
 template <bool kEarly, bool kFp8>
 auto DecodeMmaKernelFor(int64_t D, bool heads_n) {
   return heads_n ? (D == 64 ? DecodeMmaKernel<64, kEarly, kFp8, true> : DecodeMmaKernel<128, kEarly, kFp8, true>)
@@ -396,6 +391,11 @@ auto DecodeMmaWideKernelFor(int64_t D) {
 }
 
 }  // namespace
+
+bool DecodeMmaFp8Takes(const AttnArgs& a, DType query, DType cache) {
+  return query == DType::kBF16 && cache == DType::kF8E4M3 && DecodeMmaOn() && SwitchOn("VT_CUDA_ATTN_DECODE_MMA_FP8") &&
+         DecodeMmaGeometry(a);
+}
 
 bool DecodeMmaTakes(const AttnArgs& a, DType query, DType cache) {
   if (query != DType::kBF16 || cache != DType::kBF16 || !DecodeMmaOn()) return false;
