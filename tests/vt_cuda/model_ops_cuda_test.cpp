@@ -406,6 +406,103 @@ TEST(CudaModelOps, DecodeWideFormMatchesCpuAndReference) {
   unsetenv("VT_CUDA_ATTN_DECODE");
 }
 
+// The decode attention right after the QK-norm/RoPE/cache-write prelude reads the context
+// before its griddepcontrol.wait (AttnArgs::early_context), each team of the wide form its
+// first tile, and the newest token (written by the prelude) after the wait. Contexts where
+// that token falls in a tile staged early and in one staged after the wait (long contexts,
+// several tiles a team), in both forms and for a step of 40 sequences (four-warp form): the
+// output equals, byte for byte, the same step with early reads off
+// (VT_CUDA_ATTN_EARLY_READS=0), and matches the CPU's prelude + attention within AttnTol.
+TEST(CudaModelOps, DecodeAfterThePreludeReadsEarlyWithTheSameBytes) {
+  VT_REQUIRE_CUDA();
+  if (vtt::DecodeHeadsNOn(false)) GTEST_SKIP() << "VT_CUDA_ATTN_DECODE_HEADS_N=1: BF16 caches take the N form";
+  const int64_t Hq = 16, Hk = 8, D = 128, bs = 16, max_pos = 5000;
+  std::vector<float> cs(static_cast<size_t>(max_pos * D));
+  for (int64_t p = 0; p < max_pos; ++p)
+    for (int64_t i = 0; i < D / 2; ++i) {
+      cs[p * D + i] = static_cast<float>(std::cos(p * std::pow(1e6, -2.0 * i / D)));
+      cs[p * D + D / 2 + i] = static_cast<float>(std::sin(p * std::pow(1e6, -2.0 * i / D)));
+    }
+  std::vector<std::vector<int64_t>> steps = {{1}, {160}, {192}, {257}, {1000}, {4097}, {70, 600, 3000}};
+  std::vector<int64_t> many;
+  for (int64_t i = 0; i < 40; ++i) many.push_back(1 + (i * 53) % 700);
+  steps.push_back(many);
+  vt::Queue cpu = vt::Queue::Cpu(), gpu = vt::Queue::Cuda(0);
+  uint32_t seed = 2000;
+  for (const char* wide : {"always", "0"})
+    for (const auto& ctx : steps) {
+      setenv("VT_CUDA_ATTN_DECODE_WIDE", wide, 1);
+      SCOPED_TRACE(std::string("VT_CUDA_ATTN_DECODE_WIDE=") + wide + ", " + std::to_string(ctx.size()) +
+                   " sequences, the first of " + std::to_string(ctx[0]) + " tokens");
+      std::vector<std::pair<int64_t, int64_t>> seqs;
+      for (int64_t c : ctx) seqs.emplace_back(c, 1);
+      const vt_table::PagedBatch b = vt_table::MakePagedBatch(seqs, bs, seed += 7);
+      std::vector<int64_t> pos, slots;
+      for (int64_t s = 0; s < b.S; ++s) {
+        pos.push_back(ctx[s] - 1);
+        slots.push_back(b.tables[s * b.max_blocks + (ctx[s] - 1) / bs] * bs + (ctx[s] - 1) % bs);
+      }
+      const vt::Shape cshape{b.num_blocks, bs, Hk, D};
+      const size_t cn = static_cast<size_t>(b.num_blocks * bs * Hk * D);
+      const vt::Tensor kc = vtt::HostTensor(Normal(cn, seed + 1), DType::kBF16, cshape);
+      const vt::Tensor vc = vtt::HostTensor(Normal(cn, seed + 2), DType::kBF16, cshape);
+      const vt::Tensor q = vtt::HostTensor(Normal(static_cast<size_t>(b.S * Hq * D), seed + 3, 3.0f), DType::kBF16,
+                                           {b.S, Hq * D});
+      const vt::Tensor k = vtt::HostTensor(Normal(static_cast<size_t>(b.S * Hk * D), seed + 4, 3.0f), DType::kBF16,
+                                           {b.S, Hk * D});
+      const vt::Tensor v = vtt::HostTensor(Normal(static_cast<size_t>(b.S * Hk * D), seed + 5), DType::kBF16,
+                                           {b.S, Hk * D});
+      const vt::Tensor qn = vtt::HostTensor(Normal(static_cast<size_t>(D), seed + 6, 0.5f), DType::kF32, {D});
+      const vt::Tensor kn = vtt::HostTensor(Normal(static_cast<size_t>(D), seed + 7, 0.5f), DType::kF32, {D});
+      const vt::Tensor p = vt::Tensor::FromHost(pos.data(), {b.S}, DType::kI64);
+      const vt::Tensor sm = vt::Tensor::FromHost(slots.data(), {b.S}, DType::kI64);
+      const vt::Tensor c = vt::Tensor::FromHost(cs.data(), {max_pos, D}, DType::kF32);
+      const vt::Tensor bt = vt::Tensor::FromHost(b.tables.data(), {b.S, b.max_blocks}, DType::kI32);
+      const vt::Tensor sl = vt::Tensor::FromHost(b.lens.data(), {b.S}, DType::kI32);
+      const vt::Tensor ql = vt::Tensor::FromHost(b.query_start_loc.data(), {b.S + 1}, DType::kI32);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+      // The CPU: the prelude's definition, then the attention.
+      const vt::Tensor kc_cpu = kc.To(vt::Device::Cpu()), vc_cpu = vc.To(vt::Device::Cpu());
+      const vt::Tensor qo_cpu = vt::Tensor::Empty({b.S, Hq * D}, DType::kBF16);
+      const vt::Tensor out_cpu = vt::Tensor::Empty({b.S, Hq * D}, DType::kBF16);
+      vt::QkNormRopeCacheWrite(cpu, qo_cpu, q, k, v, &qn, &kn, 1e-6f, p, c, kc_cpu, vc_cpu, sm);
+      vt::PagedAttention(cpu, out_cpu, qo_cpu, kc_cpu, vc_cpu, bt, sl, ql, scale);
+      // The GPU, twice over the same inputs: early reads on, then off.
+      const vt::Tensor kg = kc.To(vtt::kCuda), vg = vc.To(vtt::kCuda), qg = q.To(vtt::kCuda), kk = k.To(vtt::kCuda),
+                       vv = v.To(vtt::kCuda), qng = qn.To(vtt::kCuda), kng = kn.To(vtt::kCuda), pg = p.To(vtt::kCuda),
+                       cg = c.To(vtt::kCuda), smg = sm.To(vtt::kCuda), btg = bt.To(vtt::kCuda),
+                       slg = sl.To(vtt::kCuda), qlg = ql.To(vtt::kCuda);
+      const vt::Tensor qo = vt::Tensor::Empty({b.S, Hq * D}, DType::kBF16, vtt::kCuda);
+      std::vector<uint8_t> outs[2];
+      for (int off = 0; off < 2; ++off) {
+        if (off) setenv("VT_CUDA_ATTN_EARLY_READS", "0", 1);
+        const vt::Tensor out = vt::Tensor::Empty({b.S, Hq * D}, DType::kBF16, vtt::kCuda);
+        const int64_t early0 = vt::cuda::DecodeMmaLaunchesReadingEarly(), wide0 = vt::cuda::DecodeMmaWideLaunches();
+        vt::QkNormRopeCacheWrite(gpu, qo, qg, kk, vv, &qng, &kng, 1e-6f, pg, cg, kg, vg, smg);
+        vt::PagedAttention(gpu, out, qo, kg, vg, btg, slg, qlg, scale);
+        gpu.Synchronize();
+        unsetenv("VT_CUDA_ATTN_EARLY_READS");
+        EXPECT_EQ(vt::cuda::DecodeMmaLaunchesReadingEarly() - early0, off ? 0 : 1);
+        EXPECT_EQ(vt::cuda::DecodeMmaWideLaunches() - wide0, std::string(wide) == "0" ? 0 : 1);
+        outs[off] = vtt::Bytes(out);
+        if (off) continue;
+        EXPECT_TRUE(vtt::SameBytes(qo, qo_cpu)) << "the prelude's queries";
+        EXPECT_TRUE(vtt::SameBytes(kg, kc_cpu)) << "the prelude's key cache";
+        const std::vector<float> got = vtt::Floats(out), want = vtt::Floats(out_cpu);
+        size_t bad = 0;
+        double worst = 0;
+        for (size_t e = 0; e < got.size(); ++e) {
+          const double err = std::fabs(static_cast<double>(got[e]) - want[e]);
+          if (!(err <= AttnTol(DType::kBF16, want[e], false))) ++bad;
+          worst = std::max(worst, err);
+        }
+        EXPECT_EQ(bad, 0u) << "vs the CPU, worst " << worst;
+      }
+      EXPECT_EQ(outs[0], outs[1]) << "reading the context before the wait changed the output";
+    }
+  unsetenv("VT_CUDA_ATTN_DECODE_WIDE");
+}
+
 TEST(CudaModelOps, PagedAttentionRefusesBadMetadata) {
   VT_REQUIRE_CUDA();
   vt::Queue gpu = vt::Queue::Cuda(0);
