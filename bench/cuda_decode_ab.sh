@@ -5,6 +5,8 @@
 # Qwen3-0.6B and Qwen3-8B shapes in ModelOpt static FP8 and Qwen3-0.6B in BF16.
 # Usage: bench/cuda_decode_ab.sh BUILD_DIR VARIABLE "VALUE VALUE ..." [SCRATCH_DIR]
 #   e.g. bench/cuda_decode_ab.sh build/cuda VT_CUDA_PDL "1 0"
+# VARIABLE FLAG switches a `bench latency` flag instead: each value is passed as an argument
+#   e.g. bench/cuda_decode_ab.sh build/cuda FLAG "--async-scheduling --no-async-scheduling"
 # MODELS="q06 q8 b06" picks the checkpoints (default all three); ROUNDS=N the rounds (default 2);
 # INPUT_LEN / OUTPUT_LEN the prompt and output lengths (default 128 / 64); BATCH the batch size
 # (default 1); BENCH_ARGS adds
@@ -28,8 +30,9 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
   for m in ${MODELS:-q06 q8 b06}; do
     for v in $VALUES; do
       echo "== ${PRESET[$m]} ${FORMAT[$m]}, batch ${BATCH:-1}, prompt ${INPUT_LEN:-128}, $VAR=$v (round $round)"
-      env "$VAR=$v" "$VTLLM" bench latency "$SCRATCH/$m" --device cuda --batch-size "${BATCH:-1}" --input-len "${INPUT_LEN:-128}" \
-        --output-len "${OUTPUT_LEN:-64}" --rounds 3 ${BENCH_ARGS:-} | grep -E "^[a-z -]*:$|decode:|bandwidth|graphs"
+      if [ "$VAR" = FLAG ]; then env=(); flag=("$v"); else env=("$VAR=$v"); flag=(); fi
+      env "${env[@]}" "$VTLLM" bench latency "$SCRATCH/$m" --device cuda --batch-size "${BATCH:-1}" --input-len "${INPUT_LEN:-128}" \
+        --output-len "${OUTPUT_LEN:-64}" --rounds 3 ${BENCH_ARGS:-} "${flag[@]}" | grep -E "^[a-z -]*:$|decode:|bandwidth|graphs|async"
     done
   done
 done

@@ -334,6 +334,9 @@ void AddBenchCommand(CLI::App& app) {
     const model::Model::GraphStats& gs = model->graph_stats();
     j["cuda_graphs"] = {{"on", model->step_graphs()}, {"recorded", gs.captures}, {"replays", gs.replays},
                         {"eager_steps", gs.eager}};
+    const engine::EngineMetrics em = eng.metrics();
+    j["async_scheduling"] = {{"on", eng.config().async_scheduling.value_or(false)},
+                             {"steps_launched_ahead", em.steps_launched_ahead}, {"steps", em.steps}};
     j["weight_bytes_per_step"] = weight_bytes;
     j["weight_bytes_per_token"] = weight_bytes / static_cast<double>(B);
     j["kv_bytes_per_step"] = kv_bytes_per_step;
@@ -369,6 +372,9 @@ void AddBenchCommand(CLI::App& app) {
       std::printf("CUDA graphs: %s (%lld recorded, %lld steps replayed, %lld eager)\n",
                   model->step_graphs() ? "on" : "off", static_cast<long long>(gs.captures),
                   static_cast<long long>(gs.replays), static_cast<long long>(gs.eager));
+    std::printf("async scheduling: %s (%llu of the engine's %llu steps launched ahead)\n",
+                eng.config().async_scheduling.value_or(false) ? "on" : "off",
+                static_cast<unsigned long long>(em.steps_launched_ahead), static_cast<unsigned long long>(em.steps));
     std::printf("bytes per step: weights %.1f MB, KV cache %.1f MB; per token %.1f MB of weights\n",
                 weight_bytes / 1e6, kv_bytes_per_step / 1e6, weight_bytes / static_cast<double>(B) / 1e6);
   });

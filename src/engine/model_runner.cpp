@@ -121,6 +121,7 @@ void ModelRunner::Launch(const SchedulerOutput& schedule, const RequestTable& re
       job.result.prompt_logprobs[plp_of[r].first].push_back(std::move(p));
     }
   }
+  last_rows_.clear();  // the next step's placeholders come from this step's draw
   if (ns > 0) {
     rows_.assign(ns, SamplingRow{});
     banned_.resize(ns);
@@ -149,7 +150,6 @@ void ModelRunner::Launch(const SchedulerOutput& schedule, const RequestTable& re
       row.banned_token_ids = banned_[r];
     }
     sampler_.Launch(logits.Slice(0, 0, static_cast<int64_t>(ns)), rows_);
-    last_rows_.clear();
     for (size_t r = 0; r < ns; ++r) last_rows_[reqs[sample_of[r]]->id] = static_cast<int32_t>(r);
   } else {
     job.done = vt::Event::Record(model_->queue());

@@ -2,12 +2,14 @@
 // the GPU the greedy tokens the CPU engine gives (f32 activations, up to the first near-tie of
 // the HF reference), and the sampler's kernels ran on the GPU; decode steps ran as CUDA graph
 // replays (counted), and give the tokens of the eager engine, also when requests finish at
-// different steps so that the batch shrinks through the buckets. Without a GPU: SKIPPED.
+// different steps so that the batch shrinks through the buckets; async scheduling gives the
+// tokens of the engine that waits for each step. Without a GPU: SKIPPED.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
@@ -27,6 +29,8 @@ struct RunOptions {
   std::vector<int> max_tokens;  // per request (default 24 each)
   model::Model::GraphStats* stats = nullptr;
   std::string kv_cache_dtype = "auto";
+  std::optional<bool> async_scheduling;  // nullopt: the engine's default (on with CUDA)
+  EngineMetrics* metrics = nullptr;
 };
 
 std::map<std::string, std::vector<int32_t>> RunGreedy(vt::Device device, const std::string& dir, int64_t budget,
@@ -47,6 +51,7 @@ std::map<std::string, std::vector<int32_t>> RunGreedy(vt::Device device, const s
   c.max_num_batched_tokens = budget;
   c.kv_cache_memory_bytes = kv_blocks * m->KvCacheBytesPerBlock(16);
   c.use_generation_config = false;
+  c.async_scheduling = ro.async_scheduling;
   Engine e(c, m, std::nullopt);
   const auto cases = model::testing::ReadOracle(kTiny);
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -68,6 +73,7 @@ std::map<std::string, std::vector<int32_t>> RunGreedy(vt::Device device, const s
     EXPECT_GT(e.metrics().num_preemptions, 0u);
   }
   if (ro.stats) *ro.stats = m->graph_stats();
+  if (ro.metrics) *ro.metrics = e.metrics();
   return out;
 }
 
@@ -119,6 +125,42 @@ TEST(EngineCuda, GraphReplaysGiveTheEagerEnginesTokens) {
         ASSERT_EQ(g.at(id).size(), e.at(id).size()) << sub << " " << id;
         const size_t n = std::min(g.at(id).size(), model::testing::StepsBeforeNearTie(cases[i].margins));
         for (size_t t = 0; t < n; ++t) EXPECT_EQ(g.at(id)[t], e.at(id)[t]) << sub << " " << id << " step " << t;
+      }
+    }
+  }
+}
+
+// Async scheduling (on by default with CUDA): steps launched before the step before was
+// collected, their decode tokens read from its draw on the device, give the tokens of the
+// engine that waits for each step (up to the first near-tie: with 6 blocks the two may
+// preempt at different steps, so the batches differ).
+TEST(EngineCuda, AsyncSchedulingGivesTheTokensOfWaitingForEachStep) {
+  if (vt::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: skipped";
+  const auto cases = model::testing::ReadOracle(kTiny);
+  for (const char* sub : {"/bf16", "/fp8_modelopt"}) {
+    for (const int64_t kv_blocks : {int64_t{64}, int64_t{6}}) {
+      RunOptions async, sync;
+      async.max_tokens = sync.max_tokens = {24, 9, 17, 4};
+      sync.async_scheduling = false;
+      EngineMetrics am, sm;
+      model::Model::GraphStats gs;
+      async.metrics = &am;
+      async.stats = &gs;
+      sync.metrics = &sm;
+      const auto a = RunGreedy(vt::Device::Cuda(0), kTiny + sub, 16, kv_blocks, async);
+      const auto w = RunGreedy(vt::Device::Cuda(0), kTiny + sub, 16, kv_blocks, sync);
+      std::printf("[%s, %lld blocks] async: %llu of %llu steps launched ahead, %lld graph replays\n", sub,
+                  static_cast<long long>(kv_blocks), static_cast<unsigned long long>(am.steps_launched_ahead),
+                  static_cast<unsigned long long>(am.steps), static_cast<long long>(gs.replays));
+      EXPECT_GT(am.steps_launched_ahead, am.steps / 2) << sub;
+      EXPECT_EQ(sm.steps_launched_ahead, 0u) << sub;
+      EXPECT_GT(gs.replays, 0) << sub;
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const std::string id = Id(i);
+        ASSERT_EQ(a.at(id).size(), w.at(id).size()) << sub << " " << id;
+        const size_t n = kv_blocks > 6 ? a.at(id).size()
+                                       : std::min(a.at(id).size(), model::testing::StepsBeforeNearTie(cases[i].margins));
+        for (size_t t = 0; t < n; ++t) EXPECT_EQ(a.at(id)[t], w.at(id)[t]) << sub << " " << id << " step " << t;
       }
     }
   }
