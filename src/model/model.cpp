@@ -173,6 +173,9 @@ void Model::ReserveOwnStepBuffers(const StepLimits& want) {
     grew = true;
     buffers_.logits = vt::Tensor::Empty({R, config_.vocab_size}, DType::kF32, queue_.device());
   }
+  // A graph records its step's views of the input arena, laid out with the block-table width
+  // of these limits: a wider one moves them even when the arena itself stays.
+  grew = grew || l.max_blocks_per_seq != buffers_.limits.max_blocks_per_seq;
   buffers_.limits = l;
   if (grew) ++StepBufferGeneration();
 }
