@@ -525,13 +525,13 @@ TEST(ModelCuda, GraphReplayEqualsEagerStep) {
       if (dir.ends_with("qwen3-fp8-block-tiny")) {
         EXPECT_GT(early1, early0) << dir << " S=" << S;
         EXPECT_EQ(vt::cuda::DecodeMmaFp8Launches() > fp80, kv == "fp8") << dir << " S=" << S;
-        // A BF16 cache's few sequences (at most 4 x 2 KV heads: a GPU of at least 32 SMs)
-        // take the decode kernel's wide form (the runs below compare it with itself, reading
-        // early and not) unless a switch says otherwise.
+        // A few sequences (at most 4 x 2 KV heads: a GPU of at least 32 SMs), over either
+        // cache, take the decode kernel's wide form (the runs below compare it with itself,
+        // reading early and not) unless a switch says otherwise.
         const char* heads_n = std::getenv("VT_CUDA_ATTN_DECODE_HEADS_N");
         const char* wide = std::getenv("VT_CUDA_ATTN_DECODE_WIDE");
         const bool switched = (heads_n != nullptr && std::string(heads_n) != "0") || (wide != nullptr && std::string(wide) == "0");
-        if (kv != "fp8" && !switched) {
+        if (!switched) {
           EXPECT_GT(vt::cuda::DecodeMmaWideLaunches(), wide0) << dir << " S=" << S;
         }
       }

@@ -136,6 +136,7 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs, bool dec
   const int64_t fp8_before = vt::cuda::KvCacheFp8Launches().attention, mma_before = vt::cuda::PrefillMmaLaunches();
   const int64_t dec_before = vt::cuda::DecodeAttentionLaunches(), dec_mma_before = vt::cuda::DecodeMmaLaunches();
   const int64_t dec_fp8_before = vt::cuda::DecodeMmaFp8Launches(), heads_n_before = vt::cuda::DecodeMmaHeadsNLaunches();
+  const int64_t wide_before = vt::cuda::DecodeMmaWideLaunches();
   if (!decode_mma) setenv("VT_CUDA_ATTN_DECODE_MMA_FP8", "0", 1);
   vt::PagedAttention(gpu, out_gpu, qh.To(vtt::kCuda), kc.To(vtt::kCuda), vc.To(vtt::kCuda), bt.To(vtt::kCuda),
                      sl.To(vtt::kCuda), ql.To(vtt::kCuda), scale, ks, vs);
@@ -161,7 +162,18 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs, bool dec
   const int64_t dec_mma = dec && d == DType::kBF16 && decode_mma ? 1 : 0;
   EXPECT_EQ(vt::cuda::DecodeMmaLaunches() - dec_mma_before, dec_mma) << vt::DTypeName(d) << " D " << c.D;
   EXPECT_EQ(vt::cuda::DecodeMmaFp8Launches() - dec_fp8_before, dec_mma) << vt::DTypeName(d) << " D " << c.D;
-  EXPECT_EQ(vt::cuda::DecodeMmaHeadsNLaunches() - heads_n_before, vtt::DecodeHeadsNOn(true) ? dec_mma : 0);
+  // The wide form (few sequence-KV-head pairs; never with VT_CUDA_ATTN_DECODE_HEADS_N=1) runs
+  // the query heads as rows; the four-warp form as columns unless the switch says rows.
+  const int64_t wide = vt::cuda::DecodeMmaWideLaunches() - wide_before;
+  const char* heads_n = std::getenv("VT_CUDA_ATTN_DECODE_HEADS_N");
+  if (heads_n != nullptr && std::string(heads_n) != "0") {
+    EXPECT_EQ(wide, 0);
+  }
+  if (b.S * c.Hk * 4 <= 32) {  // few pairs for any GPU these tests run on
+    EXPECT_EQ(wide, heads_n != nullptr && std::string(heads_n) != "0" ? 0 : dec_mma) << "S " << b.S;
+  }
+  EXPECT_LE(wide, dec_mma);
+  EXPECT_EQ(vt::cuda::DecodeMmaHeadsNLaunches() - heads_n_before, vtt::DecodeHeadsNOn(true) ? dec_mma - wide : 0);
   const std::vector<float> got = vtt::Floats(out_gpu), on_cpu = vtt::Floats(out), q = vtt::Floats(qh);
   const int mant = d == DType::kF32 ? 23 : d == DType::kBF16 ? 7 : 10;
   auto tol = [&](double ref, double extra) {

@@ -79,10 +79,11 @@ bool DecodeKernelFitsMixed(const AttnArgs& a, DType query, DType cache);
 // VT_CUDA_ATTN_DECODE_MMA=0, or for an F8E4M3 cache when VT_CUDA_ATTN_DECODE_MMA_FP8=0.
 bool LaunchDecodeMma(CudaQueue& cq, const AttnArgs& a, DType query, DType cache);
 // The wide form of the tensor-core decode kernel (attention_decode_mma.cu): kWideTeams
-// teams of four warps in one CTA take a context's tiles side by side. DecodeMmaWide: whether
-// a step LaunchDecodeMma takes runs in it: a cache whose kernel runs the query heads as the
-// rows of its products (not DecodeMmaRowsN), when the step has at most a quarter as many
-// (sequence, KV head) pairs as the GPU has SMs (batch 1-4 of 8 KV heads on 132 SMs);
+// teams of four warps in one CTA take a context's tiles side by side, the query heads as the
+// rows of their products. DecodeMmaWide: whether a step LaunchDecodeMma takes runs in it, over
+// a BF16 or an F8E4M3 cache (unless VT_CUDA_ATTN_DECODE_HEADS_N=1 asks for the query heads
+// as the columns), when the step has at most a quarter as many (sequence, KV head) pairs as
+// the GPU has SMs (batch 1-4 of 8 KV heads on 132 SMs);
 // VT_CUDA_ATTN_DECODE_WIDE=0 never, =always at any batch (A/B runs, tests), read at each
 // call; never where a CTA cannot opt in to its shared memory (104 KB at head size 128 over a
 // BF16 cache: sm_80 and sm_90 can, sm_86 and sm_89 cannot). Its launches split contexts for

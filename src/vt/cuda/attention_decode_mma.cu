@@ -404,13 +404,16 @@ bool DecodeMmaTakes(const AttnArgs& a, DType query, DType cache) {
 
 // The query heads as the N columns of the products (attention_decode_heads_n.cuh) over an
 // F8E4M3 cache, as the M rows (DecodeMmaRows) over a BF16 one: each measured the faster for
-// its cache (bench/README.md). VT_CUDA_ATTN_DECODE_HEADS_N=1 takes the N form for both, =0
-// the M form for both. Read at each call.
+// its cache in the four-warp form (bench/README.md); a step the wide form takes runs the M
+// rows for both caches. VT_CUDA_ATTN_DECODE_HEADS_N=1 takes the N form for both (and never
+// the wide form), =0 the M form for both. Read at each call.
 namespace {
-bool DecodeHeadsN(bool fp8) {
-  const char* v = std::getenv("VT_CUDA_ATTN_DECODE_HEADS_N");
-  return v == nullptr ? fp8 : std::strcmp(v, "0") != 0;
+const char* HeadsNSwitch() { return std::getenv("VT_CUDA_ATTN_DECODE_HEADS_N"); }
+bool HeadsNForced() {
+  const char* v = HeadsNSwitch();
+  return v != nullptr && std::strcmp(v, "0") != 0;
 }
+bool DecodeHeadsN(bool fp8) { return HeadsNSwitch() == nullptr ? fp8 : HeadsNForced(); }
 }  // namespace
 
 namespace {
@@ -427,7 +430,7 @@ size_t DecodeMmaWideSmemBytes(int64_t D, bool fp8) {
 
 bool DecodeMmaWide(const CudaQueue& cq, const AttnArgs& a, DType query, DType cache) {
   const bool fp8 = DecodeMmaFp8Takes(a, query, cache);
-  if (cq.cc_major < 8 || !(fp8 || DecodeMmaTakes(a, query, cache)) || DecodeHeadsN(fp8)) return false;
+  if (cq.cc_major < 8 || !(fp8 || DecodeMmaTakes(a, query, cache)) || HeadsNForced()) return false;
   if (DecodeMmaWideSmemBytes(a.D, fp8) > cq.smem_per_block_optin) return false;
   const char* v = std::getenv("VT_CUDA_ATTN_DECODE_WIDE");
   if (v != nullptr && std::strcmp(v, "0") == 0) return false;
