@@ -16,7 +16,8 @@
 #                                          the dispatch, queue and kernel tests) under the first CPU
 #                                          model, its op table and dispatch tests under the others;
 #                                          model_ci_tests (the qwen3-tiny oracles) under the first;
-#                                          engine_ci_tests (scheduler, engine end to end, FP8 KV
+#                                          engine_ci_tests (scheduler, engine end to end, async
+#                                          scheduling, FP8 KV
 #                                          cache, MoE with BF16 and FP8 experts, the kernels each
 #                                          level runs) under ENGINE_CPUS (max: neonbf16,
 #                                          neoverse-n1: neon)
