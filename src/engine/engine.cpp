@@ -170,7 +170,7 @@ void Engine::Impl::Init() {
   if (config.load.progress)
     std::fprintf(stderr,
                  "KV cache: %lld blocks of %lld tokens (%.1f MiB, %lld tokens; %s); max_model_len %lld, "
-                 "max_num_seqs %lld, max_num_batched_tokens %lld\n",
+                 "max_num_seqs %lld, max_num_batched_tokens %lld; async scheduling %s\n",
                  static_cast<long long>(num_blocks), static_cast<long long>(config.block_size),
                  static_cast<double>(num_blocks * per_block) / (1 << 20),
                  static_cast<long long>(num_blocks * config.block_size),
@@ -179,7 +179,7 @@ void Engine::Impl::Init() {
                  : cuda  ? "from --gpu-memory-utilization"
                          : "a quarter of free memory, at most 4 GiB",
                  static_cast<long long>(max_model_len), static_cast<long long>(config.max_num_seqs),
-                 static_cast<long long>(config.max_num_batched_tokens));
+                 static_cast<long long>(config.max_num_batched_tokens), *config.async_scheduling ? "on" : "off");
 
   if (hybrid && config.load.progress)
     std::fprintf(stderr, "Recurrent state: %lld slots of %.2f MiB (%.1f MiB)\n",

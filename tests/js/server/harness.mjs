@@ -26,11 +26,14 @@ export function makeModel({ makeCheckpoint, sourceDir, workDir }, format = 'fp8-
   return dir;
 }
 
-// Starts `vtllm serve MODEL --port 0 ...extra`; resolves once it listens.
+// Starts `vtllm serve MODEL --port 0 ...extra`; resolves once it listens. The environment's
+// VTLLM_SERVE_EXTRA_ARGS (space-separated) are appended (ctest runs some scripts again with
+// --async-scheduling).
 export function startServer(vtllm, model, extra = []) {
   return new Promise((resolve, reject) => {
     const len = extra.includes('--max-model-len') ? [] : ['--max-model-len', '1024'];
-    const args = ['serve', model, '--port', '0', '--served-model-name', 'tiny', ...len, '--threads', '2', ...extra];
+    const env = (process.env.VTLLM_SERVE_EXTRA_ARGS || '').split(' ').filter(Boolean);
+    const args = ['serve', model, '--port', '0', '--served-model-name', 'tiny', ...len, '--threads', '2', ...extra, ...env];
     const proc = spawn(vtllm, args, { stdio: ['ignore', 'inherit', 'pipe'] });
     let log = '';
     const timer = setTimeout(() => reject(new Error('server did not start in 120 s:\n' + log)), 120000);
