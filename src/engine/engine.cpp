@@ -90,13 +90,14 @@ struct Engine::Impl {
 
   ~Impl();
   void Init();
-  Request* Find(const std::string& id, uint64_t serial);
+  // The request of that id if it is still the one with that serial (ids can come back).
+  Request* Find(const std::string& id, uint64_t serial) const;
   bool CanRunAhead() const;
   // Launches a schedule; false (its requests ended with the error) when that failed.
   bool LaunchStep(SchedulerOutput schedule, std::vector<std::string>& touched);
   // Collects the oldest launched step and turns its tokens into the requests' outputs.
   void CollectStep(std::vector<std::string>& touched);
-  void FailRequests(const SchedulerOutput& schedule, const std::vector<uint64_t>* serials, const std::exception& e,
+  void FailRequests(const SchedulerOutput& schedule, const std::vector<uint64_t>& serials, const std::exception& e,
                     std::vector<std::string>& touched);
   const TokenVocabulary& StructuredVocabulary();
   void FinishChild(Request* req, FinishReason reason, double now);
@@ -421,7 +422,7 @@ Engine::Impl::~Impl() {
   }
 }
 
-Request* Engine::Impl::Find(const std::string& id, uint64_t serial) {
+Request* Engine::Impl::Find(const std::string& id, uint64_t serial) const {
   auto it = requests.find(id);
   return it != requests.end() && it->second->serial == serial ? it->second.get() : nullptr;
 }
@@ -432,23 +433,19 @@ bool Engine::Impl::CanRunAhead() const {
   const Launched& l = in_flight.front();
   for (size_t i = 0; i < l.schedule.scheduled.size(); ++i) {
     if (!l.drew[i]) continue;
-    auto it = requests.find(l.schedule.scheduled[i].request_id);
-    if (it != requests.end() && it->second->serial == l.serials[i] && !it->second->finished() &&
-        it->second->needs_host_tokens())
-      return false;
+    const Request* req = Find(l.schedule.scheduled[i].request_id, l.serials[i]);
+    if (req != nullptr && !req->finished() && req->needs_host_tokens()) return false;
   }
   return true;
 }
 
-void Engine::Impl::FailRequests(const SchedulerOutput& schedule, const std::vector<uint64_t>* serials,
+void Engine::Impl::FailRequests(const SchedulerOutput& schedule, const std::vector<uint64_t>& serials,
                                 const std::exception& e, std::vector<std::string>& touched) {
   // The step failed as a whole: its requests end with the error; the others go on.
   const double now = Now();
   for (size_t i = 0; i < schedule.scheduled.size(); ++i) {
-    const ScheduledRequest& s = schedule.scheduled[i];
-    auto it = requests.find(s.request_id);
-    if (it == requests.end() || (serials && it->second->serial != (*serials)[i])) continue;
-    Request* req = it->second.get();
+    Request* req = Find(schedule.scheduled[i].request_id, serials[i]);
+    if (req == nullptr) continue;
     Parent& parent = parents.at(req->parent_id);
     parent.error = std::string("the model step failed: ") + e.what();
     for (Request* c : parent.children) {
@@ -473,7 +470,7 @@ bool Engine::Impl::LaunchStep(SchedulerOutput schedule, std::vector<std::string>
   try {
     executor->Launch(schedule, requests);
   } catch (const std::exception& e) {
-    FailRequests(schedule, nullptr, e, touched);
+    FailRequests(schedule, l.serials, e, touched);
     return false;
   }
   for (size_t i = 0; i < schedule.scheduled.size(); ++i)
@@ -493,7 +490,7 @@ void Engine::Impl::CollectStep(std::vector<std::string>& touched) {
   try {
     result = executor->Collect();
   } catch (const std::exception& e) {
-    FailRequests(schedule, &l.serials, e, touched);
+    FailRequests(schedule, l.serials, e, touched);
     return;
   }
   const double now = Now();

@@ -21,14 +21,9 @@ namespace {
 
 using test_util::Greedy;
 using test_util::Id;
+using test_util::kTiny;
+using test_util::TinyModel;
 
-const std::string kTiny = std::string(VTLLM_FIXTURES_DIR) + "/oracles/qwen3-tiny";
-
-std::shared_ptr<model::Model> TinyModel() {
-  static std::shared_ptr<model::Model> m =
-      model::Model::Load(kTiny + "/bf16", model::testing::CpuOptions(vt::DType::kF32));
-  return m;
-}
 
 EngineConfig Config(bool async, int64_t kv_bytes = 0, int64_t max_model_len = 256) {
   EngineConfig c;

@@ -7,7 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include <memory>
+
 #include "engine/engine.h"
+#include "model/model_oracle.h"
 
 namespace vtllm::engine::test_util {
 
@@ -28,6 +31,15 @@ inline EngineRequest Greedy(const std::string& id, std::vector<int32_t> prompt, 
   r.params.max_tokens = max_tokens;
   r.params.ignore_eos = true;
   return r;
+}
+
+// The tiny random Qwen3 of the oracles (tests/fixtures/oracles/qwen3-tiny), loaded once per
+// binary on the CPU with f32 activations.
+inline const std::string kTiny = std::string(VTLLM_FIXTURES_DIR) + "/oracles/qwen3-tiny";
+inline std::shared_ptr<model::Model> TinyModel() {
+  static std::shared_ptr<model::Model> m =
+      model::Model::Load(kTiny + "/bf16", model::testing::CpuOptions(vt::DType::kF32));
+  return m;
 }
 
 }  // namespace vtllm::engine::test_util

@@ -22,7 +22,7 @@ namespace {
 
 using test_util::Id;
 
-const std::string kTiny = std::string(VTLLM_FIXTURES_DIR) + "/oracles/qwen3-tiny";
+using test_util::kTiny;
 
 struct RunOptions {
   bool enforce_eager = false;

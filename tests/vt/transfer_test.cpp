@@ -7,20 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "vt/error_of.h"
 #include "vt/transfer.h"
 #include "vt/vt.h"
 
 namespace {
 
-template <typename Fn>
-std::string ErrorOf(Fn fn) {
-  try {
-    fn();
-  } catch (const vt::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using vtt::ErrorOf;
 
 TEST(Transfer, CpuCopiesRoundTripThroughStaging) {
   vt::Queue q = vt::Queue::Cpu(1);

@@ -1,20 +1,12 @@
 // The CUDA backend refuses by name: absent devices, tensors on the wrong device, ops with
 // no CUDA kernel. The absent-device test also runs (and passes) on machines without a GPU.
 #include "cuda_test_util.h"
+#include "vt/error_of.h"
 
 namespace {
 
 using vt::DType;
-
-template <typename Fn>
-std::string ErrorOf(Fn fn) {
-  try {
-    fn();
-  } catch (const vt::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using vtt::ErrorOf;
 
 TEST(CudaErrors, AbsentDeviceIsNamed) {
   const int n = vt::CudaDeviceCount();
