@@ -155,6 +155,28 @@ TEST(DTypeFp8E4M3, RoundsToNearestEvenIncludingSubnormals) {
   for (int i = 0; i < 200000; ++i) check(static_cast<float>(std::exp2(e(rng)) * ((rng() & 1) ? 1 : -1)));
 }
 
+// The tests' e4m3fn rounding (a binary search of the grid) against its definition, the
+// enumeration of every code: at each code, each midpoint and the doubles beside both, ±0,
+// NaN, past 448, and a million random magnitudes over the whole range.
+TEST(TestUtil, NearestE4M3SearchEqualsTheEnumeration) {
+  auto same = [](double v) {
+    ASSERT_EQ(vt_test::NearestE4M3(v), vt_test::NearestE4M3ByEnumeration(v)) << std::hexfloat << v;
+  };
+  for (int c = 0; c <= 0x7E; ++c) {
+    const double a = vt_test::DecodeE4M3(static_cast<uint8_t>(c));
+    const double mid = c < 0x7E ? (a + vt_test::DecodeE4M3(static_cast<uint8_t>(c + 1))) / 2 : 460.0;
+    for (double x : {a, mid, std::nextafter(a, 0.0), std::nextafter(a, 1e9), std::nextafter(mid, 0.0),
+                     std::nextafter(mid, 1e9)}) {
+      same(x);
+      same(-x);
+    }
+  }
+  for (double x : {0.0, -0.0, std::nan(""), -std::nan(""), 448.0, 449.0, 1e300, std::ldexp(1.0, -12)}) same(x);
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<double> e(-12, 9);
+  for (int i = 0; i < 1000000; ++i) same(std::exp2(e(rng)) * ((rng() & 1) ? 1 : -1));
+}
+
 TEST(DTypeTable, NamesAndSizes) {
   EXPECT_EQ(vt::DTypeSize(vt::DType::kF8E4M3), 1u);
   EXPECT_EQ(vt::DTypeSize(vt::DType::kBF16), 2u);

@@ -179,6 +179,12 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs, bool dec
   auto tol = [&](double ref, double extra) {
     return 2.0 * std::exp2(std::floor(std::log2(std::max(std::fabs(ref), 0x1p-14))) - mant) + extra;
   };
+  // DequantRef of every code, for either cache's scale.
+  double kd[256], vd[256];
+  for (int code = 0; code < 256; ++code) {
+    kd[code] = vt_kvfp8::DequantRef(static_cast<uint8_t>(code), ks);
+    vd[code] = vt_kvfp8::DequantRef(static_cast<uint8_t>(code), vs);
+  }
   size_t bad = 0;
   for (int64_t s = 0; s < b.S; ++s) {
     const auto [ctx, n] = c.seqs[s];
@@ -186,22 +192,29 @@ void RunCase(const Case& c, DType d, uint32_t seed, float ks, float vs, bool dec
       const int64_t t = b.query_start_loc[s] + r, pos = ctx - n + r;
       for (int64_t h = 0; h < c.Hq; ++h) {
         const int64_t kh = h / (c.Hq / c.Hk);
-        auto at = [&](int64_t j, int64_t i) {
-          return ((b.tables[s * b.max_blocks + j / c.block_size] * c.block_size + j % c.block_size) * c.Hk + kh) * c.D + i;
+        // Where token j's row of this KV head starts in either cache.
+        auto row = [&](int64_t j) {
+          return static_cast<size_t>(
+              ((b.tables[s * b.max_blocks + j / c.block_size] * c.block_size + j % c.block_size) * c.Hk + kh) * c.D);
         };
         std::vector<double> sc(static_cast<size_t>(pos + 1));
         for (int64_t j = 0; j <= pos; ++j) {
           double dot = 0;
-          for (int64_t i = 0; i < c.D; ++i) dot += double(q[(t * c.Hq + h) * c.D + i]) * vt_kvfp8::DequantRef(kb[at(j, i)], ks);
+          const size_t kr = row(j);
+          for (int64_t i = 0; i < c.D; ++i) dot += double(q[(t * c.Hq + h) * c.D + i]) * kd[kb[kr + i]];
           sc[j] = dot * scale;
         }
         const double m = *std::max_element(sc.begin(), sc.end());
         double z = 0;
         for (double& x : sc) z += (x = std::exp(x - m));
+        // Each output sums its terms in token order; the tokens walk the cache rows once.
+        std::vector<double> acc(static_cast<size_t>(c.D), 0.0);
+        for (int64_t j = 0; j <= pos; ++j) {
+          const size_t vr = row(j);
+          for (int64_t i = 0; i < c.D; ++i) acc[i] += sc[j] * vd[vb[vr + i]];
+        }
         for (int64_t i = 0; i < c.D; ++i) {
-          double ref = 0;
-          for (int64_t j = 0; j <= pos; ++j) ref += sc[j] * vt_kvfp8::DequantRef(vb[at(j, i)], vs);
-          ref /= z;
+          const double ref = acc[i] / z;
           const size_t e = static_cast<size_t>((t * c.Hq + h) * c.D + i);
           if (!(std::fabs(got[e] - ref) <= tol(ref, 2e-5)) || !(std::fabs(got[e] - on_cpu[e]) <= tol(on_cpu[e], 1e-5)))
             if (++bad <= 3)

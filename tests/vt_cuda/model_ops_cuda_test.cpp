@@ -146,24 +146,32 @@ std::vector<uint8_t> RunAttentionCase(const AttnCase& c, DType d, uint32_t seed)
       const int64_t t = qsl[s] + r, pos = c.seqs[s].ctx - c.seqs[s].n + r;
       for (int64_t h = 0; h < c.Hq; ++h) {
         const int64_t kh = h / group;
-        auto at = [&](const std::vector<float>& cache, int64_t j, int64_t i) {
+        // Where token j's row of this KV head starts in either cache.
+        auto row = [&](int64_t j) {
           const int64_t blk = tables[s * max_blocks + j / c.block_size];
-          return static_cast<double>(cache[((blk * c.block_size + j % c.block_size) * c.Hk + kh) * c.D + i]);
+          return static_cast<size_t>(((blk * c.block_size + j % c.block_size) * c.Hk + kh) * c.D);
         };
         std::vector<double> sc(static_cast<size_t>(pos + 1));
         double mx = -INFINITY;
         for (int64_t j = 0; j <= pos; ++j) {
           double dot = 0;
-          for (int64_t i = 0; i < c.D; ++i) dot += static_cast<double>(q[(t * c.Hq + h) * c.D + i]) * at(kf, j, i);
+          const size_t kr = row(j);
+          for (int64_t i = 0; i < c.D; ++i)
+            dot += static_cast<double>(q[(t * c.Hq + h) * c.D + i]) * static_cast<double>(kf[kr + i]);
           sc[j] = dot * scale;
           mx = std::max(mx, sc[j]);
         }
         double sum = 0;
         for (auto& x : sc) sum += (x = std::exp(x - mx));
+        // Each output sums its terms in token order; the tokens walk the cache rows once
+        // (an output at a time re-read the whole context for every one of the D outputs).
+        std::vector<double> acc(static_cast<size_t>(c.D), 0.0);
+        for (int64_t j = 0; j <= pos; ++j) {
+          const size_t vr = row(j);
+          for (int64_t i = 0; i < c.D; ++i) acc[i] += sc[j] * static_cast<double>(vf[vr + i]);
+        }
         for (int64_t i = 0; i < c.D; ++i) {
-          double o = 0;
-          for (int64_t j = 0; j <= pos; ++j) o += sc[j] * at(vf, j, i);
-          o /= sum;
+          const double o = acc[i] / sum;
           const size_t e = static_cast<size_t>((t * c.Hq + h) * c.D + i);
           const double ec = std::fabs(got[e] - static_cast<double>(cpu_out[e]));
           const double er = std::fabs(got[e] - o);

@@ -9,8 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "cuda_test_util.h"
 #include "vt/cuda/kernels.h"
@@ -108,7 +111,13 @@ struct Fp8MoeCase {
 void RunFp8Moe(const Fp8MoeCase& c, std::mt19937& rng) {
   constexpr int64_t k = 8;
   const int64_t T = c.T, H = c.H, I = c.I, E = c.E;
-  const vt::Tensor w13 = Fp8Codes({E * 2 * I, H}, 3), w2 = Fp8Codes({E * H, I}, 4);
+  // The experts of a shape, made once: most cases share the 30B-A3B width, and drawing 57 M
+  // codes a case took most of the test's time.
+  static std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<vt::Tensor, vt::Tensor>> experts;
+  auto [it, fresh] = experts.try_emplace({E, H, I});
+  if (fresh) it->second = {Fp8Codes({E * 2 * I, H}, 3), Fp8Codes({E * H, I}, 4)};
+  const vt::Tensor& w13 = it->second.first;
+  const vt::Tensor& w2 = it->second.second;
   std::vector<float> al13, al2;
   for (int64_t e = 0; e < E; ++e) {
     // gate/up sums near N(0, 1), activations in e4m3fn's normal range (scale 0.05)
