@@ -19,6 +19,8 @@
 // FP8 quantization, SiLU-mul + FP8 quantization) for 1 to 4096 rows of the 0.6B and 8B
 // widths, with the bytes each reads and writes per second. `--floor` measures the floor of a
 // replayed chain of dependent kernels of a decode step's grid shapes (cuda_chain_floor.cu).
+// `--persistent` measures a 0.6B-shaped FP8 decode step as one persistent kernel with grid
+// barriers (cuda_persistent_floor.cu), checked against the host.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -121,6 +123,7 @@ double GraphUs(cudaStream_t stream, int reps, int chain, const std::function<voi
 
 void LaunchStreamRead(const void* p, int64_t bytes, uint32_t* sink, int sms, cudaStream_t stream);
 void RunChainFloor();
+void RunPersistentFloor();
 
 int main(int argc, char** argv) {
   // --gemv: only M = 1 (cuBLASLt FP8, the dispatched kernel and every GEMV variant).
@@ -135,6 +138,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::string(argv[1]) == "--floor") {
     RunChainFloor();
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--persistent") {
+    RunPersistentFloor();
     return 0;
   }
   vt::Queue q = vt::Queue::Cuda(0);
