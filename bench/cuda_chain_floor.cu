@@ -6,6 +6,12 @@
 // (a GEMV of a 1024-wide row) and one wave of 1024-thread CTAs (a GEMV of a wide row). The
 // time per kernel is what any kernel of that shape costs in a replayed step before it does
 // its own work.
+//
+// Then the cost of many CTAs reading one small row: 112 pairs of a one-CTA kernel that writes
+// a 1 KB row (a norm's FP8 output) and a 1024-CTA x 64-thread kernel whose every CTA reads
+// that whole row, 16 bytes a thread (the 0.6B q/k/v and gate/up GEMVs' activation read),
+// with the producer writing R copies of the row and CTA c reading copy c % R. Where R > 1
+// is faster, the few L2 slices that hold one row's lines are what the consumers wait on.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -35,6 +41,103 @@ __global__ void ChainKernel(uint32_t* cell, int i, int pdl) {
   if (blockIdx.x == 0 && threadIdx.x == 0) cell[i] = cell[i - 1] + 1;
 }
 
+// A launch of grid x threads on stream, overlapped (programmatic dependent launch) when pdl.
+cudaLaunchConfig_t LaunchConfig(int grid, int threads, cudaStream_t stream, int pdl, cudaLaunchAttribute (&attr)[1]) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = stream;
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl;
+  return cfg;
+}
+
+// Instantiates the captured graph, replays it 23 times and gives the median of the last 20
+// replays in ms; destroys the graph.
+cudaError_t ReplayMedianMs(cudaGraph_t graph, cudaStream_t stream, cudaEvent_t t0, cudaEvent_t t1, float& median_ms) {
+  cudaGraphExec_t exec;
+  cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  const bool instantiated = e == cudaSuccess;
+  std::vector<float> ms;
+  for (int r = 0; r < 23 && e == cudaSuccess; ++r) {
+    float m = 0;
+    if ((e = cudaEventRecord(t0, stream)) != cudaSuccess || (e = cudaGraphLaunch(exec, stream)) != cudaSuccess ||
+        (e = cudaEventRecord(t1, stream)) != cudaSuccess || (e = cudaEventSynchronize(t1)) != cudaSuccess ||
+        (e = cudaEventElapsedTime(&m, t0, t1)) != cudaSuccess)
+      break;
+    if (r >= 3) ms.push_back(m);
+  }
+  if (e == cudaSuccess) {
+    std::sort(ms.begin(), ms.end());
+    median_ms = ms[ms.size() / 2];
+  }
+  if (instantiated) cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return e;
+}
+
+// One CTA: after the previous kernel, writes `replicas` copies of a 1 KB row (64 x 16 bytes).
+__global__ void RowProducer(uint32_t* cell, int i, uint4* rows, int replicas, int pdl) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (pdl) {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+  }
+#endif
+  const uint32_t v = cell[i - 1] + 1;
+  for (int k = threadIdx.x; k < replicas * 64; k += blockDim.x) rows[k] = make_uint4(v, k, v ^ 0x5A5A5A5Au, k + 1);
+  if (threadIdx.x == 0) cell[i] = v;
+}
+
+// Every CTA reads its copy of the row, 16 bytes a thread, as a GEMV reads its activation row.
+__global__ void RowConsumer(uint32_t* cell, int i, const uint4* rows, int replicas, int pdl) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (pdl) {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+  }
+#endif
+  const uint4 x = __ldg(rows + (blockIdx.x % replicas) * 64 + threadIdx.x);
+  uint32_t s = x.x ^ x.z;
+  for (int o = 16; o > 0; o >>= 1) s ^= __shfl_xor_sync(0xFFFFFFFFu, s, o);
+  if (s == 0x12345678u) cell[0] = s;  // practically never; keeps the load
+  if (blockIdx.x == 0 && threadIdx.x == 0) cell[i] = cell[i - 1] + 1;
+}
+
+void RunHotRowFloor(cudaStream_t stream, uint32_t* cell, cudaEvent_t t0, cudaEvent_t t1) {
+  constexpr int kPairs = 112, kMaxReplicas = 64;
+  uint4* rows = nullptr;
+  FLOOR_CHECK(cudaMalloc(&rows, kMaxReplicas * 64 * sizeof(uint4)));
+  FLOOR_CHECK(cudaMemset(rows, 0, kMaxReplicas * 64 * sizeof(uint4)));
+  std::printf("hot row: %d pairs (1 CTA x 256 writes R copies of a 1 KB row; 1024 CTAs x 64 read copy c %% R), "
+              "replayed; us per pair (median of 20 replays)\n",
+              kPairs);
+  for (int pdl = 0; pdl < 2; ++pdl)
+    for (int replicas : {1, 2, 4, 8, 16, 32, 64}) {
+      cudaGraph_t graph;
+      FLOOR_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      for (int i = 1; i <= 2 * kPairs; ++i) {
+        const bool consumer = i % 2 == 0;
+        cudaLaunchAttribute attr[1];
+        const cudaLaunchConfig_t cfg = LaunchConfig(consumer ? 1024 : 1, consumer ? 64 : 256, stream, pdl, attr);
+        if (consumer)
+          FLOOR_CHECK(cudaLaunchKernelEx(&cfg, RowConsumer, cell, i, static_cast<const uint4*>(rows), replicas, pdl));
+        else
+          FLOOR_CHECK(cudaLaunchKernelEx(&cfg, RowProducer, cell, i, rows, replicas, pdl));
+      }
+      FLOOR_CHECK(cudaStreamEndCapture(stream, &graph));
+      float median_ms = 0;
+      FLOOR_CHECK(ReplayMedianMs(graph, stream, t0, t1, median_ms));
+      uint32_t last = 0;
+      FLOOR_CHECK(cudaMemcpy(&last, cell + 2 * kPairs, sizeof(last), cudaMemcpyDeviceToHost));
+      std::printf("  %s R = %2d: %.2f us per pair (last cell %u)\n", pdl ? "PDL  " : "plain", replicas,
+                  1000.0 * median_ms / kPairs, last);
+    }
+  FLOOR_CHECK(cudaFree(rows));
+}
+
 }  // namespace
 
 void RunChainFloor() {
@@ -42,7 +145,7 @@ void RunChainFloor() {
   FLOOR_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   constexpr int kKernels = 224;  // Qwen3-0.6B: 28 layers of 8 kernels
   uint32_t* cell = nullptr;
-  FLOOR_CHECK(cudaMalloc(&cell, (kKernels + 1) * sizeof(uint32_t)));
+  FLOOR_CHECK(cudaMalloc(&cell, (kKernels + 1) * sizeof(uint32_t)));  // 225 cells: also the 224 of the hot row
   FLOOR_CHECK(cudaMemset(cell, 0, (kKernels + 1) * sizeof(uint32_t)));
   cudaStream_t stream;
   FLOOR_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -61,37 +164,18 @@ void RunChainFloor() {
       cudaGraph_t graph;
       FLOOR_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
       for (int i = 1; i <= kKernels; ++i) {
-        cudaLaunchConfig_t cfg{};
-        cfg.gridDim = dim3(s.grid);
-        cfg.blockDim = dim3(s.threads);
-        cfg.stream = stream;
         cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = pdl;
+        const cudaLaunchConfig_t cfg = LaunchConfig(s.grid, s.threads, stream, pdl, attr);
         FLOOR_CHECK(cudaLaunchKernelEx(&cfg, ChainKernel, cell, i, pdl));
       }
       FLOOR_CHECK(cudaStreamEndCapture(stream, &graph));
-      cudaGraphExec_t exec;
-      FLOOR_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      std::vector<float> ms;
-      for (int r = 0; r < 23; ++r) {
-        FLOOR_CHECK(cudaEventRecord(t0, stream));
-        FLOOR_CHECK(cudaGraphLaunch(exec, stream));
-        FLOOR_CHECK(cudaEventRecord(t1, stream));
-        FLOOR_CHECK(cudaEventSynchronize(t1));
-        float m = 0;
-        FLOOR_CHECK(cudaEventElapsedTime(&m, t0, t1));
-        if (r >= 3) ms.push_back(m);
-      }
-      std::sort(ms.begin(), ms.end());
+      float median_ms = 0;
+      FLOOR_CHECK(ReplayMedianMs(graph, stream, t0, t1, median_ms));
       uint32_t last = 0;
       FLOOR_CHECK(cudaMemcpy(&last, cell + kKernels, sizeof(last), cudaMemcpyDeviceToHost));
       std::printf("  %-16s %s: %.2f us per kernel (%.3f ms the chain; last cell %u)\n", s.name,
-                  pdl ? "PDL  " : "plain", 1000.0 * ms[ms.size() / 2] / kKernels, ms[ms.size() / 2], last);
-      FLOOR_CHECK(cudaGraphExecDestroy(exec));
-      FLOOR_CHECK(cudaGraphDestroy(graph));
+                  pdl ? "PDL  " : "plain", 1000.0 * median_ms / kKernels, median_ms, last);
     }
+  RunHotRowFloor(stream, cell, t0, t1);
   FLOOR_CHECK(cudaFree(cell));
 }

@@ -19,8 +19,9 @@
 // FP8 quantization, SiLU-mul + FP8 quantization) for 1 to 4096 rows of the 0.6B and 8B
 // widths, with the bytes each reads and writes per second. `--floor` measures the floor of a
 // replayed chain of dependent kernels of a decode step's grid shapes (cuda_chain_floor.cu).
-// `--persistent` measures a 0.6B-shaped FP8 decode step as one persistent kernel with grid
-// barriers (cuda_persistent_floor.cu), checked against the host.
+// `--persistent` measures a 0.6B-shaped FP8 decode step as one persistent kernel (grid
+// barriers or tagged words between its stages; cuda_persistent_floor.cu), checked against
+// the host.
 #include <cuda_runtime.h>
 
 #include <algorithm>

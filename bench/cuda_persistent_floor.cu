@@ -3,13 +3,15 @@
 // (eight a layer); bench/README.md measured that chain's own floor and each kind's
 // marginal cost, and three fusions of the norms into the GEMVs lost. This measures the
 // other design before anyone builds it into the model: one CTA per SM for the whole step,
-// a grid barrier where a layer's data depends on every CTA (after q/k/v, the attention,
-// o_proj, gate/up and down: five a layer), each CTA's rows of the four projections of
+// a hand-over where a layer's data depends on every CTA (after q/k/v, the attention,
+// o_proj, gate/up and down: five a layer; a grid barrier, or values stored with a tag
+// their readers poll: Params::mode), each CTA's rows of the four projections of
 // the next layer copied into its shared memory by bulk copies while this layer runs, the
 // input norms made by every CTA for itself (1,024 values), the attention of one token by
 // one CTA per query head (q/k RMSNorm, RoPE, the new key and value written to a
 // contiguous BF16 cache, softmax over the context), SiLU-mul and the FP8 codes of every
-// GEMV input in the stages' epilogues, the BF16 lm_head streamed by all CTAs at the end.
+// GEMV input in the stages' epilogues (the products by FMAs or on the tensor cores), the
+// BF16 lm_head streamed by all CTAs at the end.
 // Random weights of the 0.6B widths; the result is checked against a host computation of
 // the same math (so the timed kernel is shown to do the work), and the step's bytes are
 // set against a read of the same buffers by the streaming roofline kernel, in the same run.
