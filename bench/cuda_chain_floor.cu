@@ -19,16 +19,11 @@
 #include <cstdio>
 #include <vector>
 
+#include "cuda_bench_util.h"
+
 namespace {
 
-#define FLOOR_CHECK(x)                                                                            \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-      return;                                                                                     \
-    }                                                                                             \
-  } while (0)
+using vtllm_bench::ReplayMedianMs;
 
 // Reads cell[i - 1] after the previous kernel completes, writes cell[i] (CTA 0, thread 0).
 __global__ void ChainKernel(uint32_t* cell, int i, int pdl) {
@@ -52,30 +47,6 @@ cudaLaunchConfig_t LaunchConfig(int grid, int threads, cudaStream_t stream, int 
   cfg.attrs = attr;
   cfg.numAttrs = pdl;
   return cfg;
-}
-
-// Instantiates the captured graph, replays it 23 times and gives the median of the last 20
-// replays in ms; destroys the graph.
-cudaError_t ReplayMedianMs(cudaGraph_t graph, cudaStream_t stream, cudaEvent_t t0, cudaEvent_t t1, float& median_ms) {
-  cudaGraphExec_t exec;
-  cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
-  const bool instantiated = e == cudaSuccess;
-  std::vector<float> ms;
-  for (int r = 0; r < 23 && e == cudaSuccess; ++r) {
-    float m = 0;
-    if ((e = cudaEventRecord(t0, stream)) != cudaSuccess || (e = cudaGraphLaunch(exec, stream)) != cudaSuccess ||
-        (e = cudaEventRecord(t1, stream)) != cudaSuccess || (e = cudaEventSynchronize(t1)) != cudaSuccess ||
-        (e = cudaEventElapsedTime(&m, t0, t1)) != cudaSuccess)
-      break;
-    if (r >= 3) ms.push_back(m);
-  }
-  if (e == cudaSuccess) {
-    std::sort(ms.begin(), ms.end());
-    median_ms = ms[ms.size() / 2];
-  }
-  if (instantiated) cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return e;
 }
 
 // One CTA: after the previous kernel, writes `replicas` copies of a 1 KB row (64 x 16 bytes).
@@ -109,49 +80,49 @@ __global__ void RowConsumer(uint32_t* cell, int i, const uint4* rows, int replic
 void RunHotRowFloor(cudaStream_t stream, uint32_t* cell, cudaEvent_t t0, cudaEvent_t t1) {
   constexpr int kPairs = 112, kMaxReplicas = 64;
   uint4* rows = nullptr;
-  FLOOR_CHECK(cudaMalloc(&rows, kMaxReplicas * 64 * sizeof(uint4)));
-  FLOOR_CHECK(cudaMemset(rows, 0, kMaxReplicas * 64 * sizeof(uint4)));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&rows, kMaxReplicas * 64 * sizeof(uint4)));
+  RETURN_ON_CUDA_ERROR(cudaMemset(rows, 0, kMaxReplicas * 64 * sizeof(uint4)));
   std::printf("hot row: %d pairs (1 CTA x 256 writes R copies of a 1 KB row; 1024 CTAs x 64 read copy c %% R), "
               "replayed; us per pair (median of 20 replays)\n",
               kPairs);
   for (int pdl = 0; pdl < 2; ++pdl)
     for (int replicas : {1, 2, 4, 8, 16, 32, 64}) {
       cudaGraph_t graph;
-      FLOOR_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      RETURN_ON_CUDA_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
       for (int i = 1; i <= 2 * kPairs; ++i) {
         const bool consumer = i % 2 == 0;
         cudaLaunchAttribute attr[1];
         const cudaLaunchConfig_t cfg = LaunchConfig(consumer ? 1024 : 1, consumer ? 64 : 256, stream, pdl, attr);
         if (consumer)
-          FLOOR_CHECK(cudaLaunchKernelEx(&cfg, RowConsumer, cell, i, static_cast<const uint4*>(rows), replicas, pdl));
+          RETURN_ON_CUDA_ERROR(cudaLaunchKernelEx(&cfg, RowConsumer, cell, i, static_cast<const uint4*>(rows), replicas, pdl));
         else
-          FLOOR_CHECK(cudaLaunchKernelEx(&cfg, RowProducer, cell, i, rows, replicas, pdl));
+          RETURN_ON_CUDA_ERROR(cudaLaunchKernelEx(&cfg, RowProducer, cell, i, rows, replicas, pdl));
       }
-      FLOOR_CHECK(cudaStreamEndCapture(stream, &graph));
+      RETURN_ON_CUDA_ERROR(cudaStreamEndCapture(stream, &graph));
       float median_ms = 0;
-      FLOOR_CHECK(ReplayMedianMs(graph, stream, t0, t1, median_ms));
+      RETURN_ON_CUDA_ERROR(ReplayMedianMs(graph, stream, t0, t1, median_ms));
       uint32_t last = 0;
-      FLOOR_CHECK(cudaMemcpy(&last, cell + 2 * kPairs, sizeof(last), cudaMemcpyDeviceToHost));
+      RETURN_ON_CUDA_ERROR(cudaMemcpy(&last, cell + 2 * kPairs, sizeof(last), cudaMemcpyDeviceToHost));
       std::printf("  %s R = %2d: %.2f us per pair (last cell %u)\n", pdl ? "PDL  " : "plain", replicas,
                   1000.0 * median_ms / kPairs, last);
     }
-  FLOOR_CHECK(cudaFree(rows));
+  RETURN_ON_CUDA_ERROR(cudaFree(rows));
 }
 
 }  // namespace
 
 void RunChainFloor() {
   int sms = 0;
-  FLOOR_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  RETURN_ON_CUDA_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   constexpr int kKernels = 224;  // Qwen3-0.6B: 28 layers of 8 kernels
   uint32_t* cell = nullptr;
-  FLOOR_CHECK(cudaMalloc(&cell, (kKernels + 1) * sizeof(uint32_t)));  // 225 cells: also the 224 of the hot row
-  FLOOR_CHECK(cudaMemset(cell, 0, (kKernels + 1) * sizeof(uint32_t)));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&cell, (kKernels + 1) * sizeof(uint32_t)));  // 225 cells: also the 224 of the hot row
+  RETURN_ON_CUDA_ERROR(cudaMemset(cell, 0, (kKernels + 1) * sizeof(uint32_t)));
   cudaStream_t stream;
-  FLOOR_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  RETURN_ON_CUDA_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaEvent_t t0, t1;
-  FLOOR_CHECK(cudaEventCreate(&t0));
-  FLOOR_CHECK(cudaEventCreate(&t1));
+  RETURN_ON_CUDA_ERROR(cudaEventCreate(&t0));
+  RETURN_ON_CUDA_ERROR(cudaEventCreate(&t1));
   struct Shape {
     const char* name;
     int grid, threads;
@@ -162,20 +133,20 @@ void RunChainFloor() {
   for (const Shape& s : shapes)
     for (int pdl = 0; pdl < 2; ++pdl) {
       cudaGraph_t graph;
-      FLOOR_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      RETURN_ON_CUDA_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
       for (int i = 1; i <= kKernels; ++i) {
         cudaLaunchAttribute attr[1];
         const cudaLaunchConfig_t cfg = LaunchConfig(s.grid, s.threads, stream, pdl, attr);
-        FLOOR_CHECK(cudaLaunchKernelEx(&cfg, ChainKernel, cell, i, pdl));
+        RETURN_ON_CUDA_ERROR(cudaLaunchKernelEx(&cfg, ChainKernel, cell, i, pdl));
       }
-      FLOOR_CHECK(cudaStreamEndCapture(stream, &graph));
+      RETURN_ON_CUDA_ERROR(cudaStreamEndCapture(stream, &graph));
       float median_ms = 0;
-      FLOOR_CHECK(ReplayMedianMs(graph, stream, t0, t1, median_ms));
+      RETURN_ON_CUDA_ERROR(ReplayMedianMs(graph, stream, t0, t1, median_ms));
       uint32_t last = 0;
-      FLOOR_CHECK(cudaMemcpy(&last, cell + kKernels, sizeof(last), cudaMemcpyDeviceToHost));
+      RETURN_ON_CUDA_ERROR(cudaMemcpy(&last, cell + kKernels, sizeof(last), cudaMemcpyDeviceToHost));
       std::printf("  %-16s %s: %.2f us per kernel (%.3f ms the chain; last cell %u)\n", s.name,
                   pdl ? "PDL  " : "plain", 1000.0 * median_ms / kKernels, median_ms, last);
     }
   RunHotRowFloor(stream, cell, t0, t1);
-  FLOOR_CHECK(cudaFree(cell));
+  RETURN_ON_CUDA_ERROR(cudaFree(cell));
 }

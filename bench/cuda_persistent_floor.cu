@@ -398,6 +398,15 @@ __device__ void LmHead(const Params& p, const float* x) {
   }
 }
 
+// The final RMSNorm of the row (thread t holds element t) into x (kHidden floats of shared
+// memory), then the lm_head over it.
+__device__ void FinalNormLmHead(const Params& p, float v, float* x, float* red) {
+  const float r = rsqrtf(BlockSum(v * v, red) / kHidden + kEps);
+  x[threadIdx.x] = v * r * p.final_norm[threadIdx.x];
+  __syncthreads();
+  LmHead(p, x);
+}
+
 __global__ void __launch_bounds__(kThreads, 1) PersistentDecodeStep(Params p) {
   extern __shared__ __align__(128) uint8_t smem[];
   const Slots s = MakeSlots();
@@ -511,14 +520,7 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentDecodeStep(Params p) {
         p.h[s.o0 + t] = own[t];
       }
     }
-    if (p.lm_head) {
-      float* x = part;
-      const float v = __uint_as_float(Poll(p.flags + int64_t{kLayers} * kFlagWords + kFlagH + t, tag));
-      const float r = rsqrtf(BlockSum(v * v, red) / kHidden + kEps);
-      x[t] = v * r * p.final_norm[t];
-      __syncthreads();
-      LmHead(p, x);
-    }
+    if (p.lm_head) FinalNormLmHead(p, __uint_as_float(Poll(p.flags + int64_t{kLayers} * kFlagWords + kFlagH + t, tag)), part, red);
     // Every CTA read the epoch before it published its first word, and CTA 0's last
     // layer needed words of every CTA: the next step can take the next tag.
     if (blockIdx.x == 0 && t == 0) atomicAdd(p.epoch, 1u);
@@ -526,6 +528,20 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentDecodeStep(Params p) {
   }
   const bool fenced = !p.light;
   const int copies = max(p.replicas, 1), copy = blockIdx.x % copies;
+  // o_proj or down (slot) over this CTA's copy of its input codes (n of them, this scale),
+  // added to this CTA's rows of the residual, every copy written; then the barrier.
+  auto into_residual = [&](int slot, int layer, const uint8_t* codes, int n, float scale) {
+    if (t < n / 16) reinterpret_cast<uint4*>(xs)[t] = __ldcg(reinterpret_cast<const uint4*>(codes + copy * n) + t);
+    __syncthreads();
+    slot_ready(slot, layer);
+    gemv(slot);
+    slot_done(slot, layer);
+    if (t < rows_o) {
+      own[t] += res[t] * kWScale * scale;
+      for (int r = 0; r < copies; ++r) p.h[r * kHidden + s.o0 + t] = own[t];
+    }
+    GridSync(p.barrier, target, fenced);
+  };
   if (t < rows_o) own[t] = p.h_in[s.o0 + t];
   for (int layer = 0; layer < kLayers; ++layer) {
     const float* h = layer == 0 ? p.h_in : p.h + copy * kHidden;
@@ -546,17 +562,7 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentDecodeStep(Params p) {
     }
     GridSync(p.barrier, target, fenced);
     // o_proj and the residual.
-    if (t < kAttnOut / 16)
-      reinterpret_cast<uint4*>(xs)[t] = __ldcg(reinterpret_cast<const uint4*>(p.attn_codes + copy * kAttnOut) + t);
-    __syncthreads();
-    slot_ready(1, layer);
-    gemv(1);
-    slot_done(1, layer);
-    if (t < rows_o) {
-      own[t] += res[t] * kWScale * kAttnScale;
-      for (int r = 0; r < copies; ++r) p.h[r * kHidden + s.o0 + t] = own[t];
-    }
-    GridSync(p.barrier, target, fenced);
+    into_residual(1, layer, p.attn_codes, kAttnOut, kAttnScale);
     // gate/up, SiLU-mul.
     NormCodes(p.h + copy * kHidden, nw + kHidden, 1.0f / kXScale, xs, red);
     slot_ready(2, layer);
@@ -569,28 +575,9 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentDecodeStep(Params p) {
     }
     GridSync(p.barrier, target, fenced);
     // down and the residual.
-    if (t < kInter / 16)
-      reinterpret_cast<uint4*>(xs)[t] = __ldcg(reinterpret_cast<const uint4*>(p.act_codes + copy * kInter) + t);
-    __syncthreads();
-    slot_ready(3, layer);
-    gemv(3);
-    slot_done(3, layer);
-    if (t < rows_o) {
-      own[t] += res[t] * kWScale * kActScale;
-      for (int r = 0; r < copies; ++r) p.h[r * kHidden + s.o0 + t] = own[t];
-    }
-    GridSync(p.barrier, target, fenced);
+    into_residual(3, layer, p.act_codes, kInter, kActScale);
   }
-  if (!p.lm_head) return;
-  // Final norm (f32 row in shared memory), then the BF16 lm_head: a warp a row, 16 bytes a lane.
-  float* x = part;
-  {
-    const float v = __ldcg(p.h + t);
-    const float r = rsqrtf(BlockSum(v * v, red) / kHidden + kEps);
-    x[t] = v * r * p.final_norm[t];
-    __syncthreads();
-  }
-  LmHead(p, x);
+  if (p.lm_head) FinalNormLmHead(p, __ldcg(p.h + t), part, red);
 }
 
 // Deterministic fills on the device: FP8 codes with |w| < 2 (bit 6 clear: no NaN code),

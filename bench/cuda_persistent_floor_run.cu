@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "cuda_bench_util.h"
 #include "cuda_persistent_floor.h"
 #include "vt/dtype.h"
 
@@ -15,15 +16,6 @@ void LaunchStreamRead(const void* p, int64_t bytes, uint32_t* sink, int sms, cud
 
 namespace persistent_floor {
 namespace {
-
-#define PF_CHECK(x)                                                                               \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-      return;                                                                                     \
-    }                                                                                             \
-  } while (0)
 
 uint8_t HostCode(float v) { return vt::FloatToFp8E4M3(std::fmin(std::fmax(v, -448.0f), 448.0f)); }
 
@@ -139,13 +131,13 @@ double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
 void RunPersistentFloor() {
   using namespace persistent_floor;
   int sms = 0, dev = 0;
-  PF_CHECK(cudaGetDevice(&dev));
-  PF_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  RETURN_ON_CUDA_ERROR(cudaGetDevice(&dev));
+  RETURN_ON_CUDA_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   cudaDeviceProp prop{};
-  PF_CHECK(cudaGetDeviceProperties(&prop, dev));
+  RETURN_ON_CUDA_ERROR(cudaGetDeviceProperties(&prop, dev));
   const size_t smem = SmemBytes(sms);
   int per_sm = 0;
-  PF_CHECK(ConfigurePersistentStep(smem, &per_sm));
+  RETURN_ON_CUDA_ERROR(ConfigurePersistentStep(smem, &per_sm));
   std::printf("persistent decode step: %s, %d SMs, %zu bytes of shared memory a CTA, %d CTA(s) an SM fit\n", prop.name,
               sms, smem, per_sm);
   if (per_sm < 1) return;
@@ -156,33 +148,33 @@ void RunPersistentFloor() {
   uint16_t *k_cache, *v_cache, *lm_head;
   unsigned* barrier;
   uint32_t* sink;
-  PF_CHECK(cudaMalloc(&w, w_bytes));
-  PF_CHECK(cudaMalloc(&norm_w, sizeof(float) * kLayers * 2 * kHidden));
-  PF_CHECK(cudaMalloc(&final_norm, sizeof(float) * kHidden));
-  PF_CHECK(cudaMalloc(&h_in, sizeof(float) * kHidden));
-  PF_CHECK(cudaMalloc(&h, sizeof(float) * kHidden * kMaxReplicas));
-  PF_CHECK(cudaMalloc(&qkv, sizeof(float) * kQkv));
-  PF_CHECK(cudaMalloc(&logits, sizeof(float) * kVocab));
-  PF_CHECK(cudaMalloc(&attn_codes, kAttnOut * kMaxReplicas));
-  PF_CHECK(cudaMalloc(&act_codes, kInter * kMaxReplicas));
-  PF_CHECK(cudaMalloc(&k_cache, 2 * cache_elems));
-  PF_CHECK(cudaMalloc(&v_cache, 2 * cache_elems));
-  PF_CHECK(cudaMalloc(&lm_head, int64_t{2} * kVocab * kHidden));
-  PF_CHECK(cudaMalloc(&barrier, sizeof(unsigned)));
-  PF_CHECK(cudaMalloc(&sink, sizeof(uint32_t)));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&w, w_bytes));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&norm_w, sizeof(float) * kLayers * 2 * kHidden));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&final_norm, sizeof(float) * kHidden));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&h_in, sizeof(float) * kHidden));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&h, sizeof(float) * kHidden * kMaxReplicas));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&qkv, sizeof(float) * kQkv));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&logits, sizeof(float) * kVocab));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&attn_codes, kAttnOut * kMaxReplicas));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&act_codes, kInter * kMaxReplicas));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&k_cache, 2 * cache_elems));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&v_cache, 2 * cache_elems));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&lm_head, int64_t{2} * kVocab * kHidden));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&barrier, sizeof(unsigned)));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&sink, sizeof(uint32_t)));
 
   cudaStream_t stream;
-  PF_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  RETURN_ON_CUDA_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const int64_t flag_words = int64_t{kLayers + 1} * kFlagWords;
   uint64_t* flags;
   unsigned* epoch;
-  PF_CHECK(cudaMalloc(&flags, flag_words * sizeof(uint64_t)));
-  PF_CHECK(cudaMalloc(&epoch, sizeof(unsigned)));
-  PF_CHECK(cudaMemset(flags, 0, flag_words * sizeof(uint64_t)));
-  PF_CHECK(cudaMemset(epoch, 0, sizeof(unsigned)));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&flags, flag_words * sizeof(uint64_t)));
+  RETURN_ON_CUDA_ERROR(cudaMalloc(&epoch, sizeof(unsigned)));
+  RETURN_ON_CUDA_ERROR(cudaMemset(flags, 0, flag_words * sizeof(uint64_t)));
+  RETURN_ON_CUDA_ERROR(cudaMemset(epoch, 0, sizeof(unsigned)));
   Params p{w,         norm_w,     lm_head,   final_norm, k_cache, v_cache, h_in,  h, qkv,
            attn_codes, act_codes, logits,    barrier,    flags,   epoch,   160,   2};
-  PF_CHECK(FillPersistentInputs(p, w_bytes, cache_elems));
+  RETURN_ON_CUDA_ERROR(FillPersistentInputs(p, w_bytes, cache_elems));
   // Cooperative, so that the CTAs are co-resident (the barriers need it); without the
   // attribute if a graph cannot hold it (one CTA an SM fits, and the grid is one wave).
   bool cooperative = true;
@@ -201,13 +193,18 @@ void RunPersistentFloor() {
     m.k_cache.resize(cache_elems);
     m.v_cache.resize(cache_elems);
     m.lm_head.resize(int64_t{kVocab} * kHidden);
-    PF_CHECK(cudaMemcpy(m.w.data(), w, w_bytes, cudaMemcpyDeviceToHost));
-    PF_CHECK(cudaMemcpy(m.norm_w.data(), norm_w, sizeof(float) * m.norm_w.size(), cudaMemcpyDeviceToHost));
-    PF_CHECK(cudaMemcpy(m.final_norm.data(), final_norm, sizeof(float) * kHidden, cudaMemcpyDeviceToHost));
-    PF_CHECK(cudaMemcpy(m.h_in.data(), h_in, sizeof(float) * kHidden, cudaMemcpyDeviceToHost));
-    PF_CHECK(cudaMemcpy(m.k_cache.data(), k_cache, 2 * cache_elems, cudaMemcpyDeviceToHost));
-    PF_CHECK(cudaMemcpy(m.v_cache.data(), v_cache, 2 * cache_elems, cudaMemcpyDeviceToHost));
-    PF_CHECK(cudaMemcpy(m.lm_head.data(), lm_head, m.lm_head.size() * 2, cudaMemcpyDeviceToHost));
+    RETURN_ON_CUDA_ERROR(cudaMemcpy(m.w.data(), w, w_bytes, cudaMemcpyDeviceToHost));
+    RETURN_ON_CUDA_ERROR(cudaMemcpy(m.norm_w.data(), norm_w, sizeof(float) * m.norm_w.size(), cudaMemcpyDeviceToHost));
+    RETURN_ON_CUDA_ERROR(cudaMemcpy(m.final_norm.data(), final_norm, sizeof(float) * kHidden, cudaMemcpyDeviceToHost));
+    RETURN_ON_CUDA_ERROR(cudaMemcpy(m.h_in.data(), h_in, sizeof(float) * kHidden, cudaMemcpyDeviceToHost));
+    RETURN_ON_CUDA_ERROR(cudaMemcpy(m.k_cache.data(), k_cache, 2 * cache_elems, cudaMemcpyDeviceToHost));
+    RETURN_ON_CUDA_ERROR(cudaMemcpy(m.v_cache.data(), v_cache, 2 * cache_elems, cudaMemcpyDeviceToHost));
+    RETURN_ON_CUDA_ERROR(cudaMemcpy(m.lm_head.data(), lm_head, m.lm_head.size() * 2, cudaMemcpyDeviceToHost));
+    // Every form computes the same step (and writes the same key and value at position ctx),
+    // so one host step is the reference of all of them.
+    std::vector<float> hh, hl;
+    HostStep(m, p.ctx, sms, hh, hl);
+    const int argmax_h = static_cast<int>(std::max_element(hl.begin(), hl.end()) - hl.begin());
     struct Check {
       int mode, light, mma, kv_smem, replicas = 1;
     };
@@ -219,19 +216,13 @@ void RunPersistentFloor() {
       q.mma = ck.mma;
       q.kv_smem = ck.kv_smem;
       q.replicas = ck.replicas;
-      PF_CHECK(cudaMemset(logits, 0, sizeof(float) * kVocab));
-      PF_CHECK(launch(q));
-      PF_CHECK(cudaStreamSynchronize(stream));
-      std::vector<float> dh(kHidden), dl(kVocab), hh, hl;
-      PF_CHECK(cudaMemcpy(dh.data(), h, sizeof(float) * kHidden, cudaMemcpyDeviceToHost));
-      PF_CHECK(cudaMemcpy(dl.data(), logits, sizeof(float) * kVocab, cudaMemcpyDeviceToHost));
-      HostModel copy_caches = m;  // the step writes position ctx of the caches
-      HostStep(copy_caches, p.ctx, sms, hh, hl);
-      int argmax_d = 0, argmax_h = 0;
-      for (int v = 1; v < kVocab; ++v) {
-        if (dl[v] > dl[argmax_d]) argmax_d = v;
-        if (hl[v] > hl[argmax_h]) argmax_h = v;
-      }
+      RETURN_ON_CUDA_ERROR(cudaMemset(logits, 0, sizeof(float) * kVocab));
+      RETURN_ON_CUDA_ERROR(launch(q));
+      RETURN_ON_CUDA_ERROR(cudaStreamSynchronize(stream));
+      std::vector<float> dh(kHidden), dl(kVocab);
+      RETURN_ON_CUDA_ERROR(cudaMemcpy(dh.data(), h, sizeof(float) * kHidden, cudaMemcpyDeviceToHost));
+      RETURN_ON_CUDA_ERROR(cudaMemcpy(dl.data(), logits, sizeof(float) * kVocab, cudaMemcpyDeviceToHost));
+      const int argmax_d = static_cast<int>(std::max_element(dl.begin(), dl.end()) - dl.begin());
       const double eh = RelErr(dh, hh), el = RelErr(dl, hl);
       std::printf("  check (mode %d%s%s%s%s, context %d): residual row rel. error %.2e, logits %.2e, argmax %d / host %d: "
                   "%s\n",
@@ -242,8 +233,8 @@ void RunPersistentFloor() {
   }
 
   cudaEvent_t t0, t1;
-  PF_CHECK(cudaEventCreate(&t0));
-  PF_CHECK(cudaEventCreate(&t1));
+  RETURN_ON_CUDA_ERROR(cudaEventCreate(&t0));
+  RETURN_ON_CUDA_ERROR(cudaEventCreate(&t1));
   auto replay_us = [&](const Params& q, double& us) -> cudaError_t {
     cudaGraph_t graph;
     cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
@@ -251,22 +242,9 @@ void RunPersistentFloor() {
     for (int i = 0; i < 10 && e == cudaSuccess; ++i) e = launch(q);
     cudaError_t e2 = cudaStreamEndCapture(stream, &graph);
     if (e != cudaSuccess || e2 != cudaSuccess) return e != cudaSuccess ? e : e2;
-    cudaGraphExec_t exec;
-    if ((e = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess) return e;
-    std::vector<float> ms;
-    for (int r = 0; r < 13 && e == cudaSuccess; ++r) {
-      cudaEventRecord(t0, stream);
-      cudaGraphLaunch(exec, stream);
-      cudaEventRecord(t1, stream);
-      e = cudaEventSynchronize(t1);
-      float m = 0;
-      cudaEventElapsedTime(&m, t0, t1);
-      if (r >= 3) ms.push_back(m);
-    }
-    std::sort(ms.begin(), ms.end());
-    us = 1000.0 * ms[ms.size() / 2] / 10;
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    float median_ms = 0;
+    e = vtllm_bench::ReplayMedianMs(graph, stream, t0, t1, median_ms);
+    us = 1000.0 * median_ms / 10;
     return e;
   };
   // The roofline: the streaming read of the same buffers.
@@ -287,8 +265,8 @@ void RunPersistentFloor() {
     return cudaSuccess;
   };
   double w_us = 0, lm_us = 0;
-  PF_CHECK(stream_us(w, w_bytes, w_us));
-  PF_CHECK(stream_us(lm_head, int64_t{2} * kVocab * kHidden, lm_us));
+  RETURN_ON_CUDA_ERROR(stream_us(w, w_bytes, w_us));
+  RETURN_ON_CUDA_ERROR(stream_us(lm_head, int64_t{2} * kVocab * kHidden, lm_us));
   std::printf("  roofline: the layers' FP8 weights (%.0f MB) streamed in %.1f us (%.0f GB/s), the BF16 lm_head (%.0f MB) "
               "in %.1f us (%.0f GB/s)\n",
               w_bytes / 1e6, w_us, w_bytes / w_us / 1e3, 2.0 * kVocab * kHidden / 1e6, lm_us,
@@ -319,7 +297,7 @@ void RunPersistentFloor() {
       {"T: tagged words, the products left out, context 1", 5, 1, false, 0, 0, 0},
       {"T: tagged words, MMA GEMVs, ctx 160, + lm_head", 3, 160, true, 0, 1, 0},
   };
-  std::printf("  graph-replayed steps (a zeroing memset of the barrier, but in mode 3, and the kernel each), median of 10 "
+  std::printf("  graph-replayed steps (a zeroing memset of the barrier, but in mode 3, and the kernel each), median of 20 "
               "replays of 10 steps:\n");
   for (const Case& c : cases) {
     Params q = p;
@@ -338,7 +316,7 @@ void RunPersistentFloor() {
       cooperative = false;
       e = replay_us(q, us);
     }
-    PF_CHECK(e);
+    RETURN_ON_CUDA_ERROR(e);
     const double bytes = (c.mode ? w_bytes : 0) + (c.lm ? 2.0 * kVocab * kHidden : 0);
     const double roof = (c.mode ? w_us : 0) + (c.lm ? lm_us : 0);
     if (c.mode == 0 || c.mode == 4)
